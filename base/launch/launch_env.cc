@@ -1,0 +1,142 @@
+#include "base/launch/launch_env.h"
+
+#include "base/launch/component.h"
+
+namespace baton::launch {
+
+int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, int hi) {
+  // FNV-1a over the job id spreads jobs over the range; the step's slot is
+  // added so that the steps of one job get consecutive, distinct ports.
+  uint64_t h = 1469598103934665603ull;
+  for (char c : job_id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+  const uint64_t slot = step_id ? static_cast<uint64_t>(*step_id) + 1 : 0;  // batch script: 0
+  return lo + static_cast<int>((h + slot) % span);
+}
+
+std::string FormatHostfile(HostfileFormat format, const StepLayout& layout) {
+  const std::vector<int> counts = layout.TasksPerNode();
+  std::string out;
+  switch (format) {
+    case HostfileFormat::kOpenMpi:
+    case HostfileFormat::kDeepSpeed:
+      for (int n = 0; n < layout.num_nodes(); ++n)
+        if (counts[n] > 0) out += layout.nodes[n] + " slots=" + std::to_string(counts[n]) + "\n";
+      break;
+    case HostfileFormat::kMpich:
+      for (int n = 0; n < layout.num_nodes(); ++n)
+        if (counts[n] > 0) out += layout.nodes[n] + ":" + std::to_string(counts[n]) + "\n";
+      break;
+    case HostfileFormat::kHorovod:
+      for (int n = 0; n < layout.num_nodes(); ++n) {
+        if (counts[n] == 0) continue;
+        if (!out.empty()) out += ',';
+        out += layout.nodes[n] + ":" + std::to_string(counts[n]);
+      }
+      out += "\n";
+      break;
+    case HostfileFormat::kPlain:
+      for (int node : layout.task_node) out += layout.nodes[node] + "\n";
+      break;
+  }
+  return out;
+}
+
+std::string ExpandHostfileDir(const std::string& tmpl, const std::string& user,
+                              const std::string& job, const std::string& step,
+                              const std::string& node, const std::string& tmpdir) {
+  std::string out;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] != '%' || i + 1 == tmpl.size()) {
+      out += tmpl[i];
+      continue;
+    }
+    switch (tmpl[++i]) {
+      case 'u': out += user; break;
+      case 'j': out += job; break;
+      case 's': out += step; break;
+      case 'n': out += node; break;
+      case 't': out += tmpdir; break;
+      default: out += tmpl[i]; break;  // "%%" -> "%"; others were rejected by the config parser
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> SplitDeviceList(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config,
+                       EnvList* env) {
+  const StepLayout& layout = info.layout;
+  if (layout.num_nodes() == 0)
+    return Status::InvalidArgument(kComponent, "job " + info.job_id + ": the step has no nodes");
+  if (info.node_index < 0 || info.node_index >= layout.num_nodes()) {
+    return Status::InvalidArgument(kComponent, "node index " + std::to_string(info.node_index) +
+                                                   " is outside the step's " +
+                                                   std::to_string(layout.num_nodes()) + " nodes");
+  }
+  if (info.master_addr.empty())
+    return Status::InvalidArgument(kComponent, "no address known for the first node " + layout.nodes[0]);
+
+  env->clear();
+  auto set = [env](const std::string& k, const std::string& v) { env->emplace_back(k, v); };
+  const int port = opts.master_port ? *opts.master_port
+                                    : MasterPort(info.job_id, info.step_id, config.port_lo, config.port_hi);
+  set("MASTER_ADDR", info.master_addr);
+  set("MASTER_PORT", std::to_string(port));
+
+  if (info.rank) {
+    const int rank = *info.rank;
+    if (rank < 0 || rank >= layout.num_tasks()) {
+      return Status::InvalidArgument(kComponent, "rank " + std::to_string(rank) + " is outside the step's " +
+                                                     std::to_string(layout.num_tasks()) + " tasks");
+    }
+    if (layout.task_node[rank] != info.node_index) {
+      return Status::InvalidArgument(kComponent, "rank " + std::to_string(rank) + " runs on node " +
+                                                     layout.nodes[info.node_index] +
+                                                     " but the task map places it on " +
+                                                     layout.nodes[layout.task_node[rank]]);
+    }
+    const std::vector<int> local = layout.RanksOn(info.node_index);
+    int local_rank = 0;
+    while (local[local_rank] != rank) ++local_rank;
+    set("RANK", std::to_string(rank));
+    set("WORLD_SIZE", std::to_string(layout.num_tasks()));
+    set("LOCAL_RANK", std::to_string(local_rank));
+    set("LOCAL_WORLD_SIZE", std::to_string(local.size()));
+    set("NODE_RANK", std::to_string(info.node_index));
+    // torchrun's names: one agent group per node.
+    set("GROUP_RANK", std::to_string(info.node_index));
+    set("GROUP_WORLD_SIZE", std::to_string(layout.num_nodes()));
+
+    const GpuBind bind = opts.gpu_bind.value_or(config.gpu_bind);
+    if (bind == GpuBind::kLocalRank) {
+      if (info.node_gpus.empty()) {
+        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: Slurm gave this step no GPUs on " +
+                                                   layout.nodes[info.node_index] + " (ask with --gpus or --gres)");
+      }
+      // More local ranks than GPUs share them round-robin.
+      set("CUDA_VISIBLE_DEVICES", info.node_gpus[local_rank % info.node_gpus.size()]);
+    }
+  }
+  if (!info.hostfile_path.empty()) set("BATON_HOSTFILE", info.hostfile_path);
+  set("BATON_JOB_ID", info.job_id);
+  set("BATON_NNODES", std::to_string(layout.num_nodes()));
+  set("BATON_RESTART_COUNT", std::to_string(info.restart_count));
+  if (opts.ckpt_dir) set("BATON_CKPT_DIR", *opts.ckpt_dir);
+  if (opts.local_dir) set("BATON_LOCAL_DIR", *opts.local_dir);
+  return Status::OK();
+}
+
+}  // namespace baton::launch

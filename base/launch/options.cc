@@ -1,0 +1,222 @@
+#include "base/launch/options.h"
+
+#include <charconv>
+
+#include "base/launch/component.h"
+
+namespace baton::launch {
+namespace {
+
+Status Bad(std::string_view what, std::string_view value, std::string_view expected) {
+  return Status::InvalidArgument(kComponent, std::string(what) + ": invalid value '" +
+                                                 std::string(value) + "' (expected " +
+                                                 std::string(expected) + ")");
+}
+
+bool ParsePort(std::string_view text, int* port) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 65535) return false;
+  *port = v;
+  return true;
+}
+
+// A path option must be absolute: the remote side runs in another working
+// directory, and a relative path would silently mean something else there.
+Status CheckPath(std::string_view what, std::string_view value) {
+  if (value.empty() || value.front() != '/') return Bad(what, value, "an absolute path");
+  if (value.find('\n') != std::string_view::npos) return Bad(what, value, "a path without newlines");
+  return Status::OK();
+}
+
+Status SetFromText(const OptionSpec& spec, std::string_view what, const char* value,
+                   LaunchOptions* opts) {
+  const std::string_view name = spec.name;
+  if (value == nullptr && spec.has_arg != 2) return Bad(what, "", spec.arginfo);
+  const std::string_view v = value ? value : "";
+  if (name == "baton") {
+    if (value == nullptr || v == "on" || v == "yes" || v == "1") opts->enabled = true;
+    else if (v == "off" || v == "no" || v == "0") opts->enabled = false;
+    else return Bad(what, v, "on or off");
+  } else if (name == "baton-hostfile") {
+    if (v == "openmpi") opts->hostfile = HostfileFormat::kOpenMpi;
+    else if (v == "mpich") opts->hostfile = HostfileFormat::kMpich;
+    else if (v == "deepspeed") opts->hostfile = HostfileFormat::kDeepSpeed;
+    else if (v == "horovod") opts->hostfile = HostfileFormat::kHorovod;
+    else if (v == "plain") opts->hostfile = HostfileFormat::kPlain;
+    else return Bad(what, v, spec.arginfo);
+  } else if (name == "baton-master-port") {
+    int port = 0;
+    if (!ParsePort(v, &port)) return Bad(what, v, "a port number 1-65535");
+    opts->master_port = port;
+  } else if (name == "baton-gpu-bind") {
+    if (v == "none") opts->gpu_bind = GpuBind::kNone;
+    else if (v == "local-rank") opts->gpu_bind = GpuBind::kLocalRank;
+    else return Bad(what, v, spec.arginfo);
+  } else if (name == "baton-ckpt-dir") {
+    BATON_RETURN_IF_ERROR(CheckPath(what, v));
+    opts->ckpt_dir = std::string(v);
+  } else if (name == "baton-local-dir") {
+    BATON_RETURN_IF_ERROR(CheckPath(what, v));
+    opts->local_dir = std::string(v);
+  }
+  return Status::OK();
+}
+
+const OptionSpec* FindOption(std::string_view name) {
+  for (const OptionSpec& spec : UserOptions())
+    if (name == spec.name) return &spec;
+  return nullptr;
+}
+
+}  // namespace
+
+std::string_view FormatName(HostfileFormat f) {
+  switch (f) {
+    case HostfileFormat::kOpenMpi: return "openmpi";
+    case HostfileFormat::kMpich: return "mpich";
+    case HostfileFormat::kDeepSpeed: return "deepspeed";
+    case HostfileFormat::kHorovod: return "horovod";
+    case HostfileFormat::kPlain: return "plain";
+  }
+  return "?";
+}
+
+std::string_view GpuBindName(GpuBind g) { return g == GpuBind::kLocalRank ? "local-rank" : "none"; }
+
+const std::vector<OptionSpec>& UserOptions() {
+  static const std::vector<OptionSpec> kOptions = {
+      {"baton", "BATON_ENABLE", "on|off",
+       "Set up the launch environment (RANK, MASTER_ADDR, hostfile, ...) for every task", 2},
+      {"baton-hostfile", "BATON_HOSTFILE_FORMAT", "openmpi|mpich|deepspeed|horovod|plain",
+       "Format of the hostfile in BATON_HOSTFILE (default openmpi)", 1},
+      {"baton-master-port", "BATON_MASTER_PORT", "N",
+       "MASTER_PORT for the step (default: derived from the job and step ids)", 1},
+      {"baton-gpu-bind", "BATON_GPU_BIND", "none|local-rank",
+       "local-rank: each task sees only the GPU of its local rank", 1},
+      {"baton-ckpt-dir", "BATON_CKPT_DIR", "PATH", "Checkpoint directory (BATON_CKPT_DIR)", 1},
+      {"baton-local-dir", "BATON_LOCAL_DIR", "PATH",
+       "Node-local directory for fast checkpoint levels (BATON_LOCAL_DIR)", 1},
+  };
+  return kOptions;
+}
+
+Status SetOption(std::string_view name, const char* value, LaunchOptions* opts) {
+  const OptionSpec* spec = FindOption(name);
+  if (spec == nullptr) return Status::InvalidArgument(kComponent, "unknown option --" + std::string(name));
+  return SetFromText(*spec, "--" + std::string(name), value, opts);
+}
+
+Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, LaunchOptions* opts) {
+  for (const OptionSpec& spec : UserOptions()) {
+    auto it = env.find(spec.env);
+    if (it == env.end()) continue;
+    // An empty BATON_ENABLE means "not set", as an empty SBATCH_* does in Slurm.
+    if (it->second.empty()) continue;
+    BATON_RETURN_IF_ERROR(SetFromText(spec, spec.env, it->second.c_str(), opts));
+  }
+  return Status::OK();
+}
+
+Status OptionsFromCommandLine(const std::vector<std::string>& args, LaunchOptions* opts) {
+  std::map<std::string, std::string> seen;  // option -> value as given
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--baton", 0) != 0) continue;
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+      has_value = true;
+    }
+    const OptionSpec* spec = FindOption(name);
+    if (spec == nullptr) continue;  // srun itself rejects unknown options
+    if (!has_value && spec->has_arg == 1 && i + 1 < args.size()) {
+      value = args[++i];
+      has_value = true;
+    }
+    auto [it, inserted] = seen.emplace(name, has_value ? value : std::string("\x01"));
+    if (!inserted && it->second != (has_value ? value : std::string("\x01"))) {
+      auto show = [](const std::string& v) { return v == "\x01" ? std::string("(no value)") : "'" + v + "'"; };
+      return Status::InvalidArgument(kComponent, "--" + name + " given twice with different values: " +
+                                                     show(it->second) + " and " +
+                                                     show(has_value ? value : std::string("\x01")));
+    }
+    BATON_RETURN_IF_ERROR(SetFromText(*spec, "--" + name, has_value ? value.c_str() : nullptr, opts));
+  }
+  return Status::OK();
+}
+
+LaunchOptions Merge(const LaunchOptions& first, const LaunchOptions& second) {
+  LaunchOptions out = first;
+  if (!out.enabled) out.enabled = second.enabled;
+  if (!out.hostfile) out.hostfile = second.hostfile;
+  if (!out.master_port) out.master_port = second.master_port;
+  if (!out.gpu_bind) out.gpu_bind = second.gpu_bind;
+  if (!out.ckpt_dir) out.ckpt_dir = second.ckpt_dir;
+  if (!out.local_dir) out.local_dir = second.local_dir;
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> OptionsAsEnvironment(const LaunchOptions& opts) {
+  std::vector<std::pair<std::string, std::string>> env;
+  if (opts.enabled) env.emplace_back("BATON_ENABLE", *opts.enabled ? "on" : "off");
+  if (opts.hostfile) env.emplace_back("BATON_HOSTFILE_FORMAT", std::string(FormatName(*opts.hostfile)));
+  if (opts.master_port) env.emplace_back("BATON_MASTER_PORT", std::to_string(*opts.master_port));
+  if (opts.gpu_bind) env.emplace_back("BATON_GPU_BIND", std::string(GpuBindName(*opts.gpu_bind)));
+  if (opts.ckpt_dir) env.emplace_back("BATON_CKPT_DIR", *opts.ckpt_dir);
+  if (opts.local_dir) env.emplace_back("BATON_LOCAL_DIR", *opts.local_dir);
+  return env;
+}
+
+Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* config) {
+  PluginConfig c;
+  for (const std::string& arg : args) {
+    auto eq = arg.find('=');
+    if (eq == std::string::npos) {
+      return Status::InvalidArgument(kComponent, "plugstack.conf argument '" + arg +
+                                                     "' is not key=value (keys: default, "
+                                                     "port_range, hostfile_dir, gpu_bind)");
+    }
+    const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+    const std::string what = "plugstack.conf " + key;
+    if (key == "default") {
+      if (value == "on") c.default_on = true;
+      else if (value == "off") c.default_on = false;
+      else return Bad(what, value, "on or off");
+    } else if (key == "port_range") {
+      auto dash = value.find('-');
+      int lo = 0, hi = 0;
+      if (dash == std::string::npos || !ParsePort(std::string_view(value).substr(0, dash), &lo) ||
+          !ParsePort(std::string_view(value).substr(dash + 1), &hi) || lo > hi) {
+        return Bad(what, value, "LO-HI with 1 <= LO <= HI <= 65535");
+      }
+      c.port_lo = lo;
+      c.port_hi = hi;
+    } else if (key == "hostfile_dir") {
+      // Every token must be known, and the path absolute once %t is expanded.
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (value[i] != '%') continue;
+        if (i + 1 == value.size() || std::string_view("ujsnt%").find(value[i + 1]) == std::string_view::npos)
+          return Bad(what, value, "a template whose tokens are %u %j %s %n %t %%");
+        ++i;
+      }
+      if (value.empty() || (value[0] != '/' && value.rfind("%t", 0) != 0))
+        return Bad(what, value, "an absolute path or one starting with %t");
+      c.hostfile_dir = value;
+    } else if (key == "gpu_bind") {
+      if (value == "none") c.gpu_bind = GpuBind::kNone;
+      else if (value == "local-rank") c.gpu_bind = GpuBind::kLocalRank;
+      else return Bad(what, value, "none or local-rank");
+    } else {
+      return Status::InvalidArgument(kComponent, "plugstack.conf: unknown key '" + key +
+                                                     "' in '" + arg +
+                                                     "' (keys: default, port_range, hostfile_dir, gpu_bind)");
+    }
+  }
+  *config = c;
+  return Status::OK();
+}
+
+}  // namespace baton::launch

@@ -1,0 +1,77 @@
+// The user's baton options (--baton..., BATON_* variables) and the
+// administrator's plugstack.conf arguments, parsed strictly: an unknown key
+// or a bad value is an error that names both.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton::launch {
+
+enum class HostfileFormat { kOpenMpi, kMpich, kDeepSpeed, kHorovod, kPlain };
+enum class GpuBind { kNone, kLocalRank };
+
+std::string_view FormatName(HostfileFormat f);
+std::string_view GpuBindName(GpuBind g);
+
+// What the user asked for; unset fields fall back to the next source.
+struct LaunchOptions {
+  std::optional<bool> enabled;
+  std::optional<HostfileFormat> hostfile;
+  std::optional<int> master_port;
+  std::optional<GpuBind> gpu_bind;
+  std::optional<std::string> ckpt_dir;
+  std::optional<std::string> local_dir;
+};
+
+// One user option: its srun/sbatch name and its input variable.
+struct OptionSpec {
+  const char* name;     // "baton-hostfile" (given as --baton-hostfile=...)
+  const char* env;      // "BATON_HOSTFILE_FORMAT"
+  const char* arginfo;  // "openmpi|mpich|deepspeed|horovod|plain"
+  const char* usage;
+  int has_arg;          // as SPANK: 1 required, 2 optional
+};
+const std::vector<OptionSpec>& UserOptions();
+
+// Sets one option from its text; `name` is an OptionSpec name, `value` is
+// null when an optional argument was left out (--baton alone). Bad values
+// are InvalidArgument naming the option and the value.
+Status SetOption(std::string_view name, const char* value, LaunchOptions* opts);
+
+// Reads the BATON_* input variables. A bad value names the variable.
+Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, LaunchOptions* opts);
+
+// Scans a command line (srun's or sbatch's own options, not the program's)
+// for --baton options. The same option twice with different values is an
+// error; twice with the same value is harmless.
+Status OptionsFromCommandLine(const std::vector<std::string>& args, LaunchOptions* opts);
+
+// Fills each field of `out` from the first source that sets it.
+LaunchOptions Merge(const LaunchOptions& first, const LaunchOptions& second);
+
+// The resolved options as BATON_* input variables, so that the remote side
+// (slurmstepd) and child steps see exactly what the submitting side chose.
+std::vector<std::pair<std::string, std::string>> OptionsAsEnvironment(const LaunchOptions& opts);
+
+// plugstack.conf arguments.
+struct PluginConfig {
+  bool default_on = false;
+  int port_lo = 61000;  // above Linux's ephemeral range (32768-60999)
+  int port_hi = 65535;
+  // Tokens: %u user, %j job, %s step ("batch" for the batch script), %n node,
+  // %t the node's temporary directory (TMPDIR of the job, else /tmp).
+  std::string hostfile_dir = "%t/baton-%u/%j.%s.%n";
+  GpuBind gpu_bind = GpuBind::kNone;
+};
+
+// Parses "key=value" arguments: default=off|on, port_range=LO-HI,
+// hostfile_dir=TEMPLATE, gpu_bind=none|local-rank.
+Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* config);
+
+}  // namespace baton::launch

@@ -1,0 +1,13 @@
+// Subcommands of the `baton` command line tool, one file each.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace baton::cli {
+
+// Each takes the arguments after its name and returns the exit status.
+int EnvCommand(const std::vector<std::string>& args);       // env_command.cc
+int HostfileCommand(const std::vector<std::string>& args);  // env_command.cc
+
+}  // namespace baton::cli

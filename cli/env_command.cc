@@ -1,0 +1,105 @@
+// baton env / baton hostfile: the plugin's derivation without the plugin,
+// for a batch script or task on a cluster that does not load spank_baton.
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "base/launch/slurm_facts.h"
+#include "baton/identity.h"
+#include "cli/commands.h"
+
+namespace baton::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+// Parses args against `desc`; prints the error naming the option and value.
+bool Parse(const std::vector<std::string>& args, const po::options_description& desc, po::variables_map* vm,
+           const char* command) {
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), *vm);
+    po::notify(*vm);
+    return true;
+  } catch (const po::error& e) {
+    std::cerr << "baton " << command << ": " << e.what() << "\n" << desc;
+    return false;
+  }
+}
+
+bool Fail(const char* command, const Status& s) {
+  std::cerr << "baton " << command << ": " << s << "\n";
+  return false;
+}
+
+// Gathers the step's facts and the user's options as the plugin would.
+bool Gather(const char* command, const std::string& port_range, launch::StepInfo* info,
+            launch::LaunchOptions* opts, launch::PluginConfig* config) {
+  const launch::Env env = ProcessEnvironment();
+  Status s = launch::ParsePluginConfig({"port_range=" + port_range}, config);
+  if (!s.ok()) return Fail(command, s);
+  s = launch::OptionsFromEnvironment(env, opts);
+  if (!s.ok()) return Fail(command, s);
+  s = launch::StepInfoFromEnvironment(env, launch::Libslurm(), info);
+  if (!s.ok()) return Fail(command, s);
+  if (auto it = env.find("BATON_HOSTFILE"); it != env.end()) info->hostfile_path = it->second;
+  return true;
+}
+
+// Single quotes survive any value in sh; a quote inside becomes '\''.
+std::string ShellQuote(const std::string& v) {
+  std::string out = "'";
+  for (char c : v) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+int EnvCommand(const std::vector<std::string>& args) {
+  po::options_description desc("baton env options");
+  std::string format, port_range;
+  desc.add_options()("format", po::value(&format)->default_value("sh"), "sh or json")(
+      "port-range", po::value(&port_range)->default_value("61000-65535"),
+      "the plugin's port_range, if the administrator changed it");
+  po::variables_map vm;
+  if (!Parse(args, desc, &vm, "env")) return 2;
+  if (format != "sh" && format != "json") {
+    std::cerr << "baton env: --format: invalid value '" << format << "' (expected sh or json)\n";
+    return 2;
+  }
+  launch::StepInfo info;
+  launch::LaunchOptions opts;
+  launch::PluginConfig config;
+  if (!Gather("env", port_range, &info, &opts, &config)) return 1;
+  launch::EnvList env;
+  if (Status s = launch::DeriveLaunchEnv(info, opts, config, &env); !s.ok()) return Fail("env", s), 1;
+  if (format == "json") {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : env) j[k] = v;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    for (const auto& [k, v] : env) std::cout << "export " << k << "=" << ShellQuote(v) << "\n";
+  }
+  return 0;
+}
+
+int HostfileCommand(const std::vector<std::string>& args) {
+  po::options_description desc("baton hostfile options");
+  std::string format;
+  desc.add_options()("format", po::value(&format), "openmpi, mpich, deepspeed, horovod or plain");
+  po::variables_map vm;
+  if (!Parse(args, desc, &vm, "hostfile")) return 2;
+  launch::StepInfo info;
+  launch::LaunchOptions opts;
+  launch::PluginConfig config;
+  if (vm.count("format")) {
+    if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
+  }
+  launch::LaunchOptions from_env;
+  if (!Gather("hostfile", "61000-65535", &info, &from_env, &config)) return 1;
+  opts = launch::Merge(opts, from_env);
+  std::cout << launch::FormatHostfile(opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi), info.layout);
+  return 0;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,47 @@
+// baton: the command line tool. `baton help` lists the commands.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "baton/version.h"
+#include "cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: baton COMMAND [OPTIONS]\n"
+    "\n"
+    "commands:\n"
+    "  env [--format=sh|json]     the launch environment of this task or batch script\n"
+    "                             (RANK, LOCAL_RANK, MASTER_ADDR, ...), derived from SLURM_*\n"
+    "                             exactly as the spank_baton plugin derives it\n"
+    "  hostfile [--format=F]      the hostfile of this step (openmpi, mpich, deepspeed,\n"
+    "                             horovod, plain)\n"
+    "  version                    print baton's version\n"
+    "  help                       print this text\n"
+    "\n"
+    "See baton(1).\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "version" || command == "--version") {
+    std::printf("baton %s\n", baton::kVersion);
+    return 0;
+  }
+  if (command == "env") return baton::cli::EnvCommand(args);
+  if (command == "hostfile") return baton::cli::HostfileCommand(args);
+  std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,88 @@
+#include "spank/plugin.h"
+
+#include "spank/spank_api.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "base/launch/component.h"
+#include "baton/identity.h"
+
+namespace baton::spank {
+namespace {
+
+// Slurm calls this for every --baton... it sees: on the submitting side with
+// remote=0 (from the command line, #SBATCH lines or inherited variables),
+// and in slurmstepd with remote=1 as srun sent it. A bad value fails the
+// srun/sbatch at once, naming the option and the value.
+int OnOption(int index, const char* optarg, int /*remote*/) {
+  const auto& spec = launch::UserOptions().at(static_cast<size_t>(index));
+  Status s = launch::SetOption(spec.name, optarg, &State().from_callbacks);
+  if (!s.ok()) {
+    LogError(s);
+    return -1;
+  }
+  State().callback_log.emplace_back(spec.name, optarg ? optarg : "");
+  return 0;
+}
+
+std::vector<std::string> OwnCommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  size_t start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(start, end - start));
+    start = end + 1;
+  }
+  if (!args.empty()) args.erase(args.begin());  // the program itself
+  return args;
+}
+
+}  // namespace
+
+PluginState& State() {
+  static PluginState state;
+  return state;
+}
+
+Status RegisterOptions(spank_t sp) {
+  const auto& specs = launch::UserOptions();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    // Slurm keeps the pointer: the table lives as long as the plugin.
+    static std::vector<struct spank_option> table(specs.size());
+    table[i] = {const_cast<char*>(specs[i].name), const_cast<char*>(specs[i].arginfo),
+                const_cast<char*>(specs[i].usage), specs[i].has_arg, static_cast<int>(i), OnOption};
+    spank_err_t rc = spank_option_register(sp, &table[i]);
+    if (rc != ESPANK_SUCCESS) {
+      return Status::Internal(launch::kComponent, std::string("spank_option_register(--") + specs[i].name +
+                                                      ") failed: " + spank_strerror(rc));
+    }
+  }
+  return Status::OK();
+}
+
+Status ParseArguments(int ac, char** av) {
+  std::vector<std::string> args(av, av + ac);
+  return launch::ParsePluginConfig(args, &State().config);
+}
+
+Status ResolveSubmitOptions(launch::LaunchOptions* resolved) {
+  launch::LaunchOptions cmdline, env;
+  BATON_RETURN_IF_ERROR(launch::OptionsFromCommandLine(OwnCommandLine(), &cmdline));
+  BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &env));
+  *resolved = launch::Merge(cmdline, launch::Merge(env, State().from_callbacks));
+  if (!resolved->enabled) resolved->enabled = State().config.default_on;
+  return Status::OK();
+}
+
+void LogError(const Status& s) {
+  // Status::ToString starts with "baton[spank]" and carries the
+  // component, where it happened and the bad value.
+  slurm_error("%s", s.ToString().c_str());
+}
+
+
+}  // namespace baton::spank

@@ -1,0 +1,157 @@
+// User options (--baton..., BATON_*) and plugstack.conf arguments: strict,
+// every error names the option or key and the value.
+#include "base/launch/options.h"
+
+#include <gtest/gtest.h>
+
+namespace baton::launch {
+namespace {
+
+void ExpectNames(const Status& s, const std::string& a, const std::string& b) {
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(a), std::string::npos) << s;
+  EXPECT_NE(s.message().find(b), std::string::npos) << s;
+}
+
+TEST(UserOptions, EveryOptionAcceptsItsValues) {
+  LaunchOptions o;
+  ASSERT_TRUE(SetOption("baton", nullptr, &o).ok());
+  EXPECT_TRUE(*o.enabled);
+  ASSERT_TRUE(SetOption("baton", "off", &o).ok());
+  EXPECT_FALSE(*o.enabled);
+  for (auto [text, f] : std::vector<std::pair<const char*, HostfileFormat>>{
+           {"openmpi", HostfileFormat::kOpenMpi}, {"mpich", HostfileFormat::kMpich},
+           {"deepspeed", HostfileFormat::kDeepSpeed}, {"horovod", HostfileFormat::kHorovod},
+           {"plain", HostfileFormat::kPlain}}) {
+    ASSERT_TRUE(SetOption("baton-hostfile", text, &o).ok()) << text;
+    EXPECT_EQ(*o.hostfile, f);
+    EXPECT_EQ(FormatName(f), text);
+  }
+  ASSERT_TRUE(SetOption("baton-master-port", "29500", &o).ok());
+  EXPECT_EQ(*o.master_port, 29500);
+  ASSERT_TRUE(SetOption("baton-gpu-bind", "local-rank", &o).ok());
+  EXPECT_EQ(*o.gpu_bind, GpuBind::kLocalRank);
+  ASSERT_TRUE(SetOption("baton-ckpt-dir", "/shared/ckpt", &o).ok());
+  EXPECT_EQ(*o.ckpt_dir, "/shared/ckpt");
+  ASSERT_TRUE(SetOption("baton-local-dir", "/local", &o).ok());
+  EXPECT_EQ(*o.local_dir, "/local");
+}
+
+TEST(UserOptions, BadValuesNameOptionAndValue) {
+  LaunchOptions o;
+  ExpectNames(SetOption("baton", "maybe", &o), "--baton", "'maybe'");
+  ExpectNames(SetOption("baton-hostfile", "slurm", &o), "--baton-hostfile", "'slurm'");
+  ExpectNames(SetOption("baton-master-port", "70000", &o), "--baton-master-port", "'70000'");
+  ExpectNames(SetOption("baton-master-port", "12ab", &o), "--baton-master-port", "'12ab'");
+  ExpectNames(SetOption("baton-master-port", "0", &o), "--baton-master-port", "'0'");
+  ExpectNames(SetOption("baton-gpu-bind", "all", &o), "--baton-gpu-bind", "'all'");
+  ExpectNames(SetOption("baton-ckpt-dir", "relative/dir", &o), "--baton-ckpt-dir", "'relative/dir'");
+  ExpectNames(SetOption("baton-local-dir", "", &o), "--baton-local-dir", "''");
+  ExpectNames(SetOption("baton-nope", "1", &o), "unknown option", "--baton-nope");
+  EXPECT_FALSE(o.hostfile.has_value()) << "nothing set on error";
+}
+
+TEST(UserOptions, EnvironmentVariablesAreNamedInErrors) {
+  LaunchOptions o;
+  ASSERT_TRUE(OptionsFromEnvironment({{"BATON_ENABLE", "on"}, {"BATON_HOSTFILE_FORMAT", "mpich"},
+                                      {"BATON_MASTER_PORT", "1234"}, {"BATON_GPU_BIND", "none"},
+                                      {"BATON_CKPT_DIR", "/c"}, {"BATON_LOCAL_DIR", "/l"}, {"OTHER", "x"}},
+                                     &o)
+                  .ok());
+  EXPECT_TRUE(*o.enabled);
+  EXPECT_EQ(*o.hostfile, HostfileFormat::kMpich);
+  EXPECT_EQ(*o.master_port, 1234);
+  EXPECT_EQ(*o.ckpt_dir, "/c");
+  ExpectNames(OptionsFromEnvironment({{"BATON_HOSTFILE_FORMAT", "xml"}}, &o), "BATON_HOSTFILE_FORMAT", "'xml'");
+  LaunchOptions empty;
+  ASSERT_TRUE(OptionsFromEnvironment({{"BATON_ENABLE", ""}}, &empty).ok());
+  EXPECT_FALSE(empty.enabled.has_value()) << "empty means unset";
+}
+
+TEST(UserOptions, CommandLineForms) {
+  LaunchOptions o;
+  ASSERT_TRUE(OptionsFromCommandLine({"srun", "-N4", "--baton", "--baton-hostfile", "plain",
+                                      "--baton-master-port=4000", "--other=1"},
+                                     &o)
+                  .ok());
+  EXPECT_TRUE(*o.enabled);
+  EXPECT_EQ(*o.hostfile, HostfileFormat::kPlain);
+  EXPECT_EQ(*o.master_port, 4000);
+}
+
+TEST(UserOptions, SameOptionTwiceWithDifferentValuesIsAnError) {
+  LaunchOptions o;
+  ExpectNames(OptionsFromCommandLine({"--baton-hostfile=mpich", "--baton-hostfile=plain"}, &o),
+              "--baton-hostfile given twice", "'mpich' and 'plain'");
+  ExpectNames(OptionsFromCommandLine({"--baton", "--baton=off"}, &o), "--baton given twice", "'off'");
+  EXPECT_TRUE(OptionsFromCommandLine({"--baton-hostfile=mpich", "--baton-hostfile", "mpich"}, &o).ok())
+      << "the same value twice is harmless";
+}
+
+TEST(UserOptions, MergeTakesTheFirstSourceThatSetsEachField) {
+  LaunchOptions cmdline, env, script;
+  cmdline.hostfile = HostfileFormat::kPlain;
+  env.hostfile = HostfileFormat::kMpich;
+  env.master_port = 1000;
+  script.master_port = 2000;
+  script.ckpt_dir = "/s";
+  LaunchOptions m = Merge(cmdline, Merge(env, script));
+  EXPECT_EQ(*m.hostfile, HostfileFormat::kPlain);
+  EXPECT_EQ(*m.master_port, 1000);
+  EXPECT_EQ(*m.ckpt_dir, "/s");
+  EXPECT_FALSE(m.enabled.has_value());
+}
+
+TEST(UserOptions, ResolvedOptionsRoundTripThroughTheEnvironment) {
+  LaunchOptions o;
+  o.enabled = true;
+  o.hostfile = HostfileFormat::kHorovod;
+  o.master_port = 5;
+  o.gpu_bind = GpuBind::kLocalRank;
+  o.ckpt_dir = "/c";
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : OptionsAsEnvironment(o)) env[k] = v;
+  LaunchOptions back;
+  ASSERT_TRUE(OptionsFromEnvironment(env, &back).ok());
+  EXPECT_EQ(*back.enabled, true);
+  EXPECT_EQ(*back.hostfile, HostfileFormat::kHorovod);
+  EXPECT_EQ(*back.master_port, 5);
+  EXPECT_EQ(*back.gpu_bind, GpuBind::kLocalRank);
+  EXPECT_EQ(*back.ckpt_dir, "/c");
+  EXPECT_FALSE(back.local_dir.has_value());
+}
+
+TEST(PluginConfig, DefaultsAndEveryKey) {
+  PluginConfig c;
+  ASSERT_TRUE(ParsePluginConfig({}, &c).ok());
+  EXPECT_FALSE(c.default_on);
+  EXPECT_EQ(c.port_lo, 61000);
+  EXPECT_EQ(c.port_hi, 65535);
+  for (const char* token : {"%u", "%j", "%s", "%n"}) EXPECT_NE(c.hostfile_dir.find(token), std::string::npos);
+  EXPECT_EQ(c.hostfile_dir.rfind("%t/", 0), 0u) << "under the node's temporary directory";
+  ASSERT_TRUE(ParsePluginConfig({"default=on", "port_range=20000-20100", "hostfile_dir=/var/baton/%u/%j-%s-%n",
+                                 "gpu_bind=local-rank"},
+                                &c)
+                  .ok());
+  EXPECT_TRUE(c.default_on);
+  EXPECT_EQ(c.port_lo, 20000);
+  EXPECT_EQ(c.port_hi, 20100);
+  EXPECT_EQ(c.hostfile_dir, "/var/baton/%u/%j-%s-%n");
+  EXPECT_EQ(c.gpu_bind, GpuBind::kLocalRank);
+}
+
+TEST(PluginConfig, UnknownKeysAndBadValuesNameBoth) {
+  PluginConfig c;
+  ExpectNames(ParsePluginConfig({"colour=blue"}, &c), "unknown key 'colour'", "colour=blue");
+  ExpectNames(ParsePluginConfig({"default=maybe"}, &c), "default", "'maybe'");
+  ExpectNames(ParsePluginConfig({"port_range=9-1"}, &c), "port_range", "'9-1'");
+  ExpectNames(ParsePluginConfig({"port_range=100"}, &c), "port_range", "'100'");
+  ExpectNames(ParsePluginConfig({"port_range=1-70000"}, &c), "port_range", "'1-70000'");
+  ExpectNames(ParsePluginConfig({"hostfile_dir=/x/%q"}, &c), "hostfile_dir", "'/x/%q'");
+  ExpectNames(ParsePluginConfig({"hostfile_dir=rel/%j"}, &c), "hostfile_dir", "'rel/%j'");
+  ExpectNames(ParsePluginConfig({"gpu_bind=all"}, &c), "gpu_bind", "'all'");
+  ExpectNames(ParsePluginConfig({"justaword"}, &c), "'justaword'", "key=value");
+}
+
+}  // namespace
+}  // namespace baton::launch

@@ -1,0 +1,27 @@
+// Hostlists expanded by libslurm itself (the same functions the plugin
+// takes from srun and slurmstepd); no cluster needed.
+#include <gtest/gtest.h>
+
+#include "base/launch/slurm_facts.h"
+
+namespace baton::launch {
+namespace {
+
+TEST(LibslurmHostlist, ExpandsRangesAndSeveralPrefixes) {
+  std::vector<std::string> hosts;
+  ASSERT_TRUE(Libslurm().ExpandHostlist("n[1-3,7],gpu-[01-04]", &hosts).ok());
+  EXPECT_EQ(hosts, (std::vector<std::string>{"n1", "n2", "n3", "n7", "gpu-01", "gpu-02", "gpu-03", "gpu-04"}));
+  ASSERT_TRUE(Libslurm().ExpandHostlist("single", &hosts).ok());
+  EXPECT_EQ(hosts, (std::vector<std::string>{"single"}));
+}
+
+TEST(LibslurmHostlist, MalformedIsAnErrorNamingIt) {
+  std::vector<std::string> hosts;
+  Status s = Libslurm().ExpandHostlist("n[3-1]", &hosts);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("'n[3-1]'"), std::string::npos) << s;
+  EXPECT_FALSE(Libslurm().ExpandHostlist("n[1-99999999]", &hosts).ok()) << "too many hosts";
+}
+
+}  // namespace
+}  // namespace baton::launch
