@@ -29,7 +29,8 @@ baton_cuda_seen=
 for baton_p in $baton_cuda_cands; do
   AS_CASE([" $baton_cuda_seen "], [*" $baton_p "*], [continue])
   baton_cuda_seen="$baton_cuda_seen $baton_p"
-  test -f "$baton_p/include/cuda_runtime_api.h" || continue
+  AS_IF([test -f "$baton_p/include/cuda_runtime_api.h"], [],
+    [baton_cuda_why="no include/cuda_runtime_api.h under $baton_p"; continue])
   AC_MSG_CHECKING([for the CUDA runtime in $baton_p])
   AS_IF([test "$baton_p" = /usr],
     [baton_c_cpp= baton_c_ld= baton_c_libdir=],

@@ -26,15 +26,16 @@ AS_CASE([$with_nccl],
      [AC_MSG_ERROR([--with-nccl=$with_nccl: directory does not exist (expected an NCCL prefix with include/nccl.h and lib/libnccl.so)])])
    baton_nccl_cands=$with_nccl])
 AS_IF([test "$with_nccl" != no && test "$baton_have_cuda" != yes], [
-  baton_nccl_cands= baton_nccl_why="CUDA is not available ($baton_summary_cuda)"
+  baton_nccl_cands= baton_nccl_why="NCCL needs CUDA, which is not available: $baton_cuda_why"
   AS_IF([test "$with_nccl" = auto], [],
-    [AC_MSG_ERROR([NCCL was requested (--with-nccl=$with_nccl) but NCCL needs CUDA, which is not available: $baton_summary_cuda; see --with-cuda])])])
+    [AC_MSG_ERROR([NCCL was requested (--with-nccl=$with_nccl) but $baton_nccl_why; see --with-cuda])])])
 baton_save_CPPFLAGS=$CPPFLAGS baton_save_LDFLAGS=$LDFLAGS baton_save_LIBS=$LIBS
 baton_nccl_seen=
 for baton_p in $baton_nccl_cands; do
   AS_CASE([" $baton_nccl_seen "], [*" $baton_p "*], [continue])
   baton_nccl_seen="$baton_nccl_seen $baton_p"
-  test -f "$baton_p/include/nccl.h" || continue
+  AS_IF([test -f "$baton_p/include/nccl.h"], [],
+    [baton_nccl_why="no include/nccl.h under $baton_p"; continue])
   AC_MSG_CHECKING([for NCCL >= 2.18 in $baton_p])
   AS_IF([test "$baton_p" = /usr],
     [baton_n_cpp= baton_n_ld= baton_n_libdir=],
@@ -74,7 +75,7 @@ AS_IF([test "$baton_have_nccl" = yes],
    baton_nccl_val=1],
   [AS_CASE([$with_nccl],
      [no|auto], [AS_IF([test "$with_nccl" = auto],
-                   [AC_MSG_NOTICE([NCCL >= 2.18 not available ($baton_nccl_why): building without NCCL; use --with-nccl=PATH to point at it])])],
+                   [AC_MSG_NOTICE([building without NCCL: $baton_nccl_why; use --with-nccl=PATH to point at NCCL >= 2.18])])],
      [AC_MSG_ERROR([NCCL was requested (--with-nccl=$with_nccl) but is unusable: $baton_nccl_why (tried: $baton_nccl_cands). Install NCCL >= 2.18 (nccl.h, libnccl.so; Debian: libnccl-dev) or fix --with-nccl=PATH])])
    baton_summary_nccl="no ($baton_nccl_why)"
    baton_nccl_val=0])

@@ -17,6 +17,10 @@ namespace {
 // srun/sbatch at once, naming the option and the value.
 int OnOption(int index, const char* optarg, int /*remote*/) {
   const auto& spec = launch::UserOptions().at(static_cast<size_t>(index));
+  // sbatch passes an option given without its optional value (#SBATCH
+  // --baton) on to the job's steps as the text "(null)" (Slurm 22.05,
+  // SLURM_SPANK__SLURM_SPANK_OPTION_baton_baton): it means "no value".
+  if (spec.has_arg == 2 && optarg != nullptr && std::string(optarg) == "(null)") optarg = nullptr;
   Status s = launch::SetOption(spec.name, optarg, &State().from_callbacks);
   if (!s.ok()) {
     LogError(s);

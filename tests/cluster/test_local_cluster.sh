@@ -12,14 +12,17 @@ test_four_nodes_idle_with_their_own_addresses() {
 
 test_each_node_has_its_host_name_and_scratch_dir() {
   local out
-  out=$(srun -N4 -n4 --ntasks-per-node=1 bash -c 'echo "$SLURMD_NODENAME $(hostname)"' | sort)
+  out=$(srun -N4 -n4 --ntasks-per-node=1 bash -c \
+    'echo "$SLURMD_NODENAME $(hostname) $BATON_NODE_SCRATCH"; test -d "$BATON_NODE_SCRATCH"' | sort)
   echo "$out"
   expect_eq "$(echo "$out" | awk '$1 == $2' | wc -l)" 4 "tasks whose hostname is their node"
+  expect_eq "$(echo "$out" | awk '$3 ~ ("/scratch/" $1 "$")' | wc -l)" 4 "tasks with their node's scratch directory"
 }
 
 test_start_twice_is_harmless() {
   local before after
   before=$("$REPO/scripts/local-cluster" status 2>&1) || fail "status before: $before"
+  expect_eq "$(echo "$before" | grep -c 'pid [0-9]')" 6 "daemons with a pid (munged, slurmctld, 4 slurmd)"
   "$REPO/scripts/local-cluster" start >/dev/null || fail "second start failed"
   after=$("$REPO/scripts/local-cluster" status 2>&1) || fail "status after: $after"
   # The same daemons (same pids) still run.

@@ -1,0 +1,258 @@
+# spank_baton.so on the local cluster: every task's variables against
+# Slurm's own, for each distribution; options and plugstack errors; the
+# hostfile's content, owner, mode and removal; GPU binding; a TCP
+# rendezvous using only what baton set. Sourced by run-all.
+
+TASK_ENV="$REPO/tests/cluster/print-task-env"
+export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
+
+node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
+
+# check_tasks FILE NTASKS: every line of print-task-env output agrees with Slurm.
+check_tasks() {
+  local file=$1 ntasks=$2 line lines first_node first_addr ports
+  lines=$(grep -c 'SLURM_PROCID=' "$file" || true)
+  expect_eq "$lines" "$ntasks" "tasks that reported"
+  first_node=$(grep -o 'SLURM_NODEID=0 .*' "$file" | head -n 1 | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
+  first_addr=$(node_addr "$first_node")
+  [ -n "$first_addr" ] || fail "no address for the step's first node '$first_node'"
+  while read -r line; do
+    declare -A t=()
+    local kv
+    for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
+    local who="task ${t[SLURM_PROCID]} on ${t[SLURMD_NODENAME]}"
+    expect_eq "${t[RANK]}" "${t[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
+    expect_eq "${t[LOCAL_RANK]}" "${t[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
+    expect_eq "${t[NODE_RANK]}" "${t[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
+    expect_eq "${t[GROUP_RANK]}" "${t[SLURM_NODEID]}" "$who: GROUP_RANK vs SLURM_NODEID"
+    expect_eq "${t[WORLD_SIZE]}" "${t[SLURM_STEP_NUM_TASKS]}" "$who: WORLD_SIZE"
+    expect_eq "${t[LOCAL_WORLD_SIZE]}" "${t[GTIDS_COUNT]}" "$who: LOCAL_WORLD_SIZE vs SLURM_GTIDS"
+    expect_eq "${t[GROUP_WORLD_SIZE]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: GROUP_WORLD_SIZE"
+    expect_eq "${t[BATON_NNODES]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: BATON_NNODES"
+    expect_eq "${t[MASTER_ADDR]}" "$first_addr" "$who: MASTER_ADDR (address of $first_node)"
+    expect_eq "${t[HOSTFILE_STAT]}" "$(id -un):600" "$who: hostfile owner:mode"
+    expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
+    [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
+    unset t
+  done < <(grep 'SLURM_PROCID=' "$file")
+  ports=$(grep -o 'MASTER_PORT=[0-9]*' "$file" | sort -u | wc -l)
+  expect_eq "$ports" 1 "distinct MASTER_PORT values within one step"
+}
+
+run_step() {  # run_step OUTFILE NTASKS SRUN_ARGS...
+  local out=$1 n=$2
+  shift 2
+  srun "$@" --baton "$TASK_ENV" >"$out"
+  cat "$out"
+  check_tasks "$out" "$n"
+}
+
+test_block_N4_n8() {
+  local d; d=$(case_dir)
+  run_step "$d/out" 8 -N4 -n8 -m block
+}
+
+test_cyclic_N4_n8() {
+  local d; d=$(case_dir)
+  run_step "$d/out" 8 -N4 -n8 -m cyclic
+  # Cyclic: rank 1 is on the second node, unlike block.
+  grep -q 'SLURM_PROCID=1 SLURM_LOCALID=0 SLURM_NODEID=1 ' "$d/out" || fail "rank 1 is not on node 1"
+}
+
+test_uneven_N3_n7() {
+  local d; d=$(case_dir)
+  run_step "$d/out" 7 -N3 -n7 --overcommit
+}
+
+test_plane_N2_n6() {
+  local d; d=$(case_dir)
+  run_step "$d/out" 6 -N2 -n6 -m plane=2 --overcommit
+}
+
+test_arbitrary_with_a_hostfile() {
+  local d; d=$(case_dir)
+  printf 'n3\nn1\nn1\nn2\nn3\n' >"$d/hosts"
+  SLURM_HOSTFILE="$d/hosts" run_step "$d/out" 5 -n5 -m arbitrary
+  # Rank 0 runs where the hostfile put it.
+  grep -q 'SLURM_PROCID=0 .*SLURMD_NODENAME=n3 ' "$d/out" || fail "rank 0 is not on n3"
+}
+
+test_plain_hostfile_lists_ranks_in_order_for_cyclic() {
+  local d; d=$(case_dir)
+  srun -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
+  expect_eq "$(tr '\n' ' ' <"$d/out")" "n1 n2 n1 n2 " "plain hostfile of a cyclic step"
+}
+
+test_hostfile_formats() {
+  local f expected got
+  for f in openmpi deepspeed mpich horovod; do
+    case $f in
+      openmpi|deepspeed) expected="n1 slots=2|n2 slots=1|" ;;
+      mpich) expected="n1:2|n2:1|" ;;
+      horovod) expected="n1:2,n2:1|" ;;
+    esac
+    got=$(srun -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+    expect_eq "$got" "$expected" "hostfile format $f"
+  done
+}
+
+test_hostfile_is_removed_when_the_step_ends() {
+  local path
+  path=$(srun -N1 -n1 --baton bash -c 'echo "$BATON_HOSTFILE"; test -f "$BATON_HOSTFILE"')
+  [ -n "$path" ] || fail "no BATON_HOSTFILE"
+  [ ! -e "$path" ] || fail "hostfile $path still exists after the step"
+  [ ! -e "$(dirname "$path")" ] || fail "hostfile directory $(dirname "$path") still exists"
+}
+
+test_sbatch_job_script_and_two_concurrent_steps() {
+  local d job
+  d=$(case_dir)
+  cat >"$d/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --baton
+echo "BATCH RANK=\${RANK-UNSET} LOCAL_RANK=\${LOCAL_RANK-UNSET} MASTER_ADDR=\$MASTER_ADDR MASTER_PORT=\$MASTER_PORT"
+echo "BATCH_HOSTFILE \$(tr '\n' '|' < "\$BATON_HOSTFILE")"
+srun -N2 -n3 --exact "$TASK_ENV" > "$d/step-a" &
+srun -N2 -n4 --exact "$TASK_ENV" > "$d/step-b" &
+wait
+JOB
+  job=$(sbatch --parsable -N4 -n8 -o "$d/out" "$d/job.sh")
+  wait_for 120 "job $job to complete" job_state_is "$job" COMPLETED
+  cat "$d/out" "$d/step-a" "$d/step-b"
+  grep -q '^BATCH RANK=UNSET LOCAL_RANK=UNSET MASTER_ADDR=127.0.0.11 MASTER_PORT=[0-9]' "$d/out" ||
+    fail "batch script environment wrong"
+  grep -q '^BATCH_HOSTFILE n1 slots=2|n2 slots=2|n3 slots=2|n4 slots=2|$' "$d/out" || fail "allocation hostfile wrong"
+  check_tasks "$d/step-a" 3
+  check_tasks "$d/step-b" 4
+  local pa pb pbatch
+  pa=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-a" | head -n 1)
+  pb=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-b" | head -n 1)
+  pbatch=$(grep -o 'MASTER_PORT=[0-9]*' "$d/out" | head -n 1)
+  [ "$pa" != "$pb" ] && [ "$pa" != "$pbatch" ] && [ "$pb" != "$pbatch" ] ||
+    fail "ports of the batch script and two concurrent steps are not all different: $pbatch $pa $pb"
+}
+
+test_options_reach_the_tasks_with_precedence() {
+  local out
+  out=$(srun -N1 -n1 --baton --baton-master-port=23456 --baton-ckpt-dir=/ckpt/a --baton-local-dir=/local/b \
+        bash -c 'echo "$MASTER_PORT $BATON_CKPT_DIR $BATON_LOCAL_DIR"')
+  expect_eq "$out" "23456 /ckpt/a /local/b" "options on the command line"
+  out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton bash -c 'echo "$MASTER_PORT"')
+  expect_eq "$out" 34567 "BATON_MASTER_PORT"
+  out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-master-port=45678 bash -c 'echo "$MASTER_PORT"')
+  expect_eq "$out" 45678 "the command line wins over BATON_MASTER_PORT"
+  out=$(srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
+  expect_eq "$out" UNSET "without --baton nothing is set (default=off)"
+  out=$(BATON_ENABLE=on srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
+  expect_eq "$out" 0 "BATON_ENABLE=on"
+}
+
+test_sbatch_lines_lose_to_the_environment_and_the_command_line() {
+  local d job
+  d=$(case_dir)
+  printf '#!/bin/bash\n#SBATCH --baton --baton-master-port=11111\nsrun -n1 bash -c '"'"'echo "PORT=$MASTER_PORT"'"'"'\n' >"$d/job.sh"
+  job=$(BATON_MASTER_PORT=22222 sbatch --parsable -N1 -o "$d/env" "$d/job.sh")
+  wait_for 60 "job $job" job_state_is "$job" COMPLETED
+  job=$(BATON_MASTER_PORT=22222 sbatch --parsable -N1 --baton-master-port=33333 -o "$d/cmd" "$d/job.sh")
+  wait_for 60 "job $job" job_state_is "$job" COMPLETED
+  job=$(sbatch --parsable -N1 -o "$d/script" "$d/job.sh")
+  wait_for 60 "job $job" job_state_is "$job" COMPLETED
+  cat "$d/env" "$d/cmd" "$d/script"
+  expect_eq "$(cat "$d/script")" "PORT=11111" "#SBATCH line alone"
+  expect_eq "$(cat "$d/env")" "PORT=22222" "BATON_MASTER_PORT over the #SBATCH line"
+  expect_eq "$(cat "$d/cmd")" "PORT=33333" "the command line over both"
+}
+
+# --- invalid options: srun and sbatch fail before anything runs ----------------------
+expect_rejected() {  # expect_rejected NEEDLE COMMAND...
+  local needle=$1 out rc=0 marker
+  shift
+  marker=$(case_dir)/ran
+  out=$("$@" touch "$marker" 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" -ne 0 ] || fail "'$*' succeeded"
+  [ ! -e "$marker" ] || fail "the program ran although the option was invalid"
+  grep -qF -- "$needle" <<<"$out" || fail "message does not name '$needle'"
+}
+
+test_invalid_baton_value() { expect_rejected "--baton: invalid value 'maybe'" srun -n1 --baton=maybe; }
+test_invalid_hostfile_format() { expect_rejected "--baton-hostfile: invalid value 'xml'" srun -n1 --baton-hostfile=xml; }
+test_invalid_master_port() { expect_rejected "--baton-master-port: invalid value '99999'" srun -n1 --baton-master-port=99999; }
+test_invalid_gpu_bind() { expect_rejected "--baton-gpu-bind: invalid value 'all'" srun -n1 --baton-gpu-bind=all; }
+test_invalid_ckpt_dir() { expect_rejected "--baton-ckpt-dir: invalid value 'rel/dir'" srun -n1 --baton-ckpt-dir=rel/dir; }
+test_invalid_local_dir() { expect_rejected "--baton-local-dir: invalid value 'x'" srun -n1 --baton-local-dir=x; }
+test_invalid_environment_variable() {
+  BATON_GPU_BIND=sometimes expect_rejected "BATON_GPU_BIND: invalid value 'sometimes'" srun -n1 --baton
+}
+test_option_twice_with_different_values() {
+  expect_rejected "--baton-hostfile given twice with different values: 'mpich' and 'plain'" \
+    srun -n1 --baton-hostfile=mpich --baton-hostfile=plain
+}
+test_invalid_option_fails_sbatch_before_submission() {
+  local before out rc=0
+  before=$(squeue -h | wc -l)
+  out=$(sbatch --baton-hostfile=xml --wrap true 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" -ne 0 ] || fail "sbatch accepted --baton-hostfile=xml"
+  grep -qF -- "--baton-hostfile: invalid value 'xml'" <<<"$out" || fail "message does not name the option and value"
+  expect_eq "$(squeue -h | wc -l)" "$before" "jobs queued after a rejected sbatch"
+}
+
+# --- plugstack.conf arguments: strict -------------------------------------------------
+with_plugstack_args() {  # with_plugstack_args "ARGS" COMMAND...: Slurm rereads plugstack.conf per launch
+  local conf="$BATON_CLUSTER_DIR/plugstack.conf" saved rc=0
+  saved=$(cat "$conf")
+  sed -i "s|\(spank_baton.so\).*|\1 $1|" "$conf"
+  shift
+  "$@" || rc=$?
+  printf '%s\n' "$saved" >"$conf"
+  return $rc
+}
+test_plugstack_unknown_key() { with_plugstack_args "colour=blue" expect_rejected "unknown key 'colour'" srun -n1; }
+test_plugstack_bad_default() { with_plugstack_args "default=maybe" expect_rejected "plugstack.conf default: invalid value 'maybe'" srun -n1; }
+test_plugstack_bad_port_range() { with_plugstack_args "port_range=9-1" expect_rejected "plugstack.conf port_range: invalid value '9-1'" srun -n1; }
+test_plugstack_bad_hostfile_dir() { with_plugstack_args "hostfile_dir=/x/%q" expect_rejected "plugstack.conf hostfile_dir: invalid value '/x/%q'" srun -n1; }
+test_plugstack_bad_gpu_bind() { with_plugstack_args "gpu_bind=any" expect_rejected "plugstack.conf gpu_bind: invalid value 'any'" srun -n1; }
+
+test_plugstack_default_on_and_port_range() {
+  local out
+  out=$(with_plugstack_args "default=on port_range=20000-20009" srun -N2 -n2 bash -c 'echo "$RANK $MASTER_PORT"')
+  echo "$out"
+  expect_eq "$(wc -l <<<"$out")" 2 "tasks"
+  awk '{ if ($2 < 20000 || $2 > 20009) exit 1 }' <<<"$out" || fail "MASTER_PORT outside port_range 20000-20009"
+  out=$(with_plugstack_args "default=on" srun -n1 --baton=off bash -c 'echo "${RANK-UNSET}"')
+  expect_eq "$out" UNSET "--baton=off with default=on"
+}
+
+# --- GPUs -------------------------------------------------------------------------------
+test_gpu_bind_local_rank_gives_each_task_its_gpu() {
+  local out
+  out=$(srun -N1 -n2 --gres=gpu:2 --baton --baton-gpu-bind=local-rank bash -c 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES"' | sort)
+  echo "$out"
+  expect_eq "$(tr '\n' '|' <<<"$out")" "0 0|1 1|" "CUDA_VISIBLE_DEVICES per local rank"
+  out=$(srun -N1 -n2 --gres=gpu:2 --baton bash -c 'echo "$CUDA_VISIBLE_DEVICES"' | sort -u)
+  expect_eq "$out" "0,1" "without gpu-bind every task sees the step's GPUs"
+  expect_rejected "Slurm gave this step no GPUs" srun -N1 -n1 --baton --baton-gpu-bind=local-rank
+}
+
+# --- an ordinary user ---------------------------------------------------------------------
+test_hostfile_of_an_ordinary_user() {
+  id baton-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/bash baton-test
+  local out path
+  out=$(runuser -u baton-test -- env SLURM_CONF="$SLURM_CONF" srun -N2 -n2 --baton \
+        bash -c 'echo "$(id -un) $BATON_HOSTFILE $(stat -c "%U:%a" "$BATON_HOSTFILE") $(stat -c "%U:%a" "$(dirname "$BATON_HOSTFILE")")"')
+  echo "$out"
+  expect_eq "$(awk '{print $1, $3, $4}' <<<"$out" | sort -u)" "baton-test baton-test:600 baton-test:700" \
+    "user, hostfile owner:mode, directory owner:mode"
+  for path in $(awk '{print $2}' <<<"$out"); do
+    [ ! -e "$path" ] || fail "hostfile $path left behind"
+  done
+}
+
+# --- a real rendezvous -------------------------------------------------------------------
+test_tcp_rendezvous_with_only_master_addr_port_rank_world_size() {
+  local out
+  out=$(srun -N4 -n4 --baton "$BATON_BUILD_DIR/tests/cluster/tcp_rendezvous")
+  echo "$out"
+  expect_eq "$(grep -c '^rendezvous ok' <<<"$out")" 4 "ranks that completed the rendezvous"
+}
