@@ -96,6 +96,31 @@ test_hostfile_formats() {
   done
 }
 
+test_cli_hostfile_and_json_match_the_plugin() {
+  local out
+  out=$(srun -N2 -n3 --baton --baton-hostfile=mpich bash -c \
+    '[ "$RANK" = 0 ] || exit 0; diff "$BATON_HOSTFILE" <("$BATON_BIN" hostfile) && echo HOSTFILE_SAME;
+     diff <("$BATON_BIN" hostfile --format=plain) <(printf "n1\nn1\nn2\n") && echo PLAIN_SAME;
+     "$BATON_BIN" env --format=json')
+  echo "$out"
+  grep -qx HOSTFILE_SAME <<<"$out" || fail "baton hostfile differs from the plugin's (BATON_HOSTFILE_FORMAT=mpich)"
+  grep -qx PLAIN_SAME <<<"$out" || fail "baton hostfile --format=plain is not the ranks in order"
+  grep -q '"RANK": "0"' <<<"$out" || fail "baton env --format=json lacks RANK"
+  grep -q '"MASTER_ADDR": "127.0.0.11"' <<<"$out" || fail "baton env --format=json lacks MASTER_ADDR"
+}
+
+test_cli_outside_a_job_names_what_is_missing() {
+  local out rc=0
+  out=$(env -u SLURM_JOB_ID "$BATON_BIN" env 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status outside a job"
+  grep -q "SLURM_JOB_ID is not set" <<<"$out" || fail "the message does not name SLURM_JOB_ID"
+  rc=0
+  out=$("$BATON_BIN" env --format=yaml 2>&1) || rc=$?
+  expect_eq "$rc" 2 "exit status for a bad --format"
+  grep -q "invalid value 'yaml'" <<<"$out" || fail "the message does not name the value: $out"
+}
+
 test_hostfile_is_removed_when_the_step_ends() {
   local path
   path=$(srun -N1 -n1 --baton bash -c 'echo "$BATON_HOSTFILE"; test -f "$BATON_HOSTFILE"')
