@@ -46,6 +46,11 @@ bool Gather(const char* command, const std::string& port_range, launch::StepInfo
   return true;
 }
 
+std::string DefaultPortRange() {
+  const launch::PluginConfig defaults;
+  return std::to_string(defaults.port_lo) + "-" + std::to_string(defaults.port_hi);
+}
+
 // Single quotes survive any value in sh; a quote inside becomes '\''.
 std::string ShellQuote(const std::string& v) {
   std::string out = "'";
@@ -59,7 +64,7 @@ int EnvCommand(const std::vector<std::string>& args) {
   po::options_description desc("baton env options");
   std::string format, port_range;
   desc.add_options()("format", po::value(&format)->default_value("sh"), "sh or json")(
-      "port-range", po::value(&port_range)->default_value("61000-65535"),
+      "port-range", po::value(&port_range)->default_value(DefaultPortRange()),
       "the plugin's port_range, if the administrator changed it");
   po::variables_map vm;
   if (!Parse(args, desc, &vm, "env")) return 2;
@@ -76,7 +81,7 @@ int EnvCommand(const std::vector<std::string>& args) {
   if (format == "json") {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto& [k, v] : env) j[k] = v;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     for (const auto& [k, v] : env) std::cout << "export " << k << "=" << ShellQuote(v) << "\n";
   }
@@ -96,7 +101,7 @@ int HostfileCommand(const std::vector<std::string>& args) {
     if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
   }
   launch::LaunchOptions from_env;
-  if (!Gather("hostfile", "61000-65535", &info, &from_env, &config)) return 1;
+  if (!Gather("hostfile", DefaultPortRange(), &info, &from_env, &config)) return 1;
   opts = launch::Merge(opts, from_env);
   std::cout << launch::FormatHostfile(opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi), info.layout);
   return 0;

@@ -1,6 +1,7 @@
 // baton: the command line tool. `baton help` lists the commands.
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ constexpr const char* kUsage =
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
@@ -44,4 +45,15 @@ int main(int argc, char** argv) {
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
+}
+
+int main(int argc, char** argv) {
+  // Bad input is reported by Status; an exception here is a bug or an
+  // allocation failure, and still gets a message instead of an abort.
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "baton: %s\n", e.what());
+    return 1;
+  }
 }

@@ -4,7 +4,10 @@
 // tasks through srun's environment.
 #include "spank/spank_api.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <tuple>
 
 #include "base/launch/component.h"
 #include "base/launch/slurm_facts.h"
@@ -20,28 +23,24 @@ bool Enabled() {
 
 Status SetEnv(const std::string& name, const std::string& value) {
   if (setenv(name.c_str(), value.c_str(), 1) != 0)
-    return Status::IOError(launch::kComponent, "setenv(" + name + ") failed");
+    return Status::IOError(launch::kComponent, "setenv(" + name + "): " + std::strerror(errno));
   return Status::OK();
 }
 
 }  // namespace
 
-Status LocalInitPostOpt(spank_t) {
-  launch::LaunchOptions resolved;
-  BATON_RETURN_IF_ERROR(ResolveSubmitOptions(&resolved));
-  // srun's environment becomes the tasks' environment: slurmstepd reads the
-  // resolved choice from there, whatever the source was.
-  for (const auto& [name, value] : launch::OptionsAsEnvironment(resolved))
-    BATON_RETURN_IF_ERROR(SetEnv(name, value));
-  return Status::OK();
-}
+// srun's environment becomes the tasks' environment: slurmstepd reads the
+// resolved choice from there, whatever its source was.
+Status LocalInitPostOpt(spank_t) { return ExportResolvedOptions(); }
 
 Status LocalUserInit(spank_t sp) {
-  if (spank_context() != S_CTX_LOCAL || !Enabled()) return Status::OK();
+  if (!Enabled()) return Status::OK();
   uint32_t job = 0, step = 0;
-  if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS ||
-      spank_get_item(sp, S_JOB_STEPID, &step) != ESPANK_SUCCESS)
-    return Status::Internal(launch::kComponent, "srun did not give the job and step ids");
+  for (auto [item, name, value] : {std::tuple{S_JOB_ID, "S_JOB_ID", &job}, std::tuple{S_JOB_STEPID, "S_JOB_STEPID", &step}}) {
+    spank_err_t rc = spank_get_item(sp, item, value);
+    if (rc != ESPANK_SUCCESS)
+      return Status::Internal(launch::kComponent, std::string("srun: spank_get_item(") + name + "): " + spank_strerror(rc));
+  }
   const std::string job_id = std::to_string(job);
   const std::string job_step = job_id + "." + std::to_string(step);
 

@@ -2,6 +2,9 @@
 
 #include "spank/spank_api.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -26,7 +29,11 @@ int OnOption(int index, const char* optarg, int /*remote*/) {
     LogError(s);
     return -1;
   }
-  State().callback_log.emplace_back(spec.name, optarg ? optarg : "");
+  launch::Occurrence seen;
+  seen.name = spec.name;
+  seen.has_value = optarg != nullptr;
+  seen.value = optarg ? optarg : "";
+  State().callback_log.push_back(std::move(seen));
   return 0;
 }
 
@@ -73,12 +80,29 @@ Status ParseArguments(int ac, char** av) {
   return launch::ParsePluginConfig(args, &State().config);
 }
 
-Status ResolveSubmitOptions(launch::LaunchOptions* resolved) {
+Status ExportResolvedOptions() {
+  // A --baton word in /proc/self/cmdline is srun's (or sbatch's) own only if
+  // an option callback received it: Slurm stops parsing at the program, so
+  // "srun ./train --baton-ckpt-dir=x" never calls back for the program's word.
+  std::vector<launch::Occurrence> unconfirmed = State().callback_log, own;
+  for (const launch::Occurrence& o : launch::ScanCommandLine(OwnCommandLine())) {
+    for (auto it = unconfirmed.begin(); it != unconfirmed.end(); ++it) {
+      if (it->name == o.name && it->has_value == o.has_value && it->value == o.value) {
+        own.push_back(o);
+        unconfirmed.erase(it);
+        break;
+      }
+    }
+  }
   launch::LaunchOptions cmdline, env;
-  BATON_RETURN_IF_ERROR(launch::OptionsFromCommandLine(OwnCommandLine(), &cmdline));
+  BATON_RETURN_IF_ERROR(launch::OptionsFromOccurrences(own, &cmdline));
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &env));
-  *resolved = launch::Merge(cmdline, launch::Merge(env, State().from_callbacks));
-  if (!resolved->enabled) resolved->enabled = State().config.default_on;
+  launch::LaunchOptions resolved = launch::Merge(cmdline, launch::Merge(env, State().from_callbacks));
+  if (!resolved.enabled) resolved.enabled = State().config.default_on;
+  for (const auto& [name, value] : launch::OptionsAsEnvironment(resolved)) {
+    if (setenv(name.c_str(), value.c_str(), 1) != 0)
+      return Status::IOError(launch::kComponent, "setenv(" + name + "=" + value + "): " + std::strerror(errno));
+  }
   return Status::OK();
 }
 

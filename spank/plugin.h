@@ -23,10 +23,11 @@ struct PluginState {
   // Slurm propagates (SLURM_SPANK_*), #SBATCH lines, the command line, or
   // (remote) as srun sent them.
   launch::LaunchOptions from_callbacks;
-  std::vector<std::pair<std::string, std::string>> callback_log;
+  std::vector<launch::Occurrence> callback_log;
 
   // Remote context, filled by user_init for task_init and exit.
   bool active = false;
+  Status init_error;  // user_init's failure, repeated by every task_init
   launch::StepInfo step;
   launch::LaunchOptions options;
   std::string hostfile_dir;  // created by user_init; removed at exit
@@ -53,10 +54,12 @@ Status RemoteUserInit(spank_t sp);      // remote_context.cc (slurmstepd)
 Status RemoteTaskInit(spank_t sp);      // remote_context.cc
 Status RemoteExit(spank_t sp);          // remote_context.cc
 
-// Resolves the user's options on the submitting side: the command line,
-// then BATON_* variables, then the values the callbacks saw (#SBATCH lines,
-// options inherited from the batch job), then the plugstack.conf default.
-Status ResolveSubmitOptions(launch::LaunchOptions* resolved);
+// On the submitting side (srun, sbatch, salloc): resolves the user's
+// options, the command line first, then BATON_* variables, then the values
+// the callbacks saw (#SBATCH lines, options inherited from the batch job),
+// then the plugstack.conf default, and writes the result into the
+// environment as BATON_* variables, which the job (and slurmstepd) inherit.
+Status ExportResolvedOptions();
 
 // A failed Status through Slurm's logger (srun's stderr, slurmd's log).
 void LogError(const Status& s);

@@ -3,6 +3,7 @@
 // hostfile; task_init (in each task, just before exec) sets the task's
 // variables; exit removes the hostfile, again as the user.
 #include <fcntl.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include "spank/spank_api.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -45,16 +47,37 @@ Status Errno(const std::string& what, const std::string& path) {
   return Status::IOError(kComponent, what + " '" + path + "': " + std::strerror(errno));
 }
 
-// mkdir -p with 0700 for what it creates; runs as the job's user.
+// mkdir -p with 0700 for what it creates; runs as the job's user. A
+// directory that already exists is used only if it cannot be turned against
+// the user: a real directory (not a link), owned by the user and writable
+// by nobody else, or owned by root and, if world-writable, sticky (/tmp).
+// Otherwise another user could have made /tmp/baton-alice and swap the
+// hostfile that alice's launcher reads.
 Status MakeDirs(const std::string& path, bool* created_leaf) {
   *created_leaf = false;
+  const uid_t me = geteuid();
   for (size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos != path.size() && path[pos] != '/') continue;
     const std::string prefix = path.substr(0, pos);
     if (mkdir(prefix.c_str(), 0700) == 0) {
       if (pos == path.size()) *created_leaf = true;
-    } else if (errno != EEXIST) {
-      return Errno("cannot create hostfile directory", prefix);
+      continue;
+    }
+    if (errno != EEXIST) return Errno("cannot create hostfile directory", prefix);
+    struct stat st;
+    if (lstat(prefix.c_str(), &st) != 0) return Errno("cannot inspect hostfile directory", prefix);
+    const bool dir = S_ISDIR(st.st_mode);
+    const bool mine = st.st_uid == me && (st.st_mode & 022) == 0;
+    const bool roots = st.st_uid == 0 && ((st.st_mode & 002) == 0 || (st.st_mode & S_ISVTX) != 0);
+    if (!dir || !(mine || roots)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Status::InvalidArgument(
+          kComponent, "hostfile directory '" + prefix + "' is not safe to use: " +
+                          (!dir ? std::string("not a directory (a link or a file)")
+                                : "owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
+                                      "; it must belong to uid " + std::to_string(me) +
+                                      " and be writable by nobody else"));
     }
   }
   return Status::OK();
@@ -79,8 +102,16 @@ Status WriteHostfile(const std::string& path, const std::string& content) {
     }
     done += static_cast<size_t>(n);
   }
-  if (close(fd) != 0) return Errno("cannot close hostfile", tmp);
-  if (rename(tmp.c_str(), path.c_str()) != 0) return Errno("cannot rename hostfile into", path);
+  if (close(fd) != 0) {
+    Status s = Errno("cannot close hostfile", tmp);
+    unlink(tmp.c_str());
+    return s;
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = Errno("cannot rename hostfile into", path);
+    unlink(tmp.c_str());
+    return s;
+  }
   return Status::OK();
 }
 
@@ -89,9 +120,7 @@ bool IsUserStep(uint32_t step) {
   return step != SLURM_EXTERN_CONT && step != SLURM_INTERACTIVE_STEP && step != SLURM_PENDING_STEP;
 }
 
-}  // namespace
-
-Status RemoteUserInit(spank_t sp) {
+Status UserInit(spank_t sp) {
   PluginState& st = State();
   uint32_t job = 0, step = 0, node_id = 0, restarts = 0;
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
@@ -119,7 +148,7 @@ Status RemoteUserInit(spank_t sp) {
   env["SLURM_NODEID"] = std::to_string(node_id);
   env["SLURM_RESTART_COUNT"] = std::to_string(restarts);
   for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE",
-                           "SLURM_JOB_CPUS_PER_NODE", "CUDA_VISIBLE_DEVICES", launch::kTaskMapVar,
+                           "SLURM_JOB_CPUS_PER_NODE", launch::kTaskMapVar,
                            launch::kMasterAddrVar}) {
     if (std::string v = JobEnv(sp, name); !v.empty()) env[name] = v;
   }
@@ -136,15 +165,31 @@ Status RemoteUserInit(spank_t sp) {
   // user_init runs with the job user's privileges: the directory and file
   // belong to the user, and root never writes into a path a user controls.
   BATON_RETURN_IF_ERROR(MakeDirs(st.hostfile_dir, &st.created_dir));
-  BATON_RETURN_IF_ERROR(WriteHostfile(
+  Status written = WriteHostfile(
       st.step.hostfile_path,
-      launch::FormatHostfile(st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi), st.step.layout)));
+      launch::FormatHostfile(st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi), st.step.layout));
+  if (!written.ok()) {
+    if (st.created_dir) rmdir(st.hostfile_dir.c_str());
+    return written;
+  }
   st.active = true;
   return Status::OK();
 }
 
+}  // namespace
+
+Status RemoteUserInit(spank_t sp) {
+  // Slurm logs a failed user_init but still runs the tasks (spank(7)); the
+  // failure is kept so that every task_init fails with it, which ends the
+  // step with the message on the user's terminal.
+  Status s = UserInit(sp);
+  if (!s.ok()) State().init_error = s;
+  return s;
+}
+
 Status RemoteTaskInit(spank_t sp) {
   PluginState& st = State();
+  if (!st.init_error.ok()) return st.init_error;
   if (!st.active) return Status::OK();
   launch::StepInfo info = st.step;
   if (info.step_id) {
@@ -173,16 +218,27 @@ Status RemoteExit(spank_t) {
   pid_t pid = fork();
   if (pid < 0) return Status::IOError(kComponent, std::string("fork to remove the hostfile: ") + std::strerror(errno));
   if (pid == 0) {
-    if (setgid(st.gid) != 0 || setuid(st.uid) != 0) _exit(2);
-    int rc = unlink(st.step.hostfile_path.c_str()) == 0 || errno == ENOENT ? 0 : 3;
+    // Only async-signal-safe calls between fork and _exit (slurmstepd has
+    // threads). The exit code carries errno for the parent's message.
+    if (setgroups(0, nullptr) != 0 || setgid(st.gid) != 0 || setuid(st.uid) != 0) _exit(100 + (errno & 0x3f));
+    if (unlink(st.step.hostfile_path.c_str()) != 0 && errno != ENOENT) _exit(errno & 0x3f);
     if (st.created_dir) rmdir(st.hostfile_dir.c_str());
-    _exit(rc);
+    _exit(0);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return Status::IOError(kComponent, "could not remove hostfile '" + st.step.hostfile_path + "'");
+  if (!WIFEXITED(status)) {
+    return Status::IOError(kComponent, "removing hostfile '" + st.step.hostfile_path + "': the child ended with status " +
+                                           std::to_string(status));
+  }
+  const int code = WEXITSTATUS(status);
+  if (code >= 100) {
+    return Status::IOError(kComponent, "removing hostfile '" + st.step.hostfile_path + "': cannot become uid " +
+                                           std::to_string(st.uid) + ": " + std::strerror(code - 100));
+  }
+  if (code != 0)
+    return Status::IOError(kComponent, "cannot remove hostfile '" + st.step.hostfile_path + "': " + std::strerror(code));
   return Status::OK();
 }
 

@@ -126,8 +126,14 @@ Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const Pl
         return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: Slurm gave this step no GPUs on " +
                                                    layout.nodes[info.node_index] + " (ask with --gpus or --gres)");
       }
-      // More local ranks than GPUs share them round-robin.
-      set("CUDA_VISIBLE_DEVICES", info.node_gpus[local_rank % info.node_gpus.size()]);
+      // Each local rank gets its own GPU; sharing one would be a silent
+      // oversubscription the user did not ask for.
+      if (local.size() > info.node_gpus.size()) {
+        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: " + std::to_string(local.size()) +
+                                                   " tasks on " + layout.nodes[info.node_index] + " but Slurm gave the step " +
+                                                   std::to_string(info.node_gpus.size()) + " GPUs there");
+      }
+      set("CUDA_VISIBLE_DEVICES", info.node_gpus[static_cast<size_t>(local_rank)]);
     }
   }
   if (!info.hostfile_path.empty()) set("BATON_HOSTFILE", info.hostfile_path);

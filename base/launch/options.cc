@@ -118,32 +118,40 @@ Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, Lau
   return Status::OK();
 }
 
-Status OptionsFromCommandLine(const std::vector<std::string>& args, LaunchOptions* opts) {
-  std::map<std::string, std::string> seen;  // option -> value as given
+std::vector<Occurrence> ScanCommandLine(const std::vector<std::string>& args) {
+  std::vector<Occurrence> found;
   for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg.rfind("--baton", 0) != 0) continue;
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-      has_value = true;
+    if (args[i].rfind("--baton", 0) != 0) continue;
+    Occurrence o;
+    o.name = args[i].substr(2);
+    if (auto eq = o.name.find('='); eq != std::string::npos) {
+      o.value = o.name.substr(eq + 1);
+      o.name.resize(eq);
+      o.has_value = true;
     }
-    const OptionSpec* spec = FindOption(name);
+    const OptionSpec* spec = FindOption(o.name);
     if (spec == nullptr) continue;  // srun itself rejects unknown options
-    if (!has_value && spec->has_arg == 1 && i + 1 < args.size()) {
-      value = args[++i];
-      has_value = true;
+    if (!o.has_value && spec->has_arg == 1 && i + 1 < args.size()) {
+      o.value = args[++i];
+      o.has_value = true;
     }
-    auto [it, inserted] = seen.emplace(name, has_value ? value : std::string("\x01"));
-    if (!inserted && it->second != (has_value ? value : std::string("\x01"))) {
-      auto show = [](const std::string& v) { return v == "\x01" ? std::string("(no value)") : "'" + v + "'"; };
-      return Status::InvalidArgument(kComponent, "--" + name + " given twice with different values: " +
-                                                     show(it->second) + " and " +
-                                                     show(has_value ? value : std::string("\x01")));
+    found.push_back(std::move(o));
+  }
+  return found;
+}
+
+Status OptionsFromOccurrences(const std::vector<Occurrence>& occurrences, LaunchOptions* opts) {
+  std::map<std::string, const Occurrence*> seen;
+  auto show = [](const Occurrence& o) { return o.has_value ? "'" + o.value + "'" : std::string("(no value)"); };
+  for (const Occurrence& o : occurrences) {
+    auto [it, inserted] = seen.emplace(o.name, &o);
+    if (!inserted && (it->second->has_value != o.has_value || it->second->value != o.value)) {
+      return Status::InvalidArgument(kComponent, "--" + o.name + " given twice with different values: " +
+                                                     show(*it->second) + " and " + show(o));
     }
-    BATON_RETURN_IF_ERROR(SetFromText(*spec, "--" + name, has_value ? value.c_str() : nullptr, opts));
+    const OptionSpec* spec = FindOption(o.name);
+    if (spec == nullptr) return Status::InvalidArgument(kComponent, "unknown option --" + o.name);
+    BATON_RETURN_IF_ERROR(SetFromText(*spec, "--" + o.name, o.has_value ? o.value.c_str() : nullptr, opts));
   }
   return Status::OK();
 }
@@ -204,6 +212,9 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
       }
       if (value.empty() || (value[0] != '/' && value.rfind("%t", 0) != 0))
         return Bad(what, value, "an absolute path or one starting with %t");
+      for (const char* token : {"%j", "%s", "%n"})
+        if (value.find(token) == std::string::npos)
+          return Bad(what, value, std::string("a template containing ") + token + " (one hostfile per job, step and node)");
       c.hostfile_dir = value;
     } else if (key == "gpu_bind") {
       if (value == "none") c.gpu_bind = GpuBind::kNone;

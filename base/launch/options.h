@@ -47,10 +47,23 @@ Status SetOption(std::string_view name, const char* value, LaunchOptions* opts);
 // Reads the BATON_* input variables. A bad value names the variable.
 Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, LaunchOptions* opts);
 
-// Scans a command line (srun's or sbatch's own options, not the program's)
-// for --baton options. The same option twice with different values is an
-// error; twice with the same value is harmless.
-Status OptionsFromCommandLine(const std::vector<std::string>& args, LaunchOptions* opts);
+// One --baton option as written on a command line; value empty and
+// has_value false for a bare "--baton".
+struct Occurrence {
+  std::string name;  // "baton-hostfile"
+  std::string value;
+  bool has_value = false;
+};
+
+// Every --baton... word of a command line, with its value ("--x=v" or
+// "--x v"). The caller keeps only srun's or sbatch's own options: a word
+// after the program is the program's (see spank/plugin.cc).
+std::vector<Occurrence> ScanCommandLine(const std::vector<std::string>& args);
+
+// Sets options from command-line occurrences. The same option twice with
+// different values is an error naming both; twice with the same value is
+// harmless.
+Status OptionsFromOccurrences(const std::vector<Occurrence>& occurrences, LaunchOptions* opts);
 
 // Fills each field of `out` from the first source that sets it.
 LaunchOptions Merge(const LaunchOptions& first, const LaunchOptions& second);
@@ -65,7 +78,9 @@ struct PluginConfig {
   int port_lo = 61000;  // above Linux's ephemeral range (32768-60999)
   int port_hi = 65535;
   // Tokens: %u user, %j job, %s step ("batch" for the batch script), %n node,
-  // %t the node's temporary directory (TMPDIR of the job, else /tmp).
+  // %t the node's temporary directory (TMPDIR of the job, else /tmp). %j, %s
+  // and %n are required: two steps, or two nodes on a shared file system,
+  // must never share (and then delete) one hostfile.
   std::string hostfile_dir = "%t/baton-%u/%j.%s.%n";
   GpuBind gpu_bind = GpuBind::kNone;
 };

@@ -45,7 +45,7 @@ std::vector<int> StepLayout::RanksOn(int node) const {
 
 Status ParseTasksPerNode(std::string_view text, std::vector<int>* counts) {
   counts->clear();
-  long long total = 0;
+  long long nodes = 0, total = 0;
   for (std::string_view item : Split(text, ',')) {
     long long count = 0, repeat = 1;
     std::string_view count_text = item;
@@ -63,9 +63,11 @@ Status ParseTasksPerNode(std::string_view text, std::vector<int>* counts) {
                                                      "': '" + std::string(item) +
                                                      "' is not a count or count(xN)");
     }
-    total += repeat;
-    if (total > kMaxTasks)
-      return Status::InvalidArgument(kComponent, "tasks per node '" + std::string(text) + "': too many nodes");
+    nodes += repeat;
+    total += count * repeat;
+    if (nodes > kMaxTasks || total > kMaxTasks)
+      return Status::InvalidArgument(kComponent, "tasks per node '" + std::string(text) + "': more than " +
+                                                     std::to_string(kMaxTasks) + " nodes or tasks");
     counts->insert(counts->end(), static_cast<size_t>(repeat), static_cast<int>(count));
   }
   return Status::OK();

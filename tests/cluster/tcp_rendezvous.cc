@@ -5,9 +5,11 @@
 // "rendezvous ok rank=R sum=S" on success; exits 1 with a reason otherwise.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,6 +78,10 @@ int main() {
     std::vector<int> peers;
     std::set<int32_t> seen{0};
     for (int i = 1; i < world; ++i) {
+      pollfd pfd{ls, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (poll(&pfd, 1, static_cast<int>(std::max<long>(0, left.count()))) != 1)
+        return Die("only " + std::to_string(i - 1) + " of " + std::to_string(world - 1) + " ranks connected in time");
       int fd = accept(ls, nullptr, nullptr);
       int32_t r = -1;
       if (fd < 0 || !RecvAll(fd, &r, sizeof r)) return Die("accept/recv");

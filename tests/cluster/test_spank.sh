@@ -32,6 +32,7 @@ check_tasks() {
     expect_eq "${t[MASTER_ADDR]}" "$first_addr" "$who: MASTER_ADDR (address of $first_node)"
     expect_eq "${t[HOSTFILE_STAT]}" "$(id -un):600" "$who: hostfile owner:mode"
     expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
+    expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the plugin's hand-over agrees"
     [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
     unset t
   done < <(grep 'SLURM_PROCID=' "$file")
@@ -125,8 +126,9 @@ test_hostfile_is_removed_when_the_step_ends() {
   local path
   path=$(srun -N1 -n1 --baton bash -c 'echo "$BATON_HOSTFILE"; test -f "$BATON_HOSTFILE"')
   [ -n "$path" ] || fail "no BATON_HOSTFILE"
-  [ ! -e "$path" ] || fail "hostfile $path still exists after the step"
-  [ ! -e "$(dirname "$path")" ] || fail "hostfile directory $(dirname "$path") still exists"
+  # slurmstepd reports the tasks' exit to srun before its plugins' exit runs.
+  wait_for 10 "hostfile $path to be removed" test ! -e "$path"
+  wait_for 10 "directory $(dirname "$path") to be removed" test ! -e "$(dirname "$path")"
 }
 
 test_sbatch_job_script_and_two_concurrent_steps() {
@@ -229,7 +231,8 @@ with_plugstack_args() {  # with_plugstack_args "ARGS" COMMAND...: Slurm rereads 
   saved=$(cat "$conf")
   sed -i "s|\(spank_baton.so\).*|\1 $1|" "$conf"
   shift
-  "$@" || rc=$?
+  # A subshell: a failing check exits it, never skipping the restore below.
+  ("$@") || rc=$?
   printf '%s\n' "$saved" >"$conf"
   return $rc
 }
@@ -261,6 +264,29 @@ test_gpu_bind_local_rank_gives_each_task_its_gpu() {
 }
 
 # --- an ordinary user ---------------------------------------------------------------------
+test_hostfile_directory_planted_by_another_user_is_refused() {
+  id baton-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/bash baton-test
+  local planted="/tmp/baton-baton-test" out marker
+  marker=$(case_dir)/ran
+  chmod 777 "$(dirname "$marker")"
+  rm -rf "$planted"
+  mkdir -m 0777 "$planted"  # root plants a world-writable directory where the user's would go
+  # srun itself exits 0 when slurmstepd could not start the task; what counts is that it never ran.
+  out=$(runuser -u baton-test -- env SLURM_CONF="$SLURM_CONF" srun -N1 -n1 --baton touch "$marker" 2>&1) || true
+  rm -rf "$planted"
+  echo "$out"
+  [ ! -e "$marker" ] || fail "the task ran with a hostfile directory writable by others"
+  grep -q "hostfile directory '$planted' is not safe to use" <<<"$out" || fail "the error does not name the directory"
+}
+
+test_program_arguments_are_not_baton_options() {
+  local out
+  out=$(srun -N1 -n1 --baton --baton-hostfile=plain bash -c 'echo "$MASTER_PORT $BATON_HOSTFILE"; cat "$BATON_HOSTFILE" | wc -l' \
+        --baton-master-port=1234 --baton-hostfile=mpich)
+  echo "$out"
+  [ "$(head -n 1 <<<"$out" | cut -d' ' -f1)" != 1234 ] || fail "a program argument set MASTER_PORT"
+}
+
 test_hostfile_of_an_ordinary_user() {
   id baton-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/bash baton-test
   local out path
@@ -270,7 +296,7 @@ test_hostfile_of_an_ordinary_user() {
   expect_eq "$(awk '{print $1, $3, $4}' <<<"$out" | sort -u)" "baton-test baton-test:600 baton-test:700" \
     "user, hostfile owner:mode, directory owner:mode"
   for path in $(awk '{print $2}' <<<"$out"); do
-    [ ! -e "$path" ] || fail "hostfile $path left behind"
+    wait_for 10 "hostfile $path to be removed" test ! -e "$path"
   done
 }
 

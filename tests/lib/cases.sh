@@ -25,7 +25,7 @@ run_case() {
 # run_cases LABEL FILE: every function named test_* in FILE, in file order.
 run_cases() {
   local label=$1 file=$2 fn
-  rm -f "$BATON_TEST_RESULTS/$label".*tsv "$BATON_TEST_RESULTS/$label.tsv"
+  rm -f "$BATON_TEST_RESULTS/$label.tsv"
   # shellcheck source=/dev/null
   . "$file"
   for fn in $(grep -oE '^test_[A-Za-z0-9_]+' "$file"); do

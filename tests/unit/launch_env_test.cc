@@ -48,6 +48,7 @@ TEST(TasksPerNode, RejectsMalformedNamingTheValue) {
     EXPECT_NE(s.message().find("'" + std::string(bad) + "'"), std::string::npos) << s;
   }
   EXPECT_FALSE(ParseTasksPerNode("1(x99999999)", &c).ok()) << "no allocation beyond reason";
+  EXPECT_FALSE(ParseTasksPerNode("16777216(x1000)", &c).ok()) << "the tasks count, not only the nodes";
 }
 
 // --- layouts -------------------------------------------------------------------
@@ -197,14 +198,20 @@ TEST(DeriveLaunchEnv, OptionsOverrideDefaults) {
   o.master_port = 29500;
   o.ckpt_dir = "/ckpt";
   o.local_dir = "/local";
-  o.gpu_bind = GpuBind::kLocalRank;
   EnvList env;
   ASSERT_TRUE(DeriveLaunchEnv(info, o, PluginConfig{}, &env).ok());
   auto m = ToMap(env);
   EXPECT_EQ(m["MASTER_PORT"], "29500");
   EXPECT_EQ(m["BATON_CKPT_DIR"], "/ckpt");
   EXPECT_EQ(m["BATON_LOCAL_DIR"], "/local");
-  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "0") << "local rank 2 of 2 GPUs wraps to the first";
+  EXPECT_EQ(m.count("CUDA_VISIBLE_DEVICES"), 0u) << "no gpu-bind asked";
+  o.gpu_bind = GpuBind::kLocalRank;
+  Status s = DeriveLaunchEnv(info, o, PluginConfig{}, &env);
+  EXPECT_EQ(s.code(), Code::kUnavailable) << "3 local ranks, 2 GPUs";
+  EXPECT_NE(s.message().find("3 tasks on n1 but Slurm gave the step 2 GPUs"), std::string::npos) << s;
+  info.node_gpus = {"0", "1", "2"};
+  ASSERT_TRUE(DeriveLaunchEnv(info, o, PluginConfig{}, &env).ok());
+  EXPECT_EQ(ToMap(env)["CUDA_VISIBLE_DEVICES"], "2") << "local rank 2 gets the third GPU";
 }
 
 TEST(DeriveLaunchEnv, GpuBindFromPluginDefaultAndItsErrors) {

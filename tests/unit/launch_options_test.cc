@@ -7,6 +7,10 @@
 namespace baton::launch {
 namespace {
 
+Status FromArgs(const std::vector<std::string>& args, LaunchOptions* o) {
+  return OptionsFromOccurrences(ScanCommandLine(args), o);
+}
+
 void ExpectNames(const Status& s, const std::string& a, const std::string& b) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_NE(s.message().find(a), std::string::npos) << s;
@@ -70,7 +74,7 @@ TEST(UserOptions, EnvironmentVariablesAreNamedInErrors) {
 
 TEST(UserOptions, CommandLineForms) {
   LaunchOptions o;
-  ASSERT_TRUE(OptionsFromCommandLine({"srun", "-N4", "--baton", "--baton-hostfile", "plain",
+  ASSERT_TRUE(FromArgs({"srun", "-N4", "--baton", "--baton-hostfile", "plain",
                                       "--baton-master-port=4000", "--other=1"},
                                      &o)
                   .ok());
@@ -79,12 +83,22 @@ TEST(UserOptions, CommandLineForms) {
   EXPECT_EQ(*o.master_port, 4000);
 }
 
+TEST(UserOptions, ScanFindsEveryFormWithItsValue) {
+  auto found = ScanCommandLine({"-N2", "--baton", "--baton-hostfile", "plain", "--baton-master-port=7", "--batonx", "prog"});
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].name, "baton");
+  EXPECT_FALSE(found[0].has_value);
+  EXPECT_EQ(found[1].name, "baton-hostfile");
+  EXPECT_EQ(found[1].value, "plain");
+  EXPECT_EQ(found[2].value, "7");
+}
+
 TEST(UserOptions, SameOptionTwiceWithDifferentValuesIsAnError) {
   LaunchOptions o;
-  ExpectNames(OptionsFromCommandLine({"--baton-hostfile=mpich", "--baton-hostfile=plain"}, &o),
+  ExpectNames(FromArgs({"--baton-hostfile=mpich", "--baton-hostfile=plain"}, &o),
               "--baton-hostfile given twice", "'mpich' and 'plain'");
-  ExpectNames(OptionsFromCommandLine({"--baton", "--baton=off"}, &o), "--baton given twice", "'off'");
-  EXPECT_TRUE(OptionsFromCommandLine({"--baton-hostfile=mpich", "--baton-hostfile", "mpich"}, &o).ok())
+  ExpectNames(FromArgs({"--baton", "--baton=off"}, &o), "--baton given twice", "'off'");
+  EXPECT_TRUE(FromArgs({"--baton-hostfile=mpich", "--baton-hostfile", "mpich"}, &o).ok())
       << "the same value twice is harmless";
 }
 
@@ -128,6 +142,8 @@ TEST(PluginConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(c.port_lo, 61000);
   EXPECT_EQ(c.port_hi, 65535);
   for (const char* token : {"%u", "%j", "%s", "%n"}) EXPECT_NE(c.hostfile_dir.find(token), std::string::npos);
+  ExpectNames(ParsePluginConfig({"hostfile_dir=/scratch/baton-%u"}, &c), "hostfile_dir", "containing %j");
+  ExpectNames(ParsePluginConfig({"hostfile_dir=/scratch/%j.%s"}, &c), "hostfile_dir", "containing %n");
   EXPECT_EQ(c.hostfile_dir.rfind("%t/", 0), 0u) << "under the node's temporary directory";
   ASSERT_TRUE(ParsePluginConfig({"default=on", "port_range=20000-20100", "hostfile_dir=/var/baton/%u/%j-%s-%n",
                                  "gpu_bind=local-rank"},

@@ -1,0 +1,83 @@
+// Collectives over a group of ranks, with two backends:
+//   mpi   host memory, over MPI; algorithms native (MPI's own),
+//         hierarchical (reduce in the node, all-reduce among the node
+//         leaders, broadcast in the node) and ring (reduce-scatter then
+//         all-gather over point-to-point, in pipelined chunks);
+//   nccl  device memory, NCCL communicators bootstrapped from MPI.
+// Every call returns a Status; none aborts the process.
+//
+// Counts are in elements. all_gather/reduce_scatter/all_to_all take the
+// count of ONE rank's block; buffers hold size() blocks where the
+// operation needs them. f16 and bf16 are reduced in f32 and rounded once.
+//
+// Threading: one thread issues the collectives of a communicator (as in
+// MPI); a non-blocking call's Request may be waited on from that thread.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "baton/dtype.h"
+#include "baton/runtime.h"
+#include "baton/status.h"
+
+namespace baton {
+
+enum class Backend { kMpi, kNccl, kAuto };
+enum class Algorithm { kNative, kHierarchical, kRing, kAuto };
+
+std::string_view BackendName(Backend b);
+std::string_view AlgorithmName(Algorithm a);
+Status ParseBackend(std::string_view text, Backend* b);
+Status ParseAlgorithm(std::string_view text, Algorithm* a);
+
+struct CommOptions {
+  Backend backend = Backend::kAuto;      // auto: nccl when a GPU is visible, else mpi
+  Algorithm algorithm = Algorithm::kAuto;  // mpi backend only
+  // Ring pipelining: each segment moves in chunks of this many bytes.
+  size_t ring_chunk_bytes = 1 << 20;
+};
+
+// A non-blocking collective in flight. Destroying an unfinished Request
+// waits for it (the buffers must outlive it either way).
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual Status Wait() = 0;
+  // Sets *done; once done, returns the collective's Status.
+  virtual Status Test(bool* done) = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Backend backend() const = 0;
+
+  virtual Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Status AllGather(const void* send, void* recv, size_t count, DType dtype) = 0;
+  virtual Status ReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
+  virtual Status Broadcast(void* buffer, size_t count, DType dtype, int root) = 0;
+  virtual Status AllToAll(const void* send, void* recv, size_t count, DType dtype) = 0;
+  virtual Status Barrier() = 0;
+
+  // Non-blocking forms: the same semantics, completed through the Request.
+  virtual Status IAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                            std::unique_ptr<Request>* request) = 0;
+  virtual Status IAllGather(const void* send, void* recv, size_t count, DType dtype,
+                            std::unique_ptr<Request>* request) = 0;
+  virtual Status IReduceScatter(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                                std::unique_ptr<Request>* request) = 0;
+  virtual Status IBroadcast(void* buffer, size_t count, DType dtype, int root,
+                            std::unique_ptr<Request>* request) = 0;
+  virtual Status IAllToAll(const void* send, void* recv, size_t count, DType dtype,
+                           std::unique_ptr<Request>* request) = 0;
+  virtual Status IBarrier(std::unique_ptr<Request>* request) = 0;
+};
+
+// A communicator over the runtime's world. Collective over the world.
+Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out);
+
+}  // namespace baton

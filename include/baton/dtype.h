@@ -1,0 +1,29 @@
+// Element types and reduction operations of baton's collectives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "baton/status.h"
+
+namespace baton {
+
+enum class DType { kF32, kF64, kBF16, kF16, kI32, kI64, kU8 };
+enum class ReduceOp { kSum, kMax, kMin, kAvg };  // kAvg: floating types only
+
+size_t DTypeSize(DType t);
+std::string_view DTypeName(DType t);   // "f32", "bf16", ...
+std::string_view ReduceOpName(ReduceOp op);
+bool IsFloating(DType t);
+Status ParseDType(std::string_view text, DType* t);
+Status ParseReduceOp(std::string_view text, ReduceOp* op);
+
+// f16 and bf16 are reduced in f32 and rounded once (round to nearest even);
+// these convert one element.
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace baton

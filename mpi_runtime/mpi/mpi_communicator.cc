@@ -1,0 +1,418 @@
+#include "mpi_runtime/mpi/mpi_communicator.h"
+
+#include <climits>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mpi_runtime/mpi/reduce_kernels.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::mpi {
+namespace {
+
+constexpr const char* kComponent = "runtime";
+
+MPI_Datatype MpiType(DType work) {
+  switch (work) {
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kI32: return MPI_INT32_T;
+    case DType::kI64: return MPI_INT64_T;
+    case DType::kU8: return MPI_UINT8_T;
+    default: return MPI_FLOAT;  // f32, and f16/bf16 widened to f32
+  }
+}
+
+MPI_Op MpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kMin: return MPI_MIN;
+    default: return MPI_SUM;  // kSum, and kAvg before its division
+  }
+}
+
+bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
+
+// MPI counts are int: larger messages are refused by name, not truncated.
+Status CheckCount(const char* what, size_t count, size_t esize) {
+  if (count > static_cast<size_t>(INT_MAX) || count * esize / esize != count)
+    return Status::InvalidArgument(kComponent, std::string(what) + ": count " + std::to_string(count) +
+                                                   " exceeds MPI's int count limit");
+  return Status::OK();
+}
+
+Status CheckOp(const char* what, DType t, ReduceOp op) {
+  if (op == ReduceOp::kAvg && !IsFloating(t))
+    return Status::InvalidArgument(kComponent, std::string(what) + ": avg is for floating types, not " +
+                                                   std::string(DTypeName(t)));
+  return Status::OK();
+}
+
+struct Comms {
+  MPI_Comm world = MPI_COMM_NULL, node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+  int rank = 0, size = 1;
+};
+
+Status Dup(MPI_Comm from, MPI_Comm* to) {
+  if (from == MPI_COMM_NULL) return Status::OK();
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(from, to)));
+  return BATON_MPI_CHECK(MPI_Comm_set_errhandler(*to, MPI_ERRORS_RETURN));
+}
+
+void Free(Comms* c) {
+  for (MPI_Comm* m : {&c->world, &c->node, &c->leaders})
+    if (*m != MPI_COMM_NULL) MPI_Comm_free(m);
+}
+
+// Segment i of `count` elements split over `parts`: the first count % parts
+// segments are one element longer.
+void Segments(size_t count, int parts, std::vector<size_t>* start, std::vector<size_t>* len) {
+  start->resize(static_cast<size_t>(parts));
+  len->resize(static_cast<size_t>(parts));
+  const size_t base = count / static_cast<size_t>(parts), rem = count % static_cast<size_t>(parts);
+  for (size_t i = 0; i < static_cast<size_t>(parts); ++i) {
+    (*start)[i] = i * base + std::min(i, rem);
+    (*len)[i] = base + (i < rem ? 1 : 0);
+  }
+}
+
+// The ring over `comm`, in place on `work` (elements of the work type `t`):
+// reduce-scatter leaves the fully reduced segment r on rank r, all-gather
+// then passes every segment around. Each segment moves in chunks whose
+// receives are all posted first and reduced as they arrive, so the
+// reduction of one chunk overlaps the transfer of the next.
+class Ring {
+ public:
+  Ring(MPI_Comm comm, int rank, int size, DType t, ReduceOp op, size_t chunk_bytes)
+      : comm_(comm), rank_(rank), size_(size), t_(t), op_(op), esize_(DTypeSize(t)),
+        chunk_(std::max<size_t>(1, chunk_bytes / DTypeSize(t))) {}
+
+  Status ReduceScatter(char* work, const std::vector<size_t>& start, const std::vector<size_t>& len) {
+    size_t max_len = 0;
+    for (size_t l : len) max_len = std::max(max_len, l);
+    std::vector<char> tmp(max_len * esize_);
+    for (int s = 0; s < size_ - 1; ++s) {
+      const int send = Mod(rank_ - s - 1), recv = Mod(rank_ - s - 2);
+      std::vector<MPI_Request> recvs, sends;
+      BATON_RETURN_IF_ERROR(Post(tmp.data(), len[recv], Left(), /*is_send=*/false, &recvs));
+      BATON_RETURN_IF_ERROR(Post(work + start[send] * esize_, len[send], Right(), true, &sends));
+      for (size_t k = 0; k < recvs.size(); ++k) {
+        BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Wait(&recvs[k], MPI_STATUS_IGNORE)));
+        const size_t off = k * chunk_, n = std::min(chunk_, len[recv] - off);
+        Reduce(t_, op_, tmp.data() + off * esize_, work + (start[recv] + off) * esize_, n);
+      }
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE)));
+    }
+    return Status::OK();
+  }
+
+  Status AllGather(char* work, const std::vector<size_t>& start, const std::vector<size_t>& len) {
+    for (int s = 0; s < size_ - 1; ++s) {
+      const int send = Mod(rank_ - s), recv = Mod(rank_ - s - 1);
+      std::vector<MPI_Request> reqs;
+      BATON_RETURN_IF_ERROR(Post(work + start[recv] * esize_, len[recv], Left(), false, &reqs));
+      BATON_RETURN_IF_ERROR(Post(work + start[send] * esize_, len[send], Right(), true, &reqs));
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE)));
+    }
+    return Status::OK();
+  }
+
+ private:
+  int Mod(int x) const { return ((x % size_) + size_) % size_; }
+  int Left() const { return Mod(rank_ - 1); }
+  int Right() const { return Mod(rank_ + 1); }
+
+  // One message per chunk; messages between a pair keep their order in MPI,
+  // so chunk k of a segment always meets receive k.
+  Status Post(char* data, size_t n, int peer, bool is_send, std::vector<MPI_Request>* reqs) {
+    for (size_t off = 0; off < n; off += chunk_) {
+      const int c = static_cast<int>(std::min(chunk_, n - off));
+      MPI_Request r;
+      Status s = is_send ? BATON_MPI_CHECK(MPI_Isend(data + off * esize_, c, MpiType(t_), peer, 0, comm_, &r))
+                         : BATON_MPI_CHECK(MPI_Irecv(data + off * esize_, c, MpiType(t_), peer, 0, comm_, &r));
+      BATON_RETURN_IF_ERROR(s);
+      reqs->push_back(r);
+    }
+    return Status::OK();
+  }
+
+  MPI_Comm comm_;
+  int rank_, size_;
+  DType t_;
+  ReduceOp op_;
+  size_t esize_, chunk_;
+};
+
+// Runs closures in order on one thread; a Request waits for its closure.
+class Worker {
+ public:
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  std::shared_future<Status> Submit(std::function<Status()> fn) {
+    auto task = std::make_shared<std::packaged_task<Status()>>(std::move(fn));
+    std::shared_future<Status> result = task->get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+      queue_.push_back([task] { (*task)(); });
+    }
+    cv_.notify_one();
+    return result;
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      std::function<void()> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and everything submitted ran
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      next();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class FutureRequest : public Request {
+ public:
+  explicit FutureRequest(std::shared_future<Status> f) : f_(std::move(f)) {}
+  ~FutureRequest() override {
+    if (f_.valid()) f_.wait();
+  }
+  Status Wait() override { return f_.get(); }
+  Status Test(bool* done) override {
+    *done = f_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    return *done ? f_.get() : Status::OK();
+  }
+
+ private:
+  std::shared_future<Status> f_;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(const Topology& topology, const CommOptions& options) : topology_(topology), options_(options) {}
+  ~MpiCommunicator() override {
+    worker_.reset();  // finishes what was submitted before the communicators go
+    Free(&main_);
+    Free(&async_);
+  }
+
+  Status Init(Runtime& rt) {
+    for (Comms* c : {&main_, &async_}) {
+      BATON_RETURN_IF_ERROR(Dup(rt.world_comm(), &c->world));
+      BATON_RETURN_IF_ERROR(Dup(rt.node_comm(), &c->node));
+      BATON_RETURN_IF_ERROR(Dup(rt.leaders_comm(), &c->leaders));
+      c->rank = rt.rank();
+      c->size = rt.size();
+    }
+    worker_ = std::make_unique<Worker>();
+    return Status::OK();
+  }
+
+  int rank() const override { return main_.rank; }
+  int size() const override { return main_.size; }
+  Backend backend() const override { return Backend::kMpi; }
+
+  Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    return DoAllReduce(main_, send, recv, count, t, op);
+  }
+  Status AllGather(const void* send, void* recv, size_t count, DType t) override {
+    return DoAllGather(main_, send, recv, count, t);
+  }
+  Status ReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    return DoReduceScatter(main_, send, recv, count, t, op);
+  }
+  Status Broadcast(void* buffer, size_t count, DType t, int root) override {
+    return DoBroadcast(main_, buffer, count, t, root);
+  }
+  Status AllToAll(const void* send, void* recv, size_t count, DType t) override {
+    return DoAllToAll(main_, send, recv, count, t);
+  }
+  Status Barrier() override { return BATON_MPI_CHECK(MPI_Barrier(main_.world)); }
+
+  Status IAllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
+                    std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return DoAllReduce(async_, send, recv, count, t, op); });
+  }
+  Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return DoAllGather(async_, send, recv, count, t); });
+  }
+  Status IReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
+                        std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return DoReduceScatter(async_, send, recv, count, t, op); });
+  }
+  Status IBroadcast(void* buffer, size_t count, DType t, int root, std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return DoBroadcast(async_, buffer, count, t, root); });
+  }
+  Status IAllToAll(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return DoAllToAll(async_, send, recv, count, t); });
+  }
+  Status IBarrier(std::unique_ptr<Request>* req) override {
+    return Async(req, [=] { return BATON_MPI_CHECK(MPI_Barrier(async_.world)); });
+  }
+
+ private:
+  Status Async(std::unique_ptr<Request>* req, std::function<Status()> fn) {
+    *req = std::make_unique<FutureRequest>(worker_->Submit(std::move(fn)));
+    return Status::OK();
+  }
+
+  Status DoAllReduce(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op) {
+    BATON_RETURN_IF_ERROR(CheckOp("all_reduce", t, op));
+    BATON_RETURN_IF_ERROR(CheckCount("all_reduce", count, DTypeSize(t)));
+    if (count == 0) return Status::OK();
+    const DType w = WorkType(t);
+    std::vector<float> widened;
+    char* work = static_cast<char*>(recv);
+    if (IsHalf(t)) {
+      widened.resize(count);
+      Widen(t, send, widened.data(), count);
+      work = reinterpret_cast<char*>(widened.data());
+    } else if (send != recv) {
+      std::memcpy(recv, send, count * DTypeSize(t));
+    }
+    const Algorithm algo = ChooseAlgorithm(options_.algorithm, count * DTypeSize(t), topology_);
+    Status s;
+    switch (algo) {
+      case Algorithm::kRing: {
+        std::vector<size_t> start, len;
+        Segments(count, c.size, &start, &len);
+        Ring ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes);
+        s = ring.ReduceScatter(work, start, len);
+        if (s.ok()) s = ring.AllGather(work, start, len);
+        break;
+      }
+      case Algorithm::kHierarchical:
+        s = Hierarchical(c, work, count, w, op);
+        break;
+      default:
+        s = BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op), c.world));
+    }
+    if (!s.ok()) return s.Annotate("all_reduce of " + std::to_string(count) + " " + std::string(DTypeName(t)));
+    if (op == ReduceOp::kAvg) Scale(w, work, count, c.size);
+    if (IsHalf(t)) Narrow(t, widened.data(), recv, count);
+    return Status::OK();
+  }
+
+  // Reduce to local rank 0, all-reduce among the node leaders, broadcast
+  // back in the node: one inter-node message per node instead of per rank.
+  Status Hierarchical(const Comms& c, char* work, size_t count, DType w, ReduceOp op) {
+    int local_rank = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(c.node, &local_rank)));
+    const int n = static_cast<int>(count);
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+        MPI_Reduce(local_rank == 0 ? MPI_IN_PLACE : work, local_rank == 0 ? work : nullptr, n, MpiType(w),
+                   MpiOp(op), 0, c.node)));
+    if (c.leaders != MPI_COMM_NULL)
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.leaders)));
+    return BATON_MPI_CHECK(MPI_Bcast(work, n, MpiType(w), 0, c.node));
+  }
+
+  Status DoAllGather(const Comms& c, const void* send, void* recv, size_t count, DType t) {
+    const size_t bytes = count * DTypeSize(t);
+    BATON_RETURN_IF_ERROR(CheckCount("all_gather", bytes * static_cast<size_t>(c.size), 1));
+    if (count == 0) return Status::OK();
+    char* out = static_cast<char*>(recv);
+    if (options_.algorithm == Algorithm::kRing) {
+      std::memmove(out + bytes * static_cast<size_t>(c.rank), send, bytes);
+      std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), bytes);
+      for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = bytes * static_cast<size_t>(i);
+      return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, options_.ring_chunk_bytes).AllGather(out, start, len);
+    }
+    return BATON_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                         MPI_BYTE, c.world));
+  }
+
+  Status DoReduceScatter(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op) {
+    BATON_RETURN_IF_ERROR(CheckOp("reduce_scatter", t, op));
+    const size_t total = count * static_cast<size_t>(c.size);
+    BATON_RETURN_IF_ERROR(CheckCount("reduce_scatter", total, DTypeSize(t)));
+    if (count == 0) return Status::OK();
+    const DType w = WorkType(t);
+    const size_t wsize = DTypeSize(w);
+    // The ring reduces in place, so it works on a copy of the whole input.
+    std::vector<char> work(total * wsize);
+    if (IsHalf(t))
+      Widen(t, send, reinterpret_cast<float*>(work.data()), total);
+    else
+      std::memcpy(work.data(), send, total * wsize);
+    char* mine = work.data() + count * wsize * static_cast<size_t>(c.rank);
+    Status s;
+    if (options_.algorithm == Algorithm::kRing) {
+      std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), count);
+      for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
+      s = Ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes).ReduceScatter(work.data(), start, len);
+    } else {
+      std::vector<char> out(count * wsize);
+      s = BATON_MPI_CHECK(MPI_Reduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
+                                                   MpiOp(op), c.world));
+      if (s.ok()) std::memcpy(mine, out.data(), out.size());
+    }
+    if (!s.ok()) return s.Annotate("reduce_scatter of " + std::to_string(count) + " per rank");
+    if (op == ReduceOp::kAvg) Scale(w, mine, count, c.size);
+    if (IsHalf(t))
+      Narrow(t, reinterpret_cast<const float*>(mine), recv, count);
+    else
+      std::memcpy(recv, mine, count * wsize);
+    return Status::OK();
+  }
+
+  Status DoBroadcast(const Comms& c, void* buffer, size_t count, DType t, int root) {
+    if (root < 0 || root >= c.size)
+      return Status::InvalidArgument(kComponent, "broadcast: root " + std::to_string(root) + " is not a rank of 0.." +
+                                                     std::to_string(c.size - 1));
+    BATON_RETURN_IF_ERROR(CheckCount("broadcast", count * DTypeSize(t), 1));
+    if (count == 0) return Status::OK();
+    return BATON_MPI_CHECK(MPI_Bcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world));
+  }
+
+  Status DoAllToAll(const Comms& c, const void* send, void* recv, size_t count, DType t) {
+    const size_t bytes = count * DTypeSize(t);
+    BATON_RETURN_IF_ERROR(CheckCount("all_to_all", bytes * static_cast<size_t>(c.size), 1));
+    if (count == 0) return Status::OK();
+    return BATON_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                        MPI_BYTE, c.world));
+  }
+
+  Topology topology_;
+  CommOptions options_;
+  Comms main_, async_;
+  std::unique_ptr<Worker> worker_;
+};
+
+}  // namespace
+
+Algorithm ChooseAlgorithm(Algorithm requested, size_t /*bytes*/, const Topology& /*topology*/) {
+  return requested == Algorithm::kAuto ? Algorithm::kNative : requested;
+}
+
+Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
+  auto comm = std::make_unique<MpiCommunicator>(runtime.topology(), options);
+  BATON_RETURN_IF_ERROR(comm->Init(runtime));
+  *out = std::move(comm);
+  return Status::OK();
+}
+
+}  // namespace baton::mpi

@@ -1,0 +1,250 @@
+// The nccl backend on a real GPU, one rank, no MPI: every collective on
+// device buffers, every dtype and reduce op, the non-blocking forms, and
+// the refusals (host memory, avg on integers, a bad root) that must leave
+// the communicator usable. Built and run by tests/gpu/run-gpu-tests, which
+// compiles it with the MPI-free half of the backend only (no MPI, Boost or
+// HDF5 on the machine). Plain main(): GoogleTest need not be there either.
+//
+// With one rank every collective's result equals its input (avg divides
+// by one), so results are compared byte for byte.
+//
+// Prints "PASS name" / "FAIL name: why" lines and a summary; exit 0 when
+// everything passed, 1 otherwise, 77 with "SKIP: no GPU visible (<reason>)"
+// as the last line when CUDA finds no device.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "baton/dtype.h"
+#include "mpi_runtime/nccl/nccl_api.h"
+#include "mpi_runtime/nccl/nccl_communicator.h"
+
+namespace {
+
+using baton::DType;
+using baton::ReduceOp;
+using baton::Status;
+namespace nccl = baton::nccl;
+
+int g_failed = 0, g_passed = 0;
+
+void Report(const std::string& name, const Status& s) {
+  if (s.ok()) {
+    ++g_passed;
+    std::printf("PASS %s\n", name.c_str());
+  } else {
+    ++g_failed;
+    std::printf("FAIL %s: %s\n", name.c_str(), s.ToString().c_str());
+  }
+  std::fflush(stdout);
+}
+
+Status Fail(const std::string& what) { return Status::Internal("test", what); }
+
+Status Cuda(cudaError_t rc, const char* what) {
+  if (rc == cudaSuccess) return Status::OK();
+  return Fail(std::string(what) + ": " + cudaGetErrorString(rc));
+}
+
+// A device buffer that frees itself.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t n) : bytes(n) {
+    if (n > 0 && cudaMalloc(&ptr, n) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  bool ok() const { return bytes == 0 || ptr != nullptr; }
+};
+
+// count elements of `dtype` holding 0..99 repeated, as bytes.
+std::vector<unsigned char> Pattern(DType dtype, size_t count, int salt) {
+  const size_t w = baton::DTypeSize(dtype);
+  std::vector<unsigned char> out(count * w);
+  for (size_t i = 0; i < count; ++i) {
+    const int v = static_cast<int>((i + salt) % 100);
+    unsigned char* p = out.data() + i * w;
+    switch (dtype) {
+      case DType::kF32: { float f = v; std::memcpy(p, &f, w); break; }
+      case DType::kF64: { double d = v; std::memcpy(p, &d, w); break; }
+      case DType::kF16: { uint16_t h = baton::FloatToHalf(v); std::memcpy(p, &h, w); break; }
+      case DType::kBF16: { uint16_t b = baton::FloatToBFloat16(v); std::memcpy(p, &b, w); break; }
+      case DType::kI32: { int32_t x = v; std::memcpy(p, &x, w); break; }
+      case DType::kI64: { int64_t x = v; std::memcpy(p, &x, w); break; }
+      case DType::kU8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, w); break; }
+    }
+  }
+  return out;
+}
+
+Status Upload(const DeviceBuffer& d, const std::vector<unsigned char>& h) {
+  if (h.empty()) return Status::OK();
+  return Cuda(cudaMemcpy(d.ptr, h.data(), h.size(), cudaMemcpyHostToDevice), "cudaMemcpy to device");
+}
+
+Status Expect(const DeviceBuffer& d, const std::vector<unsigned char>& want) {
+  if (want.empty()) return Status::OK();
+  std::vector<unsigned char> got(want.size());
+  BATON_RETURN_IF_ERROR(Cuda(cudaMemcpy(got.data(), d.ptr, got.size(), cudaMemcpyDeviceToHost),
+                             "cudaMemcpy to host"));
+  auto diff = std::mismatch(got.begin(), got.end(), want.begin());
+  if (diff.first == got.end()) return Status::OK();
+  return Fail("result differs at byte " + std::to_string(diff.first - got.begin()) + " of " +
+              std::to_string(got.size()));
+}
+
+enum class Prim { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
+const char* PrimName(Prim p) {
+  switch (p) {
+    case Prim::kAllReduce: return "all_reduce";
+    case Prim::kAllGather: return "all_gather";
+    case Prim::kReduceScatter: return "reduce_scatter";
+    case Prim::kBroadcast: return "broadcast";
+    case Prim::kAllToAll: return "all_to_all";
+  }
+  return "?";
+}
+
+// One collective on device buffers, blocking or through its Request.
+Status RunOne(nccl::NcclCommunicator& c, Prim prim, DType dtype, ReduceOp op, size_t count,
+              bool nonblocking) {
+  const auto input = Pattern(dtype, count, 3);
+  DeviceBuffer send(input.size()), recv(input.size());
+  if (!send.ok() || !recv.ok()) return Fail("cudaMalloc of " + std::to_string(input.size()) + " bytes");
+  BATON_RETURN_IF_ERROR(Upload(send, input));
+  BATON_RETURN_IF_ERROR(Upload(recv, Pattern(dtype, count, 50)));  // not the answer
+  std::unique_ptr<baton::Request> r;
+  Status s;
+  switch (prim) {
+    case Prim::kAllReduce:
+      s = nonblocking ? c.IAllReduce(send.ptr, recv.ptr, count, dtype, op, &r)
+                      : c.AllReduce(send.ptr, recv.ptr, count, dtype, op);
+      break;
+    case Prim::kAllGather:
+      s = nonblocking ? c.IAllGather(send.ptr, recv.ptr, count, dtype, &r)
+                      : c.AllGather(send.ptr, recv.ptr, count, dtype);
+      break;
+    case Prim::kReduceScatter:
+      s = nonblocking ? c.IReduceScatter(send.ptr, recv.ptr, count, dtype, op, &r)
+                      : c.ReduceScatter(send.ptr, recv.ptr, count, dtype, op);
+      break;
+    case Prim::kBroadcast:  // in place, root 0: the buffer keeps its bytes
+      s = nonblocking ? c.IBroadcast(send.ptr, count, dtype, 0, &r) : c.Broadcast(send.ptr, count, dtype, 0);
+      break;
+    case Prim::kAllToAll:
+      s = nonblocking ? c.IAllToAll(send.ptr, recv.ptr, count, dtype, &r)
+                      : c.AllToAll(send.ptr, recv.ptr, count, dtype);
+      break;
+  }
+  BATON_RETURN_IF_ERROR(s);
+  if (nonblocking) {
+    bool done = false;
+    for (int i = 0; i < 10000000 && !done; ++i) BATON_RETURN_IF_ERROR(r->Test(&done));
+    BATON_RETURN_IF_ERROR(r->Wait());
+  }
+  return Expect(prim == Prim::kBroadcast ? send : recv, input);
+}
+
+double MedianUs(nccl::NcclCommunicator& c, size_t bytes) {
+  DeviceBuffer buf(bytes);
+  if (!buf.ok()) return -1;
+  std::vector<double> t;
+  for (int i = 0; i < 25; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    if (!c.AllReduce(buf.ptr, buf.ptr, bytes / 4, DType::kF32, ReduceOp::kSum).ok()) return -1;
+    if (i >= 5) t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  const nccl::NcclApi& api = nccl::RealNcclApi();
+  int devices = 0;
+  Status visible = nccl::CheckDeviceVisible(api, &devices);
+  if (!visible.ok()) {
+    std::printf("SKIP: no GPU visible (%s)\n", visible.message().c_str());
+    return 77;
+  }
+  int version = 0;
+  ncclGetVersion(&version);
+  std::printf("CUDA devices: %d, NCCL %d\n", devices, version);
+
+  nccl::NcclOptions options;
+  options.init_timeout = std::chrono::seconds(60);
+  options.op_timeout = std::chrono::seconds(60);
+  nccl::NcclCommunicator c(api, options);
+  ncclUniqueId id;
+  Status s = c.SetUpDevice(0);
+  if (s.ok()) s = BATON_NCCL_CHECK(api, api.GetUniqueId(&id));
+  if (s.ok()) s = c.InitWorld(id, 0, 1);
+  if (s.ok()) s = c.SplitNode(0);
+  if (s.ok()) s = c.SplitLeaders(true);
+  Report("create (device, world, node, leaders)", s);
+  if (!s.ok()) return 1;
+  Report("leaders communicator made on local rank 0",
+         c.leaders_comm() != nullptr ? Status::OK() : Fail("leaders_comm() is null"));
+
+  const DType dtypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
+                          DType::kI32, DType::kI64, DType::kU8};
+  const size_t counts[] = {0, 1, 1000, (1u << 20) + 3};
+  for (DType d : dtypes) {
+    for (size_t n : counts) {
+      for (bool nb : {false, true}) {
+        const std::string tail = std::string(" ") + std::string(baton::DTypeName(d)) + " x" +
+                                 std::to_string(n) + (nb ? " (non-blocking)" : "");
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
+          if (op == ReduceOp::kAvg && !baton::IsFloating(d)) continue;
+          for (Prim p : {Prim::kAllReduce, Prim::kReduceScatter})
+            Report(std::string(PrimName(p)) + "(" + std::string(baton::ReduceOpName(op)) + ")" + tail,
+                   RunOne(c, p, d, op, n, nb));
+        }
+        for (Prim p : {Prim::kAllGather, Prim::kBroadcast, Prim::kAllToAll})
+          Report(PrimName(p) + tail, RunOne(c, p, d, ReduceOp::kSum, n, nb));
+      }
+    }
+  }
+  Report("barrier", c.Barrier());
+  {
+    std::unique_ptr<baton::Request> r;
+    Status b = c.IBarrier(&r);
+    if (b.ok()) b = r->Wait();
+    Report("barrier (non-blocking)", b);
+  }
+
+  // Refusals: a clear Status, no fault, and the communicator goes on.
+  {
+    std::vector<float> host(16);
+    DeviceBuffer dev(64);
+    Status h = c.AllReduce(host.data(), dev.ptr, 16, DType::kF32, ReduceOp::kSum);
+    Report("host memory is refused",
+           h.code() == baton::Code::kInvalidArgument ? Status::OK() : Fail("got " + h.ToString()));
+    Status a = c.AllReduce(dev.ptr, dev.ptr, 16, DType::kI32, ReduceOp::kAvg);
+    Report("avg on i32 is refused",
+           a.code() == baton::Code::kInvalidArgument ? Status::OK() : Fail("got " + a.ToString()));
+    Status b = c.Broadcast(dev.ptr, 16, DType::kF32, 1);
+    Report("root 1 of 1 is refused",
+           b.code() == baton::Code::kInvalidArgument ? Status::OK() : Fail("got " + b.ToString()));
+    Report("usable after the refusals", RunOne(c, Prim::kAllReduce, DType::kF32, ReduceOp::kSum, 1000, false));
+  }
+
+  // Not a check: what one rank's all_reduce costs here (median of 20).
+  for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20})
+    std::printf("all_reduce f32 %zu bytes: median %.1f us\n", bytes, MedianUs(c, bytes));
+
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,230 @@
+// A stand-in NcclApi for the tests of the nccl backend's control logic on
+// machines without a GPU: each NCCL communicator it hands out reports
+// ncclInProgress for a set number of polls of ncclCommGetAsyncError and
+// then a set result (success, an error, or never: "hangs"), and every call
+// is counted. Behaviour and counters live in one global (the table holds
+// plain function pointers, as the real one does); Reset() before each test.
+#pragma once
+
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "mpi_runtime/nccl/nccl_api.h"
+
+namespace baton::nccl::testing {
+
+// What a communicator reports while polled.
+struct Script {
+  int in_progress_polls = 0;          // polls answered ncclInProgress first
+  ncclResult_t result = ncclSuccess;  // then this, for good
+  static Script Succeed() { return {}; }
+  static Script After(int polls, ncclResult_t r) { return {polls, r}; }
+  static Script Hang() { return {INT_MAX, ncclSuccess}; }
+};
+
+struct FakeComm {
+  Script script;
+  int polls = 0;
+  bool aborted = false, destroyed = false, finalized = false;
+};
+
+struct FakeNccl {
+  // Behaviour.
+  int device_count = 1;
+  cudaError_t device_count_error = cudaSuccess;
+  ncclResult_t unique_id_result = ncclSuccess;
+  unsigned char unique_id_byte = 0x5a;   // the id's bytes, for the exchange
+  ncclResult_t init_call_result = ncclInProgress;  // what ncclCommInitRankConfig returns
+  Script init = Script::Succeed();                 // then its communicator's state
+  ncclResult_t split_call_result = ncclInProgress;
+  Script split = Script::Succeed();
+  ncclResult_t op_call_result = ncclSuccess;       // what a collective returns
+  Script op = Script::Succeed();                   // the world's state after a collective
+  int stream_busy_polls = 0;                       // cudaStreamQuery: NotReady this often (INT_MAX: forever)
+  cudaMemoryType pointer_type = cudaMemoryTypeDevice;
+
+  // Counters.
+  int init_calls = 0, split_calls = 0, async_polls = 0, aborts = 0, finalizes = 0, destroys = 0;
+  int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0, stream_queries = 0;
+  int last_color = 0;
+  std::vector<int> send_peers, recv_peers;
+
+  std::deque<FakeComm> comms;  // stable addresses
+  ncclComm_t world = nullptr;  // the last communicator made by init
+  int stream_polls_left = 0;
+
+  ncclComm_t Make(const Script& s) {
+    comms.push_back(FakeComm{s});
+    return reinterpret_cast<ncclComm_t>(&comms.back());
+  }
+  static FakeComm& Of(ncclComm_t c) { return *reinterpret_cast<FakeComm*>(c); }
+};
+
+inline FakeNccl g_fake;
+inline void Reset() { g_fake = FakeNccl(); }
+
+namespace fake {
+
+inline ncclResult_t GetUniqueId(ncclUniqueId* id) {
+  if (g_fake.unique_id_result != ncclSuccess) return g_fake.unique_id_result;
+  std::memset(id->internal, g_fake.unique_id_byte, sizeof id->internal);
+  return ncclSuccess;
+}
+// (Each MPI rank is its own process: a multi-rank test scripts ranks apart.)
+inline ncclResult_t CommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int, ncclConfig_t* config) {
+  ++g_fake.init_calls;
+  if (config == nullptr || config->blocking != 0) return ncclInvalidUsage;  // baton always asks non-blocking
+  const ncclResult_t rc = g_fake.init_call_result;
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    *comm = nullptr;  // an immediate failure makes no communicator
+    return rc;
+  }
+  *comm = g_fake.world = g_fake.Make(g_fake.init);
+  return rc;
+}
+inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  ++g_fake.async_polls;
+  FakeComm& c = FakeNccl::Of(comm);
+  if (c.aborted) return ncclInvalidArgument;  // a freed communicator
+  if (c.polls < c.script.in_progress_polls) {
+    ++c.polls;
+    *state = ncclInProgress;
+  } else {
+    *state = c.script.result;
+  }
+  return ncclSuccess;
+}
+inline ncclResult_t CommFinalize(ncclComm_t comm) {
+  ++g_fake.finalizes;
+  FakeNccl::Of(comm).finalized = true;
+  return ncclSuccess;
+}
+inline ncclResult_t CommAbort(ncclComm_t comm) {
+  ++g_fake.aborts;
+  FakeNccl::Of(comm).aborted = true;
+  return ncclSuccess;
+}
+inline ncclResult_t CommDestroy(ncclComm_t comm) {
+  ++g_fake.destroys;
+  FakeNccl::Of(comm).destroyed = true;
+  return ncclSuccess;
+}
+inline ncclResult_t CommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  ++g_fake.split_calls;
+  g_fake.last_color = color;
+  const ncclResult_t rc = g_fake.split_call_result;
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    *newcomm = nullptr;
+    return rc;
+  }
+  *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr : g_fake.Make(g_fake.split);
+  return rc;
+}
+// A collective: counted; its result and the world's state after it are scripted.
+inline ncclResult_t Collective(ncclComm_t comm) {
+  ++g_fake.collectives;
+  FakeComm& c = FakeNccl::Of(comm);
+  c.script = g_fake.op;
+  c.polls = 0;
+  g_fake.stream_polls_left = g_fake.stream_busy_polls;
+  return g_fake.op_call_result;
+}
+inline ncclResult_t AllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
+  return Collective(comm);
+}
+inline ncclResult_t AllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t comm, cudaStream_t) {
+  return Collective(comm);
+}
+inline ncclResult_t ReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
+  return Collective(comm);
+}
+inline ncclResult_t Broadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) {
+  return Collective(comm);
+}
+inline ncclResult_t Send(const void*, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+  ++g_fake.sends;
+  g_fake.send_peers.push_back(peer);
+  return ncclSuccess;
+}
+inline ncclResult_t Recv(void*, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+  ++g_fake.recvs;
+  g_fake.recv_peers.push_back(peer);
+  return ncclSuccess;
+}
+inline ncclResult_t GroupStart() {
+  ++g_fake.group_starts;
+  return ncclSuccess;
+}
+inline ncclResult_t GroupEnd() {
+  ++g_fake.group_ends;
+  return g_fake.world ? Collective(g_fake.world) : ncclSuccess;
+}
+inline const char* GetErrorString(ncclResult_t rc) {
+  switch (rc) {
+    case ncclSuccess: return "no error";
+    case ncclSystemError: return "fake system error";
+    case ncclRemoteError: return "fake remote error";
+    case ncclInternalError: return "fake internal error";
+    case ncclInvalidArgument: return "fake invalid argument";
+    case ncclInvalidUsage: return "fake invalid usage";
+    default: return "fake other error";
+  }
+}
+inline const char* GetLastError(ncclComm_t) { return "fake detail"; }
+
+inline cudaError_t GetDeviceCount(int* n) {
+  if (g_fake.device_count_error != cudaSuccess) return g_fake.device_count_error;
+  *n = g_fake.device_count;
+  return cudaSuccess;
+}
+inline cudaError_t SetDevice(int) { return cudaSuccess; }
+inline cudaError_t StreamCreate(cudaStream_t* s) {
+  static int token;
+  *s = reinterpret_cast<cudaStream_t>(&token);
+  return cudaSuccess;
+}
+inline cudaError_t StreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t StreamQuery(cudaStream_t) {
+  ++g_fake.stream_queries;
+  if (g_fake.stream_polls_left == INT_MAX) return cudaErrorNotReady;
+  if (g_fake.stream_polls_left > 0) {
+    --g_fake.stream_polls_left;
+    return cudaErrorNotReady;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t StreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
+  std::memset(a, 0, sizeof *a);
+  a->type = g_fake.pointer_type;
+  return cudaSuccess;
+}
+inline cudaError_t Malloc(void** p, size_t) {
+  static char scratch[16];
+  *p = scratch;
+  return cudaSuccess;
+}
+inline cudaError_t Free(void*) { return cudaSuccess; }
+inline const char* CudaGetErrorString(cudaError_t rc) {
+  return rc == cudaErrorNoDevice ? "fake: no CUDA-capable device is detected" : "fake CUDA error";
+}
+
+}  // namespace fake
+
+inline const NcclApi& FakeNcclApi() {
+  static const NcclApi api = {
+      fake::GetUniqueId, fake::CommInitRankConfig, fake::CommGetAsyncError, fake::CommFinalize,
+      fake::CommAbort,   fake::CommDestroy,        fake::CommSplit,         fake::AllReduce,
+      fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Send,
+      fake::Recv,        fake::GroupStart,         fake::GroupEnd,          fake::GetErrorString,
+      fake::GetLastError,
+      fake::GetDeviceCount, fake::SetDevice, fake::StreamCreate, fake::StreamDestroy,
+      fake::StreamQuery,    fake::StreamSynchronize, fake::PointerGetAttributes, fake::Malloc,
+      fake::Free,           fake::CudaGetErrorString,
+  };
+  return api;
+}
+
+}  // namespace baton::nccl::testing

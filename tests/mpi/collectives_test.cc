@@ -1,0 +1,229 @@
+// Every primitive x dtype x algorithm x size of the mpi backend against a
+// reference computed from every rank's input. Run at 1, 2, 3 and 8 ranks
+// (make check) and across the four nodes of the local cluster.
+//
+// Tolerance: none. Inputs are small integers, so every sum is exact even in
+// bf16, and f16/bf16 results are computed the way the backend promises
+// (reduced in f32, rounded once): the reference rounds the f32 result once
+// with the same conversion, and the comparison is bit-exact.
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "baton/communicator.h"
+
+namespace baton {
+namespace {
+
+Runtime* g_runtime = nullptr;
+
+class RuntimeEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    Status s = Runtime::Create(nullptr, nullptr, {}, &rt_);
+    ASSERT_TRUE(s.ok()) << s;
+    g_runtime = rt_.get();
+  }
+  void TearDown() override { g_runtime = nullptr; rt_.reset(); }
+
+ private:
+  std::unique_ptr<Runtime> rt_;
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new RuntimeEnv);
+
+// Input element i of rank r: a small integer.
+double Input(int r, size_t i) { return static_cast<double>((r * 7 + i * 3) % 5); }
+
+void Store(DType t, double v, void* out, size_t i) {
+  switch (t) {
+    case DType::kF32: static_cast<float*>(out)[i] = static_cast<float>(v); break;
+    case DType::kF64: static_cast<double*>(out)[i] = v; break;
+    case DType::kF16: static_cast<uint16_t*>(out)[i] = FloatToHalf(static_cast<float>(v)); break;
+    case DType::kBF16: static_cast<uint16_t*>(out)[i] = FloatToBFloat16(static_cast<float>(v)); break;
+    case DType::kI32: static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v); break;
+    case DType::kI64: static_cast<int64_t*>(out)[i] = static_cast<int64_t>(v); break;
+    case DType::kU8: static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v); break;
+  }
+}
+
+std::vector<char> Buffer(DType t, size_t n) { return std::vector<char>(n * DTypeSize(t) + 1); }
+
+// The reduced value as the backend computes it: exact for sum/max/min of
+// these inputs; avg divides the f32 (or f64) sum once.
+double Reference(ReduceOp op, int P, size_t i, DType t) {
+  double acc = Input(0, i);
+  for (int r = 1; r < P; ++r) {
+    double v = Input(r, i);
+    acc = op == ReduceOp::kMax ? std::max(acc, v) : op == ReduceOp::kMin ? std::min(acc, v) : acc + v;
+  }
+  if (op == ReduceOp::kAvg) acc = t == DType::kF64 ? acc / P : static_cast<float>(acc) / static_cast<float>(P);
+  return acc;
+}
+
+bool SameBits(DType t, const void* a, const void* b, size_t i) {
+  const size_t e = DTypeSize(t);
+  return std::memcmp(static_cast<const char*>(a) + i * e, static_cast<const char*>(b) + i * e, e) == 0;
+}
+
+using Param = std::tuple<DType, Algorithm, size_t>;
+
+class Collectives : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    CommOptions o;
+    o.backend = Backend::kMpi;
+    o.algorithm = std::get<1>(GetParam());
+    o.ring_chunk_bytes = 64;  // many chunks even for small sizes: exercises the pipelining
+    Status s = CreateCommunicator(*g_runtime, o, &comm_);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  DType t() const { return std::get<0>(GetParam()); }
+  size_t n() const { return std::get<2>(GetParam()); }
+  int P() const { return comm_->size(); }
+  int R() const { return comm_->rank(); }
+  std::unique_ptr<Communicator> comm_;
+};
+
+TEST_P(Collectives, AllReduceEveryOp) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
+    if (op == ReduceOp::kAvg && !IsFloating(t())) {
+      auto in = Buffer(t(), 1), out = Buffer(t(), 1);
+      Status s = comm_->AllReduce(in.data(), out.data(), 1, t(), op);
+      EXPECT_EQ(s.code(), Code::kInvalidArgument) << "avg on " << DTypeName(t());
+      continue;
+    }
+    auto in = Buffer(t(), n()), out = Buffer(t(), n()), want = Buffer(t(), n());
+    for (size_t i = 0; i < n(); ++i) {
+      Store(t(), Input(R(), i), in.data(), i);
+      Store(t(), Reference(op, P(), i, t()), want.data(), i);
+    }
+    Status s = comm_->AllReduce(in.data(), out.data(), n(), t(), op);
+    ASSERT_TRUE(s.ok()) << s;
+    size_t bad = 0;
+    for (size_t i = 0; i < n(); ++i) bad += SameBits(t(), out.data(), want.data(), i) ? 0 : 1;
+    EXPECT_EQ(bad, 0u) << ReduceOpName(op) << ": " << bad << " of " << n() << " elements differ";
+  }
+}
+
+TEST_P(Collectives, AllReduceInPlace) {
+  auto buf = Buffer(t(), n()), want = Buffer(t(), n());
+  for (size_t i = 0; i < n(); ++i) {
+    Store(t(), Input(R(), i), buf.data(), i);
+    Store(t(), Reference(ReduceOp::kSum, P(), i, t()), want.data(), i);
+  }
+  ASSERT_TRUE(comm_->AllReduce(buf.data(), buf.data(), n(), t(), ReduceOp::kSum).ok());
+  EXPECT_EQ(std::memcmp(buf.data(), want.data(), n() * DTypeSize(t())), 0);
+}
+
+TEST_P(Collectives, ReduceScatterSumAndMax) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
+    // Block b of rank r's input holds Input(r, b*n + i).
+    auto in = Buffer(t(), n() * P()), out = Buffer(t(), n()), want = Buffer(t(), n());
+    for (size_t i = 0; i < n() * P(); ++i) Store(t(), Input(R(), i), in.data(), i);
+    for (size_t i = 0; i < n(); ++i) Store(t(), Reference(op, P(), R() * n() + i, t()), want.data(), i);
+    Status s = comm_->ReduceScatter(in.data(), out.data(), n(), t(), op);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * DTypeSize(t())), 0) << ReduceOpName(op);
+  }
+}
+
+TEST_P(Collectives, AllGather) {
+  auto in = Buffer(t(), n()), out = Buffer(t(), n() * P()), want = Buffer(t(), n() * P());
+  for (size_t i = 0; i < n(); ++i) Store(t(), Input(R(), i), in.data(), i);
+  for (int r = 0; r < P(); ++r)
+    for (size_t i = 0; i < n(); ++i) Store(t(), Input(r, i), want.data(), r * n() + i);
+  ASSERT_TRUE(comm_->AllGather(in.data(), out.data(), n(), t()).ok());
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * P() * DTypeSize(t())), 0);
+}
+
+TEST_P(Collectives, BroadcastFromLastRank) {
+  const int root = P() - 1;
+  auto buf = Buffer(t(), n()), want = Buffer(t(), n());
+  for (size_t i = 0; i < n(); ++i) {
+    Store(t(), Input(R(), i), buf.data(), i);
+    Store(t(), Input(root, i), want.data(), i);
+  }
+  ASSERT_TRUE(comm_->Broadcast(buf.data(), n(), t(), root).ok());
+  EXPECT_EQ(std::memcmp(buf.data(), want.data(), n() * DTypeSize(t())), 0);
+  EXPECT_EQ(comm_->Broadcast(buf.data(), n(), t(), P()).code(), Code::kInvalidArgument) << "root out of range";
+}
+
+TEST_P(Collectives, AllToAll) {
+  // Block b of rank r's input goes to rank b; it holds Input(r*P + b, i).
+  auto in = Buffer(t(), n() * P()), out = Buffer(t(), n() * P()), want = Buffer(t(), n() * P());
+  for (int b = 0; b < P(); ++b)
+    for (size_t i = 0; i < n(); ++i) {
+      Store(t(), Input(R() * P() + b, i), in.data(), b * n() + i);
+      Store(t(), Input(b * P() + R(), i), want.data(), b * n() + i);
+    }
+  ASSERT_TRUE(comm_->AllToAll(in.data(), out.data(), n(), t()).ok());
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * P() * DTypeSize(t())), 0);
+}
+
+TEST_P(Collectives, NonBlockingAllReducesInFlightTogether) {
+  constexpr int kInFlight = 3;
+  std::vector<std::vector<char>> in(kInFlight), out(kInFlight);
+  std::vector<std::unique_ptr<Request>> reqs(kInFlight);
+  for (int k = 0; k < kInFlight; ++k) {
+    in[k] = Buffer(t(), n());
+    out[k] = Buffer(t(), n());
+    for (size_t i = 0; i < n(); ++i) Store(t(), Input(R() + k, i), in[k].data(), i);
+    ASSERT_TRUE(comm_->IAllReduce(in[k].data(), out[k].data(), n(), t(), ReduceOp::kMax, &reqs[k]).ok());
+  }
+  bool done = false;
+  ASSERT_TRUE(reqs[0]->Test(&done).ok());
+  for (int k = 0; k < kInFlight; ++k) {
+    Status s = reqs[k]->Wait();
+    ASSERT_TRUE(s.ok()) << s;
+    for (size_t i = 0; i < n(); ++i) {
+      double want = 0;
+      for (int r = 0; r < P(); ++r) want = std::max(want, Input(r + k, i));
+      auto w = Buffer(t(), n());
+      Store(t(), want, w.data(), i);
+      ASSERT_TRUE(SameBits(t(), out[k].data(), w.data(), i)) << "request " << k << " element " << i;
+    }
+  }
+  ASSERT_TRUE(reqs[0]->Test(&done).ok());
+  EXPECT_TRUE(done);
+  std::unique_ptr<Request> b;
+  ASSERT_TRUE(comm_->IBarrier(&b).ok());
+  EXPECT_TRUE(b->Wait().ok());
+}
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(DTypeName(std::get<0>(info.param))) + "_" + std::string(AlgorithmName(std::get<1>(info.param))) +
+         "_" + std::to_string(std::get<2>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Mpi, Collectives,
+    ::testing::Combine(::testing::Values(DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32,
+                                         DType::kI64, DType::kU8),
+                       ::testing::Values(Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing),
+                       ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1001})),
+    Name);
+
+TEST(Runtime, TopologyAgreesWithMpi) {
+  const Runtime& rt = *g_runtime;
+  int rank = -1, size = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(rt.rank(), rank);
+  EXPECT_EQ(rt.size(), size);
+  EXPECT_EQ(static_cast<int>(rt.topology().node_of.size()), size);
+  EXPECT_EQ(rt.topology().RanksOn(rt.node_rank()).size(), static_cast<size_t>(rt.local_size()));
+  EXPECT_EQ(rt.topology().RanksOn(rt.node_rank())[static_cast<size_t>(rt.local_rank())], rank);
+  EXPECT_EQ(rt.leaders_comm() != MPI_COMM_NULL, rt.local_rank() == 0);
+  if (const char* nodes = std::getenv("SLURM_STEP_NUM_NODES")) {
+    EXPECT_EQ(rt.num_nodes(), std::atoi(nodes)) << "under srun the nodes are Slurm's";
+    EXPECT_EQ(std::to_string(rt.node_rank()), std::getenv("SLURM_NODEID"));
+  }
+}
+
+}  // namespace
+}  // namespace baton

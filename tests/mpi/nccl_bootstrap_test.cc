@@ -1,0 +1,216 @@
+// Multi-rank tests of the nccl backend's MPI bootstrap: the unique-id
+// exchange with the real NCCL (which needs no GPU), and the agreement
+// across ranks: one rank's failure (no device, no id, an init or split
+// that fails or hangs) fails every rank, each with a Status that says
+// which rank failed and why. The NCCL side is the stand-in of
+// tests/lib/fake_nccl_api.h, scripted per rank (each rank is a process).
+// Run at 2 and 3 ranks by make check.
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpi_runtime/nccl/nccl_bootstrap.h"
+#include "mpi_runtime/nccl/nccl_communicator.h"
+#include "tests/lib/fake_nccl_api.h"
+
+namespace baton::nccl {
+namespace {
+
+using testing::FakeNcclApi;
+using testing::g_fake;
+using testing::Script;
+using Clock = std::chrono::steady_clock;
+
+int Rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int Size() {
+  int s = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+bool Has(const Status& s, const std::string& text) { return s.message().find(text) != std::string::npos; }
+
+NcclPlacement Here() {
+  NcclPlacement p;
+  p.rank = Rank();
+  p.size = Size();
+  p.local_rank = Rank();  // one node under mpirun here
+  p.node = 0;
+  p.leader = Rank() == 0;
+  return p;
+}
+
+NcclOptions Fast() {
+  NcclOptions o;
+  o.init_timeout = std::chrono::milliseconds(200);
+  o.op_timeout = std::chrono::milliseconds(200);
+  return o;
+}
+
+class NcclBootstrap : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::Reset(); }
+};
+
+TEST_F(NcclBootstrap, EveryRankGetsRankZerosUniqueIdByteForByte) {
+  ncclUniqueId id;
+  std::memset(&id, 0xee, sizeof id);
+  Status s = ExchangeUniqueId(RealNcclApi(), MPI_COMM_WORLD, &id);
+  EXPECT_TRUE(s.ok()) << s;
+  // Every rank's copy, side by side on every rank.
+  std::vector<ncclUniqueId> all(Size());
+  ASSERT_EQ(MPI_Allgather(&id, sizeof id, MPI_BYTE, all.data(), sizeof id, MPI_BYTE, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  for (int r = 0; r < Size(); ++r)
+    EXPECT_EQ(std::memcmp(&all[r], &all[0], sizeof id), 0) << "rank " << r << "'s id differs from rank 0's";
+  // A real id: not the zeros of a failed call, nor the pattern it started as.
+  const ncclUniqueId zeros{};
+  EXPECT_NE(std::memcmp(&all[0], &zeros, sizeof id), 0);
+  std::vector<char> pattern(sizeof id, static_cast<char>(0xee));
+  EXPECT_NE(std::memcmp(&all[0], pattern.data(), sizeof id), 0);
+}
+
+TEST_F(NcclBootstrap, AFailedUniqueIdReachesEveryRank) {
+  if (Rank() == 0) g_fake.unique_id_result = ncclSystemError;
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_fake.init_calls, 0);  // nobody went on to create a communicator
+  if (Rank() == 0) {
+    EXPECT_TRUE(Has(s, "ncclGetUniqueId failed with 2")) << s;
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "rank 0 failed making the NCCL unique id")) << s;
+    EXPECT_TRUE(Has(s, "ncclGetUniqueId failed with 2")) << s;  // rank 0's message travelled
+  }
+}
+
+TEST_F(NcclBootstrap, AgreementNamesTheLowestFailedRankAndItsMessage) {
+  const int bad = Size() - 1;
+  Status local = Rank() == bad ? Status::IOError("runtime", "disk on fire") : Status::OK();
+  Status s = AgreeOnSuccess(MPI_COMM_WORLD, local, "testing");
+  EXPECT_FALSE(s.ok());
+  if (Rank() == bad) {
+    EXPECT_EQ(s.code(), Code::kIOError);
+    EXPECT_EQ(s.message(), "disk on fire");
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "rank " + std::to_string(bad) + " failed testing, so this rank stops too")) << s;
+    EXPECT_TRUE(Has(s, "disk on fire")) << s;
+  }
+  EXPECT_TRUE(AgreeOnSuccess(MPI_COMM_WORLD, Status::OK(), "testing").ok());
+}
+
+TEST_F(NcclBootstrap, EveryRankSucceedsTogether) {
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  ASSERT_TRUE(s.ok()) << s;  // no collective follows
+  EXPECT_EQ(comm->rank(), Rank());
+  EXPECT_EQ(comm->size(), Size());
+  EXPECT_EQ(comm->backend(), Backend::kNccl);
+  EXPECT_NE(comm->world_comm(), nullptr);
+  EXPECT_NE(comm->node_comm(), nullptr);
+  EXPECT_EQ(comm->leaders_comm() != nullptr, Rank() == 0);
+  EXPECT_EQ(g_fake.init_calls, 1);
+  EXPECT_EQ(g_fake.split_calls, 2);
+  EXPECT_EQ(g_fake.aborts, 0);
+  comm.reset();
+  EXPECT_EQ(g_fake.aborts, 0);
+  EXPECT_EQ(g_fake.destroys, Rank() == 0 ? 3 : 2);
+}
+
+TEST_F(NcclBootstrap, OneRanksInitFailureFailsEveryRank) {
+  const int bad = Size() - 1;
+  if (Rank() == bad) g_fake.init_call_result = ncclSystemError;
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_fake.split_calls, 0);
+  if (Rank() == bad) {
+    EXPECT_EQ(s.code(), Code::kIOError);
+    EXPECT_TRUE(Has(s, "ncclCommInitRankConfig failed with 2 (fake system error)")) << s;
+    EXPECT_EQ(g_fake.aborts, 0);  // it made no communicator
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "rank " + std::to_string(bad) + " failed creating the NCCL world communicator")) << s;
+    EXPECT_TRUE(Has(s, "fake system error")) << s;
+    EXPECT_EQ(g_fake.aborts, 1);  // its world communicator, which it had made
+  }
+}
+
+TEST_F(NcclBootstrap, OneRanksHangingInitTimesOutAndFailsEveryRank) {
+  if (Rank() == 0) g_fake.init = Script::Hang();
+  const auto start = Clock::now();
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  EXPECT_FALSE(s.ok());
+  EXPECT_LT(ms, 5000);
+  EXPECT_EQ(g_fake.aborts, 1);  // every rank aborts its world communicator
+  if (Rank() == 0) {
+    EXPECT_EQ(s.code(), Code::kTimeout);
+    EXPECT_TRUE(Has(s, "init_timeout of 200 ms")) << s;
+    EXPECT_GE(ms, 200);
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "rank 0 failed creating the NCCL world communicator")) << s;
+    EXPECT_TRUE(Has(s, "init_timeout of 200 ms")) << s;
+  }
+}
+
+TEST_F(NcclBootstrap, OneRanksFailedSplitFailsEveryRank) {
+  const int bad = Size() - 1;
+  if (Rank() == bad) g_fake.split = Script::After(1, ncclRemoteError);
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(g_fake.split_calls, 1);  // the leaders split never started
+  EXPECT_EQ(g_fake.aborts, 2);       // the world, and the node communicator (failed or made)
+  if (Rank() == bad) {
+    EXPECT_EQ(s.code(), Code::kIOError);
+    EXPECT_TRUE(Has(s, "ncclCommSplit (node 0) failed: NCCL reported 6 (fake remote error)")) << s;
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "failed creating the NCCL node communicator")) << s;
+  }
+}
+
+TEST_F(NcclBootstrap, ARankWithoutADeviceFailsEveryRankBeforeNccl) {
+  const int bad = Size() - 1;
+  if (Rank() == bad) g_fake.device_count_error = cudaErrorNoDevice;
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), Fast(), FakeNcclApi(), &comm);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(g_fake.init_calls, 0);
+  if (Rank() == bad) {
+    EXPECT_EQ(s.code(), Code::kUnavailable);
+    EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount failed")) << s;
+  } else {
+    EXPECT_EQ(s.code(), Code::kAborted);
+    EXPECT_TRUE(Has(s, "failed setting up its CUDA device")) << s;
+    EXPECT_TRUE(Has(s, "no CUDA device visible")) << s;
+  }
+}
+
+TEST_F(NcclBootstrap, WithoutAGpuTheRealBackendIsUnavailableNotACrash) {
+  if (NcclDeviceVisible(RealNcclApi())) GTEST_SKIP() << "a GPU is visible here";
+  std::unique_ptr<NcclCommunicator> comm;
+  Status s = BootstrapNccl(MPI_COMM_WORLD, Here(), NcclOptions{}, RealNcclApi(), &comm);
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s;
+  EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount failed with")) << s;
+  EXPECT_EQ(comm, nullptr);
+}
+
+}  // namespace
+}  // namespace baton::nccl

@@ -1,0 +1,445 @@
+// The nccl backend's control logic, single process, no GPU: creation that
+// succeeds, fails at once, fails later, stays in progress for a while or
+// hangs until the deadline; collectives that complete, fail or hang; which
+// of them abort the NCCL communicators, and what the Status says. Driven
+// through the stand-in table of tests/lib/fake_nccl_api.h.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mpi_runtime/nccl/nccl_api.h"
+#include "mpi_runtime/nccl/nccl_communicator.h"
+#include "tests/lib/fake_nccl_api.h"
+
+namespace baton::nccl {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FakeNcclApi;
+using testing::g_fake;
+using testing::Script;
+using Clock = std::chrono::steady_clock;
+
+bool Has(const Status& s, const std::string& text) { return s.message().find(text) != std::string::npos; }
+
+class NcclControl : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::Reset(); }
+
+  // Short deadlines, so that the hanging cases take a fifth of a second.
+  static NcclOptions Fast() {
+    NcclOptions o;
+    o.init_timeout = milliseconds(200);
+    o.op_timeout = milliseconds(200);
+    o.poll_interval = std::chrono::microseconds(1000);
+    return o;
+  }
+  static ncclUniqueId Id() {
+    ncclUniqueId id;
+    std::memset(&id, 7, sizeof id);
+    return id;
+  }
+  static long long Ms(Clock::time_point since) {
+    return std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
+  }
+  // A communicator of `size` ranks (this one `rank`) made through the stand-in.
+  std::unique_ptr<NcclCommunicator> Ready(int rank = 0, int size = 1) {
+    auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), Fast());
+    EXPECT_TRUE(c->SetUpDevice(0).ok());
+    EXPECT_TRUE(c->InitWorld(Id(), rank, size).ok());
+    EXPECT_TRUE(c->SplitNode(0).ok());
+    EXPECT_TRUE(c->SplitLeaders(true).ok());
+    return c;
+  }
+  // Any non-null address the fake calls device memory.
+  void* dev_ = reinterpret_cast<void*>(0x1000);
+};
+
+// ---- check helpers ----------------------------------------------------------
+
+TEST_F(NcclControl, CheckNcclNamesTheCallTheErrorAndTheLine) {
+  const NcclApi& api = FakeNcclApi();
+  EXPECT_TRUE(BATON_NCCL_CHECK(api, api.GroupStart()).ok());
+  Status s = BATON_NCCL_CHECK(api, ncclRemoteError);
+  EXPECT_EQ(s.code(), Code::kIOError);
+  Status c = CheckNccl(api, ncclSystemError, false, "api.AllReduce(a, b, n, t, o, c, s)", "x.cc", 12);
+  EXPECT_EQ(c.component(), "runtime");
+  EXPECT_TRUE(Has(c, "ncclAllReduce failed with 2 (fake system error) at x.cc:12")) << c;
+  EXPECT_FALSE(Has(c, "api.")) << c;
+  EXPECT_EQ(CheckNccl(api, ncclInvalidUsage, false, "f()", "x.cc", 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(CheckNccl(api, ncclInternalError, false, "f()", "x.cc", 1).code(), Code::kInternal);
+}
+
+TEST_F(NcclControl, InProgressIsOkOnlyWhereTheCallIsNonBlocking) {
+  const NcclApi& api = FakeNcclApi();
+  EXPECT_TRUE(CheckNccl(api, ncclInProgress, true, "f()", "x.cc", 1).ok());
+  EXPECT_FALSE(CheckNccl(api, ncclInProgress, false, "f()", "x.cc", 1).ok());
+}
+
+TEST_F(NcclControl, CheckCudaNamesTheCallAndMapsMissingDevicesToUnavailable) {
+  const NcclApi& api = FakeNcclApi();
+  Status s = CheckCuda(api, cudaErrorNoDevice, "api.SetDevice(3)", "y.cc", 7);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_TRUE(Has(s, "cudaSetDevice failed with 100 (fake: no CUDA-capable device is detected) at y.cc:7")) << s;
+  EXPECT_EQ(CheckCuda(api, cudaErrorIllegalAddress, "f()", "y.cc", 7).code(), Code::kIOError);
+  EXPECT_TRUE(CheckCuda(api, cudaSuccess, "f()", "y.cc", 7).ok());
+}
+
+TEST_F(NcclControl, CallNames) {
+  EXPECT_EQ(CallName("api.CommSplit(p, 1, 2, &c, nullptr)", "nccl"), "ncclCommSplit");
+  EXPECT_EQ(CallName("st.api->StreamQuery(s)", "cuda"), "cudaStreamQuery");
+  EXPECT_EQ(CallName("api.CudaGetErrorString(rc)", "cuda"), "cudaGetErrorString");
+  EXPECT_EQ(CallName("ncclGetUniqueId(&id)", "nccl"), "ncclGetUniqueId");
+}
+
+// ---- device -----------------------------------------------------------------
+
+TEST_F(NcclControl, NoDeviceIsUnavailableWithCudasReason) {
+  g_fake.device_count_error = cudaErrorNoDevice;
+  EXPECT_FALSE(NcclDeviceVisible(FakeNcclApi()));
+  NcclCommunicator c(FakeNcclApi(), Fast());
+  Status s = c.SetUpDevice(0);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount failed with 100 "
+                     "(fake: no CUDA-capable device is detected)")) << s;
+}
+
+TEST_F(NcclControl, ZeroDevicesIsUnavailable) {
+  g_fake.device_count = 0;
+  EXPECT_FALSE(NcclDeviceVisible(FakeNcclApi()));
+  int n = -1;
+  Status s = CheckDeviceVisible(FakeNcclApi(), &n);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount found 0 devices")) << s;
+}
+
+TEST_F(NcclControl, ADeviceBeyondTheVisibleOnesIsRefused) {
+  g_fake.device_count = 2;
+  EXPECT_TRUE(NcclDeviceVisible(FakeNcclApi()));
+  NcclOptions o = Fast();
+  o.device = 2;
+  NcclCommunicator c(FakeNcclApi(), o);
+  Status s = c.SetUpDevice(0);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "CUDA device 2 asked for, but only 2 are visible")) << s;
+}
+
+// ---- creation: init ---------------------------------------------------------
+
+TEST_F(NcclControl, InitThatSucceedsIsNotAborted) {
+  ncclComm_t comm = nullptr;
+  Status s = InitComm(FakeNcclApi(), Id(), 4, 1, Fast(), &comm);
+  EXPECT_TRUE(s.ok()) << s;  // the fake refuses a blocking config, so non-blocking was asked
+  EXPECT_NE(comm, nullptr);
+  EXPECT_EQ(g_fake.init_calls, 1);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, InitInProgressForSomePollsThenReady) {
+  g_fake.init = Script::After(5, ncclSuccess);
+  ncclComm_t comm = nullptr;
+  Status s = InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &comm);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_NE(comm, nullptr);
+  EXPECT_EQ(g_fake.async_polls, 6);  // five "in progress", one "success"
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, InitThatFailsAtOnceNamesTheCallAndAbortsNothing) {
+  g_fake.init_call_result = ncclSystemError;
+  ncclComm_t comm = nullptr;
+  Status s = InitComm(FakeNcclApi(), Id(), 2, 1, Fast(), &comm);
+  EXPECT_EQ(s.code(), Code::kIOError);
+  EXPECT_TRUE(Has(s, "ncclCommInitRankConfig failed with 2 (fake system error)")) << s;
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_fake.aborts, 0);  // NCCL made no communicator
+  EXPECT_EQ(g_fake.async_polls, 0);
+}
+
+TEST_F(NcclControl, InitThatFailsLaterIsAbortedOnce) {
+  g_fake.init = Script::After(3, ncclRemoteError);
+  ncclComm_t comm = nullptr;
+  Status s = InitComm(FakeNcclApi(), Id(), 3, 2, Fast(), &comm);
+  EXPECT_EQ(s.code(), Code::kIOError);
+  EXPECT_TRUE(Has(s, "ncclCommInitRankConfig (rank 2 of 3) failed: NCCL reported 6 (fake remote error): fake detail")) << s;
+  EXPECT_TRUE(Has(s, "communicator aborted")) << s;
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_fake.aborts, 1);
+  EXPECT_TRUE(g_fake.comms.front().aborted);
+  EXPECT_EQ(g_fake.async_polls, 4);
+}
+
+TEST_F(NcclControl, InitThatHangsStopsAtTheDeadlineAndIsAborted) {
+  g_fake.init = Script::Hang();
+  ncclComm_t comm = nullptr;
+  const auto start = Clock::now();
+  Status s = InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &comm);
+  const long long ms = Ms(start);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(s, "ncclCommInitRankConfig (rank 0 of 2) did not finish within init_timeout of 200 ms")) << s;
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(g_fake.aborts, 1);
+  EXPECT_GE(ms, 200);
+  EXPECT_LT(ms, 3000);  // generous: a loaded CI machine
+  // Polling stopped: no more polls than 1 ms sleeps fit in the deadline.
+  EXPECT_GE(g_fake.async_polls, 2);
+  EXPECT_LE(g_fake.async_polls, 202);
+}
+
+// ---- creation: split --------------------------------------------------------
+
+TEST_F(NcclControl, SplitThatSucceedsGivesAChild) {
+  ncclComm_t world = nullptr, child = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  g_fake.split = Script::After(2, ncclSuccess);
+  Status s = SplitComm(FakeNcclApi(), world, 3, 0, "node 3", Fast(), &child);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_NE(child, nullptr);
+  EXPECT_EQ(g_fake.last_color, 3);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, SplitWithoutAColorGivesNoChild) {
+  NcclCommunicator c(FakeNcclApi(), Fast());
+  ASSERT_TRUE(c.SetUpDevice(0).ok());
+  ASSERT_TRUE(c.InitWorld(Id(), 1, 2).ok());
+  ASSERT_TRUE(c.SplitNode(0).ok());
+  Status s = c.SplitLeaders(false);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_fake.last_color, NCCL_SPLIT_NOCOLOR);
+  EXPECT_NE(c.node_comm(), nullptr);
+  EXPECT_EQ(c.leaders_comm(), nullptr);
+}
+
+TEST_F(NcclControl, SplitThatHangsAbortsTheChildOnlyAtTheDeadline) {
+  ncclComm_t world = nullptr, child = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  g_fake.split = Script::Hang();
+  const auto start = Clock::now();
+  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", Fast(), &child);
+  const long long ms = Ms(start);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(s, "ncclCommSplit (node 0) did not finish within init_timeout of 200 ms")) << s;
+  EXPECT_EQ(child, nullptr);
+  EXPECT_EQ(g_fake.aborts, 1);
+  EXPECT_FALSE(g_fake.comms.front().aborted);  // the parent is the caller's
+  EXPECT_TRUE(g_fake.comms.back().aborted);
+  EXPECT_GE(ms, 200);
+  EXPECT_LT(ms, 3000);
+}
+
+TEST_F(NcclControl, SplitThatIsRefusedAbortsNothing) {
+  ncclComm_t world = nullptr, child = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  g_fake.split_call_result = ncclInvalidUsage;
+  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", Fast(), &child);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "ncclCommSplit failed with 5 (fake invalid usage)")) << s;
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, SplitThatFailsLaterIsAborted) {
+  ncclComm_t world = nullptr, child = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  g_fake.split = Script::After(1, ncclInternalError);
+  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "leaders", Fast(), &child);
+  EXPECT_EQ(s.code(), Code::kInternal);
+  EXPECT_TRUE(Has(s, "ncclCommSplit (leaders) failed: NCCL reported 3 (fake internal error)")) << s;
+  EXPECT_EQ(g_fake.aborts, 1);
+}
+
+// ---- types --------------------------------------------------------------------
+
+TEST_F(NcclControl, EveryDTypeMapsToNcclsType) {
+  const std::pair<DType, ncclDataType_t> pairs[] = {
+      {DType::kF32, ncclFloat32}, {DType::kF64, ncclFloat64}, {DType::kBF16, ncclBfloat16},
+      {DType::kF16, ncclFloat16}, {DType::kI32, ncclInt32},   {DType::kI64, ncclInt64},
+      {DType::kU8, ncclUint8}};
+  for (auto [d, n] : pairs) {
+    ncclDataType_t t;
+    ASSERT_TRUE(ToNcclType(d, &t).ok()) << DTypeName(d);
+    EXPECT_EQ(t, n) << DTypeName(d);
+  }
+}
+
+TEST_F(NcclControl, AvgIsForFloatingTypesOnly) {
+  ncclRedOp_t op;
+  EXPECT_TRUE(ToNcclOp(ReduceOp::kAvg, DType::kBF16, &op).ok());
+  EXPECT_EQ(op, ncclAvg);
+  Status s = ToNcclOp(ReduceOp::kAvg, DType::kI64, &op);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "avg is for floating types only, not i64")) << s;
+  EXPECT_TRUE(ToNcclOp(ReduceOp::kMax, DType::kU8, &op).ok());
+  EXPECT_EQ(op, ncclMax);
+}
+
+// ---- collectives ------------------------------------------------------------
+
+TEST_F(NcclControl, CollectivesCompleteWhenNcclAndTheStreamAreDone) {
+  auto c = Ready();
+  g_fake.op = Script::After(2, ncclSuccess);  // NCCL still enqueueing for two polls
+  g_fake.stream_busy_polls = 3;
+  Status s = c->AllReduce(dev_, dev_, 16, DType::kF32, ReduceOp::kSum);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_fake.collectives, 1);
+  EXPECT_GE(g_fake.stream_queries, 4);
+  EXPECT_TRUE(c->AllGather(dev_, dev_, 4, DType::kBF16).ok());
+  EXPECT_TRUE(c->ReduceScatter(dev_, dev_, 4, DType::kF64, ReduceOp::kAvg).ok());
+  EXPECT_TRUE(c->Broadcast(dev_, 4, DType::kI64, 0).ok());
+  EXPECT_TRUE(c->Barrier().ok());
+  EXPECT_EQ(g_fake.collectives, 5);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, TestReportsNotDoneUntilTheStreamIsDone) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = 3;
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IAllReduce(dev_, dev_, 8, DType::kI32, ReduceOp::kMax, &r).ok());
+  bool done = true;
+  int not_done = 0;
+  for (int i = 0; i < 100; ++i) {
+    Status s = r->Test(&done);
+    ASSERT_TRUE(s.ok()) << s;
+    if (done) break;
+    ++not_done;
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(not_done, 3);
+  EXPECT_TRUE(r->Wait().ok());  // again, once done: the same result
+}
+
+TEST_F(NcclControl, AllToAllSendsAndReceivesEveryPeerInOneGroup) {
+  auto c = Ready(1, 3);
+  Status s = c->AllToAll(dev_, dev_, 5, DType::kU8);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_fake.group_starts, 1);
+  EXPECT_EQ(g_fake.group_ends, 1);
+  EXPECT_EQ(g_fake.send_peers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(g_fake.recv_peers, (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(NcclControl, WaitStopsAtTheDeadlineAndAbortsEveryCommunicator) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = INT_MAX;  // a kernel waiting for a peer that is gone
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IBroadcast(dev_, 3, DType::kF16, 0, &r).ok());
+  const auto start = Clock::now();
+  Status s = r->Wait();
+  const long long ms = Ms(start);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(s, "broadcast(root 0) of 3 f16 (rank 0 of 1) did not complete within op_timeout of 200 ms")) << s;
+  EXPECT_TRUE(Has(s, "NCCL communicators aborted")) << s;
+  EXPECT_LT(ms, 3000);
+  EXPECT_EQ(g_fake.aborts, 3);  // world, node, leaders
+  // Every later call returns the reason, without reaching NCCL.
+  const int before = g_fake.collectives;
+  Status later = c->AllReduce(dev_, dev_, 1, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(later.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(later, "all_reduce(sum) of 1 f32")) << later;
+  EXPECT_EQ(g_fake.collectives, before);
+  c.reset();
+  EXPECT_EQ(g_fake.aborts, 3);  // none twice
+  EXPECT_EQ(g_fake.destroys, 0);
+}
+
+TEST_F(NcclControl, BlockingCallsHonourTheDeadlineToo) {
+  auto c = Ready();
+  g_fake.op = Script::Hang();  // NCCL never finishes enqueueing
+  const auto start = Clock::now();
+  Status s = c->Barrier();
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(s, "op_timeout of 200 ms")) << s;
+  EXPECT_GE(Ms(start), 200);
+  EXPECT_LT(Ms(start), 3000);
+  EXPECT_EQ(g_fake.aborts, 3);
+}
+
+TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = INT_MAX;
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IAllGather(dev_, dev_, 2, DType::kI64, &r).ok());
+  // The error arrives while the collective runs.
+  g_fake.comms.front().script = Script::After(2, ncclRemoteError);
+  g_fake.comms.front().polls = 0;
+  Status s = r->Wait();
+  EXPECT_EQ(s.code(), Code::kIOError);
+  EXPECT_TRUE(Has(s, "all_gather of 2 i64 (rank 0 of 1) failed: NCCL reported 6 (fake remote error): fake detail")) << s;
+  EXPECT_EQ(g_fake.aborts, 3);
+}
+
+TEST_F(NcclControl, ARefusedCallLeavesTheCommunicatorUsable) {
+  auto c = Ready();
+  g_fake.op_call_result = ncclInvalidArgument;
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kMin);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "ncclAllReduce failed with 4")) << s;
+  EXPECT_EQ(g_fake.aborts, 0);
+  g_fake.op_call_result = ncclSuccess;
+  EXPECT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kMin).ok());
+}
+
+TEST_F(NcclControl, BadArgumentsAreRefusedBeforeNccl) {
+  auto c = Ready(0, 2);
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kI32, ReduceOp::kAvg);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  s = c->Broadcast(dev_, 4, DType::kF32, 2);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "root 2 is not a rank of 2")) << s;
+  s = c->AllGather(nullptr, dev_, 4, DType::kF32);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "send buffer is null")) << s;
+  s = c->AllToAll(dev_, dev_, SIZE_MAX / 4, DType::kF64);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "overflows")) << s;
+  g_fake.pointer_type = cudaMemoryTypeUnregistered;
+  s = c->ReduceScatter(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_TRUE(Has(s, "is host memory unknown to CUDA; the nccl backend takes device buffers")) << s;
+  EXPECT_EQ(g_fake.collectives, 0);
+  // Zero elements touch nothing: null buffers are fine.
+  EXPECT_TRUE(c->AllReduce(nullptr, nullptr, 0, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, AnUnfinishedRequestIsWaitedForWhenDestroyed) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = 5;
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IReduceScatter(dev_, dev_, 1, DType::kF32, ReduceOp::kSum, &r).ok());
+  r.reset();
+  EXPECT_EQ(g_fake.stream_polls_left, 0);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, AHealthyCommunicatorIsFinalizedAndDestroyedNotAborted) {
+  auto c = Ready();
+  c.reset();
+  EXPECT_EQ(g_fake.finalizes, 3);
+  EXPECT_EQ(g_fake.destroys, 3);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+TEST_F(NcclControl, ARequestOutlivesItsCommunicator) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = 2;
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IAllToAll(dev_, dev_, 1, DType::kF32, &r).ok());
+  c.reset();  // the NCCL state stays with the request
+  EXPECT_EQ(g_fake.finalizes, 0);
+  EXPECT_TRUE(r->Wait().ok());
+  r.reset();  // now it goes, finalized
+  EXPECT_EQ(g_fake.finalizes, 3);
+  EXPECT_EQ(g_fake.aborts, 0);
+}
+
+}  // namespace
+}  // namespace baton::nccl
