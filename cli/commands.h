@@ -9,5 +9,7 @@ namespace baton::cli {
 // Each takes the arguments after its name and returns the exit status.
 int EnvCommand(const std::vector<std::string>& args);       // env_command.cc
 int HostfileCommand(const std::vector<std::string>& args);  // env_command.cc
+// `bench collectives ...`: initializes MPI (baton::Runtime), unlike the others.
+int BenchCommand(const std::vector<std::string>& args);     // bench_collectives.cc
 
 }  // namespace baton::cli

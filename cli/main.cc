@@ -19,6 +19,8 @@ constexpr const char* kUsage =
     "                             exactly as the spank_baton plugin derives it\n"
     "  hostfile [--format=F]      the hostfile of this step (openmpi, mpich, deepspeed,\n"
     "                             horovod, plain)\n"
+    "  bench collectives [OPTS]   time baton's collectives against raw MPI, nccl-tests\n"
+    "                             style (under srun or mpirun; --help for the options)\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
     "\n"
@@ -43,6 +45,7 @@ int Run(int argc, char** argv) {
   }
   if (command == "env") return baton::cli::EnvCommand(args);
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
+  if (command == "bench") return baton::cli::BenchCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

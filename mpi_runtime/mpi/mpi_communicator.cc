@@ -10,7 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "baton/log.h"
 #include "mpi_runtime/mpi/reduce_kernels.h"
+#include "mpi_runtime/mpi/tune_table.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::mpi {
@@ -228,6 +230,7 @@ class MpiCommunicator : public Communicator {
       c->size = rt.size();
     }
     worker_ = std::make_unique<Worker>();
+    if (options_.algorithm == Algorithm::kAuto) LoadTable();
     return Status::OK();
   }
 
@@ -293,7 +296,7 @@ class MpiCommunicator : public Communicator {
     } else if (send != recv) {
       std::memcpy(recv, send, count * DTypeSize(t));
     }
-    const Algorithm algo = ChooseAlgorithm(options_.algorithm, count * DTypeSize(t), topology_);
+    const Algorithm algo = ChooseAlgorithm(options_.algorithm, count * DTypeSize(t), topology_, &table_);
     Status s;
     switch (algo) {
       case Algorithm::kRing: {
@@ -396,16 +399,43 @@ class MpiCommunicator : public Communicator {
                                         MPI_BYTE, c.world));
   }
 
+  // Rank 0 reads the tune file and broadcasts its text, so every rank
+  // chooses the same algorithm (a split choice would deadlock). A bad table
+  // is not fatal: auto falls back to native, with a warning.
+  void LoadTable() {
+    auto share = [this](std::string* text) -> Status {
+      unsigned long long n = text->size();
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, main_.world)));
+      if (n > static_cast<unsigned long long>(INT_MAX))
+        return Status::InvalidArgument(kComponent, "tune table of " + std::to_string(n) + " bytes is too large");
+      text->resize(static_cast<size_t>(n));
+      if (n == 0) return Status::OK();
+      return BATON_MPI_CHECK(MPI_Bcast(text->data(), static_cast<int>(n), MPI_CHAR, 0, main_.world));
+    };
+    Status s = LoadTuneTable(DefaultTunePath(), main_.rank == 0, share, &table_);
+    if (!s.ok() && main_.rank == 0) {
+      BATON_LOG(kRuntime, warning) << s.message() << "; algorithm auto uses native";
+    }
+  }
+
   Topology topology_;
   CommOptions options_;
+  TuneTable table_;
   Comms main_, async_;
   std::unique_ptr<Worker> worker_;
 };
 
 }  // namespace
 
-Algorithm ChooseAlgorithm(Algorithm requested, size_t /*bytes*/, const Topology& /*topology*/) {
-  return requested == Algorithm::kAuto ? Algorithm::kNative : requested;
+Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& topology, const TuneTable* table) {
+  if (requested != Algorithm::kAuto) return requested;
+  if (table == nullptr) return Algorithm::kNative;
+  switch (LookupTuned(*table, KeyOf(topology), bytes)) {
+    case TunedAlgo::kHierarchical: return Algorithm::kHierarchical;
+    case TunedAlgo::kRing: return Algorithm::kRing;
+    case TunedAlgo::kNative: break;
+  }
+  return Algorithm::kNative;
 }
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {

@@ -8,14 +8,17 @@
 #include <memory>
 
 #include "baton/communicator.h"
+#include "mpi_runtime/mpi/tune_table.h"
 
 namespace baton::mpi {
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out);
 
-// The algorithm an all-reduce of `bytes` uses when `requested` is kAuto.
-// Without a tuning table this is kNative (MPI's own, which Open MPI tunes
-// by size); a table from `baton bench collectives --tune` is a later part.
-Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& topology);
+// The algorithm an all-reduce of `bytes` uses when `requested` is kAuto:
+// the tuning table's choice for this job shape and size (tune_table.h),
+// else kNative (MPI's own, which Open MPI already tunes by size). Every
+// communicator loads the table once at creation, identically on all ranks.
+Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& topology,
+                          const TuneTable* table = nullptr);
 
 }  // namespace baton::mpi

@@ -11,20 +11,13 @@
 
 #include "baton/identity.h"
 #include "mpi_runtime/mpi_check.h"
+#include "tests/lib/mpi_world.h"
 
 namespace baton {
 namespace {
 
-int Rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int Size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
+int Rank() { return testing::WorldRank(); }
+int Size() { return testing::WorldSize(); }
 
 TEST(MpiBasics, ThreadMultipleIsProvided) {
   int provided = 0;

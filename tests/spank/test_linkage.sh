@@ -23,7 +23,10 @@ test_links_neither_mpi_nor_hdf5_nor_a_second_libslurm() {
 
 test_cli_links_libslurm() {
   local needed
-  needed=$(objdump -p "$BATON_BUILD_DIR/cli/baton" | awk '/NEEDED/ {print $2}')
+  local bin="$BATON_BUILD_DIR/cli/baton"
+  # Linked against the uninstalled libbaton, libtool puts the real binary in .libs/.
+  [ -f "$BATON_BUILD_DIR/cli/.libs/baton" ] && bin="$BATON_BUILD_DIR/cli/.libs/baton"
+  needed=$(objdump -p "$bin" | awk '/NEEDED/ {print $2}')
   echo "$needed"
   grep -q '^libslurm' <<<"$needed" || fail "cli/baton does not link libslurm"
 }

@@ -1,0 +1,407 @@
+// The MPI calls each all-reduce algorithm of the mpi backend makes, counted
+// through MPI's profiling interface: this file defines MPI_Allreduce,
+// MPI_Reduce, MPI_Bcast, MPI_Isend, ... in the test executable, so that
+// libbaton.so's calls resolve to them (an executable's definitions come
+// before the shared libraries' in symbol lookup); each records the call and
+// forwards to PMPI_*. Proves that
+//   ring          makes no MPI collective, 2*(P-1)*chunks-per-segment sends
+//                 per rank, all to the right neighbour, receives from the left;
+//   hierarchical  one MPI_Reduce and one MPI_Bcast on the node communicator,
+//                 one MPI_Allreduce among the leaders (none elsewhere), no
+//                 point-to-point;
+//   native        exactly one MPI_Allreduce.
+// Run at 1, 3 and 8 ranks by make check (one node: one leader) and across
+// the four nodes of the local cluster (srun -N4 -n8: four leaders, node
+// communicators of two); the assertions read the topology and hold in both.
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "baton/communicator.h"
+
+namespace {
+
+enum Fn {
+  kAllreduce, kReduce, kBcast, kIsend, kIrecv, kSend, kRecv, kSendrecv, kAlltoall, kAllgather,
+  kReduceScatterBlock, kNumFns
+};
+const char* const kFnNames[kNumFns] = {"MPI_Allreduce", "MPI_Reduce",    "MPI_Bcast",    "MPI_Isend",
+                                       "MPI_Irecv",     "MPI_Send",      "MPI_Recv",     "MPI_Sendrecv",
+                                       "MPI_Alltoall",  "MPI_Allgather", "MPI_Reduce_scatter_block"};
+
+// One intercepted call: the communicator, its size, and the peer (dest or
+// source for point-to-point, root for rooted collectives, -1 otherwise),
+// in the communicator's numbering.
+struct Call {
+  Fn fn;
+  MPI_Comm comm;
+  int comm_size;
+  int peer;
+};
+
+std::atomic<bool> g_recording{false};
+std::mutex g_mu;
+std::vector<Call> g_calls;
+
+void Record(Fn fn, MPI_Comm comm, int peer) {
+  if (!g_recording.load()) return;
+  int size = -1;
+  PMPI_Comm_size(comm, &size);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_calls.push_back(Call{fn, comm, size, peer});
+}
+
+}  // namespace
+
+// The wrappers: record, then call the real implementation.
+extern "C" {
+
+int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+  Record(kAllreduce, c, -1);
+  return PMPI_Allreduce(s, r, n, t, op, c);
+}
+int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
+  Record(kReduce, c, root);
+  return PMPI_Reduce(s, r, n, t, op, root, c);
+}
+int MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+  Record(kBcast, c, root);
+  return PMPI_Bcast(b, n, t, root, c);
+}
+int MPI_Isend(const void* b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request* req) {
+  Record(kIsend, c, dest);
+  return PMPI_Isend(b, n, t, dest, tag, c, req);
+}
+int MPI_Irecv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request* req) {
+  Record(kIrecv, c, src);
+  return PMPI_Irecv(b, n, t, src, tag, c, req);
+}
+int MPI_Send(const void* b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c) {
+  Record(kSend, c, dest);
+  return PMPI_Send(b, n, t, dest, tag, c);
+}
+int MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status* st) {
+  Record(kRecv, c, src);
+  return PMPI_Recv(b, n, t, src, tag, c, st);
+}
+int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int dest, int stag, void* rb, int rn, MPI_Datatype rt,
+                 int src, int rtag, MPI_Comm c, MPI_Status* status) {
+  Record(kSendrecv, c, dest);
+  return PMPI_Sendrecv(sb, sn, st, dest, stag, rb, rn, rt, src, rtag, c, status);
+}
+int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  Record(kAlltoall, c, -1);
+  return PMPI_Alltoall(s, sn, st, r, rn, rt, c);
+}
+int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  Record(kAllgather, c, -1);
+  return PMPI_Allgather(s, sn, st, r, rn, rt, c);
+}
+int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+  Record(kReduceScatterBlock, c, -1);
+  return PMPI_Reduce_scatter_block(s, r, n, t, op, c);
+}
+
+}  // extern "C"
+
+namespace baton {
+namespace {
+
+Runtime* g_runtime = nullptr;
+
+class RuntimeEnv : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    Status s = Runtime::Create(nullptr, nullptr, {}, &rt_);
+    ASSERT_TRUE(s.ok()) << s;
+    g_runtime = rt_.get();
+  }
+  void TearDown() override { g_runtime = nullptr; rt_.reset(); }
+
+ private:
+  std::unique_ptr<Runtime> rt_;
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new RuntimeEnv);
+
+// Records the MPI calls made while it lives.
+class Recording {
+ public:
+  Recording() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_calls.clear();
+    g_recording = true;
+  }
+  ~Recording() { Stop(); }
+  void Stop() { g_recording = false; }
+  std::vector<Call> calls() const {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_calls;
+  }
+};
+
+int CountOf(const std::vector<Call>& calls, Fn fn) {
+  int n = 0;
+  for (const Call& c : calls) n += c.fn == fn ? 1 : 0;
+  return n;
+}
+
+// "MPI_Isend x3, MPI_Irecv x3": for failure messages.
+std::string Summary(const std::vector<Call>& calls) {
+  std::string out;
+  for (int f = 0; f < kNumFns; ++f) {
+    const int n = CountOf(calls, static_cast<Fn>(f));
+    if (n > 0) out += std::string(out.empty() ? "" : ", ") + kFnNames[f] + " x" + std::to_string(n);
+  }
+  return out.empty() ? "no calls" : out;
+}
+
+// Whether `c` has the same ranks in the same order as `of` (a duplicate).
+bool SameGroup(MPI_Comm c, MPI_Comm of) {
+  if (c == MPI_COMM_NULL || of == MPI_COMM_NULL) return false;
+  int result = MPI_UNEQUAL;
+  PMPI_Comm_compare(c, of, &result);
+  return result == MPI_IDENT || result == MPI_CONGRUENT;
+}
+
+// Element type the mpi backend reduces in (f16/bf16 in f32).
+size_t WorkSize(DType t) { return t == DType::kF16 || t == DType::kBF16 ? 4 : DTypeSize(t); }
+
+std::vector<char> Ones(DType t, size_t n) {
+  std::vector<char> b(n * DTypeSize(t) + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    switch (t) {
+      case DType::kF32: reinterpret_cast<float*>(b.data())[i] = 1.0f; break;
+      case DType::kF64: reinterpret_cast<double*>(b.data())[i] = 1.0; break;
+      case DType::kBF16: reinterpret_cast<uint16_t*>(b.data())[i] = FloatToBFloat16(1.0f); break;
+      case DType::kF16: reinterpret_cast<uint16_t*>(b.data())[i] = FloatToHalf(1.0f); break;
+      case DType::kI32: reinterpret_cast<int32_t*>(b.data())[i] = 1; break;
+      case DType::kI64: reinterpret_cast<int64_t*>(b.data())[i] = 1; break;
+      case DType::kU8: reinterpret_cast<uint8_t*>(b.data())[i] = 1; break;
+    }
+  }
+  return b;
+}
+
+constexpr size_t kChunkBytes = 64;
+
+std::unique_ptr<Communicator> Make(Algorithm a) {
+  CommOptions o;
+  o.backend = Backend::kMpi;
+  o.algorithm = a;
+  o.ring_chunk_bytes = kChunkBytes;
+  std::unique_ptr<Communicator> comm;
+  Status s = CreateCommunicator(*g_runtime, o, &comm);
+  EXPECT_TRUE(s.ok()) << s;
+  return comm;
+}
+
+TEST(AlgorithmCalls, WrappersAreInterposed) {
+  // A call of the test's own goes through the wrapper too: if libmpi's
+  // definitions won, every count below would be zero.
+  Recording rec;
+  int one = 1, sum = 0;
+  ASSERT_EQ(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, g_runtime->world_comm()), MPI_SUCCESS);
+  rec.Stop();
+  EXPECT_EQ(sum, g_runtime->size());
+  EXPECT_EQ(CountOf(rec.calls(), kAllreduce), 1);
+}
+
+// Shapes of the all-reduce, per rank count P and chunk of C elements:
+//   exact   P*C*3 elements: every segment is exactly 3 chunks;
+//   uneven  1001 elements: segments and chunks of unequal length;
+//   one     1 element: one segment of one element, the others empty.
+enum class Shape { kExact, kUneven, kOne };
+const char* ShapeName(Shape s) { return s == Shape::kExact ? "exact" : s == Shape::kUneven ? "uneven" : "one"; }
+constexpr size_t kExactChunksPerSegment = 3;
+
+using Param = std::tuple<DType, Shape>;
+
+class AllReduceCalls : public ::testing::TestWithParam<Param> {
+ protected:
+  DType t() const { return std::get<0>(GetParam()); }
+  size_t chunk() const { return std::max<size_t>(1, kChunkBytes / WorkSize(t())); }
+  size_t count() const {
+    switch (std::get<1>(GetParam())) {
+      case Shape::kExact: return static_cast<size_t>(P()) * chunk() * kExactChunksPerSegment;
+      case Shape::kUneven: return 1001;
+      case Shape::kOne: return 1;
+    }
+    return 0;
+  }
+  int P() const { return g_runtime->size(); }
+  int R() const { return g_runtime->rank(); }
+
+  // Runs one all-reduce of count() elements, returns the calls it made.
+  std::vector<Call> Run(Communicator* comm) {
+    auto buf = Ones(t(), count());
+    Recording rec;
+    Status s = comm->AllReduce(buf.data(), buf.data(), count(), t(), ReduceOp::kSum);
+    rec.Stop();
+    EXPECT_TRUE(s.ok()) << s;
+    // Every input is 1, so every result is P (exact in every dtype here).
+    for (size_t i = 0; i < count(); ++i) {
+      switch (t()) {
+        case DType::kF32: EXPECT_EQ(reinterpret_cast<float*>(buf.data())[i], P()) << i; break;
+        case DType::kF64: EXPECT_EQ(reinterpret_cast<double*>(buf.data())[i], P()) << i; break;
+        case DType::kBF16: EXPECT_EQ(BFloat16ToFloat(reinterpret_cast<uint16_t*>(buf.data())[i]), P()) << i; break;
+        default: break;
+      }
+    }
+    return rec.calls();
+  }
+};
+
+TEST_P(AllReduceCalls, RingIsPointToPointToTheNeighbours) {
+  auto comm = Make(Algorithm::kRing);
+  ASSERT_TRUE(comm);
+  const std::vector<Call> calls = Run(comm.get());
+  const int P = this->P(), right = (R() + 1) % P, left = (R() + P - 1) % P;
+  const size_t n = count(), C = chunk();
+
+  // What the ring sends: in step s of the reduce-scatter, segment (r-s-1);
+  // in step s of the all-gather, segment (r-s); each in ceil(len/C) chunks.
+  auto seg_len = [&](int i) {
+    i = ((i % P) + P) % P;
+    return n / static_cast<size_t>(P) + (static_cast<size_t>(i) < n % static_cast<size_t>(P) ? 1 : 0);
+  };
+  auto chunks = [&](size_t len) { return (len + C - 1) / C; };
+  size_t want_sends = 0, want_recvs = 0;
+  for (int s = 0; s < P - 1; ++s) {
+    want_sends += chunks(seg_len(R() - s - 1)) + chunks(seg_len(R() - s));
+    want_recvs += chunks(seg_len(R() - s - 2)) + chunks(seg_len(R() - s - 1));
+  }
+  if (std::get<1>(GetParam()) == Shape::kExact) {
+    EXPECT_EQ(want_sends, 2 * static_cast<size_t>(P - 1) * kExactChunksPerSegment) << "the test's own arithmetic";
+  }
+
+  EXPECT_EQ(CountOf(calls, kAllreduce), 0) << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kReduce), 0) << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kBcast), 0) << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kReduceScatterBlock) + CountOf(calls, kAllgather) + CountOf(calls, kAlltoall), 0)
+      << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kSend) + CountOf(calls, kRecv) + CountOf(calls, kSendrecv), 0) << Summary(calls);
+  EXPECT_EQ(static_cast<size_t>(CountOf(calls, kIsend)), want_sends)
+      << Summary(calls) << "; P=" << P << ", " << n << " elements, chunks of " << C;
+  EXPECT_EQ(static_cast<size_t>(CountOf(calls, kIrecv)), want_recvs) << Summary(calls);
+  int wrong_peer = 0, wrong_comm = 0;
+  for (const Call& c : calls) {
+    if (c.fn == kIsend && c.peer != right) ++wrong_peer;
+    if (c.fn == kIrecv && c.peer != left) ++wrong_peer;
+    if (!SameGroup(c.comm, g_runtime->world_comm())) ++wrong_comm;
+  }
+  EXPECT_EQ(wrong_peer, 0) << "sends go to rank " << right << " only, receives come from rank " << left << " only";
+  EXPECT_EQ(wrong_comm, 0) << "the ring runs over (a duplicate of) the world";
+}
+
+TEST_P(AllReduceCalls, HierarchicalIsReduceLeadersAllreduceBcast) {
+  auto comm = Make(Algorithm::kHierarchical);
+  ASSERT_TRUE(comm);
+  const std::vector<Call> calls = Run(comm.get());
+  const Runtime& rt = *g_runtime;
+  const bool leader = rt.local_rank() == 0;
+
+  EXPECT_EQ(CountOf(calls, kReduce), 1) << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kBcast), 1) << Summary(calls);
+  EXPECT_EQ(CountOf(calls, kAllreduce), leader ? 1 : 0) << Summary(calls) << (leader ? " (a leader)" : " (not a leader)");
+  for (Fn f : {kIsend, kIrecv, kSend, kRecv, kSendrecv, kAlltoall, kAllgather, kReduceScatterBlock})
+    EXPECT_EQ(CountOf(calls, f), 0) << kFnNames[f] << ": " << Summary(calls);
+  for (const Call& c : calls) {
+    if (c.fn == kReduce || c.fn == kBcast) {
+      EXPECT_TRUE(SameGroup(c.comm, rt.node_comm())) << kFnNames[c.fn] << " on the node communicator";
+      EXPECT_EQ(c.comm_size, rt.local_size()) << kFnNames[c.fn] << ": the node's ranks";
+      EXPECT_EQ(c.peer, 0) << kFnNames[c.fn] << ": root is local rank 0";
+    }
+    if (c.fn == kAllreduce) {
+      EXPECT_TRUE(SameGroup(c.comm, rt.leaders_comm())) << "MPI_Allreduce among the leaders";
+      EXPECT_EQ(c.comm_size, rt.num_nodes()) << "one leader per node";
+    }
+  }
+}
+
+TEST_P(AllReduceCalls, NativeIsOneAllreduce) {
+  auto comm = Make(Algorithm::kNative);
+  ASSERT_TRUE(comm);
+  const std::vector<Call> calls = Run(comm.get());
+  EXPECT_EQ(CountOf(calls, kAllreduce), 1) << Summary(calls);
+  EXPECT_EQ(calls.size(), 1u) << Summary(calls);
+  for (const Call& c : calls) {
+    EXPECT_TRUE(SameGroup(c.comm, g_runtime->world_comm())) << "over (a duplicate of) the world";
+    EXPECT_EQ(c.comm_size, P());
+  }
+}
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  return std::string(DTypeName(std::get<0>(info.param))) + "_" + ShapeName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Mpi, AllReduceCalls,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF64, DType::kBF16),
+                                            ::testing::Values(Shape::kExact, Shape::kUneven, Shape::kOne)),
+                         Name);
+
+// An empty all-reduce makes no MPI call with any algorithm.
+TEST(AlgorithmCalls, EmptyAllReduceCallsNothing) {
+  for (Algorithm a : {Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing}) {
+    auto comm = Make(a);
+    ASSERT_TRUE(comm);
+    float x = 0;
+    Recording rec;
+    EXPECT_TRUE(comm->AllReduce(&x, &x, 0, DType::kF32, ReduceOp::kSum).ok());
+    rec.Stop();
+    EXPECT_EQ(rec.calls().size(), 0u) << AlgorithmName(a) << ": " << Summary(rec.calls());
+  }
+}
+
+// The ring's all-gather and reduce-scatter are point-to-point too; the
+// other algorithms use MPI's own collective, once.
+TEST(AlgorithmCalls, RingAllGatherAndReduceScatterArePointToPoint) {
+  const int P = g_runtime->size();
+  const size_t n = 100;  // per rank: 400 bytes of f32, 7 chunks of 64 bytes
+  const size_t chunks_f32 = (n * 4 + kChunkBytes - 1) / kChunkBytes;
+  auto in = Ones(DType::kF32, n * static_cast<size_t>(P)), out = Ones(DType::kF32, n * static_cast<size_t>(P));
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kNative}) {
+    auto comm = Make(a);
+    ASSERT_TRUE(comm);
+    {
+      Recording rec;
+      EXPECT_TRUE(comm->AllGather(in.data(), out.data(), n, DType::kF32).ok());
+      rec.Stop();
+      const auto calls = rec.calls();
+      if (a == Algorithm::kRing) {
+        // Each of the P-1 steps sends one block of n*4 bytes in chunks of 64 bytes (as u8).
+        const size_t want = static_cast<size_t>(P - 1) * ((n * 4 + kChunkBytes - 1) / kChunkBytes);
+        EXPECT_EQ(static_cast<size_t>(CountOf(calls, kIsend)), want) << "all_gather: " << Summary(calls);
+        EXPECT_EQ(CountOf(calls, kAllgather), 0) << Summary(calls);
+      } else {
+        EXPECT_EQ(CountOf(calls, kAllgather), 1) << Summary(calls);
+        EXPECT_EQ(calls.size(), 1u) << Summary(calls);
+      }
+    }
+    {
+      Recording rec;
+      EXPECT_TRUE(comm->ReduceScatter(in.data(), out.data(), n, DType::kF32, ReduceOp::kSum).ok());
+      rec.Stop();
+      const auto calls = rec.calls();
+      if (a == Algorithm::kRing) {
+        const size_t want = static_cast<size_t>(P - 1) * chunks_f32;
+        EXPECT_EQ(static_cast<size_t>(CountOf(calls, kIsend)), want) << "reduce_scatter: " << Summary(calls);
+        EXPECT_EQ(CountOf(calls, kReduceScatterBlock), 0) << Summary(calls);
+      } else {
+        EXPECT_EQ(CountOf(calls, kReduceScatterBlock), 1) << Summary(calls);
+        EXPECT_EQ(calls.size(), 1u) << Summary(calls);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,106 @@
+# Shell cases for `baton bench collectives` under mpirun (run by
+# tests/mpi/bench-np3.sh through tests/lib/run-cases). The JSON lines are
+# parsed with Perl's JSON::PP (core Perl, present wherever git is).
+
+BATON=${BATON_BUILD_DIR:?}/cli/baton
+
+bench3() {  # bench3 ARGS...: 3 ranks, stdout only
+  "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives "$@"
+}
+
+# check_lines FILE COLLECTIVE FACTOR LINES: every line is a JSON object of
+# 3 ranks with ok true, positive times, busbw = algbw * FACTOR; LINES lines.
+check_lines() {
+  perl -MJSON::PP -e '
+    my ($file, $coll, $factor, $want) = @ARGV;
+    $factor = eval $factor;  # "4/3"
+    open(my $f, "<", $file) or die "$file: $!";
+    my $n = 0;
+    while (my $line = <$f>) {
+      my $j = eval { decode_json($line) } or die "not JSON: $line";
+      $n++;
+      for my $k (qw(backend algo op dtype bytes ranks time_us algbw busbw ok mpi_time_us)) {
+        exists $j->{$k} or die "no $k in $line";
+      }
+      $j->{collective} eq $coll or die "collective $j->{collective}, expected $coll";
+      $j->{ranks} == 3 or die "ranks $j->{ranks}, expected 3";
+      $j->{ok} or die "ok is not true: $line";
+      $j->{time_us} > 0 && $j->{mpi_time_us} > 0 or die "times not positive: $line";
+      my $bus = $j->{algbw} * $factor;
+      abs($j->{busbw} - $bus) <= 1e-9 * ($bus + 1e-12) or die "busbw $j->{busbw}, expected $bus";
+      abs($j->{algbw} - $j->{bytes} / ($j->{time_us} * 1e-6) / 1e9) <= 1e-6 * $j->{algbw}
+        or die "algbw $j->{algbw} is not bytes/time";
+    }
+    $n == $want or die "$n lines, expected $want";
+  ' "$@"
+}
+
+test_all_reduce_every_algorithm() {
+  local out; out=$(mktemp)
+  # 8, 64, 512, 4096 bytes x native, hierarchical, ring, auto
+  bench3 -b 8 -e 4K -f 8 -n 3 -w 1 --algo all --json > "$out"
+  check_lines "$out" all_reduce 4/3 16
+  grep -q '"algo":"ring"' "$out" || fail "no ring row"
+  rm -f "$out"
+}
+
+test_other_collectives_and_factors() {
+  local out; out=$(mktemp)
+  bench3 -b 24 -e 3K -f 128 -n 2 -w 1 --collective all_gather --dtype f16 --json > "$out"
+  check_lines "$out" all_gather 2/3 2
+  bench3 -b 24 -e 3K -f 128 -n 2 -w 1 --collective reduce_scatter --dtype bf16 --op max --json > "$out"
+  check_lines "$out" reduce_scatter 2/3 2
+  bench3 -b 24 -e 3K -f 128 -n 2 -w 1 --collective broadcast --dtype u8 --json > "$out"
+  check_lines "$out" broadcast 1 2
+  bench3 -b 24 -e 3K -f 128 -n 2 -w 1 --collective all_to_all --dtype i64 --json > "$out"
+  check_lines "$out" all_to_all 2/3 2
+  rm -f "$out"
+}
+
+test_tune_writes_a_table_that_auto_uses() {
+  local dir; dir=$(mktemp -d)
+  BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 1K -f 16 -n 2 -w 1 --tune > /dev/null
+  perl -MJSON::PP -e '
+    local $/; open(my $f, "<", $ARGV[0]) or die; my $t = decode_json(<$f>);
+    my $e = $t->{entries}[0] or die "no entry";
+    $e->{ranks} == 3 or die "ranks $e->{ranks}";
+    scalar(@{$e->{sizes}}) == 2 or die "expected 2 sizes (8, 128)";
+    $_->{algo} =~ /^(native|hierarchical|ring)$/ or die "algo $_->{algo}" for @{$e->{sizes}};
+  ' "$dir/t.json"
+  # auto reports, and uses, the table's choice for each size
+  BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 1K -f 16 -n 2 -w 1 --json > "$dir/auto"
+  check_lines "$dir/auto" all_reduce 4/3 2
+  perl -MJSON::PP -e '
+    local $/; open(my $f, "<", $ARGV[0]) or die; my $t = decode_json(<$f>);
+    my %best = map { $_->{bytes} => $_->{algo} } @{$t->{entries}[0]{sizes}};
+    open(my $g, "<", $ARGV[1]) or die;
+    for (split /\n/, <$g>) { my $j = decode_json($_);
+      $j->{auto_algo} eq $best{$j->{bytes}} or die "auto chose $j->{auto_algo} at $j->{bytes}, table says $best{$j->{bytes}}"; }
+  ' "$dir/t.json" "$dir/auto"
+  rm -rf "$dir"
+}
+
+test_malformed_table_warns_and_runs_native() {
+  local dir; dir=$(mktemp -d)
+  echo '{"version": 1, "entries": [' > "$dir/t.json"
+  BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 2 -w 1 --json > "$dir/out" 2> "$dir/err"
+  check_lines "$dir/out" all_reduce 4/3 1
+  grep -q '"auto_algo":"native"' "$dir/out" || fail "auto did not fall back to native"
+  grep -q "tune table $dir/t.json: not valid JSON" "$dir/err" || { cat "$dir/err"; fail "no warning naming the file"; }
+  rm -rf "$dir"
+}
+
+test_bad_values_exit_2() {
+  local rc err
+  for args in "--op prod" "--dtype f8" "--algo best" "--backend gloo" "--maxbytes 12Q" "--check 2" "--minbytes 0" "--collective gather" "--nope"; do
+    rc=0
+    # shellcheck disable=SC2086
+    err=$("$BATON" bench collectives $args 2>&1 >/dev/null) || rc=$?
+    expect_eq "$rc" 2 "exit status of bench collectives $args"
+    case $err in *"${args%% *}"*) ;; *) fail "error for '$args' does not name the option: $err" ;; esac
+  done
+  rc=0
+  err=$("$BATON" bench collectives -e 12Q 2>&1 >/dev/null) || rc=$?
+  expect_eq "$rc" 2 "exit status of -e 12Q"
+  case $err in *"--maxbytes: invalid value '12Q'"*) ;; *) fail "error for -e 12Q: $err" ;; esac
+}
