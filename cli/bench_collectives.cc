@@ -1,9 +1,10 @@
 // baton bench collectives: baton's collectives against the raw MPI call,
 // in the manner of nccl-tests. For every size, iteration i runs baton's
-// collective and then the matching MPI collective on the same buffers, each
-// after an MPI_Barrier and each timed as the slowest rank's time (an
-// MPI_Allreduce MAX); the medians are reported. Alternating the two in one
-// loop keeps drift (other jobs, frequency, caches) out of the comparison.
+// collective once per algorithm asked (in an order rotated per iteration)
+// and then the matching MPI collective on the same buffers, each after an
+// MPI_Barrier and each timed as the slowest rank's time (an MPI_Allreduce
+// MAX); the medians are reported. Interleaving them in one loop keeps drift
+// (other jobs, frequency, caches) out of the comparison.
 // --tune measures the three all-reduce algorithms and saves, per size, the
 // fastest for this job shape; algorithm auto reads that table.
 #include <mpi.h>
@@ -329,27 +330,39 @@ int Failed(const Status& mine, int rank) {
   return 1;
 }
 
-// Measures one size with one communicator. Returns 0, or 1 after every rank
-// printed (a failure of any rank stops all of them).
-int Measure(Communicator& comm, MPI_Comm world, const Case& c, const Options& o, Buffers* b, Row* row) {
-  Fill(c, b);
+// Measures one size with every communicator (one per algorithm). Each
+// iteration runs every algorithm once, in an order rotated per iteration,
+// then the raw MPI collective: drift of this shared machine then hits all of
+// them alike, which timing them one after another would not. Returns 0, or 1
+// after every rank printed (a failure of any rank stops all of them).
+int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, const Case& c, const Options& o,
+            Buffers* b, std::vector<Row>* rows) {
+  const size_t n = comms.size();
   Status mine;
-  if (o.check) {
-    mine = RunBaton(comm, c, b);
+  for (size_t k = 0; k < n; ++k) {
+    if (!o.check) break;
+    Fill(c, b);
+    mine = RunBaton(*comms[k], c, b);
     int good = mine.ok() && std::memcmp(b->recv.data(), b->want.data(), RecvElems(c) * DTypeSize(c.t)) == 0;
     Agreed a = Agree(world, good ? 0.0 : 1.0, !mine.ok());
     if (a.failed) return Failed(mine, c.R);
-    row->ok = a.seconds == 0 ? 1 : 0;
+    (*rows)[k].ok = a.seconds == 0 ? 1 : 0;
   }
-  std::vector<double> baton_t, mpi_t;
+  Fill(c, b);
+  std::vector<std::vector<double>> baton_t(n);
+  std::vector<double> mpi_t;
   for (long i = 0; i < o.warmup + o.iters; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const size_t k = (static_cast<size_t>(i) + j) % n;
+      MPI_Barrier(world);
+      double t0 = MPI_Wtime();
+      mine = RunBaton(*comms[k], c, b);
+      Agreed a = Agree(world, MPI_Wtime() - t0, !mine.ok());
+      if (a.failed) return Failed(mine, c.R);
+      if (i >= o.warmup) baton_t[k].push_back(a.seconds);
+    }
     MPI_Barrier(world);
     double t0 = MPI_Wtime();
-    mine = RunBaton(comm, c, b);
-    Agreed a = Agree(world, MPI_Wtime() - t0, !mine.ok());
-    if (a.failed) return Failed(mine, c.R);
-    MPI_Barrier(world);
-    t0 = MPI_Wtime();
     const int rc = RunMpi(world, c, b);
     Agreed m = Agree(world, MPI_Wtime() - t0, rc != MPI_SUCCESS);
     if (m.failed) {
@@ -362,13 +375,12 @@ int Measure(Communicator& comm, MPI_Comm world, const Case& c, const Options& o,
       }
       return Failed(mine, c.R);
     }
-    if (i >= o.warmup) {
-      baton_t.push_back(a.seconds);
-      mpi_t.push_back(m.seconds);
-    }
+    if (i >= o.warmup) mpi_t.push_back(m.seconds);
   }
-  row->time_us = Median(baton_t) * 1e6;
-  row->mpi_time_us = Median(mpi_t) * 1e6;
+  for (size_t k = 0; k < n; ++k) {
+    (*rows)[k].time_us = Median(baton_t[k]) * 1e6;
+    (*rows)[k].mpi_time_us = Median(mpi_t) * 1e6;
+  }
   return 0;
 }
 
@@ -472,7 +484,8 @@ int BenchCommand(const std::vector<std::string>& args) {
                 kCollectiveNames[static_cast<int>(o.collective)], std::string(ReduceOpName(o.op)).c_str(),
                 std::string(DTypeName(o.dtype)).c_str(), std::string(BackendName(comms[0]->backend())).c_str(), P,
                 rt->num_nodes(), topo.Uniform() ? "" : " (uneven)", o.iters, o.warmup, o.check);
-    std::printf("# times: median over iterations of the slowest rank; mpi: the raw MPI call, alternated\n");
+    std::printf("# times: median over iterations of the slowest rank; every iteration runs each algorithm, in\n"
+                "# rotated order, then the raw MPI call (mpi_time_us)\n");
     std::printf("%12s %11s %6s %18s %12s %11s %11s %4s %12s %9s\n", "size(B)", "count", "dtype", "algo",
                 "time_us", "algbw(GB/s)", "busbw(GB/s)", "ok", "mpi_time_us", "mpi/time");
     std::fflush(stdout);
@@ -502,10 +515,11 @@ int BenchCommand(const std::vector<std::string>& args) {
                   ? elems
                   : std::max<size_t>(1, elems / static_cast<size_t>(P));
     double fastest = 0;
+    std::vector<Row> rows(o.algos.size());
+    for (size_t i = 0; i < o.algos.size(); ++i) rows[i].algo = o.algos[i];
+    if (int rc = Measure(comms, world, c, o, &buffers, &rows); rc != 0) return rc;
     for (size_t i = 0; i < o.algos.size(); ++i) {
-      Row row;
-      row.algo = o.algos[i];
-      if (int rc = Measure(*comms[i], world, c, o, &buffers, &row); rc != 0) return rc;
+      const Row& row = rows[i];
       all_ok = all_ok && row.ok != 0;
       const Algorithm chosen = mpi::ChooseAlgorithm(row.algo, c.bytes(), rt->topology(), &shown_table);
       if (R == 0) Print(o, c, *comms[i], *rt, row, row.algo == Algorithm::kAuto ? chosen : row.algo);
