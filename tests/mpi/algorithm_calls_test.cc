@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "baton/communicator.h"
+#include "tests/lib/test_runtime.h"
 
 namespace {
 
@@ -116,21 +117,7 @@ int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_
 namespace baton {
 namespace {
 
-Runtime* g_runtime = nullptr;
-
-class RuntimeEnv : public ::testing::Environment {
- public:
-  void SetUp() override {
-    Status s = Runtime::Create(nullptr, nullptr, {}, &rt_);
-    ASSERT_TRUE(s.ok()) << s;
-    g_runtime = rt_.get();
-  }
-  void TearDown() override { g_runtime = nullptr; rt_.reset(); }
-
- private:
-  std::unique_ptr<Runtime> rt_;
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new RuntimeEnv);
+using testing::g_runtime;
 
 // Records the MPI calls made while it lives.
 class Recording {

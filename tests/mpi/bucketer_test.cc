@@ -17,25 +17,13 @@
 
 #include "baton/bucketer.h"
 #include "baton/communicator.h"
+#include "tests/lib/test_runtime.h"
+#include "tests/lib/dtype_store.h"
 
 namespace baton {
 namespace {
 
-Runtime* g_runtime = nullptr;
-
-class RuntimeEnv : public ::testing::Environment {
- public:
-  void SetUp() override {
-    Status s = Runtime::Create(nullptr, nullptr, {}, &rt_);
-    ASSERT_TRUE(s.ok()) << s;
-    g_runtime = rt_.get();
-  }
-  void TearDown() override { g_runtime = nullptr; rt_.reset(); }
-
- private:
-  std::unique_ptr<Runtime> rt_;
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new RuntimeEnv);
+using testing::g_runtime;
 
 // Forwards to a real communicator and records every AllReduce it is asked for.
 class CountingComm : public Communicator {
@@ -87,17 +75,7 @@ class CountingComm : public Communicator {
 // Element i of array k on rank r: a small integer (exact in every dtype).
 double Input(int r, size_t k, size_t i) { return static_cast<double>((r * 7 + k * 5 + i * 3) % 5); }
 
-void Store(DType t, double v, void* out, size_t i) {
-  switch (t) {
-    case DType::kF32: static_cast<float*>(out)[i] = static_cast<float>(v); break;
-    case DType::kF64: static_cast<double*>(out)[i] = v; break;
-    case DType::kF16: static_cast<uint16_t*>(out)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBF16: static_cast<uint16_t*>(out)[i] = FloatToBFloat16(static_cast<float>(v)); break;
-    case DType::kI32: static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v); break;
-    case DType::kI64: static_cast<int64_t*>(out)[i] = static_cast<int64_t>(v); break;
-    case DType::kU8: static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v); break;
-  }
-}
+using testing::Store;
 
 struct Spec {
   size_t count;
