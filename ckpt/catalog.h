@@ -1,0 +1,61 @@
+// The versions in a checkpoint directory, their status, restore failures
+// recorded beside them, and what retention removes. MPI-free: the CLI
+// (`baton ckpt ls|gc`) and the Checkpointer share it.
+//
+// A version is the directory `v<seq>-s<step>` (seq: 8+ digits, increasing
+// with every save in the directory; step: the training step, may repeat).
+// It is complete when it holds a regular file `manifest.json`, incomplete
+// otherwise (a save that crashed, or one in progress), quarantined when
+// complete but its restore failed max_restore_failures times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/status.h"
+#include "ckpt/fs/env.h"
+
+namespace baton::ckpt {
+
+enum class VersionStatus { kComplete, kIncomplete, kQuarantined };
+std::string_view VersionStatusName(VersionStatus s);  // "complete", ...
+
+inline constexpr const char* kRestoreFailuresName = "restore-failures";
+
+struct VersionInfo {
+  std::string name;  // "v00000012-s400"
+  std::string path;  // dir + "/" + name
+  uint64_t seq = 0;
+  int64_t step = 0;
+  VersionStatus status = VersionStatus::kIncomplete;
+  int restore_failures = 0;
+};
+
+std::string VersionName(uint64_t seq, int64_t step);
+bool ParseVersionName(std::string_view name, uint64_t* seq, int64_t* step);
+
+// The versions under dir, ascending seq. Entries that are not version
+// directories (other files, symlinks, names that do not parse) are ignored.
+Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failures,
+                    std::vector<VersionInfo>* out);
+// One more than the highest seq in use (1 for an empty directory).
+uint64_t NextSeq(const std::vector<VersionInfo>& versions);
+
+// Appends a failure (one line: time and reason) to the version's
+// restore-failures file, written through a temporary name and a rename.
+Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason);
+
+// What retention removes: all but the newest `keep` complete versions;
+// quarantined versions older than the newest complete one; incomplete
+// versions older than the newest complete one (crashed saves). Never an
+// incomplete version newer than every complete one (a save in progress).
+std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep);
+
+// dir + "/" + name after checking that name is a plain file name and that
+// the result is a regular file, not a symlink (a manifest must not lead
+// outside its version directory). InvalidArgument naming the name otherwise.
+Status ResolveInside(fs::Env* env, const std::string& dir, const std::string& name, std::string* path);
+
+}  // namespace baton::ckpt

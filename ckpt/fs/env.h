@@ -1,0 +1,110 @@
+// The file layer of ckpt (leveldb's Env): every file operation of a save or
+// restore that is not HDF5's own data transfer goes through an Env, so that
+// tests can inject failures (fault_env.h) and check the order of syncs and
+// renames that makes a commit atomic.
+//
+// Paths are plain strings; nothing here interprets them beyond the system
+// calls. Every failure is a Status (component "ckpt") naming the call, the
+// path and errno's text. Thread-safe: an Env may be used from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton::ckpt::fs {
+
+enum class FileType { kRegular, kDirectory, kSymlink, kOther };
+
+struct FileInfo {
+  FileType type = FileType::kOther;
+  uint64_t size = 0;
+  mode_t mode = 0;      // permission bits
+  int64_t mtime_ns = 0;
+};
+
+// A file being written from its start. Not thread-safe.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  // Writes all n bytes (retrying short writes and EINTR) or fails.
+  virtual Status Append(const void* data, size_t n) = 0;
+  virtual Status Sync() = 0;   // fsync
+  virtual Status Close() = 0;  // also done by the destructor, ignoring errors
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The POSIX implementation; lives for the process.
+  static Env* Default();
+
+  // Creates `path` exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) with `mode`.
+  virtual Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) = 0;
+  // Reads exactly n bytes at offset (a short file is an IOError naming the
+  // path, offset and size).
+  virtual Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) = 0;
+  // Reads the whole file, refusing one larger than max_bytes (nothing is
+  // allocated for it then).
+  virtual Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) = 0;
+  // lstat: a symlink is reported as kSymlink, not followed.
+  virtual Status Stat(const std::string& path, FileInfo* info) = 0;
+  // fsync of a file written by someone else (HDF5): open read-only, fsync.
+  virtual Status SyncFile(const std::string& path) = 0;
+  // fsync of a directory, making the entries created or renamed in it durable.
+  virtual Status SyncDir(const std::string& path) = 0;
+  // rename(2): atomic replacement within one file system.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // mkdir with mode; an existing directory is an error unless exist_ok.
+  virtual Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) = 0;
+  // Entry names (no "." or ".."), unsorted.
+  virtual Status ListDir(const std::string& path, std::vector<std::string>* names) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Removes a directory and everything in it; never follows symlinks.
+  virtual Status RemoveTree(const std::string& path) = 0;
+
+  // A protocol step that is not a file operation ("agreed" once every rank's
+  // shards are synced), so a recording Env can check the whole order. No-op.
+  virtual void Mark(const std::string& /*event*/) {}
+};
+
+// Forwards every call to a target Env; override what a test changes.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override {
+    return target_->NewWritableFile(path, mode, out);
+  }
+  Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override {
+    return target_->ReadAt(path, offset, n, buf);
+  }
+  Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override {
+    return target_->ReadFile(path, max_bytes, out);
+  }
+  Status Stat(const std::string& path, FileInfo* info) override { return target_->Stat(path, info); }
+  Status SyncFile(const std::string& path) override { return target_->SyncFile(path); }
+  Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
+  Status Rename(const std::string& from, const std::string& to) override { return target_->Rename(from, to); }
+  Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {
+    return target_->CreateDir(path, mode, exist_ok);
+  }
+  Status ListDir(const std::string& path, std::vector<std::string>* names) override {
+    return target_->ListDir(path, names);
+  }
+  Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
+  Status RemoveTree(const std::string& path) override { return target_->RemoveTree(path); }
+  void Mark(const std::string& event) override { target_->Mark(event); }
+
+ private:
+  Env* target_;
+};
+
+}  // namespace baton::ckpt::fs

@@ -1,0 +1,71 @@
+// A fault-injecting, recording Env for tests (leveldb's EnvWrapper idea):
+// fails writes, writes short, runs out of space, fails a sync or a rename,
+// or "crashes" before a rename (every later call fails, as if the process
+// had died there), and records the order of creates, syncs, renames and
+// marks so a test can assert the commit protocol.
+//
+// Thread-safe.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ckpt/fs/env.h"
+
+namespace baton::ckpt::fs {
+
+class FaultEnv : public EnvWrapper {
+ public:
+  enum class Fault {
+    kFailWrite,           // Append fails with EIO
+    kShortWrite,          // Append writes half the bytes, then fails (a torn file stays)
+    kNoSpace,             // Append fails with ENOSPC
+    kFailSync,            // Sync / SyncFile / SyncDir fails with EIO
+    kFailRename,          // Rename fails with EIO
+    kCrashBeforeRename,   // Rename and every later call fail: the process is "dead"
+  };
+
+  explicit FaultEnv(Env* target = Env::Default()) : EnvWrapper(target) {}
+
+  // Arms `fault` for the first operation it applies to whose path contains
+  // `path_part` ("" matches all), after skipping `skip` such operations.
+  // One-shot, except kCrashBeforeRename, which lasts.
+  void Inject(Fault fault, const std::string& path_part = "", int skip = 0);
+  void Clear();  // disarms everything, un-crashes
+  bool crashed() const;
+
+  // "create <path>", "sync <path>" (file), "syncdir <path>", "rename <from> -> <to>",
+  // "remove <path>", "mark <event>", in call order.
+  std::vector<std::string> events() const;
+  void ClearEvents();
+
+  Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override;
+  Status SyncFile(const std::string& path) override;
+  Status SyncDir(const std::string& path) override;
+  Status Rename(const std::string& from, const std::string& to) override;
+  Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override;
+  Status RemoveFile(const std::string& path) override;
+  Status RemoveTree(const std::string& path) override;
+  Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override;
+  Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override;
+  void Mark(const std::string& event) override;
+
+ private:
+  class File;
+  struct Armed {
+    Fault fault;
+    std::string path_part;
+    int skip;
+  };
+  // Pops the armed fault that applies to (kinds, path), if any.
+  bool Take(std::initializer_list<Fault> kinds, const std::string& path, Fault* which);
+  void Record(std::string event);
+
+  mutable std::mutex mu_;
+  std::vector<Armed> armed_;
+  std::vector<std::string> events_;
+  bool crashed_ = false;
+};
+
+}  // namespace baton::ckpt::fs

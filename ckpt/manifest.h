@@ -1,0 +1,85 @@
+// The manifest of one checkpoint version: what was saved, where, and the
+// checksums that restore verifies. Pure data and its JSON form; no MPI, no
+// HDF5 (the CLI and unit tests use it without either).
+//
+// The JSON is strict input: ParseManifestJson rejects unknown format
+// versions, wrong types, values out of range, row counts or byte sizes
+// whose products overflow 64 bits, chunks that do not tile their dataset,
+// arrays whose chunks do not tile their rows, and file names that could
+// leave the version directory ("/", "..", absolute). Errors name the JSON
+// path and the value ("shards[3].datasets[1].chunks[0].rows: 18446744073709551615
+// rows of 4096 bytes overflow 64 bits"). Parsing allocates in proportion to
+// the text, never to the sizes the text claims.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/dtype.h"
+#include "baton/status.h"
+
+namespace baton::ckpt {
+
+inline constexpr int kManifestFormat = 1;
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
+
+struct ArrayMeta {
+  std::string name;              // the HDF5 dataset name in every shard
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;   // global shape; empty = a scalar (one row)
+  bool replicated = false;
+
+  uint64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  // Bytes of one row (product of shape[1:] times the element size). The
+  // parser has checked that this and rows() * row_bytes() fit in 64 bits.
+  uint64_t row_bytes() const;
+};
+
+// Rows of one array that one rank wrote into a shard's dataset.
+struct Chunk {
+  int rank = 0;              // the writer's world rank
+  uint64_t first_row = 0;    // global row index
+  uint64_t rows = 0;
+  uint64_t dataset_row = 0;  // where the rows begin in the shard's dataset
+  uint64_t xxh3 = 0;         // of the chunk's bytes as written
+};
+
+// One array's rows inside one shard file: an HDF5 dataset of `rows` rows.
+struct DatasetMeta {
+  uint32_t array = 0;          // index into Manifest::arrays
+  uint64_t rows = 0;
+  std::vector<Chunk> chunks;   // ascending dataset_row, tiling [0, rows)
+};
+
+struct ShardMeta {
+  std::string file;            // a plain name inside the version directory
+  std::vector<int> ranks;      // the shard group's world ranks, ascending
+  uint64_t bytes = 0;          // the file's size when committed
+  std::vector<DatasetMeta> datasets;
+};
+
+struct Manifest {
+  int format = kManifestFormat;
+  int64_t step = 0;
+  int world_size = 0;
+  int group_size = 0;          // as configured: 0 = one shard per node
+  std::string time;            // UTC, ISO 8601 ("2026-11-29T16:03:03Z")
+  std::string baton_version;
+  std::vector<ArrayMeta> arrays;
+  std::vector<ShardMeta> shards;
+  std::string user_blob;       // raw bytes (base64 in the JSON)
+  uint64_t user_blob_xxh3 = 0;
+
+  uint64_t total_bytes() const;  // array bytes over all shards
+};
+
+Status WriteManifestJson(const Manifest& m, std::string* out);
+Status ParseManifestJson(std::string_view text, Manifest* out);
+
+// "a plain file name": not empty, no '/', not "." or "..", no NUL.
+bool IsPlainFileName(std::string_view name);
+
+}  // namespace baton::ckpt

@@ -1,0 +1,117 @@
+// baton::Checkpointer: synchronous, atomically committed checkpoints.
+//
+//   baton::CheckpointOptions opts;            // dir defaults to $BATON_CKPT_DIR
+//   std::unique_ptr<baton::Checkpointer> ck;
+//   BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(*rt, opts, &ck));
+//   ck->RegisterSharded("w", w.data(), baton::DType::kF32, {rows, cols}, my_first_row, my_rows);
+//   ck->RegisterReplicated("bias", b.data(), baton::DType::kBF16, {cols});
+//   std::optional<int64_t> step;
+//   BATON_RETURN_IF_ERROR(ck->Restore(&step));   // all ranks agree; none on a first run
+//   ...
+//   ck->SetUserBlob(loader_state);                 // job-wide bytes, rank 0's are kept
+//   BATON_RETURN_IF_ERROR(ck->Save(step));
+//
+// A version is a directory `<dir>/v<seq>-s<step>/` of HDF5 shard files plus
+// `manifest.json`; it exists if and only if its manifest does. Ranks form
+// shard groups of `group_size` consecutive ranks that write one shard file
+// together (parallel HDF5, MPI-IO). Restore verifies every byte it reads
+// (xxh3) and falls back to the next older version when any rank fails;
+// sharded arrays may be restored at another world or group size.
+//
+// Collective: Create, Save and Restore are called by every rank of the
+// runtime's world in the same order. Threading: one thread calls a
+// Checkpointer; all HDF5 calls of the process stay on that thread (HDF5 1.10
+// is not thread-safe). The registered buffers must stay valid until the
+// Checkpointer is destroyed or the array re-registered.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "baton/dtype.h"
+#include "baton/runtime.h"
+#include "baton/status.h"
+
+namespace baton {
+
+namespace ckpt::fs {
+class Env;
+}
+
+// How the ranks of a shard group move their rows into the shard file.
+enum class Transfer { kCollective, kIndependent };
+
+struct CheckpointOptions {
+  // The checkpoint directory; empty: $BATON_CKPT_DIR (set by --baton-ckpt-dir);
+  // neither: InvalidArgument.
+  std::string dir;
+  // Ranks per shard file: 0 = the ranks of one node (default), 1 = one file
+  // per rank, world size = one file for the job. Must divide nothing: the last
+  // group may be smaller.
+  int group_size = 0;
+  // Committed versions kept after a save (older ones are removed); >= 1.
+  int keep = 3;
+  // A version whose restore failed this many times is skipped afterwards.
+  int max_restore_failures = 2;
+  // Modes of created files and directories.
+  mode_t file_mode = 0600;
+  mode_t dir_mode = 0700;
+  Transfer transfer = Transfer::kCollective;
+  // The file layer for everything that is not HDF5's own data I/O; null:
+  // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
+  ckpt::fs::Env* env = nullptr;
+};
+
+// What the last Save or Restore did, for the program and the benchmark.
+struct CheckpointStats {
+  int64_t step = -1;
+  std::string version_path;  // the version directory
+  uint64_t bytes = 0;        // array bytes written or read by this rank
+  uint64_t total_bytes = 0;  // the same over all ranks
+  double seconds = 0;        // wall time of the call on this rank
+  int fallbacks = 0;         // restore: versions skipped because a rank failed
+};
+
+class Checkpointer {
+ public:
+  // Collective over the runtime's world. Checks the options and the
+  // directory (created with dir_mode when missing).
+  static Status Create(Runtime& runtime, const CheckpointOptions& options, std::unique_ptr<Checkpointer>* out);
+  virtual ~Checkpointer() = default;
+
+  // A replicated array: the same on every rank; written once in total (its
+  // rows spread over the ranks), restored on every rank. shape may be empty
+  // (a scalar). Same call on every rank.
+  virtual Status RegisterReplicated(const std::string& name, void* data, DType dtype,
+                                    const std::vector<uint64_t>& shape) = 0;
+  // A sharded array: this rank holds rows [first_row, first_row + rows) of
+  // dim 0 of global_shape. Over all ranks the row ranges must tile the array
+  // exactly (checked at Save). global_shape is the same on every rank.
+  virtual Status RegisterSharded(const std::string& name, void* data, DType dtype,
+                                 const std::vector<uint64_t>& global_shape, uint64_t first_row,
+                                 uint64_t rows) = 0;
+  // Job-wide bytes saved with the next Save (rank 0's are kept) and given
+  // back to every rank by Restore. At most 64 MiB.
+  virtual Status SetUserBlob(std::string bytes) = 0;
+  virtual const std::string& user_blob() const = 0;
+
+  // Writes every registered array as version `step` and commits it; then
+  // applies retention. On failure nothing is committed, every rank returns
+  // the same code and the message names the rank and file that failed.
+  virtual Status Save(int64_t step) = 0;
+  // Restores the newest committed version that every rank can read and
+  // verify into the registered buffers (and the user blob); *step is the
+  // version's step, or nullopt when there is none. Names or shapes that do
+  // not match the registered arrays: InvalidArgument listing the differences.
+  virtual Status Restore(std::optional<int64_t>* step) = 0;
+
+  virtual const CheckpointStats& last_stats() const = 0;
+  virtual const std::string& dir() const = 0;
+};
+
+}  // namespace baton
