@@ -24,6 +24,7 @@
 
 #include "baton/communicator.h"
 #include "baton/runtime.h"
+#include "cli/byte_size.h"
 #include "cli/commands.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #include "mpi_runtime/mpi/tune_table.h"
@@ -52,31 +53,6 @@ struct Options {
 int BadValue(const std::string& option, const std::string& value, const std::string& expected) {
   std::cerr << kCmd << ": " << option << ": invalid value '" << value << "' (expected " << expected << ")\n";
   return 2;
-}
-
-// "64M" -> 67108864; K, M, G are powers of 1024 (as in nccl-tests).
-bool ParseBytes(const std::string& text, size_t* out) {
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
-  size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return false;
-  }
-  int shift = 0;
-  if (pos < text.size()) {
-    if (pos + 1 != text.size()) return false;
-    switch (std::toupper(static_cast<unsigned char>(text[pos]))) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      default: return false;
-    }
-  }
-  if (v > (~0ull >> shift)) return false;
-  *out = static_cast<size_t>(v << shift);
-  return true;
 }
 
 // Parses and checks every option; returns 0, or the exit status (2) after
@@ -446,14 +422,10 @@ int SaveTune(const Options& o, const Runtime& rt, const std::map<size_t, mpi::Tu
 
 }  // namespace
 
-int BenchCommand(const std::vector<std::string>& args) {
-  if (args.empty() || args[0] != "collectives") {
-    std::cerr << "usage: baton bench collectives [OPTIONS]  (baton bench collectives --help)\n";
-    return 2;
-  }
+int BenchCollectivesCommand(const std::vector<std::string>& args) {
   Options o;
   // Every rank parses the same arguments, so all exit here alike, before MPI.
-  if (int rc = ParseOptions({args.begin() + 1, args.end()}, &o); rc != 0) return rc < 0 ? 0 : rc;
+  if (int rc = ParseOptions(args, &o); rc != 0) return rc < 0 ? 0 : rc;
 
   std::unique_ptr<Runtime> rt;
   if (Status s = Runtime::Create(nullptr, nullptr, {}, &rt); !s.ok()) {

@@ -9,7 +9,13 @@ namespace baton::cli {
 // Each takes the arguments after its name and returns the exit status.
 int EnvCommand(const std::vector<std::string>& args);       // env_command.cc
 int HostfileCommand(const std::vector<std::string>& args);  // env_command.cc
-// `bench collectives ...`: initializes MPI (baton::Runtime), unlike the others.
-int BenchCommand(const std::vector<std::string>& args);     // bench_collectives.cc
+// `bench KIND ...`: dispatches to the benchmarks below (bench_command.cc).
+int BenchCommand(const std::vector<std::string>& args);
+// The benchmarks that run under srun/mpirun initialize MPI (baton::Runtime);
+// nothing else in the tool does. Each takes the arguments after its name.
+int BenchCollectivesCommand(const std::vector<std::string>& args);  // bench_collectives.cc
+int BenchCkptCommand(const std::vector<std::string>& args);         // bench_ckpt.cc
+// `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
+int CkptCommand(const std::vector<std::string>& args);
 
 }  // namespace baton::cli

@@ -21,6 +21,9 @@ constexpr const char* kUsage =
     "                             horovod, plain)\n"
     "  bench collectives [OPTS]   time baton's collectives against raw MPI, nccl-tests\n"
     "                             style (under srun or mpirun; --help for the options)\n"
+    "  bench ckpt [OPTS]          time checkpoint save and restore against raw parallel\n"
+    "                             writes and reads of the same bytes (under srun or mpirun)\n"
+    "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
     "\n"
@@ -46,6 +49,7 @@ int Run(int argc, char** argv) {
   if (command == "env") return baton::cli::EnvCommand(args);
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
+  if (command == "ckpt") return baton::cli::CkptCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

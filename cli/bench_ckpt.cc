@@ -1,0 +1,347 @@
+// baton bench ckpt: Checkpointer::Save and Restore against raw parallel
+// writes and reads of the same bytes on the same file system, side by side.
+//
+// Every rank holds --bytes / ranks bytes in --arrays sharded f32 arrays of
+// random data. Each repetition runs, in an order that alternates between
+// repetitions: a raw write (one file per rank, written from the same
+// buffers in 8 MiB blocks, then fsync, as `dd conv=fsync` would), a save,
+// a raw read of the raw files, a restore. Every phase starts after a
+// barrier and is timed as the slowest rank's time. Before each read the
+// files' pages are dropped from the page cache (posix_fadvise DONTNEED after
+// their fsync), so that reads come from the device for both sides alike.
+// This disk's throughput swings 2x from minute to minute: only the ratio of
+// medians measured in the same run means anything.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "baton/checkpointer.h"
+#include "baton/runtime.h"
+#include "ckpt/catalog.h"
+#include "ckpt/fs/env.h"
+#include "cli/byte_size.h"
+#include "cli/commands.h"
+
+namespace baton::cli {
+namespace {
+
+namespace po = boost::program_options;
+constexpr const char* kCmd = "baton bench ckpt";
+constexpr size_t kBlock = 8u << 20;
+constexpr uint64_t kRowFloats = 256;  // 1 KiB rows
+
+struct Options {
+  size_t bytes = 1u << 30;
+  int arrays = 8, group_size = 0, reps = 5;
+  std::string dir, transfer = "collective";
+  bool json = false, no_cleanup = false;
+};
+
+int ParseOptions(const std::vector<std::string>& args, Options* o) {
+  po::options_description desc("baton bench ckpt options");
+  std::string bytes = "1G";
+  desc.add_options()
+      ("bytes", po::value(&bytes), "total bytes over all ranks (K/M/G suffixes), default 1G")
+      ("arrays", po::value(&o->arrays), "sharded arrays the bytes are split into, default 8")
+      ("group-size", po::value(&o->group_size), "ranks per shard file: 0 = one per node (default), 1 = file per rank")
+      ("reps", po::value(&o->reps), "repetitions, default 5")
+      ("dir", po::value(&o->dir), "directory on the file system to measure (default $BATON_CKPT_DIR)")
+      ("transfer", po::value(&o->transfer), "collective or independent HDF5 transfers, default collective")
+      ("no-cleanup", po::bool_switch(&o->no_cleanup), "leave the checkpoints (not the raw files) for inspection")
+      ("json", po::bool_switch(&o->json), "one JSON object per line")
+      ("help,h", "print this text");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << kCmd << ": " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: srun ... baton bench ckpt [OPTIONS]\n" << desc;
+    return -1;
+  }
+  auto bad = [](const std::string& opt, const std::string& v, const char* want) {
+    std::cerr << kCmd << ": " << opt << ": invalid value '" << v << "' (expected " << want << ")\n";
+    return 2;
+  };
+  if (!ParseBytes(bytes, &o->bytes) || o->bytes == 0) return bad("--bytes", bytes, "a byte count such as 64M, 4G");
+  if (o->arrays < 1) return bad("--arrays", std::to_string(o->arrays), "an integer >= 1");
+  if (o->group_size < 0) return bad("--group-size", std::to_string(o->group_size), "an integer >= 0");
+  if (o->reps < 1) return bad("--reps", std::to_string(o->reps), "an integer >= 1");
+  if (o->transfer != "collective" && o->transfer != "independent")
+    return bad("--transfer", o->transfer, "collective or independent");
+  if (o->dir.empty()) {
+    const char* env = std::getenv("BATON_CKPT_DIR");
+    if (env == nullptr || *env == '\0') {
+      std::cerr << kCmd << ": no directory: give --dir or set BATON_CKPT_DIR\n";
+      return 2;
+    }
+    o->dir = env;
+  }
+  return 0;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The slowest rank's seconds and whether any rank failed.
+bool AgreeTime(MPI_Comm world, double seconds, bool failed, double* slowest) {
+  double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
+  if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return false;
+  *slowest = out[0];
+  return out[1] == 0;
+}
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+// Drops the file's cached pages (they are clean after fsync).
+void DropCache(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+
+// Every regular file under dir (one level of version directories).
+void DropCacheTree(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string path = dir + "/" + name;
+    if (e->d_type == DT_DIR)
+      DropCacheTree(path);
+    else
+      DropCache(path);
+  }
+  closedir(d);
+}
+
+std::string RawWrite(const std::string& path, const std::vector<std::vector<float>>& arrays) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("open", path);
+  for (const auto& a : arrays) {
+    const char* p = reinterpret_cast<const char*>(a.data());
+    size_t left = a.size() * sizeof(float);
+    while (left > 0) {
+      ssize_t n = write(fd, p, std::min(left, kBlock));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::string e = Errno("write", path);
+        close(fd);
+        return e;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  if (fsync(fd) != 0) {
+    std::string e = Errno("fsync", path);
+    close(fd);
+    return e;
+  }
+  return close(fd) == 0 ? "" : Errno("close", path);
+}
+
+std::string RawRead(const std::string& path, std::vector<std::vector<float>>* arrays) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno("open", path);
+  for (auto& a : *arrays) {
+    char* p = reinterpret_cast<char*>(a.data());
+    size_t left = a.size() * sizeof(float);
+    while (left > 0) {
+      ssize_t n = read(fd, p, std::min(left, kBlock));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::string e = n == 0 ? "read " + path + ": unexpected end of file" : Errno("read", path);
+        close(fd);
+        return e;
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+  close(fd);
+  return "";
+}
+
+// Peak resident memory of this process (VmHWM), in bytes.
+uint64_t PeakRss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  return 0;
+}
+
+int Failed(const std::string& mine, int rank) {
+  if (!mine.empty())
+    std::cerr << kCmd << ": rank " << rank << ": " << mine << "\n";
+  else if (rank == 0)
+    std::cerr << kCmd << ": stopped: another rank failed (see its message)\n";
+  return 1;
+}
+
+}  // namespace
+
+int BenchCkptCommand(const std::vector<std::string>& args) {
+  Options o;
+  if (int rc = ParseOptions(args, &o); rc != 0) return rc < 0 ? 0 : rc;
+  std::unique_ptr<Runtime> rt;
+  if (Status s = Runtime::Create(nullptr, nullptr, {}, &rt); !s.ok()) {
+    std::cerr << kCmd << ": " << s << "\n";
+    return 1;
+  }
+  const MPI_Comm world = rt->world_comm();
+  const int P = rt->size(), R = rt->rank();
+
+  // Rows of 1 KiB per array and rank; the bytes actually used are reported.
+  const uint64_t per_rank = o.bytes / static_cast<uint64_t>(P);
+  const uint64_t rows = std::max<uint64_t>(1, per_rank / static_cast<uint64_t>(o.arrays) / (kRowFloats * 4));
+  const uint64_t total = rows * kRowFloats * 4 * static_cast<uint64_t>(o.arrays) * static_cast<uint64_t>(P);
+  std::vector<std::vector<float>> arrays(static_cast<size_t>(o.arrays));
+  std::mt19937 gen(static_cast<unsigned>(1234 + R));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (auto& a : arrays) {
+    a.resize(rows * kRowFloats);
+    for (float& x : a) x = dist(gen);
+  }
+
+  const std::string bench_dir = o.dir + "/baton-bench-ckpt", raw_dir = bench_dir + "/raw", ckpt_dir = bench_dir + "/ckpt";
+  std::string err;
+  if (R == 0) {
+    for (const std::string& d : {o.dir, bench_dir, raw_dir, ckpt_dir})
+      if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) err = Errno("mkdir", d);
+  }
+  double ignored = 0;
+  if (!AgreeTime(world, 0, !err.empty(), &ignored)) return Failed(err, R);
+
+  CheckpointOptions co;
+  co.dir = ckpt_dir;
+  co.group_size = o.group_size;
+  co.keep = 2;
+  co.transfer = o.transfer == "collective" ? Transfer::kCollective : Transfer::kIndependent;
+  std::unique_ptr<Checkpointer> ck;
+  Status s = Checkpointer::Create(*rt, co, &ck);
+  for (int i = 0; s.ok() && i < o.arrays; ++i)
+    s = ck->RegisterSharded("array" + std::to_string(i), arrays[static_cast<size_t>(i)].data(), DType::kF32,
+                            {rows * static_cast<uint64_t>(P), kRowFloats}, rows * static_cast<uint64_t>(R), rows);
+  if (!AgreeTime(world, 0, !s.ok(), &ignored)) return Failed(s.ok() ? "" : s.ToString(), R);
+
+  const std::string raw_path = raw_dir + "/rank-" + std::to_string(R);
+  std::vector<double> t_raw_w, t_save, t_raw_r, t_restore;
+  const uint64_t rss_before = PeakRss();
+  for (int rep = 0; rep < o.reps; ++rep) {
+    // Phase order alternates: raw first on even repetitions, baton first on odd.
+    for (int half = 0; half < 2; ++half) {
+      const bool raw = (half == 0) == (rep % 2 == 0);
+      MPI_Barrier(world);
+      double t0 = MPI_Wtime(), t = 0;
+      if (raw) {
+        err = RawWrite(raw_path, arrays);
+      } else {
+        s = ck->Save(rep);
+        err = s.ok() ? "" : s.ToString();
+      }
+      if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
+      (raw ? t_raw_w : t_save).push_back(t);
+    }
+    // Cold reads on both sides.
+    DropCache(raw_path);
+    if (rt->local_rank() == 0) DropCacheTree(ckpt_dir);
+    for (int half = 0; half < 2; ++half) {
+      const bool raw = (half == 0) == (rep % 2 == 0);
+      MPI_Barrier(world);
+      double t0 = MPI_Wtime(), t = 0;
+      if (raw) {
+        err = RawRead(raw_path, &arrays);
+      } else {
+        std::optional<int64_t> step;
+        s = ck->Restore(&step);
+        err = s.ok() ? (step == rep ? "" : "restore gave another step than the one just saved") : s.ToString();
+      }
+      if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
+      (raw ? t_raw_r : t_restore).push_back(t);
+    }
+  }
+  // What saving and restoring added to the peak memory, over all ranks.
+  uint64_t extra = PeakRss() - rss_before, max_extra = 0;
+  MPI_Allreduce(&extra, &max_extra, 1, MPI_UINT64_T, MPI_MAX, world);
+
+  unlink(raw_path.c_str());
+  ck.reset();
+  MPI_Barrier(world);
+  if (R == 0) {
+    rmdir(raw_dir.c_str());
+    if (!o.no_cleanup) {
+      ckpt::fs::Env* env = ckpt::fs::Env::Default();
+      std::vector<ckpt::VersionInfo> versions;
+      Status ls = ckpt::ListVersions(env, ckpt_dir, co.max_restore_failures, &versions);
+      for (const ckpt::VersionInfo& v : versions)
+        if (Status rm = env->RemoveTree(v.path); !rm.ok()) ls = rm;
+      if (!ls.ok()) std::cerr << kCmd << ": cleaning up: " << ls << "\n";
+      rmdir(ckpt_dir.c_str());
+      rmdir(bench_dir.c_str());
+    } else if (!o.json) {
+      std::printf("# checkpoints left in %s\n", ckpt_dir.c_str());
+    }
+  }
+
+  if (R == 0) {
+    const double gb = static_cast<double>(total) / 1e9;
+    struct Op {
+      const char* name;
+      double s, raw;
+    } ops[] = {{"save", Median(t_save), Median(t_raw_w)}, {"restore", Median(t_restore), Median(t_raw_r)}};
+    const std::string group = o.group_size == 0 ? "node" : std::to_string(o.group_size);
+    if (!o.json)
+      std::printf("# %d ranks, %s per shard file, %d arrays, %llu bytes in all, %d repetitions, %s transfers, %s\n"
+                  "# %-8s %10s %10s %10s %8s\n",
+                  P, group.c_str(), o.arrays, static_cast<unsigned long long>(total), o.reps, o.transfer.c_str(),
+                  o.dir.c_str(), "op", "seconds", "GB/s", "raw GB/s", "ratio");
+    for (const Op& op : ops) {
+      const double gbps = gb / op.s, raw_gbps = gb / op.raw;
+      if (o.json) {
+        nlohmann::json j = {{"op", op.name},       {"bytes", total},           {"ranks", P},
+                            {"group_size", o.group_size}, {"seconds", op.s},   {"GBps", gbps},
+                            {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
+                            {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra}};
+        std::cout << j.dump() << "\n";
+      } else {
+        std::printf("  %-8s %10.3f %10.3f %10.3f %8.3f\n", op.name, op.s, gbps, raw_gbps, gbps / raw_gbps);
+      }
+    }
+    if (!o.json)
+      std::printf("# peak memory added by save and restore (max over ranks): %.1f MiB\n",
+                  static_cast<double>(max_extra) / (1 << 20));
+  }
+  return 0;
+}
+
+}  // namespace baton::cli

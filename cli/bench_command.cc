@@ -1,0 +1,21 @@
+// baton bench KIND: one benchmark per file, all measured side by side with
+// the raw operation they stand for (see docs/benchmarks.md).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace baton::cli {
+
+int BenchCommand(const std::vector<std::string>& args) {
+  const std::string kind = args.empty() ? "" : args[0];
+  const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (kind == "collectives") return BenchCollectivesCommand(rest);
+  if (kind == "ckpt") return BenchCkptCommand(rest);
+  std::cerr << (kind.empty() ? "baton bench: which benchmark?\n" : "baton bench: unknown benchmark '" + kind + "'\n")
+            << "usage: baton bench collectives|ckpt [OPTIONS]   (--help after the name lists the options)\n";
+  return 2;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,33 @@
+#include "cli/byte_size.h"
+
+#include <cctype>
+#include <exception>
+#include <string>
+
+namespace baton::cli {
+
+bool ParseBytes(const std::string& text, size_t* out) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return false;
+  }
+  int shift = 0;
+  if (pos < text.size()) {
+    if (pos + 1 != text.size()) return false;
+    switch (std::toupper(static_cast<unsigned char>(text[pos]))) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      default: return false;
+    }
+  }
+  if (v > (~0ull >> shift)) return false;
+  *out = static_cast<size_t>(v << shift);
+  return true;
+}
+
+}  // namespace baton::cli
