@@ -8,10 +8,9 @@ baton() { "$BATON_BUILD_DIR/cli/baton" "$@"; }
 
 # The step of the newest complete version in DIR, or "none".
 newest_committed() {
-  baton ckpt ls "$1" --json | python3 -c '
-import json, sys
-v = [x for x in json.load(sys.stdin) if x["status"] == "complete"]
-print(max(v, key=lambda x: x["path"])["step"] if v else "none")'
+  baton ckpt ls "$1" --json | perl -MJSON::PP -e '
+    my @v = grep { $_->{status} eq "complete" } @{ decode_json(join "", <STDIN>) };
+    print @v ? (sort { $a->{seq} <=> $b->{seq} } @v)[-1]{step} : "none", "\n";'
 }
 
 # launch_until_restored OUT ARGS...: starts the worker under srun -K in the
@@ -79,7 +78,7 @@ test_restore_at_another_world_size_across_nodes() {
   srun -K -N3 -n3 --mpi=pmix "$(worker)" --dir "$dir" --expect 3 --saves 1 >"$out" 2>&1 \
     || { cat "$out"; fail "restoring with 3 ranks failed"; }
   grep -q '^restored step=3 ok' "$out" || { cat "$out"; fail "3 ranks did not restore step 3"; }
-  expect_eq "$(baton ckpt inspect "$dir" --step 3 --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["shards"]))')" 4 \
+  expect_eq "$(baton ckpt inspect "$dir" --step 3 --json | perl -MJSON::PP -e 'print scalar @{ decode_json(<STDIN>)->{shards} }')" 4 \
     "shard files of a version saved by 8 ranks on 4 nodes"
 }
 
