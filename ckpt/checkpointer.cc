@@ -470,8 +470,8 @@ Status CheckpointerImpl::Save(int64_t step) {
     if (rank_ == 0) {
       Status rm = env_->RemoveTree(vdir);
       if (!rm.ok()) {
-      BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
-    }
+        BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
+      }
     }
     return failed.Annotate("saving step " + std::to_string(step) + " (" + vdir + ", abandoned)");
   };
@@ -722,8 +722,8 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
       v.path = vdir;
       Status r = ckpt::RecordRestoreFailure(env_, v, agreed.message());
       if (!r.ok()) {
-      BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
-    }
+        BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
+      }
     }
     ++stats_.fallbacks;
   }

@@ -651,9 +651,9 @@ TEST_F(CkptTest, MismatchedArraysAreListed) {
 TEST_F(CkptTest, ShardedRowsMustTileTheArray) {
   auto ck = MakeCheckpointer(Options());
   std::vector<float> w(4 * 2);
-  // Every rank claims rows [0, 2) of 2 * size rows: rows are missing (and,
-  // above one rank, overlap).
-  EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {2 * static_cast<uint64_t>(Size()), 4}, 0, 2).ok());
+  // Every rank claims rows [0, 2) of 2 * size + 1 rows: rows are missing
+  // (and, above one rank, overlap).
+  EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {2 * static_cast<uint64_t>(Size()) + 1, 4}, 0, 2).ok());
   Status s = ck->Save(1);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("sharded array w"), std::string::npos) << s;
@@ -678,6 +678,92 @@ TEST_F(CkptTest, RetentionKeepsTheNewestAndRemovesCrashedSaves) {
     ASSERT_EQ(v.size(), 2u);
     EXPECT_EQ(v[0].step, 4);
     EXPECT_EQ(v[1].step, 5);
+  }
+}
+
+// --- a side-by-side measurement, not a test (docs/checkpoint-format.md) -------------
+//   tests/lib/mpirun-ranks 4 _build/tests/mpi/baton_ckpt_tests --gtest_also_run_disabled_tests
+//     --gtest_filter='CkptTest.DISABLED_CollectiveVsIndependent'      (BATON_CKPT_BENCH_MIB: MiB per rank, default 64)
+// Interleaves, per round: a raw parallel write of the same bytes (pwrite at
+// each rank's offset into one file, fsync), a save with collective and one
+// with independent transfers (one shard for the node), and the restores
+// and a raw read (pread) of the same bytes.
+
+double Seconds() { return MPI_Wtime(); }
+
+double MaxOverRanks(double v) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+TEST_F(CkptTest, DISABLED_CollectiveVsIndependent) {
+  const char* mib_env = std::getenv("BATON_CKPT_BENCH_MIB");
+  const uint64_t mib = mib_env ? std::strtoull(mib_env, nullptr, 10) : 64;
+  const uint64_t row_elems = 1024, rows = mib * 256;  // 4 KiB rows
+  const uint64_t bytes = rows * row_elems * 4;
+  std::vector<float> w(rows * row_elems);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000);
+  const double total_mib = static_cast<double>(bytes) * Size() / (1 << 20);
+  const char* names[] = {"raw write+fsync", "save collective", "save independent", "raw read",
+                         "restore collective-saved", "restore independent-saved"};
+  std::vector<double> best(6, 1e30);
+  for (int round = 0; round < 3; ++round) {
+    // Raw parallel write into one file.
+    const std::string raw = root_ + "-raw";
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = Seconds();
+    int fd = open(raw.c_str(), O_CREAT | O_WRONLY, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(pwrite(fd, w.data(), bytes, static_cast<off_t>(bytes * Rank())), static_cast<ssize_t>(bytes));
+    EXPECT_EQ(fsync(fd), 0);
+    close(fd);
+    best[0] = std::min(best[0], MaxOverRanks(Seconds() - t0));
+    std::string vdirs[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      CheckpointOptions o = Options(0);
+      o.transfer = mode == 0 ? Transfer::kCollective : Transfer::kIndependent;
+      o.keep = 4;
+      auto ck = MakeCheckpointer(o);
+      EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = Seconds();
+      Status s = ck->Save(round * 2 + mode);
+      EXPECT_TRUE(s.ok()) << s;
+      best[1 + mode] = std::min(best[1 + mode], MaxOverRanks(Seconds() - t0));
+      vdirs[mode] = ck->last_stats().version_path;
+    }
+    // Reads: raw, then a restore of each save (the newest first).
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = Seconds();
+    fd = open(raw.c_str(), O_RDONLY);
+    EXPECT_EQ(pread(fd, w.data(), bytes, static_cast<off_t>(bytes * Rank())), static_cast<ssize_t>(bytes));
+    close(fd);
+    best[3] = std::min(best[3], MaxOverRanks(Seconds() - t0));
+    for (int mode = 1; mode >= 0; --mode) {
+      if (Rank() == 0 && mode == 0) stdfs::remove_all(vdirs[1]);  // restore the older one next
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto ck = MakeCheckpointer(Options(0));
+      EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = Seconds();
+      std::optional<int64_t> step;
+      Status s = ck->Restore(&step);
+      EXPECT_TRUE(s.ok()) << s;
+      best[4 + mode] = std::min(best[4 + mode], MaxOverRanks(Seconds() - t0));
+    }
+    if (Rank() == 0) {
+      std::error_code ec;
+      stdfs::remove(raw, ec);
+      stdfs::remove_all(vdirs[0], ec);
+    }
+  }
+  if (Rank() == 0) {
+    std::printf("%d ranks, %.0f MiB in total, best of 3 rounds:\n", Size(), total_mib);
+    for (int i = 0; i < 6; ++i) {
+      std::printf("  %-27s %8.3f s %9.1f MiB/s  (%.2f of raw)\n", names[i], best[i], total_mib / best[i],
+                  (i < 3 ? best[0] : best[3]) / best[i]);
+    }
   }
 }
 
