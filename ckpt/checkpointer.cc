@@ -652,6 +652,9 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   step->reset();
+  // Every rank must compare the same registrations with the manifest, or
+  // some would stop at the comparison while others read.
+  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree());
 
   std::vector<ckpt::VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;

@@ -607,6 +607,24 @@ TEST_F(CkptDamage, SymlinkedShardIsRejected) {
   ExpectFallback("shard-0.h5");
 }
 
+// Manifests naming files outside their version directory are refused (the
+// parser or ResolveInside), and restore falls back.
+TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
+  for (const std::string& evil : {std::string("../") + ckpt::VersionName(1, 1) + "/shard-0.h5", std::string("/etc/passwd")}) {
+    SaveTwo();
+    if (Rank() == 0) {
+      std::string text = Slurp(newest_ + "/manifest.json");
+      const size_t at = text.find("\"shard-0.h5\"");
+      ASSERT_NE(at, std::string::npos) << text;
+      text.replace(at, 12, "\"" + evil + "\"");
+      std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
+    }
+    ExpectFallback("");
+    TearDown();
+    SetUp();
+  }
+}
+
 TEST_F(CkptDamage, QuarantinedAfterTwoFailures) {
   SaveTwo();
   if (Rank() == 0) {
