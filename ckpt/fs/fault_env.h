@@ -36,7 +36,8 @@ class FaultEnv : public EnvWrapper {
   bool crashed() const;
 
   // "create <path>", "sync <path>" (file), "syncdir <path>", "rename <from> -> <to>",
-  // "remove <path>", "mark <event>", in call order.
+  // "remove <path>", "mark <event>", in call order; only calls that succeeded
+  // (a failed or crashed rename is not in the list).
   std::vector<std::string> events() const;
   void ClearEvents();
 
@@ -50,6 +51,9 @@ class FaultEnv : public EnvWrapper {
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override;
   Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override;
   void Mark(const std::string& event) override;
+  // Fail once crashed, like every other call.
+  Status Stat(const std::string& path, FileInfo* info) override;
+  Status ListDir(const std::string& path, std::vector<std::string>* names) override;
 
  private:
   class File;

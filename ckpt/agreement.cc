@@ -1,0 +1,70 @@
+#include "ckpt/agreement.h"
+
+#include <climits>
+#include <string>
+
+#include "baton/log.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+Status MakeStatus(Code code, std::string_view message) {
+  switch (code) {
+    case Code::kOk: break;
+    case Code::kInvalidArgument: return Status::InvalidArgument(log::kCkpt, message);
+    case Code::kNotFound: return Status::NotFound(log::kCkpt, message);
+    case Code::kCorruption: return Status::Corruption(log::kCkpt, message);
+    case Code::kIOError: return Status::IOError(log::kCkpt, message);
+    case Code::kTimeout: return Status::Timeout(log::kCkpt, message);
+    case Code::kUnavailable: return Status::Unavailable(log::kCkpt, message);
+    case Code::kAborted: return Status::Aborted(log::kCkpt, message);
+    case Code::kInternal: return Status::Internal(log::kCkpt, message);
+  }
+  return Status::Internal(log::kCkpt, message);
+}
+
+Status Agree(MPI_Comm comm, const Status& local, Agreement* out) {
+  Agreement result;
+  int failed = local.ok() ? 0 : 1;
+  int total = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, comm)));
+  if (total > 0) {
+    int rank = 0, world_rank = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    int size = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(comm, &size)));
+    // A rank that stopped because another one failed (kAborted) reports
+    // only when no rank has a failure of its own.
+    int key = !failed ? INT_MAX : local.code() == Code::kAborted ? size + rank : rank;
+    int first_key = INT_MAX;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&key, &first_key, 1, MPI_INT, MPI_MIN, comm)));
+    const int first = first_key >= size ? first_key - size : first_key;
+    // The first failing rank sends its code, world rank and message.
+    std::string text;
+    long long head[3] = {0, 0, 0};
+    if (rank == first) {
+      text = local.message();
+      head[0] = static_cast<long long>(local.code());
+      head[1] = world_rank;
+      head[2] = static_cast<long long>(text.size());
+    }
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(head, 3, MPI_LONG_LONG, first, comm)));
+    text.resize(static_cast<size_t>(head[2]));
+    if (head[2] > 0) {
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(head[2]), MPI_CHAR, first, comm)));
+    }
+    std::string msg = "rank " + std::to_string(head[1]) + ": " + text;
+    if (total > 1) {
+      msg += " (and " + std::to_string(total - 1) + " more rank" + (total > 2 ? "s" : "") + " failed)";
+    }
+    result.status = MakeStatus(static_cast<Code>(head[0]), msg);
+    result.failed_ranks = total;
+    result.first_failed = first;
+  }
+  Status s = result.status;
+  if (out != nullptr) *out = std::move(result);
+  return s;
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,34 @@
+// Success agreed across ranks (SCR's scr_alltrue): after rank-local work
+// (writing a shard, reading and verifying chunks) no rank goes on alone.
+//
+// Every rank of `comm` passes its own result; all get the same answer: OK
+// when every rank succeeded, else the failure of the lowest failing rank
+// (ranks whose failure is kAborted, "stopped because another rank failed",
+// come after those with a failure of their own),
+// with its code, its message prefixed by "rank R: " (R: the rank in
+// MPI_COMM_WORLD) and "(and N more ranks failed)" when others failed too.
+// The failing rank's message names the file it failed on, so every rank's
+// Status says which rank and which file. The success path costs one
+// MPI_Allreduce of an int.
+//
+// Collective over comm; MPI errors of the agreement itself are returned.
+#pragma once
+
+#include <mpi.h>
+
+#include "baton/status.h"
+
+namespace baton::ckpt {
+
+struct Agreement {
+  Status status;          // as described above
+  int failed_ranks = 0;   // how many ranks failed
+  int first_failed = -1;  // the lowest failing rank of comm, -1 if none
+};
+
+Status Agree(MPI_Comm comm, const Status& local, Agreement* out = nullptr);
+
+// A Status of `code` (not kOk) with component ckpt and `message`.
+Status MakeStatus(Code code, std::string_view message);
+
+}  // namespace baton::ckpt

@@ -1,0 +1,279 @@
+// Env::Default(): the POSIX file layer. Every path is opened with O_NOFOLLOW
+// (a checkpoint directory must not be redirected by a symlink planted in it)
+// and O_CLOEXEC (ranks fork helpers; descriptors must not leak into them).
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ckpt/fs/env.h"
+#include "ckpt/fs/syscall_check.h"
+
+namespace baton::ckpt::fs {
+
+Status SyscallError(std::string_view call, std::string_view path, int err, const char* file, int line) {
+  char buf[256];
+  // GNU strerror_r: returns the text, which may or may not be in buf.
+  const char* text = strerror_r(err, buf, sizeof buf);
+  const char* base = std::strrchr(file, '/');
+  std::string msg = std::string(call) + "(" + std::string(path) + "): " + text + " (errno " +
+                    std::to_string(err) + ") [" + (base ? base + 1 : file) + ":" + std::to_string(line) + "]";
+  if (err == ENOENT || err == ENOTDIR) return Status::NotFound("ckpt", msg);
+  return Status::IOError("ckpt", msg);
+}
+
+namespace {
+
+constexpr int kReadFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+// A tree deeper than this is not a checkpoint version; RemoveTree refuses it
+// rather than run out of descriptors.
+constexpr int kMaxTreeDepth = 64;
+
+// Closes a descriptor when it goes out of scope (errors of close on a
+// read-only descriptor carry no information).
+class Fd {
+ public:
+  Fd() = default;
+  ~Fd() { Reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int& get() { return fd_; }
+  int release() { int fd = fd_; fd_ = -1; return fd; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// close(2) is not retried on EINTR: on Linux the descriptor is gone either way.
+Status CloseFd(int fd, const std::string& path) {
+  if (::close(fd) == 0 || errno == EINTR) return Status::OK();
+  return SyscallError("close", path, errno, __FILE__, __LINE__);
+}
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixWritableFile() override { Close(); }
+
+  Status Append(const void* data, size_t n) override {
+    if (fd_ < 0) return Status::IOError("ckpt", "write(" + path_ + "): file is closed");
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t w = 0;
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("write", path_, w = ::write(fd_, p, n)));
+      if (w == 0) return Status::IOError("ckpt", "write(" + path_ + "): wrote 0 of " + std::to_string(n) + " bytes");
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    if (fd_ < 0) return Status::IOError("ckpt", "fsync(" + path_ + "): file is closed");
+    return BATON_SYSCALL("fsync", path_, ::fsync(fd_));
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return Status::OK();
+    const int fd = fd_;
+    fd_ = -1;
+    return CloseFd(fd, path_);
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+FileType TypeOf(mode_t mode) {
+  if (S_ISREG(mode)) return FileType::kRegular;
+  if (S_ISDIR(mode)) return FileType::kDirectory;
+  if (S_ISLNK(mode)) return FileType::kSymlink;
+  return FileType::kOther;
+}
+
+// The entry names of an open directory (consumes fd).
+Status ReadNames(int fd, const std::string& path, std::vector<std::string>* names) {
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return SyscallError("fdopendir", path, err, __FILE__, __LINE__);
+  }
+  names->clear();
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(d);
+    if (e == nullptr) break;
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    names->emplace_back(e->d_name);
+  }
+  const int err = errno;
+  ::closedir(d);
+  if (err != 0) return SyscallError("readdir", path, err, __FILE__, __LINE__);
+  return Status::OK();
+}
+
+// Empties the directory open as dir_fd (named path in messages), never
+// following a symlink: subdirectories are opened with openat(O_NOFOLLOW),
+// everything else is unlinked as the entry it is.
+Status EmptyDirAt(int dir_fd, const std::string& path, int depth) {
+  if (depth > kMaxTreeDepth) {
+    return Status::IOError("ckpt", "remove tree " + path + ": deeper than " + std::to_string(kMaxTreeDepth) + " levels");
+  }
+  int list_fd = -1;
+  BATON_RETURN_IF_ERROR(BATON_SYSCALL("dup", path, list_fd = ::dup(dir_fd)));
+  std::vector<std::string> names;
+  // Names first, removal after: removing entries while readdir runs may skip some.
+  BATON_RETURN_IF_ERROR(ReadNames(list_fd, path, &names));
+  for (const std::string& name : names) {
+    const std::string child = path + "/" + name;
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstatat", child, ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW)));
+    if (S_ISDIR(st.st_mode)) {
+      Fd sub;
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("openat", child, sub.get() = ::openat(dir_fd, name.c_str(), kDirFlags)));
+      BATON_RETURN_IF_ERROR(EmptyDirAt(sub.get(), child, depth + 1));
+      sub.Reset();
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("unlinkat", child, ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR)));
+    } else {
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("unlinkat", child, ::unlinkat(dir_fd, name.c_str(), 0)));
+    }
+  }
+  return Status::OK();
+}
+
+class PosixEnv : public Env {
+ public:
+  Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL(
+        "open", path, fd.get() = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)));
+    // The umask must not change what the caller asked for.
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fchmod", path, ::fchmod(fd.get(), mode)));
+    *out = std::make_unique<PosixWritableFile>(fd.release(), path);
+    return Status::OK();
+  }
+
+  Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
+    char* p = static_cast<char*>(buf);
+    size_t done = 0;
+    while (done < n) {
+      ssize_t r = 0;
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("pread", path, r = ::pread(fd.get(), p + done, n - done,
+                                                                    static_cast<off_t>(offset + done))));
+      if (r == 0) {
+        return Status::IOError("ckpt", "pread(" + path + "): short file: wanted " + std::to_string(n) +
+                                           " bytes at offset " + std::to_string(offset) + ", got " +
+                                           std::to_string(done));
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+
+  Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size > max_bytes) {
+      return Status::InvalidArgument("ckpt", "read " + path + ": " + std::to_string(size) +
+                                                 " bytes, more than the limit of " + std::to_string(max_bytes));
+    }
+    out->assign(size, '\0');
+    size_t done = 0;
+    while (done < size) {
+      ssize_t r = 0;
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("read", path, r = ::read(fd.get(), &(*out)[done], size - done)));
+      if (r == 0) break;  // shrank since fstat: what is there is the file
+      done += static_cast<size_t>(r);
+    }
+    out->resize(done);
+    return Status::OK();
+  }
+
+  Status Stat(const std::string& path, FileInfo* info) override {
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("lstat", path, ::lstat(path.c_str(), &st)));
+    info->type = TypeOf(st.st_mode);
+    info->size = static_cast<uint64_t>(st.st_size);
+    info->mode = st.st_mode & 07777;
+    info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    return Status::OK();
+  }
+
+  Status SyncFile(const std::string& path) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
+    return BATON_SYSCALL("fsync", path, ::fsync(fd.get()));
+  }
+
+  Status SyncDir(const std::string& path) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kDirFlags)));
+    return BATON_SYSCALL("fsync", path, ::fsync(fd.get()));
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    return BATON_SYSCALL("rename", from + " -> " + to, ::rename(from.c_str(), to.c_str()));
+  }
+
+  Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {
+    if (::mkdir(path.c_str(), mode) != 0) {
+      const int err = errno;
+      if (err == EEXIST && exist_ok) {
+        struct stat st;
+        BATON_RETURN_IF_ERROR(BATON_SYSCALL("lstat", path, ::lstat(path.c_str(), &st)));
+        if (S_ISDIR(st.st_mode)) return Status::OK();
+        return Status::IOError("ckpt", "mkdir(" + path + "): exists and is not a directory");
+      }
+      return SyscallError("mkdir", path, err, __FILE__, __LINE__);
+    }
+    // As for files: exactly `mode`, whatever the umask.
+    Fd fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kDirFlags)));
+    return BATON_SYSCALL("fchmod", path, ::fchmod(fd.get(), mode));
+  }
+
+  Status ListDir(const std::string& path, std::vector<std::string>* names) override {
+    int fd = -1;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd = ::open(path.c_str(), kDirFlags)));
+    return ReadNames(fd, path, names);
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    return BATON_SYSCALL("unlink", path, ::unlink(path.c_str()));
+  }
+
+  Status RemoveTree(const std::string& path) override {
+    Fd fd;
+    // O_NOFOLLOW on a symlink fails with ELOOP: the link's target is never touched.
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kDirFlags)));
+    BATON_RETURN_IF_ERROR(EmptyDirAt(fd.get(), path, 0));
+    fd.Reset();
+    return BATON_SYSCALL("rmdir", path, ::rmdir(path.c_str()));
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  // Never destroyed: other static destructors may still write files.
+  static Env* env = new PosixEnv;
+  return env;
+}
+
+}  // namespace baton::ckpt::fs

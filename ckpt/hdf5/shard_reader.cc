@@ -1,0 +1,116 @@
+#include "ckpt/hdf5/shard_reader.h"
+
+#include <hdf5.h>
+
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "ckpt/catalog.h"
+#include "ckpt/hdf5/h5_types.h"
+
+namespace baton::ckpt::h5 {
+
+ShardReader::~ShardReader() {
+  datasets_.clear();
+  file_.Reset();
+}
+
+Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std::string& file,
+                         uint64_t expected_bytes, std::unique_ptr<ShardReader>* out) {
+  QuietHdf5Errors();
+  std::unique_ptr<ShardReader> r(new ShardReader());
+  BATON_RETURN_IF_ERROR(ResolveInside(env, version_dir, file, &r->path_));
+  fs::FileInfo info;
+  BATON_RETURN_IF_ERROR(env->Stat(r->path_, &info));
+  if (info.size != expected_bytes) {
+    return Status::Corruption(log::kCkpt, r->path_ + ": " + std::to_string(info.size) + " bytes, the manifest says " +
+                                              std::to_string(expected_bytes) +
+                                              (info.size < expected_bytes ? " (truncated)" : ""));
+  }
+  r->file_bytes_ = info.size;
+  Hid fapl;
+  BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
+  hid_t f = H5Fopen(r->path_.c_str(), H5F_ACC_RDONLY, fapl.get());
+  if (f < 0) return CheckH5(-1, "H5Fopen", __FILE__, __LINE__).Annotate(r->path_);
+  r->file_ = Hid(f, H5Fclose);
+  *out = std::move(r);
+  return Status::OK();
+}
+
+Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* out) {
+  auto it = datasets_.find(array.name);
+  if (it != datasets_.end()) {
+    *out = it->second.get();
+    return Status::OK();
+  }
+  const std::string where = path_ + ", dataset " + array.name;
+  auto bad = [&](const std::string& what) { return Status::Corruption(log::kCkpt, where + ": " + what); };
+  Hid ds, space, dcpl;
+  hid_t id = H5Dopen2(file_.get(), array.name.c_str(), H5P_DEFAULT);
+  if (id < 0) return CheckH5(-1, "H5Dopen2", __FILE__, __LINE__).Annotate(where);
+  ds = Hid(id, H5Dclose);
+
+  Hid type;
+  BATON_H5_OPEN(type, H5Dget_type(ds.get()), H5Tclose);
+  bool type_ok = false;
+  BATON_RETURN_IF_ERROR(TypeMatches(type.get(), array.dtype, &type_ok));
+  if (!type_ok) return bad("its type is not " + std::string(DTypeName(array.dtype)));
+
+  std::vector<hsize_t> want{dataset_rows};
+  for (size_t i = 1; i < array.shape.size(); ++i) want.push_back(array.shape[i]);
+  BATON_H5_OPEN(space, H5Dget_space(ds.get()), H5Sclose);
+  int ndims = H5Sget_simple_extent_ndims(space.get());
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(ndims));
+  std::vector<hsize_t> dims(static_cast<size_t>(ndims));
+  if (ndims > 0) BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr)));
+  if (dims != want) {
+    auto text = [](const std::vector<hsize_t>& d) {
+      std::string s = "[";
+      for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+      return s + "]";
+    };
+    return bad("dims " + text(dims) + ", the manifest says " + text(want));
+  }
+
+  BATON_H5_OPEN(dcpl, H5Dget_create_plist(ds.get()), H5Pclose);
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return bad("not a contiguous dataset");
+  // The rows must lie within the file: no read (or buffer) beyond what is on disk.
+  const uint64_t bytes = dataset_rows * array.row_bytes();
+  const haddr_t offset = H5Dget_offset(ds.get());
+  if (bytes > 0 && (offset == HADDR_UNDEF || offset > file_bytes_ || bytes > file_bytes_ - offset)) {
+    return bad(std::to_string(bytes) + " bytes at offset " +
+               (offset == HADDR_UNDEF ? std::string("(none)") : std::to_string(offset)) + " exceed the file's " +
+               std::to_string(file_bytes_) + " bytes");
+  }
+  *out = ds.get();
+  datasets_.emplace(array.name, std::move(ds));
+  return Status::OK();
+}
+
+Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf) {
+  if (rows == 0) return Status::OK();
+  if (first > dataset_rows || rows > dataset_rows - first) {
+    return Status::Corruption(log::kCkpt, path_ + ", dataset " + array.name + ": rows [" + std::to_string(first) +
+                                              ", +" + std::to_string(rows) + ") outside its " +
+                                              std::to_string(dataset_rows) + " rows");
+  }
+  hid_t ds = H5I_INVALID_HID;
+  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &ds));
+  Hid type, fspace, mspace;
+  BATON_RETURN_IF_ERROR(MakeH5Type(array.dtype, &type));
+  BATON_H5_OPEN(fspace, H5Dget_space(ds), H5Sclose);
+  std::vector<hsize_t> start{first}, count{rows};
+  for (size_t i = 1; i < array.shape.size(); ++i) {
+    start.push_back(0);
+    count.push_back(array.shape[i]);
+  }
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr)));
+  BATON_H5_OPEN(mspace, H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+  Status s = BATON_H5_CHECK(H5Dread(ds, type.get(), mspace.get(), fspace.get(), H5P_DEFAULT, buf));
+  return s.ok() ? s : s.Annotate(path_ + ", dataset " + array.name);
+}
+
+}  // namespace baton::ckpt::h5

@@ -1,0 +1,56 @@
+// Reads rows of datasets from one shard file of a committed version, for
+// one rank (sec2 driver, read-only: restore reads need no collective I/O).
+//
+// Hostile files: the shard is found through ResolveInside (a plain name,
+// a regular file, no symlink), its size must equal the manifest's; before
+// the first read of a dataset its type, dims, layout (contiguous) and
+// extent within the file are checked against what the manifest says, so a
+// read never asks for, or allocates, more than the file on disk holds.
+// Errors name the file (and dataset).
+//
+// Threading: HDF5 calls, see h5_check.h. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "baton/status.h"
+#include "ckpt/fs/env.h"
+#include "ckpt/hdf5/h5_check.h"
+#include "ckpt/manifest.h"
+
+namespace baton::ckpt::h5 {
+
+class ShardReader {
+ public:
+  // Opens version_dir/file, which the manifest says is expected_bytes long.
+  static Status Open(fs::Env* env, const std::string& version_dir, const std::string& file,
+                     uint64_t expected_bytes, std::unique_ptr<ShardReader>* out);
+  ~ShardReader();
+
+  // Reads dataset rows [first, first + rows) of `array`'s dataset, which the
+  // manifest says has dataset_rows rows, into buf (rows * row_bytes bytes).
+  Status ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf);
+
+  // Checks the dataset (type, dims, layout, extent within the file) without
+  // reading; ReadRows does it on its first read of a dataset.
+  Status CheckDataset(const ArrayMeta& array, uint64_t dataset_rows) {
+    hid_t unused;
+    return OpenDataset(array, dataset_rows, &unused);
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  ShardReader() = default;
+  Status OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* ds);
+
+  std::string path_;
+  uint64_t file_bytes_ = 0;
+  Hid file_;
+  std::map<std::string, Hid> datasets_;  // checked ones, by name
+};
+
+}  // namespace baton::ckpt::h5

@@ -1,0 +1,185 @@
+#include "ckpt/hdf5/shard_writer.h"
+
+#include <hdf5.h>
+
+#include <memory>
+#include <string>
+
+#include "baton/log.h"
+#include "ckpt/agreement.h"
+#include "ckpt/hdf5/h5_check.h"
+#include "ckpt/hdf5/h5_types.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt::h5 {
+namespace {
+
+struct MemberRows {
+  uint64_t first_row;
+  uint64_t rows;
+};
+
+Status WriteAttribute(hid_t obj, const char* name, hid_t type, int ndims, const hsize_t* dims, const void* value) {
+  Hid space;
+  if (ndims == 0) {
+    BATON_H5_OPEN(space, H5Screate(H5S_SCALAR), H5Sclose);
+  } else {
+    BATON_H5_OPEN(space, H5Screate_simple(ndims, dims, nullptr), H5Sclose);
+  }
+  Hid attr;
+  BATON_H5_OPEN(attr, H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (ndims == 0 || dims[0] > 0) BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Awrite(attr.get(), type, value)));
+  return BATON_H5_CHECK(attr.Close());
+}
+
+Status WriteStringAttribute(hid_t obj, const char* name, const std::string& value) {
+  Hid type;
+  BATON_H5_OPEN(type, H5Tcopy(H5T_C_S1), H5Tclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tset_size(type.get(), value.size())));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLTERM)));
+  return WriteAttribute(obj, name, type.get(), 0, nullptr, value.c_str());
+}
+
+// One array's dataset: created by every member (collective metadata), then
+// each member's rows written into its hyperslab.
+Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vector<MemberRows>& members,
+                    int me, Transfer transfer) {
+  uint64_t ds_rows = 0, my_row = 0;
+  for (size_t m = 0; m < members.size(); ++m) {
+    if (static_cast<int>(m) == me) my_row = ds_rows;
+    ds_rows += members[m].rows;
+  }
+  if (ds_rows == 0) return Status::OK();  // the group holds none of it
+
+  std::vector<hsize_t> dims{ds_rows};
+  for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
+  Hid type, fspace, dcpl, ds;
+  BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
+  BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
+  // Every byte is written by a member: filling first would write it all twice.
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)));
+  BATON_H5_OPEN(ds, H5Dcreate2(file, a.name.c_str(), type.get(), fspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                H5Dclose);
+
+  // Attributes (same values on every member: they are collective metadata).
+  BATON_RETURN_IF_ERROR(WriteStringAttribute(ds.get(), "dtype", std::string(DTypeName(a.dtype))));
+  hsize_t shape_len = a.global_shape.size();
+  BATON_RETURN_IF_ERROR(
+      WriteAttribute(ds.get(), "global_shape", H5T_STD_U64LE, 1, &shape_len, a.global_shape.data()));
+  std::vector<uint64_t> row_map;
+  bool consecutive = true;
+  uint64_t ds_row = 0, next_global = 0;
+  for (const MemberRows& m : members) {
+    if (m.rows == 0) continue;
+    if (!row_map.empty() && m.first_row != next_global) consecutive = false;
+    row_map.insert(row_map.end(), {ds_row, m.first_row, m.rows});
+    ds_row += m.rows;
+    next_global = m.first_row + m.rows;
+  }
+  hsize_t map_dims[2] = {row_map.size() / 3, 3};
+  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "row_map", H5T_STD_U64LE, 2, map_dims, row_map.data()));
+  if (consecutive) {
+    BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "offset", H5T_STD_U64LE, 0, nullptr, &row_map[1]));
+  }
+  uint8_t replicated = a.replicated ? 1 : 0;
+  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
+
+  // The data, straight from the caller's buffer.
+  if (a.rows == 0 && transfer == Transfer::kIndependent) return BATON_H5_CHECK(ds.Close());
+  Hid mspace;
+  if (a.rows == 0) {
+    // Collective: a member with nothing to write still takes part.
+    hsize_t one = 1;
+    BATON_H5_OPEN(mspace, H5Screate_simple(1, &one, nullptr), H5Sclose);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sselect_none(mspace.get())));
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sselect_none(fspace.get())));
+    static const char kNothing = 0;
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, &kNothing)));
+  } else {
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = my_row;
+    count[0] = a.rows;
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(
+        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr)));
+    BATON_H5_OPEN(mspace, H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, a.data)));
+  }
+  return BATON_H5_CHECK(ds.Close());
+}
+
+// The group agrees; a member that did not fail itself stops as kAborted, so
+// that the world's agreement reports the member that did.
+Status AgreeInGroup(MPI_Comm group, const Status& local) {
+  Status agreed = Agree(group, local);
+  if (agreed.ok() || !local.ok()) return local.ok() ? agreed : local;
+  return Status::Aborted(log::kCkpt, "shard group member failed: " + agreed.message());
+}
+
+Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
+                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer) {
+  Hid fapl, file, dxpl;
+  BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), group, MPI_INFO_NULL)));
+  // Metadata written collectively (one writer, aggregated) rather than by
+  // whichever rank evicts it.
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true)));
+  BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_dxpl_mpio(
+      dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT)));
+  const size_t n = arrays.size();
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<MemberRows> members_rows(static_cast<size_t>(members));
+    for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];
+    BATON_RETURN_IF_ERROR(WriteDataset(file.get(), dxpl.get(), arrays[i], members_rows, me, transfer));
+  }
+  return BATON_H5_CHECK(file.Close());
+}
+
+}  // namespace
+
+Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
+                  const ShardWriteOptions& options, ShardWriteResult* result) {
+  QuietHdf5Errors();
+  *result = ShardWriteResult();
+  fs::Env* env = options.env != nullptr ? options.env : fs::Env::Default();
+  int me = 0, members = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(group, &me)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(group, &members)));
+
+  // Every member learns every member's rows of every array.
+  const size_t n = arrays.size();
+  std::vector<MemberRows> mine(n), all(n * static_cast<size_t>(members));
+  for (size_t i = 0; i < n; ++i) {
+    mine[i] = {arrays[i].first_row, arrays[i].rows};
+    result->bytes_written += arrays[i].rows * arrays[i].row_bytes;
+  }
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
+                                                      static_cast<int>(2 * n), MPI_UINT64_T, group)));
+
+  // The first member creates the file with its mode; nobody opens it before.
+  Status created;
+  if (me == 0) {
+    std::unique_ptr<fs::WritableFile> f;
+    created = env->NewWritableFile(path, options.file_mode, &f);
+    if (created.ok()) created = f->Close();
+  }
+  BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
+
+  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer);
+  if (!written.ok()) written = written.Annotate("writing " + path);
+  // Everyone's bytes are in the file before the first member syncs it.
+  BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+  if (me == 0) {
+    BATON_RETURN_IF_ERROR(env->SyncFile(path));
+    fs::FileInfo info;
+    BATON_RETURN_IF_ERROR(env->Stat(path, &info));
+    result->file_bytes = info.size;
+  }
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt::h5

@@ -1,0 +1,68 @@
+// Writes one shard file together with the other ranks of a shard group
+// (parallel HDF5, MPI-IO driver). A self-contained unit: it takes the rows
+// to write and a communicator and makes every HDF5 call itself, so that an
+// async save can run it on its one HDF5 thread.
+//
+// File content: for each array that the group holds rows of, a dataset
+// named after the array, of shape [rows the group holds, global_shape[1:]...]
+// (a scalar: [1]), contiguous, allocated early, never filled: the group
+// members' rows concatenated in group rank order (a member's rows: one
+// chunk of the manifest). Attributes of each dataset:
+//   dtype         string    baton's name ("bf16")
+//   global_shape  uint64[]  the array's global shape (empty for a scalar)
+//   row_map       uint64[n][3]  per chunk: dataset row, global first row, rows
+//   offset        uint64    global row of dataset row 0, present when the
+//                           chunks are consecutive global rows (the usual case)
+//   replicated    uint8     1 for a replicated array
+// The types: h5_types.h (file type == memory type, nothing is converted).
+//
+// The file is created by the group's first rank through the Env
+// (O_EXCL|O_NOFOLLOW, with file_mode) before HDF5 opens it, so the mode is
+// right and an existing file is never overwritten; after H5Fclose the first
+// rank fsyncs it (Env::SyncFile) and reports its size.
+//
+// Collective over `group`; every member passes the same arrays in the same
+// order (names, types, shapes), with its own rows (possibly none: a member
+// with no rows still takes part in the collective calls).
+#pragma once
+
+#include <mpi.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/checkpointer.h"
+#include "baton/dtype.h"
+#include "baton/status.h"
+#include "ckpt/fs/env.h"
+
+namespace baton::ckpt::h5 {
+
+struct ShardArray {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> global_shape;
+  bool replicated = false;
+  uint64_t row_bytes = 0;   // bytes of one row
+  uint64_t first_row = 0;   // this rank's rows: global [first_row, first_row + rows)
+  uint64_t rows = 0;
+  const void* data = nullptr;  // rows * row_bytes bytes; not copied
+};
+
+struct ShardWriteOptions {
+  Transfer transfer = Transfer::kCollective;
+  mode_t file_mode = 0600;
+  fs::Env* env = nullptr;  // not owned
+};
+
+struct ShardWriteResult {
+  uint64_t bytes_written = 0;  // this rank's array bytes
+  uint64_t file_bytes = 0;     // the file's size after the sync (group rank 0 only)
+};
+
+Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
+                  const ShardWriteOptions& options, ShardWriteResult* result);
+
+}  // namespace baton::ckpt::h5

@@ -1,0 +1,5 @@
+#!/bin/sh
+# Checkpointer and HDF5 shard tests under mpirun, 8 rank(s) (Reshard.*: ckpt-reshard.sh).
+. "$srcdir/tests/lib/suite.sh"
+run_suite ckpt-np8 600 "$srcdir/tests/lib/mpirun-ranks" 8 "$BATON_BUILD_DIR/tests/mpi/baton_ckpt_tests" \
+  --gtest_filter='-Reshard.*'

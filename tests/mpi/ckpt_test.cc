@@ -1,0 +1,831 @@
+// Multi-rank tests of the Checkpointer (ckpt/checkpointer.cc) and its HDF5
+// shard files: round trips of every dtype at several group sizes, the
+// bytes of a replicated array, h5dump, the commit protocol under injected
+// faults, fallback on corruption, quarantine, retention, and resharding
+// (Reshard.*: run by tests/mpi/ckpt-reshard.sh, one launch saving and a
+// second one of another size restoring; skipped elsewhere).
+//
+// Run at 1, 3 and 8 ranks by make check (ckpt-np*.sh). Every rank runs
+// every test; checks before a collective call use EXPECT_*, never ASSERT_*.
+#include <fcntl.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "baton/checkpointer.h"
+#include "ckpt/catalog.h"
+#include "ckpt/checksum.h"
+#include "ckpt/fs/fault_env.h"
+#include "ckpt/manifest.h"
+#include "tests/lib/dtype_store.h"
+#include "tests/lib/mpi_world.h"
+#include "tests/lib/test_runtime.h"
+
+namespace baton {
+namespace {
+
+using ckpt::fs::FaultEnv;
+namespace stdfs = std::filesystem;
+
+int Rank() { return testing::WorldRank(); }
+int Size() { return testing::WorldSize(); }
+
+std::string BcastString(std::string s) {
+  int n = static_cast<int>(s.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  s.resize(static_cast<size_t>(n));
+  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
+  return s;
+}
+
+bool AllRanks(bool mine) {
+  int v = mine ? 1 : 0, all = 0;
+  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// A fresh directory per test, made by rank 0, removed after the test.
+class CkptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string path;
+    if (Rank() == 0) {
+      const char* tmp = std::getenv("TMPDIR");
+      std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/baton-ckpt-XXXXXX";
+      char* made = mkdtemp(templ.data());
+      path = made ? std::string(made) + "/ck" : "";
+    }
+    root_ = BcastString(path);
+    ASSERT_FALSE(root_.empty());
+  }
+  void TearDown() override {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (Rank() == 0) {
+      std::error_code ec;
+      stdfs::remove_all(stdfs::path(root_).parent_path(), ec);
+    }
+  }
+
+  CheckpointOptions Options(int group_size = 0) const {
+    CheckpointOptions o;
+    o.dir = root_;
+    o.group_size = group_size;
+    return o;
+  }
+
+  std::string root_;
+};
+
+// --- arrays with known contents ----------------------------------------------
+
+// Small integers: exact in every dtype, bf16 and u8 included.
+double Value(int array, uint64_t element, int64_t step) {
+  return static_cast<double>((array * 7 + element * 13 + static_cast<uint64_t>(step) * 5) % 97);
+}
+
+struct TestArray {
+  std::string name;
+  DType dtype;
+  std::vector<uint64_t> shape;
+  bool replicated;
+  uint64_t first_row = 0, rows = 0;  // this rank's (all rows when replicated)
+  uint64_t row_elems = 1;
+  std::vector<char> buf;
+
+  void Fill(int id, int64_t step) {
+    for (uint64_t i = 0; i < rows * row_elems; ++i) {
+      testing::Store(dtype, Value(id, first_row * row_elems + i, step), buf.data(), i);
+    }
+  }
+  std::vector<char> Expected(int id, int64_t step) const {
+    TestArray copy = *this;
+    copy.Fill(id, step);
+    return copy.buf;
+  }
+};
+
+void EvenSplit(uint64_t rows, int world, int rank, uint64_t* first, uint64_t* count) {
+  const uint64_t base = rows / world, extra = rows % world;
+  *first = rank * base + std::min<uint64_t>(rank, extra);
+  *count = base + (static_cast<uint64_t>(rank) < extra ? 1 : 0);
+}
+
+const DType kAllTypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8};
+
+// Every dtype replicated (5 rows: at 8 ranks some write none) and sharded
+// (uneven rows), plus a replicated scalar.
+std::vector<TestArray> MakeArrays(int world, int rank, uint64_t sharded_rows = 0) {
+  std::vector<TestArray> out;
+  if (sharded_rows == 0) sharded_rows = 3 * static_cast<uint64_t>(world) + 2;
+  for (DType t : kAllTypes) {
+    TestArray r{"r_" + std::string(DTypeName(t)), t, {5, 3}, true, 0, 0, 1, {}};
+    r.rows = 5;
+    r.row_elems = 3;
+    out.push_back(r);
+    TestArray s{"s_" + std::string(DTypeName(t)), t, {sharded_rows, 4}, false, 0, 0, 1, {}};
+    EvenSplit(sharded_rows, world, rank, &s.first_row, &s.rows);
+    s.row_elems = 4;
+    out.push_back(s);
+  }
+  TestArray scalar{"scalar", DType::kI64, {}, true, 0, 0, 1, {}};
+  scalar.rows = 1;
+  out.push_back(scalar);
+  for (TestArray& a : out) a.buf.assign(std::max<uint64_t>(1, a.rows * a.row_elems) * DTypeSize(a.dtype), 0);
+  return out;
+}
+
+void FillAll(std::vector<TestArray>* arrays, int64_t step) {
+  for (size_t i = 0; i < arrays->size(); ++i) (*arrays)[i].Fill(static_cast<int>(i), step);
+}
+
+void ZeroAll(std::vector<TestArray>* arrays) {
+  for (TestArray& a : *arrays) std::fill(a.buf.begin(), a.buf.end(), 0);
+}
+
+Status RegisterAll(Checkpointer* ck, std::vector<TestArray>* arrays) {
+  for (TestArray& a : *arrays) {
+    Status s = a.replicated ? ck->RegisterReplicated(a.name, a.buf.data(), a.dtype, a.shape)
+                            : ck->RegisterSharded(a.name, a.buf.data(), a.dtype, a.shape, a.first_row, a.rows);
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+// The arrays hold step's values; "" or the first array that does not.
+std::string CheckAll(const std::vector<TestArray>& arrays, int64_t step) {
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    if (arrays[i].buf != arrays[i].Expected(static_cast<int>(i), step)) return arrays[i].name;
+  }
+  return "";
+}
+
+std::unique_ptr<Checkpointer> MakeCheckpointer(const CheckpointOptions& o) {
+  std::unique_ptr<Checkpointer> ck;
+  Status s = Checkpointer::Create(*testing::g_runtime, o, &ck);
+  EXPECT_TRUE(s.ok()) << s;
+  return ck;
+}
+
+Status ReadManifest(const std::string& vdir, ckpt::Manifest* m) {
+  std::ifstream in(vdir + "/manifest.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return ckpt::ParseManifestJson(text.str(), m);
+}
+
+std::vector<ckpt::VersionInfo> Versions(const std::string& dir) {
+  std::vector<ckpt::VersionInfo> v;
+  Status s = ckpt::ListVersions(ckpt::fs::Env::Default(), dir, 2, &v);
+  EXPECT_TRUE(s.ok()) << s;
+  return v;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// --- round trips ------------------------------------------------------------------
+
+// group_size -1 stands for the world size.
+class CkptRoundTrip : public CkptTest, public ::testing::WithParamInterface<std::tuple<int, Transfer>> {};
+
+TEST_P(CkptRoundTrip, EveryDTypeReplicatedAndSharded) {
+  const int g = std::get<0>(GetParam()) < 0 ? Size() : std::get<0>(GetParam());
+  CheckpointOptions o = Options(g);
+  o.transfer = std::get<1>(GetParam());
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(ck != nullptr));
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 7);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  EXPECT_TRUE(ck->SetUserBlob("loader state " + std::to_string(Rank())).ok());
+  Status s = ck->Save(7);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  const CheckpointStats saved = ck->last_stats();
+  EXPECT_EQ(saved.step, 7);
+
+  // The manifest: one shard per group, every dtype, the sizes.
+  ckpt::Manifest m;
+  Status ms = ReadManifest(saved.version_path, &m);
+  ASSERT_TRUE(ms.ok()) << ms;
+  const int expect_groups = g == 0 ? testing::g_runtime->num_nodes() : (Size() + g - 1) / g;
+  EXPECT_EQ(static_cast<int>(m.shards.size()), expect_groups);
+  EXPECT_EQ(m.step, 7);
+  EXPECT_EQ(m.world_size, Size());
+  EXPECT_EQ(m.total_bytes(), saved.total_bytes);
+  uint64_t expect_total = 0;
+  for (const TestArray& a : arrays) expect_total += a.rows * a.row_elems * DTypeSize(a.dtype) * (a.replicated ? 1 : 0);
+  for (const TestArray& a : arrays) {
+    if (!a.replicated) expect_total += a.shape[0] * a.row_elems * DTypeSize(a.dtype);
+  }
+  EXPECT_EQ(saved.total_bytes, expect_total);
+
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  auto ck2 = MakeCheckpointer(o);  // a fresh process's view
+  ASSERT_TRUE(AllRanks(RegisterAll(ck2.get(), &arrays).ok()));
+  s = ck2->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  ASSERT_TRUE(step.has_value());
+  EXPECT_EQ(*step, 7);
+  EXPECT_EQ(CheckAll(arrays, 7), "");
+  EXPECT_EQ(ck2->user_blob(), "loader state 0");
+  EXPECT_EQ(ck2->last_stats().fallbacks, 0);
+  EXPECT_EQ(ck2->last_stats().version_path, saved.version_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupSizes, CkptRoundTrip,
+                         ::testing::Values(std::make_tuple(0, Transfer::kCollective),
+                                           std::make_tuple(1, Transfer::kCollective),
+                                           std::make_tuple(2, Transfer::kCollective),
+                                           std::make_tuple(3, Transfer::kCollective),
+                                           std::make_tuple(-1, Transfer::kCollective),
+                                           std::make_tuple(2, Transfer::kIndependent),
+                                           std::make_tuple(-1, Transfer::kIndependent)));
+
+TEST_F(CkptTest, NothingToRestoreIsAFirstRun) {
+  auto ck = MakeCheckpointer(Options());
+  std::vector<float> w(4);
+  EXPECT_TRUE(ck->RegisterReplicated("w", w.data(), DType::kF32, {4}).ok());
+  std::optional<int64_t> step = 3;
+  Status s = ck->Restore(&step);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(step.has_value());
+}
+
+// --- what is in the files -------------------------------------------------------
+
+// A replicated array is written once in total: its datasets over all shards
+// hold exactly its bytes.
+TEST_F(CkptTest, ReplicatedArrayIsWrittenOnce) {
+  auto ck = MakeCheckpointer(Options(1));
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  Status s = ck->Save(1);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  if (Rank() == 0) {
+    const std::string vdir = ck->last_stats().version_path;
+    for (const TestArray& a : arrays) {
+      uint64_t stored = 0;
+      for (int g = 0; g < Size(); ++g) {
+        const std::string path = vdir + "/shard-" + std::to_string(g) + ".h5";
+        hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+        ASSERT_GE(f, 0) << path;
+        if (H5Lexists(f, a.name.c_str(), H5P_DEFAULT) > 0) {
+          hid_t d = H5Dopen2(f, a.name.c_str(), H5P_DEFAULT);
+          stored += H5Dget_storage_size(d);
+          H5Dclose(d);
+        }
+        H5Fclose(f);
+      }
+      const uint64_t bytes = (a.shape.empty() ? 1 : a.shape[0]) * a.row_elems * DTypeSize(a.dtype);
+      EXPECT_EQ(stored, bytes) << a.name << ": sum of dataset sizes over " << Size() << " shards";
+    }
+  }
+}
+
+// Runs a command, returns its standard output.
+std::string RunCommand(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// The numbers in h5dump's DATA { ... } block.
+std::vector<double> DumpedValues(const std::string& dump) {
+  std::vector<double> v;
+  size_t at = dump.find("DATA {");
+  if (at == std::string::npos) return v;
+  std::string body = dump.substr(at + 6, dump.find('}', at) - at - 6);
+  for (char& c : body) {
+    if (c == ',') c = ' ';
+  }
+  std::istringstream in(body);
+  double x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+TEST_F(CkptTest, H5dumpReadsWhatWasWritten) {
+  const std::string h5dump = BATON_H5DUMP;
+  if (h5dump.empty()) GTEST_SKIP() << "configure found no h5dump";
+  auto ck = MakeCheckpointer(Options(Size()));  // one shard with every row
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 3);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  Status s = ck->Save(3);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  if (Rank() == 0) {
+    const std::string file = ck->last_stats().version_path + "/shard-0.h5";
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      const TestArray& a = arrays[i];
+      const uint64_t rows = a.shape.empty() ? 1 : a.shape[0];
+      std::vector<double> dumped = DumpedValues(RunCommand(h5dump + " -y -w 0 -d /" + a.name + " " + file));
+      ASSERT_EQ(dumped.size(), rows * a.row_elems) << a.name;
+      for (uint64_t e = 0; e < dumped.size(); ++e) {
+        EXPECT_EQ(dumped[e], Value(static_cast<int>(i), e, 3)) << a.name << " element " << e;
+      }
+    }
+    const std::string attrs = RunCommand(h5dump + " -A -d /s_bf16 " + file);
+    EXPECT_NE(attrs.find("\"bf16\""), std::string::npos) << attrs;
+    EXPECT_NE(attrs.find("ATTRIBUTE \"global_shape\""), std::string::npos) << attrs;
+    EXPECT_NE(attrs.find(std::to_string(3 * Size() + 2) + ", 4"), std::string::npos) << attrs;
+    EXPECT_NE(attrs.find("ATTRIBUTE \"offset\""), std::string::npos) << attrs;
+    // f16 is HDF5's 16-bit IEEE layout: h5dump names its fields.
+    const std::string f16 = RunCommand(h5dump + " -H -d /s_f16 " + file);
+    EXPECT_NE(f16.find("16-bit little-endian floating-point"), std::string::npos) << f16;
+  }
+}
+
+TEST_F(CkptTest, FilesAndDirectoriesHaveTheirModes) {
+  auto ck = MakeCheckpointer(Options());
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  Status s = ck->Save(1);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  if (Rank() == 0) {
+    struct stat st;
+    const std::string vdir = ck->last_stats().version_path;
+    ASSERT_EQ(stat(vdir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_EQ(stat((vdir + "/manifest.json").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(stat((vdir + "/shard-0.h5").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+}
+
+// --- the commit protocol --------------------------------------------------------
+
+TEST_F(CkptTest, CommitOrderIsShardsAgreedManifestRenameDirectories) {
+  FaultEnv env;
+  CheckpointOptions o = Options(1);
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  env.ClearEvents();
+  Status s = ck->Save(4);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  const std::string vdir = ck->last_stats().version_path;
+  const std::vector<std::string> ev = env.events();
+  auto find = [&](const std::string& e) {
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (ev[i] == e) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const int shard = find("sync " + vdir + "/shard-" + std::to_string(Rank()) + ".h5");
+  const int agreed = find("mark agreed");
+  EXPECT_GE(shard, 0);
+  EXPECT_GT(agreed, shard);
+  if (Rank() == 0) {
+    const int manifest = find("sync " + vdir + "/manifest.json.tmp");
+    const int rename = find("rename " + vdir + "/manifest.json.tmp -> " + vdir + "/manifest.json");
+    const int syncdir = find("syncdir " + vdir);
+    const int syncparent = find("syncdir " + root_);
+    EXPECT_GT(manifest, agreed);
+    EXPECT_GT(rename, manifest);
+    EXPECT_GT(syncdir, rename);
+    EXPECT_GT(syncparent, syncdir);
+    std::string all;
+    for (const std::string& e : ev) all += e + "\n";
+    EXPECT_TRUE(manifest >= 0 && rename >= 0 && syncdir >= 0 && syncparent >= 0) << all;
+  } else {
+    for (const std::string& e : ev) EXPECT_EQ(e.find("manifest"), std::string::npos) << e;
+  }
+}
+
+class CkptManifestFault : public CkptTest, public ::testing::WithParamInterface<FaultEnv::Fault> {};
+
+// A failure while committing the manifest leaves the previous version the
+// newest, on every rank, and the message names rank 0 and the file.
+TEST_P(CkptManifestFault, AbandonsTheVersionOnEveryRank) {
+  FaultEnv env;
+  CheckpointOptions o = Options();
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  Status s = ck->Save(1);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  const std::string first = ck->last_stats().version_path;
+
+  if (Rank() == 0) env.Inject(GetParam(), "manifest");
+  FillAll(&arrays, 2);
+  s = ck->Save(2);
+  EXPECT_FALSE(s.ok());
+  int code = static_cast<int>(s.code()), lo = 0, hi = 0;
+  MPI_Allreduce(&code, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&code, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lo, hi) << "every rank returns the same code";
+  EXPECT_NE(s.message().find("rank 0: "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("manifest.json"), std::string::npos) << s;
+  env.Clear();
+
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    int complete = 0;
+    for (const ckpt::VersionInfo& v : Versions(root_)) {
+      if (v.status == ckpt::VersionStatus::kComplete) {
+        ++complete;
+        EXPECT_EQ(v.path, first);
+      }
+    }
+    EXPECT_EQ(complete, 1);
+  }
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(1));
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, CkptManifestFault,
+                         ::testing::Values(FaultEnv::Fault::kFailWrite, FaultEnv::Fault::kShortWrite,
+                                           FaultEnv::Fault::kNoSpace, FaultEnv::Fault::kFailSync,
+                                           FaultEnv::Fault::kFailRename, FaultEnv::Fault::kCrashBeforeRename));
+
+// A shard's sync failing on the last rank fails the save everywhere, naming
+// that rank and its shard file.
+TEST_F(CkptTest, ShardSyncFailureNamesTheRankAndFile) {
+  FaultEnv env;
+  CheckpointOptions o = Options(1);
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  const int victim = Size() - 1;
+  if (Rank() == victim) env.Inject(FaultEnv::Fault::kFailSync, "shard-");
+  Status s = ck->Save(9);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank " + std::to_string(victim) + ": "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("shard-" + std::to_string(victim) + ".h5"), std::string::npos) << s;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    for (const ckpt::VersionInfo& v : Versions(root_)) EXPECT_NE(v.status, ckpt::VersionStatus::kComplete) << v.name;
+  }
+}
+
+TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
+  auto ck = MakeCheckpointer(Options());
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 5);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
+  const std::string first = ck->last_stats().version_path;
+  std::string before_manifest, before_shard;
+  if (Rank() == 0) {
+    before_manifest = Slurp(first + "/manifest.json");
+    before_shard = Slurp(first + "/shard-0.h5");
+  }
+  FillAll(&arrays, 6);
+  ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
+  EXPECT_NE(ck->last_stats().version_path, first);
+  if (Rank() == 0) {
+    EXPECT_EQ(Slurp(first + "/manifest.json"), before_manifest);
+    EXPECT_EQ(Slurp(first + "/shard-0.h5"), before_shard);
+  }
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  ASSERT_TRUE(AllRanks(ck->Restore(&step).ok()));
+  EXPECT_EQ(CheckAll(arrays, 6), "") << "the newer save of step 5 wins";
+}
+
+// --- restore: verification, fallback, quarantine --------------------------------
+
+// Two versions (steps 1 and 2); `damage` runs on rank 0 against version 2's
+// directory; then a restore must fall back to step 1.
+class CkptDamage : public CkptTest {
+ protected:
+  void SaveTwo(int group_size = 1) {
+    ck_ = MakeCheckpointer(Options(group_size));
+    arrays_ = MakeArrays(Size(), Rank());
+    ASSERT_TRUE(AllRanks(RegisterAll(ck_.get(), &arrays_).ok()));
+    FillAll(&arrays_, 1);
+    ASSERT_TRUE(AllRanks(ck_->Save(1).ok()));
+    FillAll(&arrays_, 2);
+    ASSERT_TRUE(AllRanks(ck_->Save(2).ok()));
+    newest_ = ck_->last_stats().version_path;
+  }
+  void ExpectFallback(const std::string& file) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    ZeroAll(&arrays_);
+    std::optional<int64_t> step;
+    Status s = ck_->Restore(&step);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    EXPECT_EQ(step, std::optional<int64_t>(1));
+    EXPECT_EQ(ck_->last_stats().fallbacks, 1);
+    EXPECT_EQ(CheckAll(arrays_, 1), "");
+    if (Rank() == 0) {
+      const std::string failures = Slurp(newest_ + "/" + ckpt::kRestoreFailuresName);
+      EXPECT_NE(failures.find(file), std::string::npos) << failures;
+    }
+  }
+
+  std::unique_ptr<Checkpointer> ck_;
+  std::vector<TestArray> arrays_;
+  std::string newest_;
+};
+
+// Where dataset `name`'s bytes begin in an HDF5 file.
+uint64_t DataOffset(const std::string& file, const std::string& name) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  haddr_t off = H5Dget_offset(d);
+  H5Dclose(d);
+  H5Fclose(f);
+  return off;
+}
+
+TEST_F(CkptDamage, FlippedBitFallsBackToTheOlderVersion) {
+  SaveTwo();
+  const std::string victim = "shard-" + std::to_string(Size() - 1) + ".h5";
+  if (Rank() == 0) {
+    const std::string path = newest_ + "/" + victim;
+    const uint64_t off = DataOffset(path, "s_f32") + 1;
+    int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    unsigned char c = 0;
+    ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(off)), 1);
+    c ^= 0x10;
+    ASSERT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(off)), 1);
+    close(fd);
+  }
+  ExpectFallback(victim);
+}
+
+TEST_F(CkptDamage, TruncatedShardFallsBack) {
+  SaveTwo();
+  if (Rank() == 0) {
+    const std::string path = newest_ + "/shard-0.h5";
+    ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(stdfs::file_size(path) / 2)), 0);
+  }
+  ExpectFallback("shard-0.h5");
+}
+
+TEST_F(CkptDamage, MissingShardFallsBack) {
+  SaveTwo();
+  if (Rank() == 0) {
+    ASSERT_EQ(unlink((newest_ + "/shard-0.h5").c_str()), 0);
+  }
+  ExpectFallback("shard-0.h5");
+}
+
+TEST_F(CkptDamage, SymlinkedShardIsRejected) {
+  SaveTwo();
+  if (Rank() == 0) {
+    const std::string path = newest_ + "/shard-0.h5";
+    ASSERT_EQ(rename(path.c_str(), (newest_ + "/elsewhere.h5").c_str()), 0);
+    ASSERT_EQ(symlink("elsewhere.h5", path.c_str()), 0);
+  }
+  ExpectFallback("shard-0.h5");
+}
+
+// Manifests naming files outside their version directory are refused (the
+// parser or ResolveInside), and restore falls back.
+TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
+  for (const std::string& evil : {std::string("../") + ckpt::VersionName(1, 1) + "/shard-0.h5", std::string("/etc/passwd")}) {
+    SaveTwo();
+    if (Rank() == 0) {
+      std::string text = Slurp(newest_ + "/manifest.json");
+      const size_t at = text.find("\"shard-0.h5\"");
+      ASSERT_NE(at, std::string::npos) << text;
+      text.replace(at, 12, "\"" + evil + "\"");
+      std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
+    }
+    ExpectFallback("");
+    TearDown();
+    SetUp();
+  }
+}
+
+TEST_F(CkptDamage, QuarantinedAfterTwoFailures) {
+  SaveTwo();
+  if (Rank() == 0) {
+    ASSERT_EQ(truncate((newest_ + "/shard-0.h5").c_str(), 100), 0);
+  }
+  ExpectFallback("shard-0.h5");
+  ExpectFallback("shard-0.h5");
+  // Now skipped without being tried.
+  ZeroAll(&arrays_);
+  std::optional<int64_t> step;
+  Status s = ck_->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(1));
+  EXPECT_EQ(ck_->last_stats().fallbacks, 0);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[1].status, ckpt::VersionStatus::kQuarantined);
+    EXPECT_EQ(v[1].restore_failures, 2);
+  }
+}
+
+TEST_F(CkptTest, MismatchedArraysAreListed) {
+  auto ck = MakeCheckpointer(Options());
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(1).ok()));
+
+  auto other = MakeCheckpointer(Options());
+  std::vector<float> w(5 * 4);
+  std::vector<double> extra(2);
+  EXPECT_TRUE(other->RegisterReplicated("r_f32", w.data(), DType::kF32, {5, 4}).ok());
+  EXPECT_TRUE(other->RegisterReplicated("extra", extra.data(), DType::kF64, {2}).ok());
+  std::optional<int64_t> step;
+  Status s = other->Restore(&step);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("r_f32: shape [5,4] registered, [5,3] in the checkpoint"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("extra: registered, not in the checkpoint"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("s_bf16: in the checkpoint, not registered"), std::string::npos) << s;
+}
+
+TEST_F(CkptTest, ShardedRowsMustTileTheArray) {
+  auto ck = MakeCheckpointer(Options());
+  std::vector<float> w(4 * 2);
+  // Every rank claims rows [0, 2) of 2 * size + 1 rows: rows are missing
+  // (and, above one rank, overlap).
+  EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {2 * static_cast<uint64_t>(Size()) + 1, 4}, 0, 2).ok());
+  Status s = ck->Save(1);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("sharded array w"), std::string::npos) << s;
+}
+
+// --- retention ------------------------------------------------------------------
+
+TEST_F(CkptTest, RetentionKeepsTheNewestAndRemovesCrashedSaves) {
+  CheckpointOptions o = Options();
+  o.keep = 2;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(1).ok()));
+  // A save that crashed: a version directory without a manifest.
+  if (Rank() == 0) {
+    ASSERT_EQ(mkdir((root_ + "/" + ckpt::VersionName(2, 2)).c_str(), 0700), 0);
+  }
+  for (int step = 3; step <= 5; ++step) ASSERT_TRUE(AllRanks(ck->Save(step).ok()));
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0].step, 4);
+    EXPECT_EQ(v[1].step, 5);
+  }
+}
+
+// --- a side-by-side measurement, not a test (docs/checkpoint-format.md) -------------
+//   tests/lib/mpirun-ranks 4 _build/tests/mpi/baton_ckpt_tests --gtest_also_run_disabled_tests
+//     --gtest_filter='CkptTest.DISABLED_CollectiveVsIndependent'      (BATON_CKPT_BENCH_MIB: MiB per rank, default 64)
+// Interleaves, per round: a raw parallel write of the same bytes (pwrite at
+// each rank's offset into one file, fsync), a save with collective and one
+// with independent transfers (one shard for the node), and the restores
+// and a raw read (pread) of the same bytes.
+
+double Seconds() { return MPI_Wtime(); }
+
+double MaxOverRanks(double v) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+TEST_F(CkptTest, DISABLED_CollectiveVsIndependent) {
+  const char* mib_env = std::getenv("BATON_CKPT_BENCH_MIB");
+  const uint64_t mib = mib_env ? std::strtoull(mib_env, nullptr, 10) : 64;
+  const uint64_t row_elems = 1024, rows = mib * 256;  // 4 KiB rows
+  const uint64_t bytes = rows * row_elems * 4;
+  std::vector<float> w(rows * row_elems);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 1000);
+  const double total_mib = static_cast<double>(bytes) * Size() / (1 << 20);
+  const char* names[] = {"raw write+fsync", "save collective", "save independent", "raw read",
+                         "restore collective-saved", "restore independent-saved"};
+  std::vector<double> best(6, 1e30);
+  for (int round = 0; round < 3; ++round) {
+    // Raw parallel write into one file.
+    const std::string raw = root_ + "-raw";
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = Seconds();
+    int fd = open(raw.c_str(), O_CREAT | O_WRONLY, 0600);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(pwrite(fd, w.data(), bytes, static_cast<off_t>(bytes * Rank())), static_cast<ssize_t>(bytes));
+    EXPECT_EQ(fsync(fd), 0);
+    close(fd);
+    best[0] = std::min(best[0], MaxOverRanks(Seconds() - t0));
+    std::string vdirs[2];
+    for (int mode = 0; mode < 2; ++mode) {
+      CheckpointOptions o = Options(0);
+      o.transfer = mode == 0 ? Transfer::kCollective : Transfer::kIndependent;
+      o.keep = 4;
+      auto ck = MakeCheckpointer(o);
+      EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = Seconds();
+      Status s = ck->Save(round * 2 + mode);
+      EXPECT_TRUE(s.ok()) << s;
+      best[1 + mode] = std::min(best[1 + mode], MaxOverRanks(Seconds() - t0));
+      vdirs[mode] = ck->last_stats().version_path;
+    }
+    // Reads: raw, then a restore of each save (the newest first).
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = Seconds();
+    fd = open(raw.c_str(), O_RDONLY);
+    EXPECT_EQ(pread(fd, w.data(), bytes, static_cast<off_t>(bytes * Rank())), static_cast<ssize_t>(bytes));
+    close(fd);
+    best[3] = std::min(best[3], MaxOverRanks(Seconds() - t0));
+    for (int mode = 1; mode >= 0; --mode) {
+      if (Rank() == 0 && mode == 0) stdfs::remove_all(vdirs[1]);  // restore the older one next
+      MPI_Barrier(MPI_COMM_WORLD);
+      auto ck = MakeCheckpointer(Options(0));
+      EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = Seconds();
+      std::optional<int64_t> step;
+      Status s = ck->Restore(&step);
+      EXPECT_TRUE(s.ok()) << s;
+      best[4 + mode] = std::min(best[4 + mode], MaxOverRanks(Seconds() - t0));
+    }
+    if (Rank() == 0) {
+      std::error_code ec;
+      stdfs::remove(raw, ec);
+      stdfs::remove_all(vdirs[0], ec);
+    }
+  }
+  if (Rank() == 0) {
+    std::printf("%d ranks, %.0f MiB in total, best of 3 rounds:\n", Size(), total_mib);
+    for (int i = 0; i < 6; ++i) {
+      std::printf("  %-27s %8.3f s %9.1f MiB/s  (%.2f of raw)\n", names[i], best[i], total_mib / best[i],
+                  (i < 3 ? best[0] : best[3]) / best[i]);
+    }
+  }
+}
+
+// --- resharding across launches (tests/mpi/ckpt-reshard.sh) -------------------------
+
+// The sharded rows do not depend on the world size: 25 of them.
+constexpr uint64_t kReshardRows = 25;
+
+std::string ReshardDir() {
+  const char* d = std::getenv("BATON_CKPT_RESHARD_DIR");
+  return d ? d : "";
+}
+
+TEST(Reshard, Save) {
+  if (ReshardDir().empty()) GTEST_SKIP() << "run by tests/mpi/ckpt-reshard.sh";
+  CheckpointOptions o;
+  o.dir = ReshardDir();
+  o.group_size = 2;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank(), kReshardRows);
+  FillAll(&arrays, 42);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  EXPECT_TRUE(ck->SetUserBlob("saved by " + std::to_string(Size()) + " ranks").ok());
+  Status s = ck->Save(42);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(Reshard, Restore) {
+  if (ReshardDir().empty()) GTEST_SKIP() << "run by tests/mpi/ckpt-reshard.sh";
+  CheckpointOptions o;
+  o.dir = ReshardDir();
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank(), kReshardRows);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  std::optional<int64_t> step;
+  Status s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(42));
+  EXPECT_EQ(CheckAll(arrays, 42), "");
+  EXPECT_EQ(ck->last_stats().fallbacks, 0);
+  const std::string blob = ck->user_blob();
+  EXPECT_EQ(blob.rfind("saved by ", 0), 0u) << blob;
+  EXPECT_EQ(blob.find("saved by " + std::to_string(Size()) + " "), std::string::npos) << "another world size";
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,203 @@
+#include "ckpt/catalog.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ckpt/fs/fault_env.h"
+#include "ckpt/manifest.h"
+#include "tests/unit/ckpt_temp_dir.h"
+
+namespace baton::ckpt {
+namespace {
+
+TEST(CkptCatalog, VersionNames) {
+  EXPECT_EQ(VersionName(12, 400), "v00000012-s400");
+  EXPECT_EQ(VersionName(123456789, 0), "v123456789-s0");
+  uint64_t seq = 0;
+  int64_t step = 0;
+  ASSERT_TRUE(ParseVersionName("v00000012-s400", &seq, &step));
+  EXPECT_EQ(seq, 12u);
+  EXPECT_EQ(step, 400);
+  ASSERT_TRUE(ParseVersionName("v123456789-s7", &seq, &step));
+  EXPECT_EQ(seq, 123456789u);
+  for (const char* bad : {"", "v", "v00000012", "v0000012-s4", "v000000012-s4", "v00000012-s04", "v00000012-s",
+                          "x00000012-s4", "v00000012-s-4", "v00000012-s+4", "v00000012-s4x", "v-0000012-s4",
+                          "v99999999999999999999-s1", "v00000001-s99999999999999999999", "v00000012-s4.tmp"}) {
+    EXPECT_FALSE(ParseVersionName(bad, &seq, &step)) << bad;
+  }
+}
+
+class CkptCatalogDir : public ::testing::Test {
+ protected:
+  fs::Env* env = fs::Env::Default();
+  TempDir dir;
+
+  std::string Version(uint64_t seq, int64_t step, bool complete) {
+    const std::string p = dir / VersionName(seq, step);
+    EXPECT_TRUE(env->CreateDir(p, 0755, false).ok());
+    if (complete) {
+      EXPECT_TRUE(WriteWholeFile(env, p + "/" + kManifestName, "{}").ok());
+    }
+    return p;
+  }
+  std::vector<VersionInfo> List(int max_failures = 2) {
+    std::vector<VersionInfo> v;
+    Status s = ListVersions(env, dir.path(), max_failures, &v);
+    EXPECT_TRUE(s.ok()) << s;
+    return v;
+  }
+};
+
+TEST_F(CkptCatalogDir, ListsVersionsWithTheirStatus) {
+  Version(3, 30, true);
+  Version(1, 10, true);
+  Version(2, 20, false);
+  // A manifest that is a symlink does not make a version complete.
+  const std::string v6 = Version(6, 60, false);
+  ASSERT_EQ(::symlink((dir / "v00000001-s10/manifest.json").c_str(), (v6 + "/manifest.json").c_str()), 0);
+  // Not versions: a symlink to a version, a file with a version's name, other names.
+  ASSERT_EQ(::symlink((dir / "v00000001-s10").c_str(), (dir / "v00000004-s40").c_str()), 0);
+  ASSERT_TRUE(WriteWholeFile(env, dir / "v00000005-s50", "").ok());
+  ASSERT_TRUE(env->CreateDir(dir / "scratch", 0755, false).ok());
+  const auto v = List();
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].name, "v00000001-s10");
+  EXPECT_EQ(v[0].path, dir / "v00000001-s10");
+  EXPECT_EQ(v[0].step, 10);
+  EXPECT_EQ(v[0].status, VersionStatus::kComplete);
+  EXPECT_EQ(v[1].status, VersionStatus::kIncomplete);
+  EXPECT_EQ(v[2].seq, 3u);
+  EXPECT_EQ(v[3].seq, 6u);
+  EXPECT_EQ(v[3].status, VersionStatus::kIncomplete);
+  EXPECT_EQ(NextSeq(v), 7u);
+  EXPECT_EQ(NextSeq({}), 1u);
+  EXPECT_EQ(VersionStatusName(VersionStatus::kQuarantined), "quarantined");
+}
+
+TEST_F(CkptCatalogDir, MissingDirectoryIsNotFound) {
+  std::vector<VersionInfo> v;
+  EXPECT_EQ(ListVersions(env, dir / "nope", 2, &v).code(), Code::kNotFound);
+}
+
+TEST_F(CkptCatalogDir, RestoreFailuresAreCountedAndQuarantine) {
+  Version(1, 10, true);
+  auto v = List();
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].restore_failures, 0);
+  fs::FaultEnv fenv;
+  ASSERT_TRUE(RecordRestoreFailure(&fenv, v[0], "rank 3: shard-1.h5: xxh3 mismatch\nin layer0").ok());
+  const auto events = fenv.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].rfind("create " + v[0].path + "/restore-failures.tmp-", 0), 0u) << events[0];
+  EXPECT_EQ(events[2].rfind("rename " + v[0].path + "/restore-failures.tmp-", 0), 0u) << events[2];
+  EXPECT_EQ(events[3], "syncdir " + v[0].path);
+  v = List();
+  EXPECT_EQ(v[0].restore_failures, 1);
+  EXPECT_EQ(v[0].status, VersionStatus::kComplete);
+  ASSERT_TRUE(RecordRestoreFailure(env, v[0], "again").ok());
+  v = List();
+  EXPECT_EQ(v[0].restore_failures, 2);
+  EXPECT_EQ(v[0].status, VersionStatus::kQuarantined);
+  EXPECT_EQ(List(3)[0].status, VersionStatus::kComplete);
+  EXPECT_EQ(List(0)[0].status, VersionStatus::kComplete);  // 0: never quarantine
+  std::string text;
+  ASSERT_TRUE(env->ReadFile(v[0].path + "/" + kRestoreFailuresName, 1 << 20, &text).ok());
+  EXPECT_NE(text.find("Z rank 3: shard-1.h5: xxh3 mismatch in layer0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("Z again\n"), std::string::npos) << text;
+  // Only the version, the manifest and the failures file: no temporary left.
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->ListDir(v[0].path, &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "restore-failures"}));
+}
+
+TEST_F(CkptCatalogDir, AFailedRecordLeavesNoTemporary) {
+  Version(1, 10, true);
+  auto v = List();
+  fs::FaultEnv fenv;
+  fenv.Inject(fs::FaultEnv::Fault::kFailRename);
+  EXPECT_FALSE(RecordRestoreFailure(&fenv, v[0], "x").ok());
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->ListDir(v[0].path, &names).ok());
+  EXPECT_EQ(names, (std::vector<std::string>{"manifest.json"}));
+  EXPECT_EQ(List()[0].restore_failures, 0);
+}
+
+VersionInfo V(uint64_t seq, VersionStatus status) {
+  VersionInfo v;
+  v.seq = seq;
+  v.step = static_cast<int64_t>(seq) * 10;
+  v.name = VersionName(v.seq, v.step);
+  v.status = status;
+  return v;
+}
+
+std::vector<uint64_t> Seqs(const std::vector<VersionInfo>& v) {
+  std::vector<uint64_t> s;
+  for (const VersionInfo& x : v) s.push_back(x.seq);
+  return s;
+}
+
+constexpr VersionStatus C = VersionStatus::kComplete, I = VersionStatus::kIncomplete, Q = VersionStatus::kQuarantined;
+
+TEST(CkptRetention, KeepsTheNewestKComplete) {
+  const std::vector<VersionInfo> v = {V(1, C), V(2, C), V(3, C), V(4, C)};
+  EXPECT_EQ(Seqs(PlanRetention(v, 2)), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(Seqs(PlanRetention(v, 4)), (std::vector<uint64_t>{}));
+  EXPECT_EQ(Seqs(PlanRetention(v, 9)), (std::vector<uint64_t>{}));
+  // keep 0 would remove everything: never the newest complete.
+  EXPECT_EQ(Seqs(PlanRetention(v, 0)), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST(CkptRetention, CrashedSavesGoASaveInProgressStays) {
+  const std::vector<VersionInfo> v = {V(1, I), V(2, C), V(3, I), V(4, C), V(5, I), V(6, I)};
+  EXPECT_EQ(Seqs(PlanRetention(v, 5)), (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(Seqs(PlanRetention(v, 1)), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST(CkptRetention, QuarantinedOlderThanTheNewestCompleteGo) {
+  const std::vector<VersionInfo> v = {V(1, Q), V(2, C), V(3, Q)};
+  // 3 is newer than every complete version: kept (its failures are evidence).
+  EXPECT_EQ(Seqs(PlanRetention(v, 3)), (std::vector<uint64_t>{1}));
+  // Quarantined versions do not count towards keep.
+  const std::vector<VersionInfo> w = {V(1, C), V(2, Q), V(3, C)};
+  EXPECT_EQ(Seqs(PlanRetention(w, 2)), (std::vector<uint64_t>{2}));
+}
+
+TEST(CkptRetention, NothingCompleteRemovesNothing) {
+  const std::vector<VersionInfo> v = {V(1, I), V(2, Q), V(3, I)};
+  EXPECT_TRUE(PlanRetention(v, 1).empty());
+  EXPECT_TRUE(PlanRetention({}, 1).empty());
+}
+
+TEST(CkptRetention, UnsortedInputGivesAscendingOutput) {
+  const std::vector<VersionInfo> v = {V(4, C), V(1, C), V(3, I), V(2, C)};
+  EXPECT_EQ(Seqs(PlanRetention(v, 1)), (std::vector<uint64_t>{1, 2, 3}));
+}
+
+TEST_F(CkptCatalogDir, ResolveInsideAcceptsOnlyPlainRegularFiles) {
+  const std::string v = Version(1, 10, true);
+  ASSERT_TRUE(WriteWholeFile(env, dir / "secret", "s").ok());
+  ASSERT_EQ(::symlink((dir / "secret").c_str(), (v + "/shard-0.h5").c_str()), 0);
+  ASSERT_TRUE(env->CreateDir(v + "/sub", 0755, false).ok());
+  std::string path;
+  ASSERT_TRUE(ResolveInside(env, v, "manifest.json", &path).ok());
+  EXPECT_EQ(path, v + "/manifest.json");
+  for (const char* bad : {"../secret", "/etc/passwd", "a/b", "", "..", "."}) {
+    Status s = ResolveInside(env, v, bad, &path);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("\"" + std::string(bad) + "\""), std::string::npos) << s;
+  }
+  Status s = ResolveInside(env, v, "shard-0.h5", &path);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("symlink"), std::string::npos) << s;
+  EXPECT_EQ(ResolveInside(env, v, "sub", &path).code(), Code::kInvalidArgument);
+  EXPECT_EQ(ResolveInside(env, v, "missing.h5", &path).code(), Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace baton::ckpt

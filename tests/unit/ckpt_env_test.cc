@@ -1,0 +1,156 @@
+#include "ckpt/fs/env.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "tests/unit/ckpt_temp_dir.h"
+
+namespace baton::ckpt::fs {
+namespace {
+
+class CkptPosixEnv : public ::testing::Test {
+ protected:
+  Env* env = Env::Default();
+  TempDir dir;
+};
+
+TEST_F(CkptPosixEnv, WritesReadsAndStats) {
+  const std::string p = dir / "a";
+  ASSERT_TRUE(WriteWholeFile(env, p, "hello world").ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFile(p, 100, &back).ok());
+  EXPECT_EQ(back, "hello world");
+  char buf[5];
+  ASSERT_TRUE(env->ReadAt(p, 6, 5, buf).ok());
+  EXPECT_EQ(std::string(buf, 5), "world");
+  FileInfo info;
+  ASSERT_TRUE(env->Stat(p, &info).ok());
+  EXPECT_EQ(info.type, FileType::kRegular);
+  EXPECT_EQ(info.size, 11u);
+  EXPECT_GT(info.mtime_ns, 0);
+  EXPECT_TRUE(env->SyncFile(p).ok());
+  EXPECT_TRUE(env->SyncDir(dir.path()).ok());
+}
+
+TEST_F(CkptPosixEnv, CreatesFilesAndDirsWithTheRequestedModeWhateverTheUmask) {
+  const mode_t old = ::umask(077);
+  ASSERT_TRUE(WriteWholeFile(env, dir / "f", "x", 0644).ok());
+  ASSERT_TRUE(env->CreateDir(dir / "d", 0755, false).ok());
+  ::umask(old);
+  FileInfo info;
+  ASSERT_TRUE(env->Stat(dir / "f", &info).ok());
+  EXPECT_EQ(info.mode, 0644u);
+  ASSERT_TRUE(env->Stat(dir / "d", &info).ok());
+  EXPECT_EQ(info.type, FileType::kDirectory);
+  EXPECT_EQ(info.mode, 0755u);
+}
+
+TEST_F(CkptPosixEnv, NewWritableFileIsExclusive) {
+  ASSERT_TRUE(WriteWholeFile(env, dir / "a", "1").ok());
+  std::unique_ptr<WritableFile> f;
+  Status s = env->NewWritableFile(dir / "a", 0644, &f);
+  EXPECT_EQ(s.code(), Code::kIOError);
+  EXPECT_NE(s.message().find("File exists"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(dir / "a"), std::string::npos) << s;
+}
+
+TEST_F(CkptPosixEnv, ErrorsNameTheCallThePathAndErrnoText) {
+  std::string out;
+  Status s = env->ReadFile(dir / "missing", 10, &out);
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_EQ(s.component(), "ckpt");
+  EXPECT_NE(s.message().find("open(" + (dir / "missing") + ")"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("No such file or directory"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("posix_env.cc:"), std::string::npos) << s;
+  s = env->Rename(dir / "missing", dir / "b");
+  EXPECT_NE(s.message().find("rename(" + (dir / "missing") + " -> " + (dir / "b") + ")"), std::string::npos) << s;
+}
+
+TEST_F(CkptPosixEnv, ShortReadNamesOffsetAndSize) {
+  ASSERT_TRUE(WriteWholeFile(env, dir / "a", "abc").ok());
+  char buf[8];
+  Status s = env->ReadAt(dir / "a", 1, 8, buf);
+  EXPECT_EQ(s.code(), Code::kIOError);
+  EXPECT_NE(s.message().find("short file: wanted 8 bytes at offset 1, got 2"), std::string::npos) << s;
+}
+
+TEST_F(CkptPosixEnv, ReadFileRefusesWhatIsTooLarge) {
+  ASSERT_TRUE(WriteWholeFile(env, dir / "a", std::string(100, 'x')).ok());
+  std::string out;
+  Status s = env->ReadFile(dir / "a", 99, &out);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("100 bytes, more than the limit of 99"), std::string::npos) << s;
+  EXPECT_TRUE(env->ReadFile(dir / "a", 100, &out).ok());
+}
+
+TEST_F(CkptPosixEnv, DoesNotFollowSymlinks) {
+  ASSERT_TRUE(WriteWholeFile(env, dir / "target", "secret").ok());
+  ASSERT_EQ(::symlink((dir / "target").c_str(), (dir / "link").c_str()), 0);
+  FileInfo info;
+  ASSERT_TRUE(env->Stat(dir / "link", &info).ok());
+  EXPECT_EQ(info.type, FileType::kSymlink);
+  std::string out;
+  EXPECT_FALSE(env->ReadFile(dir / "link", 100, &out).ok());
+  std::unique_ptr<WritableFile> f;
+  EXPECT_FALSE(env->NewWritableFile(dir / "link", 0644, &f).ok());
+}
+
+TEST_F(CkptPosixEnv, CreateDirExistOk) {
+  ASSERT_TRUE(env->CreateDir(dir / "d", 0755, false).ok());
+  EXPECT_TRUE(env->CreateDir(dir / "d", 0755, true).ok());
+  EXPECT_FALSE(env->CreateDir(dir / "d", 0755, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, dir / "f", "").ok());
+  Status s = env->CreateDir(dir / "f", 0755, true);
+  EXPECT_NE(s.message().find("not a directory"), std::string::npos) << s;
+}
+
+TEST_F(CkptPosixEnv, ListDirAndRemoveFile) {
+  ASSERT_TRUE(WriteWholeFile(env, dir / "a", "").ok());
+  ASSERT_TRUE(env->CreateDir(dir / "b", 0755, false).ok());
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->ListDir(dir.path(), &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(env->RemoveFile(dir / "a").ok());
+  EXPECT_EQ(env->RemoveFile(dir / "a").code(), Code::kNotFound);
+}
+
+TEST_F(CkptPosixEnv, RemoveTreeRemovesEverythingButNeverFollowsSymlinks) {
+  // Outside the tree: must survive.
+  ASSERT_TRUE(env->CreateDir(dir / "outside", 0755, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, dir / "outside/keep", "k").ok());
+  const std::string t = dir / "tree";
+  ASSERT_TRUE(env->CreateDir(t, 0755, false).ok());
+  ASSERT_TRUE(env->CreateDir(t + "/sub", 0755, false).ok());
+  ASSERT_TRUE(env->CreateDir(t + "/sub/deeper", 0700, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, t + "/sub/deeper/f", "x").ok());
+  ASSERT_TRUE(WriteWholeFile(env, t + "/g", "y").ok());
+  ASSERT_EQ(::symlink((dir / "outside").c_str(), (t + "/dirlink").c_str()), 0);
+  ASSERT_EQ(::symlink((dir / "outside/keep").c_str(), (t + "/sub/filelink").c_str()), 0);
+  ASSERT_TRUE(env->RemoveTree(t).ok());
+  FileInfo info;
+  EXPECT_EQ(env->Stat(t, &info).code(), Code::kNotFound);
+  EXPECT_TRUE(env->Stat(dir / "outside/keep", &info).ok());
+  // The tree itself a symlink: refused, target untouched.
+  ASSERT_EQ(::symlink((dir / "outside").c_str(), (dir / "link").c_str()), 0);
+  Status s = env->RemoveTree(dir / "link");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(dir / "link"), std::string::npos) << s;
+  EXPECT_TRUE(env->Stat(dir / "outside/keep", &info).ok());
+}
+
+TEST_F(CkptPosixEnv, ClosedFileRefusesWrites) {
+  std::unique_ptr<WritableFile> f;
+  ASSERT_TRUE(env->NewWritableFile(dir / "a", 0600, &f).ok());
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_TRUE(f->Close().ok());
+  EXPECT_FALSE(f->Append("x", 1).ok());
+}
+
+}  // namespace
+}  // namespace baton::ckpt::fs
