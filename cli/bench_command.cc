@@ -13,8 +13,9 @@ int BenchCommand(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   if (kind == "collectives") return BenchCollectivesCommand(rest);
   if (kind == "ckpt") return BenchCkptCommand(rest);
+  if (kind == "manifest") return BenchManifestCommand(rest);
   std::cerr << (kind.empty() ? "baton bench: which benchmark?\n" : "baton bench: unknown benchmark '" + kind + "'\n")
-            << "usage: baton bench collectives|ckpt [OPTIONS]   (--help after the name lists the options)\n";
+            << "usage: baton bench collectives|ckpt|manifest [OPTIONS]   (--help after the name lists the options)\n";
   return 2;
 }
 

@@ -24,6 +24,7 @@ constexpr const char* kUsage =
     "  bench ckpt [OPTS]          time checkpoint save and restore against raw parallel\n"
     "                             writes and reads of the same bytes (under srun or mpirun)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
+    "  bench manifest [OPTS]      time writing and parsing a large checkpoint manifest\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
     "\n"
