@@ -704,8 +704,8 @@ TEST_F(CkptTest, RetentionKeepsTheNewestAndRemovesCrashedSaves) {
 //     --gtest_filter='CkptTest.DISABLED_CollectiveVsIndependent'      (BATON_CKPT_BENCH_MIB: MiB per rank, default 64)
 // Interleaves, per round: a raw parallel write of the same bytes (pwrite at
 // each rank's offset into one file, fsync), a save with collective and one
-// with independent transfers (one shard for the node), and the restores
-// and a raw read (pread) of the same bytes.
+// with independent transfers (one shard for the node; which goes first
+// alternates), and the restores and a raw read (pread) of the same bytes.
 
 double Seconds() { return MPI_Wtime(); }
 
@@ -738,7 +738,9 @@ TEST_F(CkptTest, DISABLED_CollectiveVsIndependent) {
     close(fd);
     best[0] = std::min(best[0], MaxOverRanks(Seconds() - t0));
     std::string vdirs[2];
-    for (int mode = 0; mode < 2; ++mode) {
+    // Odd rounds save independent first: neither mode always follows the raw write.
+    const int order[2] = {round % 2, 1 - round % 2};
+    for (int mode : order) {
       CheckpointOptions o = Options(0);
       o.transfer = mode == 0 ? Transfer::kCollective : Transfer::kIndependent;
       o.keep = 4;
@@ -746,7 +748,7 @@ TEST_F(CkptTest, DISABLED_CollectiveVsIndependent) {
       EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = Seconds();
-      Status s = ck->Save(round * 2 + mode);
+      Status s = ck->Save(round * 2 + (mode == order[0] ? 0 : 1));
       EXPECT_TRUE(s.ok()) << s;
       best[1 + mode] = std::min(best[1 + mode], MaxOverRanks(Seconds() - t0));
       vdirs[mode] = ck->last_stats().version_path;
@@ -758,8 +760,8 @@ TEST_F(CkptTest, DISABLED_CollectiveVsIndependent) {
     EXPECT_EQ(pread(fd, w.data(), bytes, static_cast<off_t>(bytes * Rank())), static_cast<ssize_t>(bytes));
     close(fd);
     best[3] = std::min(best[3], MaxOverRanks(Seconds() - t0));
-    for (int mode = 1; mode >= 0; --mode) {
-      if (Rank() == 0 && mode == 0) stdfs::remove_all(vdirs[1]);  // restore the older one next
+    for (int mode : {order[1], order[0]}) {
+      if (Rank() == 0 && mode == order[0]) stdfs::remove_all(vdirs[order[1]]);  // the older one next
       MPI_Barrier(MPI_COMM_WORLD);
       auto ck = MakeCheckpointer(Options(0));
       EXPECT_TRUE(ck->RegisterSharded("w", w.data(), DType::kF32, {rows * Size(), row_elems}, rows * Rank(), rows).ok());
