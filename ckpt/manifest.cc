@@ -379,50 +379,51 @@ Status CheckManifest(const Manifest& m, Code code) {
     }
     for (size_t d = 0; d < sh.datasets.size(); ++d) {
       const DatasetMeta& ds = sh.datasets[d];
-      const std::string dpath = Idx(path, "datasets", d);
+      auto dpath_fn = [&] { return Idx(path, "datasets", d); };
       if (ds.array >= m.arrays.size()) {
-        return Fail(code, Field(dpath, "array"), std::to_string(ds.array) + " is not an array index (" +
+        return Fail(code, Field(dpath_fn(), "array"), std::to_string(ds.array) + " is not an array index (" +
                                                      std::to_string(m.arrays.size()) + " arrays)");
       }
       const ArrayMeta& am = m.arrays[ds.array];
-      if (seen_in_shard[ds.array] == s) return Fail(code, Field(dpath, "array"), Quote(am.name) + " has two datasets in this shard");
+      if (seen_in_shard[ds.array] == s) return Fail(code, Field(dpath_fn(), "array"), Quote(am.name) + " has two datasets in this shard");
       seen_in_shard[ds.array] = s;
       uint64_t bytes = 0;
       if (MulOverflows(ds.rows, row_bytes[ds.array], &bytes)) {
-        return Fail(code, Field(dpath, "rows"), std::to_string(ds.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
+        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
                                                     " bytes overflow 64 bits");
       }
       if (ds.rows > am.rows()) {
-        return Fail(code, Field(dpath, "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
+        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
                                                     " rows of " + Quote(am.name));
       }
       uint64_t next = 0;  // the dataset row the next chunk must start at
       for (size_t k = 0; k < ds.chunks.size(); ++k) {
         const Chunk& c = ds.chunks[k];
-        const std::string cpath = Idx(dpath, "chunks", k);
+        // Built only for a message: a million chunks pass through here.
+        auto cpath = [&] { return Idx(dpath_fn(), "chunks", k); };
         if (!std::binary_search(sh.ranks.begin(), sh.ranks.end(), c.rank)) {
-          return Fail(code, Field(cpath, "rank"), std::to_string(c.rank) + " is not one of the shard's ranks");
+          return Fail(code, Field(cpath(), "rank"), std::to_string(c.rank) + " is not one of the shard's ranks");
         }
         if (MulOverflows(c.rows, row_bytes[ds.array], &bytes)) {
-          return Fail(code, Field(cpath, "rows"), std::to_string(c.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
+          return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
                                                       " bytes overflow 64 bits");
         }
         uint64_t end = 0;
         if (AddOverflows(c.first_row, c.rows, &end) || end > am.rows()) {
-          return Fail(code, Field(cpath, "first_row"), std::to_string(c.first_row) + " + " + std::to_string(c.rows) +
+          return Fail(code, Field(cpath(), "first_row"), std::to_string(c.first_row) + " + " + std::to_string(c.rows) +
                                                            " rows go past the " + std::to_string(am.rows()) + " rows of " + Quote(am.name));
         }
         if (c.dataset_row != next) {
-          return Fail(code, Field(cpath, "dataset_row"), std::to_string(c.dataset_row) + ", expected " + std::to_string(next) +
+          return Fail(code, Field(cpath(), "dataset_row"), std::to_string(c.dataset_row) + ", expected " + std::to_string(next) +
                                                              " (chunks tile the dataset in order)");
         }
         if (AddOverflows(next, c.rows, &next) || next > ds.rows) {
-          return Fail(code, Field(cpath, "rows"), std::to_string(c.rows) + " rows go past the dataset's " + std::to_string(ds.rows));
+          return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows go past the dataset's " + std::to_string(ds.rows));
         }
         if (c.rows > 0) pieces[ds.array].emplace_back(c.first_row, c.rows);
       }
       if (next != ds.rows) {
-        return Fail(code, Field(dpath, "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
+        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
       }
     }
   }

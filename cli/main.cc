@@ -21,6 +21,7 @@ constexpr const char* kUsage =
     "                             horovod, plain)\n"
     "  bench collectives [OPTS]   time baton's collectives against raw MPI, nccl-tests\n"
     "                             style (under srun or mpirun; --help for the options)\n"
+    "  bench manifest [OPTS]      time writing and parsing a large checkpoint manifest\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
     "\n"
@@ -45,6 +46,7 @@ int Run(int argc, char** argv) {
   }
   if (command == "env") return baton::cli::EnvCommand(args);
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
+  if (command == "bench" && !args.empty() && args[0] == "manifest") return baton::cli::BenchManifestCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
