@@ -146,7 +146,7 @@ class CheckpointerImpl : public Checkpointer {
   Status CommitManifest(const std::string& vdir, const ckpt::Manifest& m);
   void ApplyRetention();
 
-  Status NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name, std::string* text);
+  void NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name, std::string* text);
   Status CompareWithManifest(const ckpt::Manifest& m, std::vector<int>* index_of) const;
   Status ReadMyRows(const std::string& vdir, const ckpt::Manifest& m, const std::vector<int>& index_of,
                     bool gather_replicated, uint64_t* bytes);
@@ -507,8 +507,8 @@ Status CheckpointerImpl::Save(int64_t step) {
 
 // Rank 0: the newest remaining candidate whose manifest reads and parses;
 // the ones that do not are recorded as failed. Empty name: none left.
-Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name,
-                                       std::string* text) {
+void CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name,
+                                     std::string* text) {
   name->clear();
   while (!candidates->empty()) {
     ckpt::VersionInfo v = candidates->back();
@@ -520,7 +520,7 @@ Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidate
     if (s.ok()) s = ckpt::ParseManifestJson(*text, &m);
     if (s.ok()) {
       *name = v.name;
-      return Status::OK();
+      return;
     }
     BATON_LOG(kCkpt, warning) << "cannot restore " << v.path << ": " << s.message()
                               << "; trying the next older version";
@@ -530,7 +530,6 @@ Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidate
     }
     ++stats_.fallbacks;
   }
-  return Status::OK();
 }
 
 // index_of[i]: the manifest's index of the i-th registered array.
@@ -676,13 +675,14 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   for (;;) {
     std::string name, text;
     if (rank_ == 0) NextCandidate(&candidates, &name, &text);
-    // Broadcast the version's name and manifest text (empty name: none left).
-    long long lens[3] = {static_cast<long long>(name.size()), static_cast<long long>(text.size()),
-                         stats_.fallbacks + 1000000LL * quarantined};
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(lens, 3, MPI_LONG_LONG, 0, comm_)));
-    stats_.fallbacks = static_cast<int>(lens[2] % 1000000);
+    // Broadcast the version's name and manifest text (empty name: none
+    // left), and rank 0's counts of failed and quarantined versions.
+    long long lens[4] = {static_cast<long long>(name.size()), static_cast<long long>(text.size()),
+                         stats_.fallbacks, quarantined};
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(lens, 4, MPI_LONG_LONG, 0, comm_)));
+    stats_.fallbacks = static_cast<int>(lens[2]);
     if (lens[0] == 0) {
-      const int failed = stats_.fallbacks, skipped = static_cast<int>(lens[2] / 1000000);
+      const int failed = stats_.fallbacks, skipped = static_cast<int>(lens[3]);
       stats_.seconds = Now() - t0;
       if (failed + skipped == 0) return Status::OK();  // a first run
       return Status::NotFound(log::kCkpt, "no version in " + dir_ + " could be restored: " +

@@ -670,6 +670,20 @@ TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
   }
 }
 
+// Versions exist but none restores: an error, not a silent first run.
+TEST_F(CkptDamage, NoRestorableVersionIsAnError) {
+  SaveTwo();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    for (const ckpt::VersionInfo& v : Versions(root_)) ASSERT_EQ(unlink((v.path + "/shard-0.h5").c_str()), 0);
+  }
+  std::optional<int64_t> step = 7;
+  Status s = ck_->Restore(&step);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find("2 failed"), std::string::npos) << s;
+  EXPECT_FALSE(step.has_value());
+}
+
 TEST_F(CkptDamage, QuarantinedAfterTwoFailures) {
   SaveTwo();
   if (Rank() == 0) {
