@@ -137,7 +137,7 @@ class CheckpointerImpl : public Checkpointer {
 
  private:
   Status Register(Registered r);
-  Status CheckRegistrationsAgree();
+  Status CheckRegistrationsAgree(const std::string& call);
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
   Status WriteMyShard(const std::string& vdir, uint64_t* bytes, uint64_t* file_bytes);
@@ -254,9 +254,10 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
 
 // --- save ---------------------------------------------------------------------
 
-// Every rank registered the same arrays (names, dtypes, shapes, kinds).
-Status CheckpointerImpl::CheckRegistrationsAgree() {
-  std::string text;
+// Every rank registered the same arrays (names, dtypes, shapes, kinds) and
+// makes the same call (Save's step included).
+Status CheckpointerImpl::CheckRegistrationsAgree(const std::string& call) {
+  std::string text = call + '\0';
   for (const auto& [name, r] : arrays_) {
     text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
             (r.meta.replicated ? "R" : "S") + '\0';
@@ -265,8 +266,8 @@ Status CheckpointerImpl::CheckRegistrationsAgree() {
   uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm_)));
   if (most[0] != h || most[1] != ~h) {
-    return Status::InvalidArgument(log::kCkpt,
-                                   "the ranks registered different arrays (names, dtypes, shapes or kinds differ)");
+    return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
+                                                      "shapes or kinds differ) or passed different steps");
   }
   return Status::OK();
 }
@@ -427,7 +428,7 @@ Status CheckpointerImpl::Save(int64_t step) {
   stats_.step = step;
 
   // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree());
+  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Save(" + std::to_string(step) + ")"));
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);
@@ -653,7 +654,7 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   step->reset();
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree());
+  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Restore"));
 
   std::vector<ckpt::VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;

@@ -270,6 +270,33 @@ TEST_F(CkptTest, NothingToRestoreIsAFirstRun) {
   EXPECT_FALSE(step.has_value());
 }
 
+// Job-wide state alone: no arrays, only the user blob.
+TEST_F(CkptTest, UserBlobAloneRoundTrips) {
+  auto ck = MakeCheckpointer(Options());
+  std::string blob(100000, '\0');
+  for (size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<char>(i * 31);
+  EXPECT_TRUE(ck->SetUserBlob(Rank() == 0 ? blob : "ignored").ok());
+  Status s = ck->Save(11);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  auto ck2 = MakeCheckpointer(Options());
+  std::optional<int64_t> step;
+  s = ck2->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(11));
+  EXPECT_TRUE(ck2->user_blob() == blob);
+  EXPECT_EQ(ck->SetUserBlob(std::string((64u << 20) + 1, 'x')).code(), Code::kInvalidArgument);
+}
+
+TEST_F(CkptTest, RanksMustPassTheSameStep) {
+  if (Size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto ck = MakeCheckpointer(Options());
+  std::vector<float> w(3);
+  EXPECT_TRUE(ck->RegisterReplicated("w", w.data(), DType::kF32, {3}).ok());
+  Status s = ck->Save(Rank() == 0 ? 1 : 2);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("different steps"), std::string::npos) << s;
+}
+
 // --- what is in the files -------------------------------------------------------
 
 // A replicated array is written once in total: its datasets over all shards
