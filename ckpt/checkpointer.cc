@@ -137,7 +137,7 @@ class CheckpointerImpl : public Checkpointer {
 
  private:
   Status Register(Registered r);
-  Status CheckRegistrationsAgree();
+  Status CheckRegistrationsAgree(const std::string& call);
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
   Status WriteMyShard(const std::string& vdir, uint64_t* bytes, uint64_t* file_bytes);
@@ -146,7 +146,7 @@ class CheckpointerImpl : public Checkpointer {
   Status CommitManifest(const std::string& vdir, const ckpt::Manifest& m);
   void ApplyRetention();
 
-  Status NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name, std::string* text);
+  void NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name, std::string* text);
   Status CompareWithManifest(const ckpt::Manifest& m, std::vector<int>* index_of) const;
   Status ReadMyRows(const std::string& vdir, const ckpt::Manifest& m, const std::vector<int>& index_of,
                     bool gather_replicated, uint64_t* bytes);
@@ -254,9 +254,10 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
 
 // --- save ---------------------------------------------------------------------
 
-// Every rank registered the same arrays (names, dtypes, shapes, kinds).
-Status CheckpointerImpl::CheckRegistrationsAgree() {
-  std::string text;
+// Every rank registered the same arrays (names, dtypes, shapes, kinds) and
+// makes the same call (Save's step included).
+Status CheckpointerImpl::CheckRegistrationsAgree(const std::string& call) {
+  std::string text = call + '\0';
   for (const auto& [name, r] : arrays_) {
     text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
             (r.meta.replicated ? "R" : "S") + '\0';
@@ -265,8 +266,8 @@ Status CheckpointerImpl::CheckRegistrationsAgree() {
   uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm_)));
   if (most[0] != h || most[1] != ~h) {
-    return Status::InvalidArgument(log::kCkpt,
-                                   "the ranks registered different arrays (names, dtypes, shapes or kinds differ)");
+    return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
+                                                      "shapes or kinds differ) or passed different steps");
   }
   return Status::OK();
 }
@@ -427,7 +428,7 @@ Status CheckpointerImpl::Save(int64_t step) {
   stats_.step = step;
 
   // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree());
+  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Save(" + std::to_string(step) + ")"));
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);
@@ -507,8 +508,8 @@ Status CheckpointerImpl::Save(int64_t step) {
 
 // Rank 0: the newest remaining candidate whose manifest reads and parses;
 // the ones that do not are recorded as failed. Empty name: none left.
-Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name,
-                                       std::string* text) {
+void CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name,
+                                     std::string* text) {
   name->clear();
   while (!candidates->empty()) {
     ckpt::VersionInfo v = candidates->back();
@@ -520,7 +521,7 @@ Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidate
     if (s.ok()) s = ckpt::ParseManifestJson(*text, &m);
     if (s.ok()) {
       *name = v.name;
-      return Status::OK();
+      return;
     }
     BATON_LOG(kCkpt, warning) << "cannot restore " << v.path << ": " << s.message()
                               << "; trying the next older version";
@@ -530,7 +531,6 @@ Status CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidate
     }
     ++stats_.fallbacks;
   }
-  return Status::OK();
 }
 
 // index_of[i]: the manifest's index of the i-th registered array.
@@ -654,7 +654,7 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   step->reset();
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree());
+  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Restore"));
 
   std::vector<ckpt::VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
@@ -676,13 +676,14 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   for (;;) {
     std::string name, text;
     if (rank_ == 0) NextCandidate(&candidates, &name, &text);
-    // Broadcast the version's name and manifest text (empty name: none left).
-    long long lens[3] = {static_cast<long long>(name.size()), static_cast<long long>(text.size()),
-                         stats_.fallbacks + 1000000LL * quarantined};
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(lens, 3, MPI_LONG_LONG, 0, comm_)));
-    stats_.fallbacks = static_cast<int>(lens[2] % 1000000);
+    // Broadcast the version's name and manifest text (empty name: none
+    // left), and rank 0's counts of failed and quarantined versions.
+    long long lens[4] = {static_cast<long long>(name.size()), static_cast<long long>(text.size()),
+                         stats_.fallbacks, quarantined};
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(lens, 4, MPI_LONG_LONG, 0, comm_)));
+    stats_.fallbacks = static_cast<int>(lens[2]);
     if (lens[0] == 0) {
-      const int failed = stats_.fallbacks, skipped = static_cast<int>(lens[2] / 1000000);
+      const int failed = stats_.fallbacks, skipped = static_cast<int>(lens[3]);
       stats_.seconds = Now() - t0;
       if (failed + skipped == 0) return Status::OK();  // a first run
       return Status::NotFound(log::kCkpt, "no version in " + dir_ + " could be restored: " +

@@ -84,6 +84,9 @@ class Checkpointer {
   static Status Create(Runtime& runtime, const CheckpointOptions& options, std::unique_ptr<Checkpointer>* out);
   virtual ~Checkpointer() = default;
 
+  // Array names become HDF5 dataset names: 1-255 bytes, no '/', not "." or
+  // "..". Registering a name again replaces the earlier registration.
+  //
   // A replicated array: the same on every rank; written once in total (its
   // rows spread over the ranks), restored on every rank. shape may be empty
   // (a scalar). Same call on every rank.
@@ -108,6 +111,9 @@ class Checkpointer {
   // verify into the registered buffers (and the user blob); *step is the
   // version's step, or nullopt when there is none. Names or shapes that do
   // not match the registered arrays: InvalidArgument listing the differences.
+  // Versions that exist but none of which can be restored (all failed now
+  // or quarantined before): NotFound with the counts, never a silent first
+  // run. A failed restore may leave the buffers partly overwritten.
   virtual Status Restore(std::optional<int64_t>* step) = 0;
 
   virtual const CheckpointStats& last_stats() const = 0;
