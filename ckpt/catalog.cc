@@ -151,6 +151,15 @@ Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std:
   return env->SyncDir(version.path);
 }
 
+Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
+  if (version.status != VersionStatus::kIncomplete) {
+    Status s = env->RemoveFile(version.path + "/" + kManifestName);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+    BATON_RETURN_IF_ERROR(env->SyncDir(version.path));
+  }
+  return env->RemoveTree(version.path);
+}
+
 std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep) {
   // Never the newest complete version: keep < 1 counts as 1.
   keep = std::max(keep, 1);

@@ -53,6 +53,12 @@ Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std:
 // incomplete version newer than every complete one (a save in progress).
 std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep);
 
+// Removes a version so that no moment of it is a damaged committed one: the
+// manifest goes first (and the directory is synced), making the version
+// incomplete at once; then the rest. A removal killed half-way leaves an
+// incomplete version, which the next retention removes as a crashed save.
+Status RemoveVersion(fs::Env* env, const VersionInfo& version);
+
 // dir + "/" + name after checking that name is a plain file name and that
 // the result is a regular file, not a symlink (a manifest must not lead
 // outside its version directory). InvalidArgument naming the name otherwise.

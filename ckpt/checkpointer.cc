@@ -415,7 +415,7 @@ void CheckpointerImpl::ApplyRetention() {
     return;
   }
   for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, options_.keep)) {
-    s = env_->RemoveTree(v.path);
+    s = ckpt::RemoveVersion(env_, v);
     if (!s.ok()) {
       BATON_LOG(kCkpt, warning) << "retention could not remove " << v.path << ": " << s;
     }

@@ -304,7 +304,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       std::vector<ckpt::VersionInfo> versions;
       Status ls = ckpt::ListVersions(env, ckpt_dir, co.max_restore_failures, &versions);
       for (const ckpt::VersionInfo& v : versions)
-        if (Status rm = env->RemoveTree(v.path); !rm.ok()) ls = rm;
+        if (Status rm = ckpt::RemoveVersion(env, v); !rm.ok()) ls = rm;
       if (!ls.ok()) std::cerr << kCmd << ": cleaning up: " << ls << "\n";
       rmdir(ckpt_dir.c_str());
       rmdir(bench_dir.c_str());

@@ -295,7 +295,7 @@ int Gc(const std::vector<std::string>& args) {
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("gc", s);
   int failed = 0;
   for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, keep)) {
-    Status s = dry_run ? Status::OK() : env->RemoveTree(v.path);
+    Status s = dry_run ? Status::OK() : ckpt::RemoveVersion(env, v);
     if (!s.ok()) {
       ++failed;
       std::cerr << "baton ckpt gc: " << s << "\n";

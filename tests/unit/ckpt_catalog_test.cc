@@ -144,6 +144,30 @@ std::vector<uint64_t> Seqs(const std::vector<VersionInfo>& v) {
 
 constexpr VersionStatus C = VersionStatus::kComplete, I = VersionStatus::kIncomplete, Q = VersionStatus::kQuarantined;
 
+TEST_F(CkptCatalogDir, RemoveVersionTakesTheManifestFirst) {
+  const std::string p = Version(4, 40, true);
+  ASSERT_TRUE(WriteWholeFile(env, p + "/shard-0.h5", "data").ok());
+  fs::FaultEnv faults(env);
+  // "Killed" right after the manifest went: what is left is an incomplete
+  // version (a crashed save for the next retention), never a committed one
+  // that lacks its shards.
+  VersionInfo v = List()[0];
+  ASSERT_EQ(v.status, VersionStatus::kComplete);
+  ASSERT_TRUE(faults.RemoveFile(p + "/" + kManifestName).ok());
+  EXPECT_EQ(List()[0].status, VersionStatus::kIncomplete);
+  // The whole removal: the manifest event comes before any other removal.
+  const std::string q = Version(5, 50, true);
+  ASSERT_TRUE(WriteWholeFile(env, q + "/shard-0.h5", "data").ok());
+  faults.ClearEvents();
+  Status s = RemoveVersion(&faults, List().back());
+  ASSERT_TRUE(s.ok()) << s;
+  const std::vector<std::string> ev = faults.events();
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[0], "remove " + q + "/" + kManifestName);
+  EXPECT_EQ(ev[1], "syncdir " + q);
+  EXPECT_EQ(List().size(), 1u);
+}
+
 TEST(CkptRetention, KeepsTheNewestKComplete) {
   const std::vector<VersionInfo> v = {V(1, C), V(2, C), V(3, C), V(4, C)};
   EXPECT_EQ(Seqs(PlanRetention(v, 2)), (std::vector<uint64_t>{1, 2}));
