@@ -91,7 +91,7 @@ Status SignalOption(std::string_view option_name, int option, const char* env, i
   const char* v = EnvValue(env);
   if (v == nullptr) return *out = fallback, Status::OK();
   Status s = ParseSignal(v, out);
-  return s.ok() ? s : Status::InvalidArgument(kComponent, std::string(env) + ": " + s.message());
+  return s.ok() ? s : Status::InvalidArgument(kComponent, std::string(env) + "='" + v + "': " + s.message());
 }
 
 }  // namespace baton

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "baton/log.h"
+#include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton {
@@ -24,14 +25,15 @@ std::string Seconds(Clock::duration d) {
 
 }  // namespace
 
-Status Heartbeat::Start(MPI_Comm world, double interval_seconds, std::vector<std::string> hosts,
-                        std::unique_ptr<Heartbeat>* out) {
+Status Heartbeat::Start(MPI_Comm world, double interval_seconds, double drain_seconds,
+                        std::vector<std::string> hosts, std::unique_ptr<Heartbeat>* out) {
   std::unique_ptr<Heartbeat> hb(new Heartbeat());
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(world, &hb->comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(hb->comm_, MPI_ERRORS_RETURN)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(hb->comm_, &hb->rank_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(hb->comm_, &hb->size_)));
   hb->interval_ = std::chrono::duration<double>(interval_seconds);
+  hb->drain_seconds_ = drain_seconds;
   hb->hosts_ = std::move(hosts);
   const size_t n = static_cast<size_t>(hb->size_);
   hb->last_seen_.assign(n, Clock::now());
@@ -159,12 +161,32 @@ void Heartbeat::Loop() {
     UpdateView(now);
     std::this_thread::sleep_for(poll);
   }
-  // Goodbye, so that a rank leaving normally is not reported silent.
-  if (rank_ == 0) {
+  // Goodbye, so that a rank leaving normally is not reported silent; and
+  // drain, so that no beat is left in flight when the communicator is
+  // freed: MPI may give a freed context id to a later communicator, which
+  // would then receive the stale beat. The others say goodbye to rank 0
+  // and read until rank 0's goodbye, which rank 0 sends last, once it has
+  // everyone's (or the drain time passed: a dead rank says nothing).
+  const Clock::time_point drain_until =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(drain_seconds_));
+  auto drained = [&]() -> bool {
+    if (rank_ != 0) return departed_[0];
     for (int r = 1; r < size_; ++r)
-      if (!departed_[static_cast<size_t>(r)]) Send(r, kBye, {});
-  } else {
-    Send(0, kBye, {});
+      if (!departed_[static_cast<size_t>(r)]) return false;
+    return true;
+  };
+  if (rank_ != 0) Send(0, kBye, {});
+  while (!drained() && Clock::now() < drain_until) {
+    Receive(Clock::now());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (rank_ == 0) {
+    for (int r = 1; r < size_; ++r) {
+      MPI_Request& req = sends_[static_cast<size_t>(r)];
+      // The goodbye must go even if the last beat is still in flight.
+      if (req != MPI_REQUEST_NULL) mpi::Deadline(0.2).Wait(&req, 1).ok();
+      Send(r, kBye, {});
+    }
   }
   if (recv_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&recv_);

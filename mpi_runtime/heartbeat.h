@@ -32,14 +32,18 @@ namespace baton {
 
 class Heartbeat {
  public:
-  // Dups `world` (collective) and starts the thread. hosts[r]: rank r's host.
-  static Status Start(MPI_Comm world, double interval_seconds, std::vector<std::string> hosts,
-                      std::unique_ptr<Heartbeat>* out);
+  // Dups `world` (collective) and starts the thread. hosts[r]: rank r's
+  // host. Stop waits at most `drain_seconds` for the others' goodbyes.
+  static Status Start(MPI_Comm world, double interval_seconds, double drain_seconds,
+                      std::vector<std::string> hosts, std::unique_ptr<Heartbeat>* out);
   ~Heartbeat();  // Stop()
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
-  // Says goodbye, stops the thread, frees the communicator. Not collective.
+  // Says goodbye, stops the thread, frees the communicator. Not collective,
+  // but when every rank stops, each waits (at most the drain time) until
+  // the beats in flight are read, so that the freed communicator leaves
+  // nothing behind. Called by ~Runtime.
   void Stop();
 
   // The silent ranks as this rank knows them, ascending. Any thread.
@@ -55,6 +59,7 @@ class Heartbeat {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::chrono::duration<double> interval_{1.0};
+  double drain_seconds_ = 2;
   std::vector<std::string> hosts_;
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -151,7 +151,10 @@ Status Runtime::StartHealth(const RuntimeOptions& o) {
   int provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
   if (o.heartbeats && provided == MPI_THREAD_MULTIPLE) {
-    BATON_RETURN_IF_ERROR(Heartbeat::Start(world_, o.heartbeat_interval, hosts_, &heartbeat_));
+    // Stop() waits this long for the others' goodbyes (all ranks normally
+    // end together; a dead one must not hold the others long).
+    const double drain = std::min(o.collective_timeout, std::max(2.0, 5 * o.heartbeat_interval));
+    BATON_RETURN_IF_ERROR(Heartbeat::Start(world_, o.heartbeat_interval, drain, hosts_, &heartbeat_));
   } else if (o.heartbeats && rank_ == 0) {
     BATON_LOG(kRuntime, warning) << "heartbeats off: MPI gives " << ThreadLevelName(provided)
                                  << ", the heartbeat thread needs MPI_THREAD_MULTIPLE";
