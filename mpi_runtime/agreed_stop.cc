@@ -17,15 +17,24 @@ constexpr const char* kComponent = "runtime";
 
 volatile sig_atomic_t g_stop_signal = 0;
 struct sigaction g_old_term, g_old_stop;
-int g_installed_signal = 0;  // 0: nothing installed
+int g_installed_signal = 0;  // while installed
+int g_installs = 0;          // Runtimes that installed them (Create/~Runtime: one thread)
 
 extern "C" void OnStopSignal(int sig) { g_stop_signal = sig; }  // async-signal-safe: one store
 
 }  // namespace
 
 Status InstallStopHandlers(int stop_signal) {
-  if (g_installed_signal != 0)
-    return Status::InvalidArgument(kComponent, "stop signal handlers are already installed by another Runtime");
+  // Two Runtimes at once (a test's own beside a shared one) share the
+  // handlers and the flag: counted, installed by the first, restored by the last.
+  if (g_installs > 0) {
+    if (stop_signal != g_installed_signal)
+      return Status::InvalidArgument(kComponent, "stop signal " + std::to_string(stop_signal) +
+                                                     " differs from the other Runtime's " +
+                                                     std::to_string(g_installed_signal));
+    ++g_installs;
+    return Status::OK();
+  }
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = OnStopSignal;
@@ -40,11 +49,12 @@ Status InstallStopHandlers(int stop_signal) {
                                            ") failed: " + std::strerror(errno));
   }
   g_installed_signal = stop_signal;
+  g_installs = 1;
   return Status::OK();
 }
 
 void RestoreStopHandlers() {
-  if (g_installed_signal == 0) return;
+  if (g_installs == 0 || --g_installs > 0) return;
   if (g_installed_signal != SIGTERM) sigaction(g_installed_signal, &g_old_stop, nullptr);
   sigaction(SIGTERM, &g_old_term, nullptr);
   g_installed_signal = 0;

@@ -19,7 +19,8 @@ namespace baton {
 
 // Installs the handler (sigaction; it only sets a sig_atomic_t) for SIGTERM
 // and `stop_signal`, remembering the previous handlers, and clears the
-// flag. Restore() puts the previous handlers back. One Runtime at a time.
+// flag. RestoreStopHandlers() puts the previous handlers back. Counted:
+// Runtimes alive at once share them (the same signal, else an error).
 Status InstallStopHandlers(int stop_signal);
 void RestoreStopHandlers();
 // Non-zero (the signal number) once a stop signal arrived in this process.

@@ -299,6 +299,26 @@ TEST(Options, BadEnvironmentValuesAreNamed) {
   WorldBarrier();
 }
 
+// A test's own Runtime beside a shared one: the stop handlers are shared.
+TEST(Options, TwoRuntimesAtOnceShareTheStopHandlers) {
+  auto first = Make(Fast());
+  auto second = Make(Fast());
+  ASSERT_TRUE(first && second);
+  RuntimeOptions other = Fast();
+  other.stop_signal = SIGUSR1;
+  std::unique_ptr<Runtime> third;
+  Status s = Runtime::Create(nullptr, nullptr, other, &third);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << "a different stop signal: " << s;
+  second.reset();
+  struct sigaction now;
+  sigaction(SIGUSR2, nullptr, &now);
+  EXPECT_NE(now.sa_handler, SIG_DFL) << "the first Runtime's handler went with the second";
+  first.reset();
+  sigaction(SIGUSR2, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL) << "the handler was not restored";
+  WorldBarrier();
+}
+
 // ---- requeue ------------------------------------------------------------------
 
 TEST(Requeue, OutsideASlurmJobIsAClearError) {
