@@ -15,6 +15,7 @@
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi/reduce_kernels.h"
 #include "mpi_runtime/mpi/tune_table.h"
+#include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::mpi {
@@ -235,9 +236,11 @@ class FutureRequest : public Request {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(Runtime& rt, const CommOptions& options, double timeout)
-      : rt_(&rt), topology_(rt.topology()), options_(options), timeout_(timeout) {}
+      : rt_(&rt), topology_(rt.topology()), options_(options), timeout_(timeout),
+        blocking_(options.on_timeout == OnTimeout::kExit) {}
   ~MpiCommunicator() override {
     worker_.reset();  // finishes what was submitted before the communicators go
+    watchdog_.reset();
     // A collective abandoned at its deadline still uses its communicator:
     // freeing it would let MPI reuse the context id for a new one, which
     // could then match the late collective's messages. Leaked instead.
@@ -255,6 +258,9 @@ class MpiCommunicator : public Communicator {
       c->size = rt.size();
     }
     worker_ = std::make_unique<Worker>();
+    if (blocking_)
+      watchdog_ = std::make_unique<Watchdog>(
+          timeout_, [this](const CallInfo& info) { ExitForRequeue(TimeoutStatus(rt_, Describe(info), timeout_)); });
     if (options_.algorithm == Algorithm::kAuto) LoadTable();
     return Status::OK();
   }
@@ -264,63 +270,55 @@ class MpiCommunicator : public Communicator {
   Backend backend() const override { return Backend::kMpi; }
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    return Run([&] { return DoAllReduce(main_, send, recv, count, t, op); },
-               [&] { return ReduceWhat("all_reduce", count, t, op); });
+    return Run(kMain, Info("all_reduce", count, t, op), [&] { return DoAllReduce(main_, send, recv, count, t, op); });
   }
   Status AllGather(const void* send, void* recv, size_t count, DType t) override {
-    return Run([&] { return DoAllGather(main_, send, recv, count, t); },
-               [&] { return BlockWhat("all_gather", count, t); });
+    return Run(kMain, Info("all_gather", count, t, -1, -1, true), [&] { return DoAllGather(main_, send, recv, count, t); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    return Run([&] { return DoReduceScatter(main_, send, recv, count, t, op); },
-               [&] { return ReduceWhat("reduce_scatter", count, t, op) + " per rank"; });
+    return Run(kMain, Info("reduce_scatter", count, t, op, -1, true),
+               [&] { return DoReduceScatter(main_, send, recv, count, t, op); });
   }
   Status Broadcast(void* buffer, size_t count, DType t, int root) override {
-    return Run([&] { return DoBroadcast(main_, buffer, count, t, root); },
-               [&] { return BroadcastWhat(count, t, root); });
+    return Run(kMain, Info("broadcast", count, t, -1, root), [&] { return DoBroadcast(main_, buffer, count, t, root); });
   }
   Status AllToAll(const void* send, void* recv, size_t count, DType t) override {
-    return Run([&] { return DoAllToAll(main_, send, recv, count, t); },
-               [&] { return BlockWhat("all_to_all", count, t); });
+    return Run(kMain, Info("all_to_all", count, t, -1, -1, true), [&] { return DoAllToAll(main_, send, recv, count, t); });
   }
-  Status Barrier() override {
-    return Run([&] { return DoBarrier(main_); }, [] { return std::string("barrier"); });
-  }
+  Status Barrier() override { return Run(kMain, Info("barrier", 0, DType::kU8), [&] { return DoBarrier(main_); }); }
 
   Status IAllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                     std::unique_ptr<Request>* req) override {
     return Async(req, [=] {
-      return Run([&] { return DoAllReduce(async_, send, recv, count, t, op); },
-                 [&] { return "non-blocking " + ReduceWhat("all_reduce", count, t, op); });
+      return Run(kAsync, Info("all_reduce", count, t, op), [&] { return DoAllReduce(async_, send, recv, count, t, op); });
     });
   }
   Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
     return Async(req, [=] {
-      return Run([&] { return DoAllGather(async_, send, recv, count, t); },
-                 [&] { return "non-blocking " + BlockWhat("all_gather", count, t); });
+      return Run(kAsync, Info("all_gather", count, t, -1, -1, true),
+                 [&] { return DoAllGather(async_, send, recv, count, t); });
     });
   }
   Status IReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                         std::unique_ptr<Request>* req) override {
     return Async(req, [=] {
-      return Run([&] { return DoReduceScatter(async_, send, recv, count, t, op); },
-                 [&] { return "non-blocking " + ReduceWhat("reduce_scatter", count, t, op) + " per rank"; });
+      return Run(kAsync, Info("reduce_scatter", count, t, op, -1, true),
+                 [&] { return DoReduceScatter(async_, send, recv, count, t, op); });
     });
   }
   Status IBroadcast(void* buffer, size_t count, DType t, int root, std::unique_ptr<Request>* req) override {
     return Async(req, [=] {
-      return Run([&] { return DoBroadcast(async_, buffer, count, t, root); },
-                 [&] { return "non-blocking " + BroadcastWhat(count, t, root); });
+      return Run(kAsync, Info("broadcast", count, t, -1, root), [&] { return DoBroadcast(async_, buffer, count, t, root); });
     });
   }
   Status IAllToAll(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
     return Async(req, [=] {
-      return Run([&] { return DoAllToAll(async_, send, recv, count, t); },
-                 [&] { return "non-blocking " + BlockWhat("all_to_all", count, t); });
+      return Run(kAsync, Info("all_to_all", count, t, -1, -1, true),
+                 [&] { return DoAllToAll(async_, send, recv, count, t); });
     });
   }
   Status IBarrier(std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return Run([&] { return DoBarrier(async_); }, [] { return std::string("non-blocking barrier"); }); });
+    return Async(req, [=] { return Run(kAsync, Info("barrier", 0, DType::kU8), [&] { return DoBarrier(async_); }); });
   }
 
  private:
@@ -329,32 +327,56 @@ class MpiCommunicator : public Communicator {
     return Status::OK();
   }
 
-  static std::string ReduceWhat(const char* name, size_t count, DType t, ReduceOp op) {
-    static const char* const kOps[] = {"sum", "max", "min", "avg"};  // ReduceOp order
-    const size_t i = static_cast<size_t>(op);
-    return std::string(name) + " of " + Bytes(count, t) + " (" + std::string(DTypeName(t)) + " " +
-           (i < 4 ? kOps[i] : "?") + ")";
+  // The watchdog's slots: blocking calls (the caller's thread) and the
+  // non-blocking ones (the worker's thread).
+  static constexpr int kMain = 0, kAsync = 1;
+
+  static CallInfo Info(const char* name, size_t count, DType t, int op = -1, int root = -1, bool per_rank = false) {
+    CallInfo i;
+    i.name = name;
+    i.count = count;
+    i.dtype = t;
+    i.op = op;
+    i.root = root;
+    i.per_rank = per_rank;
+    return i;
   }
-  static std::string BlockWhat(const char* name, size_t count, DType t) {
-    return std::string(name) + " of " + Bytes(count, t) + " per rank (" + std::string(DTypeName(t)) + ")";
-  }
-  static std::string BroadcastWhat(size_t count, DType t, int root) {
-    return "broadcast of " + Bytes(count, t) + " from rank " + std::to_string(root);
+  static CallInfo Info(const char* name, size_t count, DType t, ReduceOp op, int root = -1, bool per_rank = false) {
+    return Info(name, count, t, static_cast<int>(op), root, per_rank);
   }
 
-  // Runs one collective under the communicator's deadline policy: a
-  // broken communicator answers at once; a timeout becomes the full
-  // message, breaks the communicator, and exits 75 unless kReturn.
-  // `what` is only evaluated on a timeout (the fast path formats nothing).
-  template <typename Body, typename What>
-  Status Run(Body body, What what) {
+  // "all_reduce of 1048576 bytes (f32 sum)", "broadcast of 8 bytes from
+  // rank 0", "barrier": what a timeout message names.
+  static std::string Describe(const CallInfo& i) {
+    static const char* const kOps[] = {"sum", "max", "min", "avg"};  // ReduceOp order
+    std::string out = std::string(i.non_blocking ? "non-blocking " : "") + i.name;
+    if (std::string_view(i.name) == "barrier") return out;
+    out += " of " + Bytes(i.count, i.dtype);
+    if (i.per_rank) out += " per rank";
+    if (i.root >= 0) return out + " from rank " + std::to_string(i.root);
+    out += " (" + std::string(DTypeName(i.dtype));
+    if (i.op >= 0 && i.op < 4) out += std::string(" ") + kOps[i.op];
+    return out + ")";
+  }
+
+  // Runs one collective under the communicator's deadline policy. kExit:
+  // the watchdog watches the call (armed around it) and ends the process
+  // with 75 at the deadline; the Do* functions use MPI's blocking calls
+  // where they can. kReturn: the Do* functions poll non-blocking MPI
+  // against the deadline, and a timeout becomes the full message and
+  // breaks the communicator. A broken communicator answers at once.
+  template <typename Body>
+  Status Run(int slot, CallInfo info, Body body) {
     if (broken_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(broken_mu_);
       return broken_status_;
     }
+    info.non_blocking = slot == kAsync;
+    if (watchdog_) watchdog_->Arm(slot, info);
     Status s = body();
+    if (watchdog_) watchdog_->Disarm(slot);
     if (s.code() != Code::kTimeout) return s;
-    Status t = TimeoutStatus(rt_, what(), timeout_);
+    Status t = TimeoutStatus(rt_, Describe(info), timeout_);
     {
       std::lock_guard<std::mutex> lock(broken_mu_);
       if (!broken_.load()) broken_status_ = t.Annotate("communicator broken by an earlier timeout");
@@ -393,12 +415,16 @@ class MpiCommunicator : public Communicator {
       case Algorithm::kHierarchical:
         s = Hierarchical(c, work, count, w, op, deadline);
         break;
-      default: {
-        MPI_Request req;
-        s = BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op),
-                                           c.world, &req));
-        if (s.ok()) s = deadline.Wait(&req, 1);
-      }
+      default:
+        if (blocking_) {
+          s = BATON_MPI_CHECK(
+              MPI_Allreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op), c.world));
+        } else {
+          MPI_Request req;
+          s = BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op),
+                                             c.world, &req));
+          if (s.ok()) s = deadline.Wait(&req, 1);
+        }
     }
     if (s.code() == Code::kTimeout) Abandon(&widened);
     if (!s.ok()) return s.Annotate("all_reduce of " + std::to_string(count) + " " + std::string(DTypeName(t)));
@@ -440,6 +466,9 @@ class MpiCommunicator : public Communicator {
       return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, options_.ring_chunk_bytes, deadline)
           .AllGather(out, start, len);
     }
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                           MPI_BYTE, c.world));
     MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
                                                          static_cast<int>(bytes), MPI_BYTE, c.world, &req)));
@@ -469,10 +498,15 @@ class MpiCommunicator : public Communicator {
       s = Ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes, deadline).ReduceScatter(work.data(), start, len);
     } else {
       out.resize(count * wsize);
-      MPI_Request req;
-      s = BATON_MPI_CHECK(MPI_Ireduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
-                                                    MpiOp(op), c.world, &req));
-      if (s.ok()) s = deadline.Wait(&req, 1);
+      if (blocking_) {
+        s = BATON_MPI_CHECK(MPI_Reduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
+                                                     MpiOp(op), c.world));
+      } else {
+        MPI_Request req;
+        s = BATON_MPI_CHECK(MPI_Ireduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
+                                                      MpiOp(op), c.world, &req));
+        if (s.ok()) s = deadline.Wait(&req, 1);
+      }
       if (s.ok()) std::memcpy(mine, out.data(), out.size());
     }
     if (s.code() == Code::kTimeout) {
@@ -495,6 +529,8 @@ class MpiCommunicator : public Communicator {
     BATON_RETURN_IF_ERROR(CheckCount("broadcast", count * DTypeSize(t), 1));
     if (count == 0) return Status::OK();
     const Deadline deadline(timeout_);
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Bcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world));
     MPI_Request req;
     BATON_RETURN_IF_ERROR(
         BATON_MPI_CHECK(MPI_Ibcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world, &req)));
@@ -506,6 +542,9 @@ class MpiCommunicator : public Communicator {
     BATON_RETURN_IF_ERROR(CheckCount("all_to_all", bytes * static_cast<size_t>(c.size), 1));
     if (count == 0) return Status::OK();
     const Deadline deadline(timeout_);
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                          MPI_BYTE, c.world));
     MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv,
                                                         static_cast<int>(bytes), MPI_BYTE, c.world, &req)));
@@ -513,6 +552,7 @@ class MpiCommunicator : public Communicator {
   }
 
   Status DoBarrier(const Comms& c) {
+    if (blocking_) return BATON_MPI_CHECK(MPI_Barrier(c.world));
     const Deadline deadline(timeout_);
     MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ibarrier(c.world, &req)));
@@ -542,6 +582,8 @@ class MpiCommunicator : public Communicator {
   Topology topology_;
   CommOptions options_;
   double timeout_;  // seconds, resolved
+  bool blocking_;   // kExit: MPI's blocking calls under the watchdog
+  std::unique_ptr<Watchdog> watchdog_;
   TuneTable table_;
   Comms main_, async_;
   std::unique_ptr<Worker> worker_;
