@@ -1,11 +1,21 @@
 #include "baton/runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <sstream>
 #include <string>
 
+#include "base/env_options.h"
+#include "base/straggler_report.h"
 #include "baton/identity.h"
 #include "baton/log.h"
+#include "mpi_runtime/agreed_stop.h"
+#include "mpi_runtime/deadline.h"
+#include "mpi_runtime/heartbeat.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton {
@@ -38,10 +48,36 @@ std::string ThreadLevelName(int level) {
   return std::to_string(level);
 }
 
+// Every default of RuntimeOptions, in one place (man 3 baton lists them).
+constexpr double kDefaultHeartbeatInterval = 1.0;
+constexpr long kDefaultStragglerEvery = 100;
+constexpr double kDefaultStragglerThreshold = 0.2;
+constexpr long kDefaultStopCheckEvery = 1;
+
+Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
+  *out = in;
+  BATON_RETURN_IF_ERROR(PositiveNumberOption("heartbeat_interval", in.heartbeat_interval, "BATON_HEARTBEAT_INTERVAL",
+                                             kDefaultHeartbeatInterval, &out->heartbeat_interval));
+  BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(in.collective_timeout, &out->collective_timeout));
+  BATON_RETURN_IF_ERROR(PositiveCountOption("straggler_every", in.straggler_every, "BATON_STRAGGLER_EVERY",
+                                            kDefaultStragglerEvery, &out->straggler_every));
+  BATON_RETURN_IF_ERROR(PositiveNumberOption("straggler_threshold", in.straggler_threshold,
+                                             "BATON_STRAGGLER_THRESHOLD", kDefaultStragglerThreshold,
+                                             &out->straggler_threshold));
+  BATON_RETURN_IF_ERROR(
+      SignalOption("stop_signal", in.stop_signal, "BATON_STOP_SIGNAL", SIGUSR2, &out->stop_signal));
+  BATON_RETURN_IF_ERROR(PositiveCountOption("stop_check_every", in.stop_check_every, "BATON_STOP_CHECK_EVERY",
+                                            kDefaultStopCheckEvery, &out->stop_check_every));
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, std::unique_ptr<Runtime>* out) {
   std::unique_ptr<Runtime> rt(new Runtime());
+  // Checked on every rank before any collective: all ranks see the same
+  // environment under srun and mpirun, so all fail alike.
+  BATON_RETURN_IF_ERROR(ResolveOptions(options, &rt->options_));
   int initialized = 0, provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Initialized(&initialized)));
   if (!initialized) {
@@ -90,6 +126,8 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   if (rt->leaders_ != MPI_COMM_NULL)
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(rt->leaders_, MPI_ERRORS_RETURN)));
 
+  BATON_RETURN_IF_ERROR(rt->StartHealth(rt->options_));
+
   BATON_LOG(kRuntime, debug) << "runtime: " << rt->size_ << " ranks on " << rt->num_nodes()
                              << " nodes; node " << rt->node_rank() << ", local rank " << rt->local_rank_
                              << " of " << rt->local_size_ << (all_have ? " (from Slurm)" : " (from MPI)");
@@ -97,8 +135,130 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   return Status::OK();
 }
 
+// Host names, the runtime's own communicator, heartbeats, stop handlers.
+Status Runtime::StartHealth(const RuntimeOptions& o) {
+  char name[64] = {};
+  if (gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "?");
+  std::vector<char> all(sizeof name * static_cast<size_t>(size_));
+  BATON_RETURN_IF_ERROR(
+      BATON_MPI_CHECK(MPI_Allgather(name, sizeof name, MPI_CHAR, all.data(), sizeof name, MPI_CHAR, world_)));
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + sizeof name * static_cast<size_t>(r));
+
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(world_, &control_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN)));
+  stop_ = std::make_unique<StopAgreement>(control_, o.stop_check_every, o.collective_timeout);
+
+  int provided = MPI_THREAD_SINGLE;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
+  if (o.heartbeats && provided == MPI_THREAD_MULTIPLE) {
+    // Stop() waits this long for the others' goodbyes (all ranks normally
+    // end together; a dead one must not hold the others long).
+    const double drain = std::min(o.collective_timeout, std::max(2.0, 5 * o.heartbeat_interval));
+    BATON_RETURN_IF_ERROR(Heartbeat::Start(world_, o.heartbeat_interval, drain, hosts_, &heartbeat_));
+  } else if (o.heartbeats && rank_ == 0) {
+    BATON_LOG(kRuntime, warning) << "heartbeats off: MPI gives " << ThreadLevelName(provided)
+                                 << ", the heartbeat thread needs MPI_THREAD_MULTIPLE";
+  }
+  if (o.install_stop_handlers) {
+    BATON_RETURN_IF_ERROR(InstallStopHandlers(o.stop_signal));
+    handlers_installed_ = true;
+  }
+  return Status::OK();
+}
+
+void Runtime::BeginStep(int64_t step) {
+  step_.store(step, std::memory_order_relaxed);
+  step_start_ = std::chrono::steady_clock::now();
+  in_step_ = true;
+}
+
+Status Runtime::EndStep() {
+  if (!in_step_) return Status::InvalidArgument(kComponent, "EndStep without BeginStep");
+  in_step_ = false;
+  window_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  ++window_steps_;
+  if (++end_steps_ % options_.straggler_every != 0) return Status::OK();
+  return GatherStepTimes();
+}
+
+// One small collective: every rank's mean step time over the window.
+Status Runtime::GatherStepTimes() {
+  const double mine = window_seconds_ / static_cast<double>(std::max(1L, window_steps_));
+  window_seconds_ = 0;
+  window_steps_ = 0;
+  // On the heap: a gather abandoned at its deadline may still write them.
+  auto* buf = new std::vector<double>(static_cast<size_t>(size_) + 1);
+  (*buf)[0] = mine;
+  MPI_Request req = MPI_REQUEST_NULL;
+  Status s = BATON_MPI_CHECK(MPI_Iallgather(buf->data(), 1, MPI_DOUBLE, buf->data() + 1, 1, MPI_DOUBLE, control_, &req));
+  if (s.ok()) s = mpi::Deadline(options_.collective_timeout).Wait(&req, 1);
+  if (s.code() == Code::kTimeout) {
+    s = mpi::TimeoutStatus(this, "gathering the step times of " + std::to_string(size_) + " ranks",
+                           options_.collective_timeout);
+    if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
+    return s;  // buf is leaked with the request
+  }
+  std::vector<double> times(buf->begin() + 1, buf->end());
+  delete buf;
+  if (!s.ok()) return s.Annotate("gathering the step times");
+  StragglerReport report = FindStragglers(step(), std::move(times), options_.straggler_threshold);
+  if (rank_ == 0) {
+    for (int r : report.stragglers) {
+      BATON_LOG(kRuntime, warning) << "straggler at step " << report.step << ": rank " << r << " ("
+                                   << hosts_[static_cast<size_t>(r)] << ") takes "
+                                   << report.step_seconds[static_cast<size_t>(r)] << " s per step, median "
+                                   << report.median_seconds << " s (threshold +"
+                                   << report.threshold * 100 << "%)";
+    }
+  }
+  std::lock_guard<std::mutex> lock(report_mu_);
+  report_ = std::move(report);
+  return Status::OK();
+}
+
+StragglerReport Runtime::stragglers() const {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  return report_;
+}
+
+std::vector<int> Runtime::silent_ranks() const {
+  return heartbeat_ ? heartbeat_->Silent() : std::vector<int>{};
+}
+
+std::string Runtime::DescribeSilentRanks() const {
+  std::string out;
+  for (int r : silent_ranks())
+    out += (out.empty() ? "" : ", ") + std::to_string(r) + " (" + hosts_.at(static_cast<size_t>(r)) + ")";
+  return out.empty() ? "none" : out;
+}
+
+Status Runtime::ShouldStop(bool* stop) {
+  Status s = stop_->Check(stop);
+  if (s.code() == Code::kTimeout) {
+    s = mpi::TimeoutStatus(this, "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator)",
+                           options_.collective_timeout);
+    if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
+  }
+  return s;
+}
+
+bool Runtime::should_stop() {
+  bool stop = true;
+  Status s = ShouldStop(&stop);
+  if (!s.ok()) {
+    BATON_LOG(kRuntime, error) << s << "; stopping";
+  }
+  return stop || !s.ok();
+}
+
+bool Runtime::stop_signal_received() { return StopSignalReceived() != 0; }
+
 Runtime::~Runtime() {
-  for (MPI_Comm* c : {&leaders_, &node_, &world_})
+  if (heartbeat_) heartbeat_->Stop();
+  heartbeat_.reset();
+  stop_.reset();
+  if (handlers_installed_) RestoreStopHandlers();
+  for (MPI_Comm* c : {&control_, &leaders_, &node_, &world_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);

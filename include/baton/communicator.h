@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "baton/dtype.h"
+#include "baton/health.h"
 #include "baton/runtime.h"
 #include "baton/status.h"
 
@@ -36,6 +37,19 @@ struct CommOptions {
   Algorithm algorithm = Algorithm::kAuto;  // mpi backend only
   // Ring pipelining: each segment moves in chunks of this many bytes.
   size_t ring_chunk_bytes = 1 << 20;
+  // Deadline of every collective, blocking or not (from its start to its
+  // completion), in seconds: 0 = BATON_COLLECTIVE_TIMEOUT, else 600. A bad
+  // value is an InvalidArgument from CreateCommunicator naming it.
+  double timeout = 0;
+  // On expiry: kExit logs the timeout (collective, bytes, step, ranks not
+  // answering heartbeats) and ends the process with 75 at once; kReturn
+  // returns Status::Timeout with that text. Either way the communicator
+  // is then broken: with nccl it is aborted (ncclCommAbort) first; with
+  // mpi the late collective stays in flight inside MPI (MPI cannot cancel
+  // a collective), its buffers may still be written, and every later call
+  // returns the same Timeout at once. Make a new communicator or, better,
+  // exit 75 and let Slurm requeue the job.
+  OnTimeout on_timeout = OnTimeout::kExit;
 };
 
 // A non-blocking collective in flight. Destroying an unfinished Request
@@ -77,7 +91,8 @@ class Communicator {
   virtual Status IBarrier(std::unique_ptr<Request>* request) = 0;
 };
 
-// A communicator over the runtime's world. Collective over the world.
+// A communicator over the runtime's world. Collective over the world. The
+// runtime must outlive it (timeouts name its step and silent ranks).
 Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out);
 
 }  // namespace baton

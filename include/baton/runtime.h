@@ -6,23 +6,62 @@
 //   rt->rank(); rt->node_rank(); rt->local_rank(); rt->node_comm(); ...
 //
 // Started from MPI_COMM_WORLD under `srun --mpi=pmix` or mpirun. Threading:
-// MPI_THREAD_MULTIPLE is required (the heartbeat and async-save threads of
-// later parts call MPI); a Runtime is created and destroyed on one thread.
+// MPI_THREAD_MULTIPLE is required (the heartbeat and async-save threads
+// call MPI); a Runtime is created and destroyed on one thread, and must
+// outlive the communicators made from it (their timeouts read its step and
+// its heartbeats).
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "baton/health.h"
 #include "baton/status.h"
 #include "baton/topology.h"
 
 namespace baton {
 
+class Heartbeat;
+class StopAgreement;
+
+// Every number below that is 0 comes from its environment variable, else
+// the default named; an explicit value wins over the environment. A bad
+// value is an InvalidArgument from Create naming the variable and value.
 struct RuntimeOptions {
   // Fail unless MPI gives MPI_THREAD_MULTIPLE.
   bool require_thread_multiple = true;
+
+  // Heartbeats on their own thread and communicator (see heartbeat.h). A
+  // rank silent for two intervals is reported (logged, silent_ranks(), and
+  // named in collective timeouts). BATON_HEARTBEAT_INTERVAL, default 1 s.
+  bool heartbeats = true;
+  double heartbeat_interval = 0;
+
+  // Deadline and policy of the runtime's own collectives (should_stop's
+  // agreement, the straggler gather). BATON_COLLECTIVE_TIMEOUT, default 600 s.
+  double collective_timeout = 0;
+  OnTimeout on_timeout = OnTimeout::kExit;
+
+  // Stragglers: every `straggler_every` EndStep() calls (BATON_STRAGGLER_EVERY,
+  // default 100) the per-rank mean step times are gathered; ranks slower
+  // than the median by more than `straggler_threshold` (a fraction;
+  // BATON_STRAGGLER_THRESHOLD, default 0.2) are logged with their host.
+  long straggler_every = 0;
+  double straggler_threshold = 0;
+
+  // Agreed stop: SIGTERM and `stop_signal` (BATON_STOP_SIGNAL, default
+  // SIGUSR2) set a flag that should_stop() agrees on across ranks, once
+  // every `stop_check_every` calls (BATON_STOP_CHECK_EVERY, default 1).
+  bool install_stop_handlers = true;
+  int stop_signal = 0;
+  long stop_check_every = 0;
 };
 
 class Runtime {
@@ -50,12 +89,82 @@ class Runtime {
   // Local rank 0 of every node; MPI_COMM_NULL on the other ranks.
   MPI_Comm leaders_comm() const { return leaders_; }
 
+  // The host name of every rank (gethostname, gathered at Create).
+  const std::string& host(int rank) const { return hosts_.at(static_cast<size_t>(rank)); }
+  // The options with every default and environment variable resolved.
+  const RuntimeOptions& options() const { return options_; }
+
+  // ---- Steps: what timeouts name, and what straggler detection times ----
+  // BeginStep(step) marks the start of a training step; EndStep() its end.
+  // Every rank must call EndStep the same number of times: every
+  // straggler_every-th call is a collective (one MPI_Allgather of a double,
+  // under the deadline). Training thread only.
+  void BeginStep(int64_t step);
+  Status EndStep();
+  // The step of the last BeginStep (-1 before the first). Any thread.
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
+  // The last gathered step times; step -1 before the first gather.
+  StragglerReport stragglers() const;
+
+  // ---- Heartbeats ----
+  // Ranks that have not answered heartbeats for two intervals, as this
+  // rank knows them (rank 0 watches everyone; the others learn rank 0's
+  // view through its heartbeats and watch rank 0 themselves). Any thread.
+  std::vector<int> silent_ranks() const;
+  // "3 (n2), 5 (n3)", or "none".
+  std::string DescribeSilentRanks() const;
+
+  // ---- Agreed stop and requeue ----
+  // True once any rank got SIGTERM or the stop signal, at the same call on
+  // every rank: the k-th call returns the OR of every rank's flag as it was
+  // at call k-1 (a non-blocking all-reduce of one int started at call k-1
+  // and completed at call k, so its latency hides behind the step).
+  // Collective: every rank calls it equally often (typically once per
+  // step). After a true it stays true and makes no more MPI calls. A
+  // failure of the agreement follows on_timeout; with kReturn, *stop is
+  // true and the Status says why.
+  Status ShouldStop(bool* stop);
+  bool should_stop();  // ShouldStop, logging a failure; a failure counts as "stop"
+  // Whether this process got SIGTERM or the stop signal (not agreed).
+  static bool stop_signal_received();
+
+  // Asks Slurm (libslurm slurm_requeue) to requeue this job (SLURM_JOB_ID),
+  // once per process: later calls ask nothing and say so in *what. Not
+  // collective: call it on one rank, e.g. rank 0 after should_stop().
+  // Slurm then ends the job (SIGTERM to every task, then SIGKILL) and
+  // runs it again; a program typically saves and exits 75. Unavailable
+  // outside a Slurm job or when Slurm refuses (e.g. --no-requeue), with
+  // Slurm's reason.
+  Status Requeue(std::string* what = nullptr);
+
  private:
   Runtime() = default;
+  Status StartHealth(const RuntimeOptions& options);
+  Status GatherStepTimes();
+
   int rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0;
-  bool finalize_ = false;
+  bool finalize_ = false, handlers_installed_ = false;
+  RuntimeOptions options_;
   Topology topology_;
+  std::vector<std::string> hosts_;
   MPI_Comm world_ = MPI_COMM_NULL, node_ = MPI_COMM_NULL, leaders_ = MPI_COMM_NULL;
+  // The runtime's own collectives, apart from the program's.
+  MPI_Comm control_ = MPI_COMM_NULL;
+
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<StopAgreement> stop_;
+
+  std::atomic<int64_t> step_{-1};
+  std::chrono::steady_clock::time_point step_start_{};
+  bool in_step_ = false;
+  double window_seconds_ = 0;
+  long window_steps_ = 0, end_steps_ = 0;
+  mutable std::mutex report_mu_;
+  StragglerReport report_;
+
+  std::mutex requeue_mu_;
+  bool requeue_asked_ = false;
+  std::string requeue_what_;
 };
 
 }  // namespace baton

@@ -1,5 +1,6 @@
 #include "mpi_runtime/mpi/mpi_communicator.h"
 
+#include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "baton/log.h"
+#include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi/reduce_kernels.h"
 #include "mpi_runtime/mpi/tune_table.h"
+#include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::mpi {
@@ -55,6 +58,17 @@ Status CheckOp(const char* what, DType t, ReduceOp op) {
   return Status::OK();
 }
 
+// A collective that passed its deadline is still in flight inside MPI and
+// may yet read or write its buffers: a temporary buffer it uses is handed
+// over to it (leaked) instead of freed.
+template <typename T>
+void Abandon(std::vector<T>* v) {
+  new std::vector<T>(std::move(*v));  // the heap block moves with it
+}
+
+// "1048576 bytes (f32 sum)": the size and kind of a collective, for timeouts.
+std::string Bytes(size_t count, DType t) { return std::to_string(count * DTypeSize(t)) + " bytes"; }
+
 struct Comms {
   MPI_Comm world = MPI_COMM_NULL, node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
   int rank = 0, size = 1;
@@ -90,9 +104,9 @@ void Segments(size_t count, int parts, std::vector<size_t>* start, std::vector<s
 // reduction of one chunk overlaps the transfer of the next.
 class Ring {
  public:
-  Ring(MPI_Comm comm, int rank, int size, DType t, ReduceOp op, size_t chunk_bytes)
+  Ring(MPI_Comm comm, int rank, int size, DType t, ReduceOp op, size_t chunk_bytes, const Deadline& deadline)
       : comm_(comm), rank_(rank), size_(size), t_(t), op_(op), esize_(DTypeSize(t)),
-        chunk_(std::max<size_t>(1, chunk_bytes / DTypeSize(t))) {}
+        chunk_(std::max<size_t>(1, chunk_bytes / DTypeSize(t))), deadline_(deadline) {}
 
   Status ReduceScatter(char* work, const std::vector<size_t>& start, const std::vector<size_t>& len) {
     size_t max_len = 0;
@@ -103,12 +117,18 @@ class Ring {
       std::vector<MPI_Request> recvs, sends;
       BATON_RETURN_IF_ERROR(Post(tmp.data(), len[recv], Left(), /*is_send=*/false, &recvs));
       BATON_RETURN_IF_ERROR(Post(work + start[send] * esize_, len[send], Right(), true, &sends));
-      for (size_t k = 0; k < recvs.size(); ++k) {
-        BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Wait(&recvs[k], MPI_STATUS_IGNORE)));
+      Status st;
+      for (size_t k = 0; k < recvs.size() && st.ok(); ++k) {
+        st = deadline_.Wait(&recvs[k], 1);
+        if (!st.ok()) break;
         const size_t off = k * chunk_, n = std::min(chunk_, len[recv] - off);
         Reduce(t_, op_, tmp.data() + off * esize_, work + (start[recv] + off) * esize_, n);
       }
-      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE)));
+      if (st.ok()) st = deadline_.Wait(sends.data(), static_cast<int>(sends.size()));
+      if (!st.ok()) {
+        if (st.code() == Code::kTimeout) Abandon(&tmp);
+        return st;
+      }
     }
     return Status::OK();
   }
@@ -119,7 +139,7 @@ class Ring {
       std::vector<MPI_Request> reqs;
       BATON_RETURN_IF_ERROR(Post(work + start[recv] * esize_, len[recv], Left(), false, &reqs));
       BATON_RETURN_IF_ERROR(Post(work + start[send] * esize_, len[send], Right(), true, &reqs));
-      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE)));
+      BATON_RETURN_IF_ERROR(deadline_.Wait(reqs.data(), static_cast<int>(reqs.size())));
     }
     return Status::OK();
   }
@@ -148,6 +168,7 @@ class Ring {
   DType t_;
   ReduceOp op_;
   size_t esize_, chunk_;
+  const Deadline& deadline_;
 };
 
 // Runs closures in order on one thread; a Request waits for its closure.
@@ -214,9 +235,16 @@ class FutureRequest : public Request {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(const Topology& topology, const CommOptions& options) : topology_(topology), options_(options) {}
+  MpiCommunicator(Runtime& rt, const CommOptions& options, double timeout)
+      : rt_(&rt), topology_(rt.topology()), options_(options), timeout_(timeout),
+        blocking_(options.on_timeout == OnTimeout::kExit) {}
   ~MpiCommunicator() override {
     worker_.reset();  // finishes what was submitted before the communicators go
+    watchdog_.reset();
+    // A collective abandoned at its deadline still uses its communicator:
+    // freeing it would let MPI reuse the context id for a new one, which
+    // could then match the late collective's messages. Leaked instead.
+    if (broken_.load()) return;
     Free(&main_);
     Free(&async_);
   }
@@ -230,6 +258,9 @@ class MpiCommunicator : public Communicator {
       c->size = rt.size();
     }
     worker_ = std::make_unique<Worker>();
+    if (blocking_)
+      watchdog_ = std::make_unique<Watchdog>(
+          timeout_, [this](const CallInfo& info) { ExitForRequeue(TimeoutStatus(rt_, Describe(info), timeout_)); });
     if (options_.algorithm == Algorithm::kAuto) LoadTable();
     return Status::OK();
   }
@@ -239,41 +270,55 @@ class MpiCommunicator : public Communicator {
   Backend backend() const override { return Backend::kMpi; }
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    return DoAllReduce(main_, send, recv, count, t, op);
+    return Run(kMain, Info("all_reduce", count, t, op), [&] { return DoAllReduce(main_, send, recv, count, t, op); });
   }
   Status AllGather(const void* send, void* recv, size_t count, DType t) override {
-    return DoAllGather(main_, send, recv, count, t);
+    return Run(kMain, Info("all_gather", count, t, -1, -1, true), [&] { return DoAllGather(main_, send, recv, count, t); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    return DoReduceScatter(main_, send, recv, count, t, op);
+    return Run(kMain, Info("reduce_scatter", count, t, op, -1, true),
+               [&] { return DoReduceScatter(main_, send, recv, count, t, op); });
   }
   Status Broadcast(void* buffer, size_t count, DType t, int root) override {
-    return DoBroadcast(main_, buffer, count, t, root);
+    return Run(kMain, Info("broadcast", count, t, -1, root), [&] { return DoBroadcast(main_, buffer, count, t, root); });
   }
   Status AllToAll(const void* send, void* recv, size_t count, DType t) override {
-    return DoAllToAll(main_, send, recv, count, t);
+    return Run(kMain, Info("all_to_all", count, t, -1, -1, true), [&] { return DoAllToAll(main_, send, recv, count, t); });
   }
-  Status Barrier() override { return BATON_MPI_CHECK(MPI_Barrier(main_.world)); }
+  Status Barrier() override { return Run(kMain, Info("barrier", 0, DType::kU8), [&] { return DoBarrier(main_); }); }
 
   Status IAllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                     std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return DoAllReduce(async_, send, recv, count, t, op); });
+    return Async(req, [=] {
+      return Run(kAsync, Info("all_reduce", count, t, op), [&] { return DoAllReduce(async_, send, recv, count, t, op); });
+    });
   }
   Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return DoAllGather(async_, send, recv, count, t); });
+    return Async(req, [=] {
+      return Run(kAsync, Info("all_gather", count, t, -1, -1, true),
+                 [&] { return DoAllGather(async_, send, recv, count, t); });
+    });
   }
   Status IReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                         std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return DoReduceScatter(async_, send, recv, count, t, op); });
+    return Async(req, [=] {
+      return Run(kAsync, Info("reduce_scatter", count, t, op, -1, true),
+                 [&] { return DoReduceScatter(async_, send, recv, count, t, op); });
+    });
   }
   Status IBroadcast(void* buffer, size_t count, DType t, int root, std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return DoBroadcast(async_, buffer, count, t, root); });
+    return Async(req, [=] {
+      return Run(kAsync, Info("broadcast", count, t, -1, root), [&] { return DoBroadcast(async_, buffer, count, t, root); });
+    });
   }
   Status IAllToAll(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return DoAllToAll(async_, send, recv, count, t); });
+    return Async(req, [=] {
+      return Run(kAsync, Info("all_to_all", count, t, -1, -1, true),
+                 [&] { return DoAllToAll(async_, send, recv, count, t); });
+    });
   }
   Status IBarrier(std::unique_ptr<Request>* req) override {
-    return Async(req, [=] { return BATON_MPI_CHECK(MPI_Barrier(async_.world)); });
+    return Async(req, [=] { return Run(kAsync, Info("barrier", 0, DType::kU8), [&] { return DoBarrier(async_); }); });
   }
 
  private:
@@ -282,10 +327,70 @@ class MpiCommunicator : public Communicator {
     return Status::OK();
   }
 
+  // The watchdog's slots: blocking calls (the caller's thread) and the
+  // non-blocking ones (the worker's thread).
+  static constexpr int kMain = 0, kAsync = 1;
+
+  static CallInfo Info(const char* name, size_t count, DType t, int op = -1, int root = -1, bool per_rank = false) {
+    CallInfo i;
+    i.name = name;
+    i.count = count;
+    i.dtype = t;
+    i.op = op;
+    i.root = root;
+    i.per_rank = per_rank;
+    return i;
+  }
+  static CallInfo Info(const char* name, size_t count, DType t, ReduceOp op, int root = -1, bool per_rank = false) {
+    return Info(name, count, t, static_cast<int>(op), root, per_rank);
+  }
+
+  // "all_reduce of 1048576 bytes (f32 sum)", "broadcast of 8 bytes from
+  // rank 0", "barrier": what a timeout message names.
+  static std::string Describe(const CallInfo& i) {
+    static const char* const kOps[] = {"sum", "max", "min", "avg"};  // ReduceOp order
+    std::string out = std::string(i.non_blocking ? "non-blocking " : "") + i.name;
+    if (std::string_view(i.name) == "barrier") return out;
+    out += " of " + Bytes(i.count, i.dtype);
+    if (i.per_rank) out += " per rank";
+    if (i.root >= 0) return out + " from rank " + std::to_string(i.root);
+    out += " (" + std::string(DTypeName(i.dtype));
+    if (i.op >= 0 && i.op < 4) out += std::string(" ") + kOps[i.op];
+    return out + ")";
+  }
+
+  // Runs one collective under the communicator's deadline policy. kExit:
+  // the watchdog watches the call (armed around it) and ends the process
+  // with 75 at the deadline; the Do* functions use MPI's blocking calls
+  // where they can. kReturn: the Do* functions poll non-blocking MPI
+  // against the deadline, and a timeout becomes the full message and
+  // breaks the communicator. A broken communicator answers at once.
+  template <typename Body>
+  Status Run(int slot, CallInfo info, Body body) {
+    if (broken_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(broken_mu_);
+      return broken_status_;
+    }
+    info.non_blocking = slot == kAsync;
+    if (watchdog_) watchdog_->Arm(slot, info);
+    Status s = body();
+    if (watchdog_) watchdog_->Disarm(slot);
+    if (s.code() != Code::kTimeout) return s;
+    Status t = TimeoutStatus(rt_, Describe(info), timeout_);
+    {
+      std::lock_guard<std::mutex> lock(broken_mu_);
+      if (!broken_.load()) broken_status_ = t.Annotate("communicator broken by an earlier timeout");
+      broken_.store(true, std::memory_order_release);
+    }
+    if (options_.on_timeout == OnTimeout::kExit) ExitForRequeue(t);
+    return t;
+  }
+
   Status DoAllReduce(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op) {
     BATON_RETURN_IF_ERROR(CheckOp("all_reduce", t, op));
     BATON_RETURN_IF_ERROR(CheckCount("all_reduce", count, DTypeSize(t)));
     if (count == 0) return Status::OK();
+    const Deadline deadline(timeout_);
     const DType w = WorkType(t);
     std::vector<float> widened;
     char* work = static_cast<char*>(recv);
@@ -302,17 +407,26 @@ class MpiCommunicator : public Communicator {
       case Algorithm::kRing: {
         std::vector<size_t> start, len;
         Segments(count, c.size, &start, &len);
-        Ring ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes);
+        Ring ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes, deadline);
         s = ring.ReduceScatter(work, start, len);
         if (s.ok()) s = ring.AllGather(work, start, len);
         break;
       }
       case Algorithm::kHierarchical:
-        s = Hierarchical(c, work, count, w, op);
+        s = Hierarchical(c, work, count, w, op, deadline);
         break;
       default:
-        s = BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op), c.world));
+        if (blocking_) {
+          s = BATON_MPI_CHECK(
+              MPI_Allreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op), c.world));
+        } else {
+          MPI_Request req;
+          s = BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work, static_cast<int>(count), MpiType(w), MpiOp(op),
+                                             c.world, &req));
+          if (s.ok()) s = deadline.Wait(&req, 1);
+        }
     }
+    if (s.code() == Code::kTimeout) Abandon(&widened);
     if (!s.ok()) return s.Annotate("all_reduce of " + std::to_string(count) + " " + std::string(DTypeName(t)));
     if (op == ReduceOp::kAvg) Scale(w, work, count, c.size);
     if (IsHalf(t)) Narrow(t, widened.data(), recv, count);
@@ -321,31 +435,44 @@ class MpiCommunicator : public Communicator {
 
   // Reduce to local rank 0, all-reduce among the node leaders, broadcast
   // back in the node: one inter-node message per node instead of per rank.
-  Status Hierarchical(const Comms& c, char* work, size_t count, DType w, ReduceOp op) {
+  Status Hierarchical(const Comms& c, char* work, size_t count, DType w, ReduceOp op, const Deadline& deadline) {
     int local_rank = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(c.node, &local_rank)));
     const int n = static_cast<int>(count);
+    MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-        MPI_Reduce(local_rank == 0 ? MPI_IN_PLACE : work, local_rank == 0 ? work : nullptr, n, MpiType(w),
-                   MpiOp(op), 0, c.node)));
-    if (c.leaders != MPI_COMM_NULL)
-      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.leaders)));
-    return BATON_MPI_CHECK(MPI_Bcast(work, n, MpiType(w), 0, c.node));
+        MPI_Ireduce(local_rank == 0 ? MPI_IN_PLACE : work, local_rank == 0 ? work : nullptr, n, MpiType(w),
+                    MpiOp(op), 0, c.node, &req)));
+    BATON_RETURN_IF_ERROR(deadline.Wait(&req, 1));
+    if (c.leaders != MPI_COMM_NULL) {
+      BATON_RETURN_IF_ERROR(
+          BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.leaders, &req)));
+      BATON_RETURN_IF_ERROR(deadline.Wait(&req, 1));
+    }
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ibcast(work, n, MpiType(w), 0, c.node, &req)));
+    return deadline.Wait(&req, 1);
   }
 
   Status DoAllGather(const Comms& c, const void* send, void* recv, size_t count, DType t) {
     const size_t bytes = count * DTypeSize(t);
     BATON_RETURN_IF_ERROR(CheckCount("all_gather", bytes * static_cast<size_t>(c.size), 1));
     if (count == 0) return Status::OK();
+    const Deadline deadline(timeout_);
     char* out = static_cast<char*>(recv);
     if (options_.algorithm == Algorithm::kRing) {
       std::memmove(out + bytes * static_cast<size_t>(c.rank), send, bytes);
       std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), bytes);
       for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = bytes * static_cast<size_t>(i);
-      return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, options_.ring_chunk_bytes).AllGather(out, start, len);
+      return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, options_.ring_chunk_bytes, deadline)
+          .AllGather(out, start, len);
     }
-    return BATON_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
-                                         MPI_BYTE, c.world));
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                           MPI_BYTE, c.world));
+    MPI_Request req;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                                                         static_cast<int>(bytes), MPI_BYTE, c.world, &req)));
+    return deadline.Wait(&req, 1);
   }
 
   Status DoReduceScatter(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op) {
@@ -353,6 +480,7 @@ class MpiCommunicator : public Communicator {
     const size_t total = count * static_cast<size_t>(c.size);
     BATON_RETURN_IF_ERROR(CheckCount("reduce_scatter", total, DTypeSize(t)));
     if (count == 0) return Status::OK();
+    const Deadline deadline(timeout_);
     const DType w = WorkType(t);
     const size_t wsize = DTypeSize(w);
     // The ring reduces in place, so it works on a copy of the whole input.
@@ -363,15 +491,27 @@ class MpiCommunicator : public Communicator {
       std::memcpy(work.data(), send, total * wsize);
     char* mine = work.data() + count * wsize * static_cast<size_t>(c.rank);
     Status s;
+    std::vector<char> out;
     if (options_.algorithm == Algorithm::kRing) {
       std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), count);
       for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
-      s = Ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes).ReduceScatter(work.data(), start, len);
+      s = Ring(c.world, c.rank, c.size, w, op, options_.ring_chunk_bytes, deadline).ReduceScatter(work.data(), start, len);
     } else {
-      std::vector<char> out(count * wsize);
-      s = BATON_MPI_CHECK(MPI_Reduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
-                                                   MpiOp(op), c.world));
+      out.resize(count * wsize);
+      if (blocking_) {
+        s = BATON_MPI_CHECK(MPI_Reduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
+                                                     MpiOp(op), c.world));
+      } else {
+        MPI_Request req;
+        s = BATON_MPI_CHECK(MPI_Ireduce_scatter_block(work.data(), out.data(), static_cast<int>(count), MpiType(w),
+                                                      MpiOp(op), c.world, &req));
+        if (s.ok()) s = deadline.Wait(&req, 1);
+      }
       if (s.ok()) std::memcpy(mine, out.data(), out.size());
+    }
+    if (s.code() == Code::kTimeout) {
+      Abandon(&work);
+      Abandon(&out);
     }
     if (!s.ok()) return s.Annotate("reduce_scatter of " + std::to_string(count) + " per rank");
     if (op == ReduceOp::kAvg) Scale(w, mine, count, c.size);
@@ -388,15 +528,35 @@ class MpiCommunicator : public Communicator {
                                                      std::to_string(c.size - 1));
     BATON_RETURN_IF_ERROR(CheckCount("broadcast", count * DTypeSize(t), 1));
     if (count == 0) return Status::OK();
-    return BATON_MPI_CHECK(MPI_Bcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world));
+    const Deadline deadline(timeout_);
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Bcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world));
+    MPI_Request req;
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Ibcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world, &req)));
+    return deadline.Wait(&req, 1);
   }
 
   Status DoAllToAll(const Comms& c, const void* send, void* recv, size_t count, DType t) {
     const size_t bytes = count * DTypeSize(t);
     BATON_RETURN_IF_ERROR(CheckCount("all_to_all", bytes * static_cast<size_t>(c.size), 1));
     if (count == 0) return Status::OK();
-    return BATON_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
-                                        MPI_BYTE, c.world));
+    const Deadline deadline(timeout_);
+    if (blocking_)
+      return BATON_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
+                                          MPI_BYTE, c.world));
+    MPI_Request req;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ialltoall(send, static_cast<int>(bytes), MPI_BYTE, recv,
+                                                        static_cast<int>(bytes), MPI_BYTE, c.world, &req)));
+    return deadline.Wait(&req, 1);
+  }
+
+  Status DoBarrier(const Comms& c) {
+    if (blocking_) return BATON_MPI_CHECK(MPI_Barrier(c.world));
+    const Deadline deadline(timeout_);
+    MPI_Request req;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ibarrier(c.world, &req)));
+    return deadline.Wait(&req, 1);
   }
 
   // Rank 0 reads the tune file and broadcasts its text, so every rank
@@ -418,11 +578,18 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  Runtime* rt_;  // outlives the communicator: step and silent ranks for timeouts
   Topology topology_;
   CommOptions options_;
+  double timeout_;  // seconds, resolved
+  bool blocking_;   // kExit: MPI's blocking calls under the watchdog
+  std::unique_ptr<Watchdog> watchdog_;
   TuneTable table_;
   Comms main_, async_;
   std::unique_ptr<Worker> worker_;
+  std::atomic<bool> broken_{false};
+  std::mutex broken_mu_;
+  Status broken_status_;
 };
 
 }  // namespace
@@ -439,7 +606,9 @@ Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& top
 }
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
-  auto comm = std::make_unique<MpiCommunicator>(runtime.topology(), options);
+  double timeout = 0;
+  BATON_RETURN_IF_ERROR(ResolveCollectiveTimeout(options.timeout, &timeout));
+  auto comm = std::make_unique<MpiCommunicator>(runtime, options, timeout);
   BATON_RETURN_IF_ERROR(comm->Init(runtime));
   *out = std::move(comm);
   return Status::OK();

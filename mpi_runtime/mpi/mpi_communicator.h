@@ -2,7 +2,10 @@
 // algorithms. Blocking calls run on the caller's thread over one set of
 // communicators; non-blocking calls run in order on a worker thread over a
 // second set (duplicates), so the two never interleave inside MPI on one
-// communicator.
+// communicator. Deadlines (CommOptions::timeout): under kExit MPI's own
+// blocking calls run under a watchdog thread (watchdog.h) that exits 75
+// past the deadline; under kReturn non-blocking MPI is polled against it
+// (deadline.h). A timeout breaks the communicator for good.
 #pragma once
 
 #include <memory>

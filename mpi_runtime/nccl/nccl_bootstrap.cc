@@ -8,6 +8,7 @@
 
 #include "baton/log.h"
 #include "baton/runtime.h"
+#include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::nccl {
@@ -94,9 +95,26 @@ Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclOp
   return Status::OK();
 }
 
+// The deadline and policy of CommOptions: op_timeout from opts.timeout
+// (else BATON_COLLECTIVE_TIMEOUT, else 600 s); a timeout, after the abort,
+// names the step and the silent ranks and exits 75 unless kReturn.
 Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclApi& api,
                               std::unique_ptr<Communicator>* out) {
-  return CreateNcclCommunicator(rt, opts, NcclOptions{}, api, out);
+  double seconds = 0;
+  BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(opts.timeout, &seconds));
+  NcclOptions o;
+  o.op_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  Runtime* runtime = &rt;
+  const OnTimeout policy = opts.on_timeout;
+  o.on_timeout = [runtime, policy](const Status& t) {
+    std::string msg = t.message();
+    if (runtime->step() >= 0) msg += "; at step " + std::to_string(runtime->step());
+    msg += "; ranks not answering heartbeats: " + runtime->DescribeSilentRanks();
+    Status full = Status::Timeout(t.component(), msg);
+    if (policy == OnTimeout::kExit) mpi::ExitForRequeue(full);
+    return full;
+  };
+  return CreateNcclCommunicator(rt, opts, o, api, out);
 }
 
 }  // namespace baton::nccl

@@ -228,7 +228,7 @@ struct NcclState {
                                                    deadline.Describe() +
                                                    "; NCCL communicators aborted");
         AbortAll(t);
-        return t;
+        return options.on_timeout ? options.on_timeout(t) : t;
       }
       if (Clock::now() < spin_until)
         std::this_thread::yield();
@@ -397,6 +397,7 @@ Status NcclCommunicator::Start(std::string what, Enqueue enqueue, std::unique_pt
     // enqueueing, and takes no other call until it is done.
     s = AwaitComm(st.api, st.world, what, deadline, std::chrono::microseconds(0));
     if (!s.ok()) st.AbortAll(s);
+    if (s.code() == Code::kTimeout && st.options.on_timeout) return st.options.on_timeout(s.Annotate(what));
   } else {
     // A refused argument leaves the communicator usable; an error in its
     // state does not.

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,6 +58,11 @@ struct NcclOptions {
   // CUDA device of this rank; -1: local rank modulo the visible devices
   // (one device per task under --baton-gpu-bind=local-rank).
   int device = -1;
+  // Called with the Timeout of a collective after the communicators were
+  // aborted; returns the Status to give the caller, or does not return
+  // (CommOptions::on_timeout kExit: exit 75). Null: the Timeout as is.
+  // CreateCommunicator sets it from CommOptions (nccl_bootstrap.cc).
+  std::function<Status(const Status&)> on_timeout;
 };
 
 // A point in time and what it came from, for messages.

@@ -3,7 +3,11 @@
 // MPI_Reduce, MPI_Bcast, MPI_Isend, ... in the test executable, so that
 // libbaton.so's calls resolve to them (an executable's definitions come
 // before the shared libraries' in symbol lookup); each records the call and
-// forwards to PMPI_*. Proves that
+// forwards to PMPI_*. The mpi backend issues the non-blocking forms
+// (MPI_Iallreduce, ...) and polls them against its deadline: each is
+// counted as its collective (MPI_Iallreduce as MPI_Allreduce). Only the
+// calls of the thread that records are counted, not the heartbeat
+// thread's beats. Proves that
 //   ring          makes no MPI collective, 2*(P-1)*chunks-per-segment sends
 //                 per rank, all to the right neighbour, receives from the left;
 //   hierarchical  one MPI_Reduce and one MPI_Bcast on the node communicator,
@@ -23,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -52,9 +57,14 @@ struct Call {
 std::atomic<bool> g_recording{false};
 std::mutex g_mu;
 std::vector<Call> g_calls;
+std::thread::id g_recording_thread;
 
 void Record(Fn fn, MPI_Comm comm, int peer) {
   if (!g_recording.load()) return;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (std::this_thread::get_id() != g_recording_thread) return;
+  }
   int size = -1;
   PMPI_Comm_size(comm, &size);
   std::lock_guard<std::mutex> lock(g_mu);
@@ -112,6 +122,35 @@ int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_
   return PMPI_Reduce_scatter_block(s, r, n, t, op, c);
 }
 
+// The non-blocking forms, counted as their collectives.
+int MPI_Iallreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
+  Record(kAllreduce, c, -1);
+  return PMPI_Iallreduce(s, r, n, t, op, c, q);
+}
+int MPI_Ireduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, MPI_Request* q) {
+  Record(kReduce, c, root);
+  return PMPI_Ireduce(s, r, n, t, op, root, c, q);
+}
+int MPI_Ibcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request* q) {
+  Record(kBcast, c, root);
+  return PMPI_Ibcast(b, n, t, root, c, q);
+}
+int MPI_Ialltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                  MPI_Request* q) {
+  Record(kAlltoall, c, -1);
+  return PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q);
+}
+int MPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                   MPI_Request* q) {
+  Record(kAllgather, c, -1);
+  return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
+}
+int MPI_Ireduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
+                              MPI_Request* q) {
+  Record(kReduceScatterBlock, c, -1);
+  return PMPI_Ireduce_scatter_block(s, r, n, t, op, c, q);
+}
+
 }  // extern "C"
 
 namespace baton {
@@ -125,6 +164,7 @@ class Recording {
   Recording() {
     std::lock_guard<std::mutex> lock(g_mu);
     g_calls.clear();
+    g_recording_thread = std::this_thread::get_id();
     g_recording = true;
   }
   ~Recording() { Stop(); }

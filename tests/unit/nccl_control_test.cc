@@ -362,6 +362,29 @@ TEST_F(NcclControl, BlockingCallsHonourTheDeadlineToo) {
   EXPECT_EQ(g_fake.aborts, 3);
 }
 
+// CommOptions::on_timeout reaches the nccl backend through
+// NcclOptions::on_timeout: called after the abort (kExit exits 75 there;
+// CreateCommunicator sets it), and its Status is what the caller gets.
+TEST_F(NcclControl, OnTimeoutIsCalledAfterTheAbortAndItsStatusReturned) {
+  NcclOptions o = Fast();
+  int calls = 0, aborts_seen = -1;
+  o.on_timeout = [&](const Status& t) {
+    ++calls;
+    aborts_seen = g_fake.aborts;
+    return Status::Timeout("runtime", t.message() + "; at step 7");
+  };
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
+  ASSERT_TRUE(c->SetUpDevice(0).ok());
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  g_fake.stream_busy_polls = INT_MAX;
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kTimeout);
+  EXPECT_TRUE(Has(s, "op_timeout of 200 ms")) << s;
+  EXPECT_TRUE(Has(s, "; at step 7")) << s;
+  EXPECT_EQ(calls, 1);
+  EXPECT_GE(aborts_seen, 1) << "the communicator must be aborted before on_timeout runs";
+}
+
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
   auto c = Ready();
   g_fake.stream_busy_polls = INT_MAX;

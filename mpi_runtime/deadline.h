@@ -1,0 +1,57 @@
+// Deadlines for MPI operations: non-blocking MPI polled until done or the
+// deadline, so that no collective (nor the point-to-point waits of the
+// ring) can hang a rank forever. What happens on expiry is the caller's
+// policy (OnTimeout); ExitForRequeue is the kExit half of it.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "baton/health.h"
+#include "baton/status.h"
+
+namespace baton {
+class Runtime;
+}
+
+namespace baton::mpi {
+
+// The deadline of one operation, fixed when it starts.
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Deadline(double seconds)
+      : at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+
+  // Polls MPI_Testall on `reqs` until all are complete (OK), MPI reports
+  // an error (IOError as BATON_MPI_CHECK makes it), or the deadline passes
+  // (Timeout "timed out"; the requests are left in flight, since MPI
+  // cannot cancel a collective: their buffers must stay valid for ever).
+  // Spins for ~200 us first (small collectives finish in microseconds),
+  // then sleeps with a backoff from 20 us to 1 ms.
+  Status Wait(MPI_Request* reqs, int n) const;
+
+ private:
+  Clock::time_point at_;
+};
+
+// The collective deadline in seconds: `option` if > 0, else
+// BATON_COLLECTIVE_TIMEOUT, else 600 s. A bad value: InvalidArgument.
+Status ResolveCollectiveTimeout(double option, double* seconds);
+
+// "<what> at step 41 timed out after 5 s; ranks not answering heartbeats:
+// 3 (n2)". `rt` may be null (no step, no heartbeats).
+Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds);
+
+// Logs `why`, flushes, and ends the process with kRequeueExitCode at once
+// (_exit: destructors, atexit handlers and MPI_Finalize could all wait for
+// the peer that stopped answering).
+[[noreturn]] void ExitForRequeue(const Status& why);
+
+// Seconds as "5 s", "0.25 s".
+std::string SecondsText(double seconds);
+
+}  // namespace baton::mpi

@@ -1,0 +1,64 @@
+# Deadlines and requeue against Slurm (tests/mpi/health_prog.cc): a batch
+# job whose rank times out exits 75 and Slurm runs it again; Requeue() from
+# inside a job requeues it. Sourced by run-all (run_cases).
+
+PROG=${BATON_BUILD_DIR:?}/tests/mpi/baton_health_prog
+
+test_batch_job_whose_rank_times_out_exits_75_and_runs_again() {
+  local d job
+  d=$(case_dir)
+  cat > "$d/job.sh" <<JOB
+#!/bin/bash
+echo "run restart_count=\${SLURM_RESTART_COUNT:-0}"
+export BATON_COLLECTIVE_TIMEOUT=3
+srun --mpi=pmix "$PROG" timeout
+rc=\$?
+echo "srun exit \$rc"
+exit \$rc
+JOB
+  job=$(sbatch --parsable --requeue --open-mode=append -N2 -n3 -o "$d/out" "$d/job.sh")
+  wait_for 180 "job $job to complete after its requeue" job_state_is "$job" COMPLETED
+  cat "$d/out"
+  expect_eq "$(job_field "$job" Restarts)" 1 "Restarts of job $job"
+  expect_eq "$(grep -c '^run ' "$d/out")" 2 "runs of job $job"
+  grep -q 'at step 3 timed out after 3 s; ranks not answering heartbeats: none; exiting with 75' "$d/out" ||
+    fail "the first run logged no timeout naming the step and the deadline"
+  grep -q '^srun exit 75$' "$d/out" || fail "srun of the first run did not exit 75"
+  expect_eq "$(grep -c 'second run ok, sum 3' "$d/out")" 3 "ranks of the second run that all-reduced"
+  ! grep -q '^unexpected' "$d/out" || fail "a call returned instead of exiting 75"
+}
+
+test_requeue_from_inside_a_job_requeues_it() {
+  local d job
+  d=$(case_dir)
+  cat > "$d/job.sh" <<JOB
+#!/bin/bash
+echo "run restart_count=\${SLURM_RESTART_COUNT:-0}"
+srun --mpi=pmix "$PROG" requeue
+echo "srun exit \$?"
+JOB
+  job=$(sbatch --parsable --requeue --open-mode=append -N2 -n2 -o "$d/out" "$d/job.sh")
+  wait_for 180 "job $job to complete after its requeue" job_state_is "$job" COMPLETED
+  cat "$d/out"
+  expect_eq "$(job_field "$job" Restarts)" 1 "Restarts of job $job"
+  grep -q "^requeue first call: OK: asked Slurm to requeue job $job at step -1 by rank 0$" "$d/out" ||
+    fail "the first Requeue() did not say it asked Slurm"
+  grep -q "^requeue second call: OK: requeue already asked (.*); not asked again$" "$d/out" ||
+    fail "the second Requeue() did not say it was already asked"
+  expect_eq "$(grep -c 'second run restart_count=1' "$d/out")" 2 "ranks of the second run"
+}
+
+test_requeue_of_a_job_that_may_not_be_requeued_says_why() {
+  local d job
+  d=$(case_dir)
+  cat > "$d/job.sh" <<JOB
+#!/bin/bash
+srun --mpi=pmix -n1 "$PROG" requeue
+JOB
+  job=$(sbatch --parsable --no-requeue -N1 -n1 -o "$d/out" "$d/job.sh")
+  wait_for 120 "job $job to end" job_state_is "$job" FAILED
+  cat "$d/out"
+  grep -q "^requeue first call: baton\[runtime\] Unavailable .*slurm_requeue of job $job failed: " "$d/out" ||
+    fail "Requeue() of a --no-requeue job did not return Slurm's reason"
+  expect_eq "$(job_field "$job" Restarts)" 0 "Restarts of job $job"
+}

@@ -1,0 +1,104 @@
+// A small training program for the exit-75 and requeue tests, run under
+// mpirun (tests/mpi/test_health_exit.sh) and as a Slurm batch job
+// (tests/cluster/test_health.sh). Prints one line per event on stdout.
+//
+//   baton_health_prog timeout   first run (SLURM_RESTART_COUNT unset or 0):
+//                               the last rank skips the all-reduce at step 3
+//                               (it waits in a barrier of a second
+//                               communicator that nobody else enters), so
+//                               every rank hits the deadline
+//                               (BATON_COLLECTIVE_TIMEOUT) and, on_timeout
+//                               being kExit, the runtime exits 75 on each.
+//                               A requeued run all-reduces and exits 0.
+//   baton_health_prog requeue   first run: rank 0 calls Requeue() twice;
+//                               then every rank steps until should_stop()
+//                               (Slurm's SIGTERM when it ends the job for
+//                               the requeue) and exits 75. A requeued run
+//                               exits 0. At one rank, a refused Requeue()
+//                               exits 1 at once.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "baton/communicator.h"
+#include "baton/runtime.h"
+
+namespace {
+
+long RestartCount() {
+  const char* v = std::getenv("SLURM_RESTART_COUNT");
+  return v ? std::strtol(v, nullptr, 10) : 0;
+}
+
+int Fail(const char* what, const baton::Status& s) {
+  std::printf("unexpected: %s: %s\n", what, s.ToString().c_str());
+  std::fflush(stdout);
+  return 1;
+}
+
+int Timeout(baton::Runtime& rt) {
+  baton::CommOptions co;
+  co.backend = baton::Backend::kMpi;  // on_timeout kExit, timeout from the environment
+  std::unique_ptr<baton::Communicator> comm, other;
+  if (baton::Status s = baton::CreateCommunicator(rt, co, &comm); !s.ok()) return Fail("communicator", s);
+  if (baton::Status s = baton::CreateCommunicator(rt, co, &other); !s.ok()) return Fail("communicator", s);
+  float x = 1;
+  rt.BeginStep(3);
+  if (RestartCount() > 0) {
+    baton::Status s = comm->AllReduce(&x, &x, 1, baton::DType::kF32, baton::ReduceOp::kSum);
+    if (!s.ok()) return Fail("all_reduce", s);
+    std::printf("rank %d: second run ok, sum %g\n", rt.rank(), x);
+    return 0;
+  }
+  std::printf("rank %d: first run\n", rt.rank());
+  std::fflush(stdout);
+  baton::Status s = rt.rank() == rt.size() - 1 ? other->Barrier()
+                                                : comm->AllReduce(&x, &x, 1, baton::DType::kF32, baton::ReduceOp::kSum);
+  return Fail("the collective returned instead of exiting 75", s);
+}
+
+int Requeue(baton::Runtime& rt) {
+  if (RestartCount() > 0) {
+    std::printf("rank %d: second run restart_count=%ld\n", rt.rank(), RestartCount());
+    return 0;
+  }
+  if (rt.rank() == 0) {
+    for (const char* which : {"first", "second"}) {
+      std::string what;
+      baton::Status s = rt.Requeue(&what);
+      std::printf("requeue %s call: %s: %s\n", which, s.ToString().c_str(), what.c_str());
+      std::fflush(stdout);
+      // Slurm refused (the test of that runs one rank): nothing will stop us.
+      if (!s.ok() && rt.size() == 1) return 1;
+    }
+  }
+  for (int step = 0; step < 1200; ++step) {  // at most ~60 s
+    rt.BeginStep(step);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (rt.should_stop()) {
+      std::printf("rank %d: stop agreed at step %d; exiting 75\n", rt.rank(), step);
+      std::fflush(stdout);
+      return baton::kRequeueExitCode;
+    }
+  }
+  std::printf("rank %d: never asked to stop\n", rt.rank());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "timeout" && mode != "requeue") {
+    std::fprintf(stderr, "usage: baton_health_prog timeout|requeue\n");
+    return 2;
+  }
+  std::unique_ptr<baton::Runtime> rt;
+  if (baton::Status s = baton::Runtime::Create(&argc, &argv, {}, &rt); !s.ok()) return Fail("runtime", s);
+  const int rc = mode == "timeout" ? Timeout(*rt) : Requeue(*rt);
+  std::fflush(stdout);
+  return rc;
+}

@@ -1,0 +1,25 @@
+# Shell cases: on_timeout kExit ends the process with 75 (run by
+# tests/mpi/health-exit.sh through tests/lib/run-cases).
+
+PROG=${BATON_BUILD_DIR:?}/tests/mpi/baton_health_prog
+
+test_rank_that_times_out_exits_75() {
+  local out rc=0 t0=$SECONDS
+  out=$(mktemp)
+  BATON_COLLECTIVE_TIMEOUT=2 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" timeout >"$out" 2>&1 || rc=$?
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q 'all_reduce of 4 bytes (f32 sum) at step 3 timed out after 2 s; ranks not answering heartbeats: none; exiting with 75' "$out" ||
+    fail "no timeout line naming the all_reduce, its size, the step and the deadline"
+  ! grep -q '^unexpected' "$out" || fail "a collective returned instead of exiting"
+  [ $((SECONDS - t0)) -lt 30 ] || fail "took $((SECONDS - t0)) s for a 2 s deadline"
+  rm -f "$out"
+}
+
+test_bad_collective_timeout_is_refused() {
+  local out rc=0
+  out=$(BATON_COLLECTIVE_TIMEOUT=soon "$REPO/tests/lib/mpirun-ranks" 2 "$PROG" timeout 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" -ne 0 ] || fail "exit 0 with BATON_COLLECTIVE_TIMEOUT=soon"
+  echo "$out" | grep -q "BATON_COLLECTIVE_TIMEOUT='soon' is not a positive number" || fail "the bad value is not named"
+}
