@@ -6,6 +6,9 @@
 worker() { echo "$BATON_BUILD_DIR/tests/cluster/ckpt_worker"; }
 baton() { "$BATON_BUILD_DIR/cli/baton" "$@"; }
 
+# True when srun is gone and no worker of this directory is left.
+step_ended() { ! kill -0 "$SRUN_PID" 2>/dev/null && ! pgrep -f "^$(worker) --dir $dir" >/dev/null; }
+
 # The step of the newest complete version in DIR, or "none".
 newest_committed() {
   baton ckpt ls "$1" --json | perl -MJSON::PP -e '
@@ -51,10 +54,12 @@ test_kill9_at_random_moments_restores_the_last_committed_version() {
     launch_until_restored "$out" --dir "$dir" --expect "$expect" --sleep-ms 0
     # A random moment inside the save loop: 0 to 1.5 s after the restore.
     sleep "$((RANDOM % 16)).$((RANDOM % 10))e-1"
-    pids=($(pgrep -f "$(worker) --dir $dir" || true))
+    # Anchored: srun's own command line holds the same words.
+    pids=($(pgrep -f "^$(worker) --dir $dir" || true))
     [ "${#pids[@]}" -gt 0 ] || fail "iteration $i: no worker process left to kill"
     victim=${pids[$((RANDOM % ${#pids[@]}))]}
     kill -9 "$victim" 2>/dev/null || true
+    wait_for 60 "srun -K to end the step after the kill" step_ended
     wait "$SRUN_PID" || true
     saved=$(grep -c '^saved step=' "$out" || true)
     echo "iteration $i: restored $expect, $saved saves, killed pid $victim"
