@@ -7,7 +7,16 @@ worker() { echo "$BATON_BUILD_DIR/tests/cluster/ckpt_worker"; }
 baton() { "$BATON_BUILD_DIR/cli/baton" "$@"; }
 
 # True when srun is gone and no worker of this directory is left.
-step_ended() { ! kill -0 "$SRUN_PID" 2>/dev/null && ! pgrep -f "^$(worker) --dir $dir" >/dev/null; }
+step_ended() { ! kill -0 "$SRUN_PID" 2>/dev/null && ! pgrep -f "$(worker_pattern "$dir")" >/dev/null; }
+
+# The worker processes of DIR (the build tree runs them from .libs/ through
+# libtool's wrapper), not srun, whose command line holds the same words.
+worker_pattern() { echo "^[^ ]*ckpt_worker --dir $1 "; }
+
+# A case that fails leaves no step behind.
+kill_steps_on_exit() {
+  trap 'kill -9 ${SRUN_PID:-} 2>/dev/null; pkill -9 -f "$(worker_pattern "$dir")" 2>/dev/null; true' EXIT
+}
 
 # The step of the newest complete version in DIR, or "none".
 newest_committed() {
@@ -47,6 +56,7 @@ test_kill9_at_random_moments_restores_the_last_committed_version() {
   local dir out i expect victim pids saved
   dir=$(case_dir)/ckpt
   out=$(case_dir)/worker.out
+  kill_steps_on_exit
   RANDOM=4242
   for i in $(seq 1 20); do
     expect=$(newest_committed "$dir" 2>/dev/null || echo none)
@@ -54,8 +64,7 @@ test_kill9_at_random_moments_restores_the_last_committed_version() {
     launch_until_restored "$out" --dir "$dir" --expect "$expect" --sleep-ms 0
     # A random moment inside the save loop: 0 to 1.5 s after the restore.
     sleep "$((RANDOM % 16)).$((RANDOM % 10))e-1"
-    # Anchored: srun's own command line holds the same words.
-    pids=($(pgrep -f "^$(worker) --dir $dir" || true))
+    pids=($(pgrep -f "$(worker_pattern "$dir")" || true))
     [ "${#pids[@]}" -gt 0 ] || fail "iteration $i: no worker process left to kill"
     victim=${pids[$((RANDOM % ${#pids[@]}))]}
     kill -9 "$victim" 2>/dev/null || true
