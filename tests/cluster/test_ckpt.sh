@@ -15,7 +15,8 @@ worker_pattern() { echo "^[^ ]*ckpt_worker --dir $1 "; }
 
 # A case that fails leaves no step behind.
 kill_steps_on_exit() {
-  trap 'kill -9 ${SRUN_PID:-} 2>/dev/null; pkill -9 -f "$(worker_pattern "$dir")" 2>/dev/null; true' EXIT
+  # (set -e holds inside the trap too: every command must succeed.)
+  trap 'kill -9 ${SRUN_PID:-} 2>/dev/null || true; pkill -9 -f "$(worker_pattern "$dir")" 2>/dev/null || true' EXIT
 }
 
 # The step of the newest complete version in DIR, or "none".
