@@ -51,7 +51,7 @@ constexpr uint64_t kRowFloats = 256;  // 1 KiB rows
 struct Options {
   size_t bytes = 1u << 30;
   int arrays = 8, group_size = 0, reps = 5;
-  std::string dir, transfer = "collective";
+  std::string dir, transfer = "independent";
   bool json = false, no_cleanup = false;
 };
 
@@ -64,7 +64,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
       ("group-size", po::value(&o->group_size), "ranks per shard file: 0 = one per node (default), 1 = file per rank")
       ("reps", po::value(&o->reps), "repetitions, default 5")
       ("dir", po::value(&o->dir), "directory on the file system to measure (default $BATON_CKPT_DIR)")
-      ("transfer", po::value(&o->transfer), "collective or independent HDF5 transfers, default collective")
+      ("transfer", po::value(&o->transfer), "independent or collective HDF5 transfers, default independent")
       ("no-cleanup", po::bool_switch(&o->no_cleanup), "leave the checkpoints (not the raw files) for inspection")
       ("json", po::bool_switch(&o->json), "one JSON object per line")
       ("help,h", "print this text");

@@ -252,13 +252,13 @@ TEST_P(CkptRoundTrip, EveryDTypeReplicatedAndSharded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupSizes, CkptRoundTrip,
-                         ::testing::Values(std::make_tuple(0, Transfer::kCollective),
-                                           std::make_tuple(1, Transfer::kCollective),
-                                           std::make_tuple(2, Transfer::kCollective),
-                                           std::make_tuple(3, Transfer::kCollective),
-                                           std::make_tuple(-1, Transfer::kCollective),
+                         ::testing::Values(std::make_tuple(0, Transfer::kIndependent),
+                                           std::make_tuple(1, Transfer::kIndependent),
                                            std::make_tuple(2, Transfer::kIndependent),
-                                           std::make_tuple(-1, Transfer::kIndependent)));
+                                           std::make_tuple(3, Transfer::kIndependent),
+                                           std::make_tuple(-1, Transfer::kIndependent),
+                                           std::make_tuple(2, Transfer::kCollective),
+                                           std::make_tuple(-1, Transfer::kCollective)));
 
 TEST_F(CkptTest, NothingToRestoreIsAFirstRun) {
   auto ck = MakeCheckpointer(Options());
