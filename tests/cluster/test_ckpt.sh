@@ -13,10 +13,12 @@ step_ended() { ! kill -0 "$SRUN_PID" 2>/dev/null && ! pgrep -f "$(worker_pattern
 # libtool's wrapper), not srun, whose command line holds the same words.
 worker_pattern() { echo "^[^ ]*ckpt_worker --dir $1 "; }
 
-# A case that fails leaves no step behind.
+# A case that fails leaves no step behind: its steps run under one job
+# name, cancelled by Slurm at exit (never pkill -f: a pattern built from a
+# variable that is gone by then would match every process).
+JOB_NAME=baton-ckpt-test-$$
 kill_steps_on_exit() {
-  # (set -e holds inside the trap too: every command must succeed.)
-  trap 'kill -9 ${SRUN_PID:-} 2>/dev/null || true; pkill -9 -f "$(worker_pattern "$dir")" 2>/dev/null || true' EXIT
+  trap "scancel --quiet --name=$JOB_NAME 2>/dev/null || true" EXIT
 }
 
 # The step of the newest complete version in DIR, or "none".
@@ -35,7 +37,7 @@ launch_until_restored() {
   shift
   for attempt in 1 2 3; do
     : >"$out"
-    srun -K -N4 -n8 --mpi=pmix "$(worker)" "$@" >"$out" 2>&1 &
+    srun -K -N4 -n8 --mpi=pmix --job-name="$JOB_NAME" "$(worker)" "$@" >"$out" 2>&1 &
     SRUN_PID=$!
     t0=$SECONDS
     while ! grep -q '^restored step=' "$out"; do
@@ -54,7 +56,7 @@ launch_until_restored() {
 }
 
 test_kill9_at_random_moments_restores_the_last_committed_version() {
-  local dir out i expect victim pids saved
+  local dir out i expect victim pids saved pattern
   dir=$(case_dir)/ckpt
   out=$(case_dir)/worker.out
   kill_steps_on_exit
@@ -65,7 +67,9 @@ test_kill9_at_random_moments_restores_the_last_committed_version() {
     launch_until_restored "$out" --dir "$dir" --expect "$expect" --sleep-ms 0
     # A random moment inside the save loop: 0 to 1.5 s after the restore.
     sleep "$((RANDOM % 16)).$((RANDOM % 10))e-1"
-    pids=($(pgrep -f "$(worker_pattern "$dir")" || true))
+    pattern=$(worker_pattern "$dir")
+    [ -n "$dir" ] && [ -n "$pattern" ] || fail "no worker pattern"  # an empty one matches everything
+    pids=($(pgrep -f "$pattern" || true))
     [ "${#pids[@]}" -gt 0 ] || fail "iteration $i: no worker process left to kill"
     victim=${pids[$((RANDOM % ${#pids[@]}))]}
     kill -9 "$victim" 2>/dev/null || true
