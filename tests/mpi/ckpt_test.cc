@@ -697,6 +697,23 @@ TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
   }
 }
 
+// A manifest that claims more than the files hold: the shard's size is
+// checked against the file before anything is read or allocated for it.
+TEST_F(CkptDamage, ManifestClaimingMoreBytesThanTheFileHoldsFallsBack) {
+  SaveTwo();
+  if (Rank() == 0) {
+    std::string text = Slurp(newest_ + "/manifest.json");
+    const size_t file = text.find("\"file\": \"shard-0.h5\"");
+    ASSERT_NE(file, std::string::npos) << text;
+    const size_t bytes = text.find("\"bytes\": ", file);
+    ASSERT_NE(bytes, std::string::npos) << text;
+    const size_t digits = bytes + 9, end = text.find_first_not_of("0123456789", digits);
+    text.replace(digits, end - digits, "1000000000000000");  // 1 PB
+    std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
+  }
+  ExpectFallback("shard-0.h5");
+}
+
 // Versions exist but none restores: an error, not a silent first run.
 TEST_F(CkptDamage, NoRestorableVersionIsAnError) {
   SaveTwo();
