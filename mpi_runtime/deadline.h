@@ -23,8 +23,13 @@ namespace baton::mpi {
 class Deadline {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit Deadline(double seconds)
-      : at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+  // block: wait in MPI_Waitall instead of polling, for callers whose
+  // deadline a watchdog thread already enforces (the mpi backend under
+  // OnTimeout::kExit): polling's naps cost the point-to-point steps of ring
+  // and hierarchical up to a millisecond each on an oversubscribed node.
+  explicit Deadline(double seconds, bool block = false)
+      : at_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),
+        block_(block) {}
 
   // Polls MPI_Testall on `reqs` until all are complete (OK), MPI reports
   // an error (IOError as BATON_MPI_CHECK makes it), or the deadline passes
@@ -36,6 +41,7 @@ class Deadline {
 
  private:
   Clock::time_point at_;
+  bool block_;
 };
 
 // The collective deadline in seconds: `option` if > 0, else

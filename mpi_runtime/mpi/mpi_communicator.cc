@@ -390,7 +390,7 @@ class MpiCommunicator : public Communicator {
     BATON_RETURN_IF_ERROR(CheckOp("all_reduce", t, op));
     BATON_RETURN_IF_ERROR(CheckCount("all_reduce", count, DTypeSize(t)));
     if (count == 0) return Status::OK();
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     const DType w = WorkType(t);
     std::vector<float> widened;
     char* work = static_cast<char*>(recv);
@@ -439,6 +439,16 @@ class MpiCommunicator : public Communicator {
     int local_rank = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(c.node, &local_rank)));
     const int n = static_cast<int>(count);
+    if (blocking_) {
+      // Under the watchdog: MPI's blocking calls, the fastest form.
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Reduce(local_rank == 0 ? MPI_IN_PLACE : work,
+                                                       local_rank == 0 ? work : nullptr, n, MpiType(w), MpiOp(op), 0,
+                                                       c.node)));
+      if (c.leaders != MPI_COMM_NULL)
+        BATON_RETURN_IF_ERROR(
+            BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.leaders)));
+      return BATON_MPI_CHECK(MPI_Bcast(work, n, MpiType(w), 0, c.node));
+    }
     MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
         MPI_Ireduce(local_rank == 0 ? MPI_IN_PLACE : work, local_rank == 0 ? work : nullptr, n, MpiType(w),
@@ -457,7 +467,7 @@ class MpiCommunicator : public Communicator {
     const size_t bytes = count * DTypeSize(t);
     BATON_RETURN_IF_ERROR(CheckCount("all_gather", bytes * static_cast<size_t>(c.size), 1));
     if (count == 0) return Status::OK();
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     char* out = static_cast<char*>(recv);
     if (options_.algorithm == Algorithm::kRing) {
       std::memmove(out + bytes * static_cast<size_t>(c.rank), send, bytes);
@@ -480,7 +490,7 @@ class MpiCommunicator : public Communicator {
     const size_t total = count * static_cast<size_t>(c.size);
     BATON_RETURN_IF_ERROR(CheckCount("reduce_scatter", total, DTypeSize(t)));
     if (count == 0) return Status::OK();
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     const DType w = WorkType(t);
     const size_t wsize = DTypeSize(w);
     // The ring reduces in place, so it works on a copy of the whole input.
@@ -528,7 +538,7 @@ class MpiCommunicator : public Communicator {
                                                      std::to_string(c.size - 1));
     BATON_RETURN_IF_ERROR(CheckCount("broadcast", count * DTypeSize(t), 1));
     if (count == 0) return Status::OK();
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     if (blocking_)
       return BATON_MPI_CHECK(MPI_Bcast(buffer, static_cast<int>(count * DTypeSize(t)), MPI_BYTE, root, c.world));
     MPI_Request req;
@@ -541,7 +551,7 @@ class MpiCommunicator : public Communicator {
     const size_t bytes = count * DTypeSize(t);
     BATON_RETURN_IF_ERROR(CheckCount("all_to_all", bytes * static_cast<size_t>(c.size), 1));
     if (count == 0) return Status::OK();
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     if (blocking_)
       return BATON_MPI_CHECK(MPI_Alltoall(send, static_cast<int>(bytes), MPI_BYTE, recv, static_cast<int>(bytes),
                                           MPI_BYTE, c.world));
@@ -553,7 +563,7 @@ class MpiCommunicator : public Communicator {
 
   Status DoBarrier(const Comms& c) {
     if (blocking_) return BATON_MPI_CHECK(MPI_Barrier(c.world));
-    const Deadline deadline(timeout_);
+    const Deadline deadline(timeout_, blocking_);
     MPI_Request req;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Ibarrier(c.world, &req)));
     return deadline.Wait(&req, 1);
