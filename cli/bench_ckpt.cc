@@ -39,6 +39,7 @@
 #include "ckpt/fs/env.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/median.h"
 
 namespace baton::cli {
 namespace {
@@ -99,12 +100,6 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
     o->dir = env;
   }
   return 0;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // The slowest rank's seconds and whether any rank failed.

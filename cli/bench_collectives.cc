@@ -26,6 +26,7 @@
 #include "baton/runtime.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
+#include "cli/median.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #include "mpi_runtime/mpi/tune_table.h"
 
@@ -134,18 +135,6 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
 // bit-exact.
 double Input(int r, size_t i) { return static_cast<double>((static_cast<size_t>(r) * 7 + i * 3) % 5); }
 
-void Store(DType t, double v, void* out, size_t i) {
-  switch (t) {
-    case DType::kF32: static_cast<float*>(out)[i] = static_cast<float>(v); break;
-    case DType::kF64: static_cast<double*>(out)[i] = v; break;
-    case DType::kF16: static_cast<uint16_t*>(out)[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBF16: static_cast<uint16_t*>(out)[i] = FloatToBFloat16(static_cast<float>(v)); break;
-    case DType::kI32: static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v); break;
-    case DType::kI64: static_cast<int64_t*>(out)[i] = static_cast<int64_t>(v); break;
-    case DType::kU8: static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v); break;
-  }
-}
-
 double Reference(ReduceOp op, int P, size_t i, DType t) {
   double acc = Input(0, i);
   for (int r = 1; r < P; ++r) {
@@ -214,28 +203,28 @@ void Fill(const Case& c, Buffers* b) {
   b->send.assign(SendElems(c) * e + 1, 0);
   b->recv.assign(RecvElems(c) * e + 1, 0);
   b->want.assign(RecvElems(c) * e + 1, 0);
-  for (size_t i = 0; i < SendElems(c); ++i) Store(c.t, Input(c.R, i), b->send.data(), i);
+  for (size_t i = 0; i < SendElems(c); ++i) StoreValue(c.t, Input(c.R, i), b->send.data(), i);
   const size_t B = c.block;
   switch (c.coll) {
     case Collective::kAllReduce:
-      for (size_t i = 0; i < B; ++i) Store(c.t, Reference(c.op, c.P, i, c.t), b->want.data(), i);
+      for (size_t i = 0; i < B; ++i) StoreValue(c.t, Reference(c.op, c.P, i, c.t), b->want.data(), i);
       break;
     case Collective::kReduceScatter:
-      for (size_t i = 0; i < B; ++i) Store(c.t, Reference(c.op, c.P, c.R * B + i, c.t), b->want.data(), i);
+      for (size_t i = 0; i < B; ++i) StoreValue(c.t, Reference(c.op, c.P, c.R * B + i, c.t), b->want.data(), i);
       break;
     case Collective::kAllGather:
       for (int r = 0; r < c.P; ++r)
-        for (size_t i = 0; i < B; ++i) Store(c.t, Input(r, i), b->want.data(), r * B + i);
+        for (size_t i = 0; i < B; ++i) StoreValue(c.t, Input(r, i), b->want.data(), r * B + i);
       break;
     case Collective::kBroadcast:  // root 0's buffer, in place
       for (size_t i = 0; i < B; ++i) {
-        Store(c.t, Input(0, i), b->want.data(), i);
-        if (c.R == 0) Store(c.t, Input(0, i), b->recv.data(), i);
+        StoreValue(c.t, Input(0, i), b->want.data(), i);
+        if (c.R == 0) StoreValue(c.t, Input(0, i), b->recv.data(), i);
       }
       break;
     case Collective::kAllToAll:  // block r of the result is block R of rank r's input
       for (int r = 0; r < c.P; ++r)
-        for (size_t i = 0; i < B; ++i) Store(c.t, Input(r, c.R * B + i), b->want.data(), r * B + i);
+        for (size_t i = 0; i < B; ++i) StoreValue(c.t, Input(r, c.R * B + i), b->want.data(), r * B + i);
       break;
   }
   const bool reduces = c.coll == Collective::kAllReduce || c.coll == Collective::kReduceScatter;
@@ -283,12 +272,6 @@ Agreed Agree(MPI_Comm world, double seconds, bool failed) {
   double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
   if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return {0, true};
   return {out[0], out[1] != 0};
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 struct Row {

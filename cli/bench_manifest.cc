@@ -17,6 +17,7 @@
 #include "ckpt/layout.h"
 #include "ckpt/manifest.h"
 #include "cli/commands.h"
+#include "cli/median.h"
 
 namespace baton::cli {
 
@@ -77,12 +78,6 @@ Manifest BuildManifest(int ranks, int group_size, int arrays, uint64_t rows_per_
     m.shards.push_back(std::move(sh));
   }
   return m;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double Seconds(std::chrono::steady_clock::time_point since) {

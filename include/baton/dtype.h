@@ -26,4 +26,9 @@ uint16_t FloatToHalf(float f);
 float BFloat16ToFloat(uint16_t b);
 uint16_t FloatToBFloat16(float f);
 
+// Writes v as element i of a buffer of type t (f16/bf16 rounded once from
+// f32; integers truncated). For filling inputs and references of known,
+// small integer values, as the benchmark and the tests do.
+void StoreValue(DType t, double v, void* out, size_t i);
+
 }  // namespace baton

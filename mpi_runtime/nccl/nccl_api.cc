@@ -41,6 +41,10 @@ Status CheckNccl(const NcclApi& api, ncclResult_t rc, bool in_progress_ok, const
   std::string msg = CallName(call, "nccl") + " failed with " + std::to_string(static_cast<int>(rc)) +
                     " (" + (text ? text : "unknown NCCL error") + ") at " + file + ":" +
                     std::to_string(line);
+  return NcclErrorStatus(rc, msg);
+}
+
+Status NcclErrorStatus(ncclResult_t rc, const std::string& msg) {
   switch (rc) {
     case ncclInvalidArgument:
     case ncclInvalidUsage:

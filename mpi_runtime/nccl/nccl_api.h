@@ -77,6 +77,11 @@ const NcclApi& RealNcclApi();
 // invalid argument or usage, Internal for the rest.
 Status CheckNccl(const NcclApi& api, ncclResult_t rc, bool in_progress_ok, const char* call,
                  const char* file, int line);
+// The Status for a failed NCCL result `rc` with message `msg`, by kind:
+// IOError for a remote or system error, InvalidArgument for an invalid
+// argument or usage, Internal for the rest. Shared by CheckNccl and the
+// asynchronous errors the communicator polls.
+Status NcclErrorStatus(ncclResult_t rc, const std::string& msg);
 // cudaSuccess -> OK; else Unavailable for "no device / no driver" errors,
 // IOError otherwise, naming the call, CUDA's error string and file:line.
 Status CheckCuda(const NcclApi& api, cudaError_t rc, const char* call, const char* file, int line);

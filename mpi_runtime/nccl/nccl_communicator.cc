@@ -34,16 +34,7 @@ Status AsyncError(const NcclApi& api, ncclComm_t comm, ncclResult_t rc, std::str
   std::string msg = std::string(what) + " failed: NCCL reported " +
                     std::to_string(static_cast<int>(rc)) + " (" +
                     (text ? text : "unknown NCCL error") + ")" + LastError(api, comm);
-  switch (rc) {
-    case ncclInvalidArgument:
-    case ncclInvalidUsage:
-      return Status::InvalidArgument(kComponent, msg);
-    case ncclRemoteError:
-    case ncclSystemError:
-      return Status::IOError(kComponent, msg);
-    default:
-      return Status::Internal(kComponent, msg);
-  }
+  return NcclErrorStatus(rc, msg);
 }
 
 std::string Pointer(const void* p) {

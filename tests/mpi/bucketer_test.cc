@@ -18,7 +18,6 @@
 #include "baton/bucketer.h"
 #include "baton/communicator.h"
 #include "tests/lib/test_runtime.h"
-#include "tests/lib/dtype_store.h"
 
 namespace baton {
 namespace {
@@ -75,7 +74,6 @@ class CountingComm : public Communicator {
 // Element i of array k on rank r: a small integer (exact in every dtype).
 double Input(int r, size_t k, size_t i) { return static_cast<double>((r * 7 + k * 5 + i * 3) % 5); }
 
-using testing::Store;
 
 struct Spec {
   size_t count;
@@ -178,7 +176,7 @@ TEST_P(BucketerTest, EqualsReducingEachArrayAloneWithTheCeilPackingCount) {
     for (size_t k = 0; k < cs.arrays.size(); ++k) {
       const Spec& a = cs.arrays[k];
       bucketed[k].assign(a.count * DTypeSize(a.dtype) + 1, 0);
-      for (size_t i = 0; i < a.count; ++i) Store(a.dtype, Input(r, k, i), bucketed[k].data(), i);
+      for (size_t i = 0; i < a.count; ++i) StoreValue(a.dtype, Input(r, k, i), bucketed[k].data(), i);
       alone[k] = bucketed[k];
       list.push_back(BucketArray{bucketed[k].data(), a.count, a.dtype});
     }

@@ -31,7 +31,6 @@
 #include "ckpt/checksum.h"
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/manifest.h"
-#include "tests/lib/dtype_store.h"
 #include "tests/lib/mpi_world.h"
 #include "tests/lib/test_runtime.h"
 
@@ -108,7 +107,7 @@ struct TestArray {
 
   void Fill(int id, int64_t step) {
     for (uint64_t i = 0; i < rows * row_elems; ++i) {
-      testing::Store(dtype, Value(id, first_row * row_elems + i, step), buf.data(), i);
+      StoreValue(dtype, Value(id, first_row * row_elems + i, step), buf.data(), i);
     }
   }
   std::vector<char> Expected(int id, int64_t step) const {

@@ -17,7 +17,6 @@
 
 #include "baton/communicator.h"
 #include "tests/lib/test_runtime.h"
-#include "tests/lib/dtype_store.h"
 
 namespace baton {
 namespace {
@@ -27,7 +26,6 @@ using testing::g_runtime;
 // Input element i of rank r: a small integer.
 double Input(int r, size_t i) { return static_cast<double>((r * 7 + i * 3) % 5); }
 
-using testing::Store;
 
 std::vector<char> Buffer(DType t, size_t n) { return std::vector<char>(n * DTypeSize(t) + 1); }
 
@@ -77,8 +75,8 @@ TEST_P(Collectives, AllReduceEveryOp) {
     }
     auto in = Buffer(t(), n()), out = Buffer(t(), n()), want = Buffer(t(), n());
     for (size_t i = 0; i < n(); ++i) {
-      Store(t(), Input(R(), i), in.data(), i);
-      Store(t(), Reference(op, P(), i, t()), want.data(), i);
+      StoreValue(t(), Input(R(), i), in.data(), i);
+      StoreValue(t(), Reference(op, P(), i, t()), want.data(), i);
     }
     Status s = comm_->AllReduce(in.data(), out.data(), n(), t(), op);
     ASSERT_TRUE(s.ok()) << s;
@@ -91,8 +89,8 @@ TEST_P(Collectives, AllReduceEveryOp) {
 TEST_P(Collectives, AllReduceInPlace) {
   auto buf = Buffer(t(), n()), want = Buffer(t(), n());
   for (size_t i = 0; i < n(); ++i) {
-    Store(t(), Input(R(), i), buf.data(), i);
-    Store(t(), Reference(ReduceOp::kSum, P(), i, t()), want.data(), i);
+    StoreValue(t(), Input(R(), i), buf.data(), i);
+    StoreValue(t(), Reference(ReduceOp::kSum, P(), i, t()), want.data(), i);
   }
   ASSERT_TRUE(comm_->AllReduce(buf.data(), buf.data(), n(), t(), ReduceOp::kSum).ok());
   EXPECT_EQ(std::memcmp(buf.data(), want.data(), n() * DTypeSize(t())), 0);
@@ -102,8 +100,8 @@ TEST_P(Collectives, ReduceScatterSumAndMax) {
   for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
     // Block b of rank r's input holds Input(r, b*n + i).
     auto in = Buffer(t(), n() * P()), out = Buffer(t(), n()), want = Buffer(t(), n());
-    for (size_t i = 0; i < n() * P(); ++i) Store(t(), Input(R(), i), in.data(), i);
-    for (size_t i = 0; i < n(); ++i) Store(t(), Reference(op, P(), R() * n() + i, t()), want.data(), i);
+    for (size_t i = 0; i < n() * P(); ++i) StoreValue(t(), Input(R(), i), in.data(), i);
+    for (size_t i = 0; i < n(); ++i) StoreValue(t(), Reference(op, P(), R() * n() + i, t()), want.data(), i);
     Status s = comm_->ReduceScatter(in.data(), out.data(), n(), t(), op);
     ASSERT_TRUE(s.ok()) << s;
     EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * DTypeSize(t())), 0) << ReduceOpName(op);
@@ -112,9 +110,9 @@ TEST_P(Collectives, ReduceScatterSumAndMax) {
 
 TEST_P(Collectives, AllGather) {
   auto in = Buffer(t(), n()), out = Buffer(t(), n() * P()), want = Buffer(t(), n() * P());
-  for (size_t i = 0; i < n(); ++i) Store(t(), Input(R(), i), in.data(), i);
+  for (size_t i = 0; i < n(); ++i) StoreValue(t(), Input(R(), i), in.data(), i);
   for (int r = 0; r < P(); ++r)
-    for (size_t i = 0; i < n(); ++i) Store(t(), Input(r, i), want.data(), r * n() + i);
+    for (size_t i = 0; i < n(); ++i) StoreValue(t(), Input(r, i), want.data(), r * n() + i);
   ASSERT_TRUE(comm_->AllGather(in.data(), out.data(), n(), t()).ok());
   EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * P() * DTypeSize(t())), 0);
 }
@@ -123,8 +121,8 @@ TEST_P(Collectives, BroadcastFromLastRank) {
   const int root = P() - 1;
   auto buf = Buffer(t(), n()), want = Buffer(t(), n());
   for (size_t i = 0; i < n(); ++i) {
-    Store(t(), Input(R(), i), buf.data(), i);
-    Store(t(), Input(root, i), want.data(), i);
+    StoreValue(t(), Input(R(), i), buf.data(), i);
+    StoreValue(t(), Input(root, i), want.data(), i);
   }
   ASSERT_TRUE(comm_->Broadcast(buf.data(), n(), t(), root).ok());
   EXPECT_EQ(std::memcmp(buf.data(), want.data(), n() * DTypeSize(t())), 0);
@@ -136,8 +134,8 @@ TEST_P(Collectives, AllToAll) {
   auto in = Buffer(t(), n() * P()), out = Buffer(t(), n() * P()), want = Buffer(t(), n() * P());
   for (int b = 0; b < P(); ++b)
     for (size_t i = 0; i < n(); ++i) {
-      Store(t(), Input(R() * P() + b, i), in.data(), b * n() + i);
-      Store(t(), Input(b * P() + R(), i), want.data(), b * n() + i);
+      StoreValue(t(), Input(R() * P() + b, i), in.data(), b * n() + i);
+      StoreValue(t(), Input(b * P() + R(), i), want.data(), b * n() + i);
     }
   ASSERT_TRUE(comm_->AllToAll(in.data(), out.data(), n(), t()).ok());
   EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * P() * DTypeSize(t())), 0);
@@ -150,7 +148,7 @@ TEST_P(Collectives, NonBlockingAllReducesInFlightTogether) {
   for (int k = 0; k < kInFlight; ++k) {
     in[k] = Buffer(t(), n());
     out[k] = Buffer(t(), n());
-    for (size_t i = 0; i < n(); ++i) Store(t(), Input(R() + k, i), in[k].data(), i);
+    for (size_t i = 0; i < n(); ++i) StoreValue(t(), Input(R() + k, i), in[k].data(), i);
     ASSERT_TRUE(comm_->IAllReduce(in[k].data(), out[k].data(), n(), t(), ReduceOp::kMax, &reqs[k]).ok());
   }
   bool done = false;
@@ -162,7 +160,7 @@ TEST_P(Collectives, NonBlockingAllReducesInFlightTogether) {
       double want = 0;
       for (int r = 0; r < P(); ++r) want = std::max(want, Input(r + k, i));
       auto w = Buffer(t(), n());
-      Store(t(), want, w.data(), i);
+      StoreValue(t(), want, w.data(), i);
       ASSERT_TRUE(SameBits(t(), out[k].data(), w.data(), i)) << "request " << k << " element " << i;
     }
   }
