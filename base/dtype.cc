@@ -138,4 +138,17 @@ void StoreValue(DType t, double v, void* out, size_t i) {
   }
 }
 
+double LoadValue(DType t, const void* in, size_t i) {
+  switch (t) {
+    case DType::kF32: return static_cast<const float*>(in)[i];
+    case DType::kF64: return static_cast<const double*>(in)[i];
+    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(in)[i]);
+    case DType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(in)[i]);
+    case DType::kI32: return static_cast<const int32_t*>(in)[i];
+    case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(in)[i]);
+    case DType::kU8: return static_cast<const uint8_t*>(in)[i];
+  }
+  return 0;
+}
+
 }  // namespace baton

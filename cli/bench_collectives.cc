@@ -24,11 +24,16 @@
 
 #include "baton/communicator.h"
 #include "baton/runtime.h"
+#include "baton_config.h"
 #include "cli/byte_size.h"
+#include "cli/collective_case.h"
 #include "cli/commands.h"
 #include "cli/median.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #include "mpi_runtime/mpi/tune_table.h"
+#if BATON_HAVE_NCCL
+#include "cli/nccl_bench.h"
+#endif
 
 namespace baton::cli {
 namespace {
@@ -36,8 +41,6 @@ namespace {
 namespace po = boost::program_options;
 constexpr const char* kCmd = "baton bench collectives";
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kAllToAll };
-constexpr const char* kCollectiveNames[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"};
 
 struct Options {
   size_t min_bytes = 8, max_bytes = 64u << 20;
@@ -110,10 +113,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
     return BadValue("--algo", algo, "native, hierarchical, ring, auto or all");
   if (!ParseReduceOp(op, &o->op).ok()) return BadValue("--op", op, "sum, max, min or avg");
   if (!ParseDType(dtype, &o->dtype).ok()) return BadValue("--dtype", dtype, "f32, f64, bf16, f16, i32, i64 or u8");
-  bool found = false;
-  for (int i = 0; i < 5; ++i)
-    if (collective == kCollectiveNames[i]) o->collective = static_cast<Collective>(i), found = true;
-  if (!found)
+  if (!ParseCollective(collective, &o->collective))
     return BadValue("--collective", collective, "all_reduce, all_gather, reduce_scatter, broadcast or all_to_all");
   if (vm.count("tune")) {
     o->tune = true;
@@ -121,6 +121,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
       return BadValue("--collective", collective, "all_reduce with --tune (the table is for all-reduce)");
     if (vm.count("algo")) return BadValue("--algo", algo, "no --algo with --tune (it measures all three)");
     if (o->backend == Backend::kNccl) return BadValue("--backend", backend, "mpi with --tune");
+    o->backend = Backend::kMpi;  // the table is the mpi backend's, also where auto would pick nccl
     o->algos = {Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing};
     if (o->tune_path.empty()) o->tune_path = mpi::DefaultTunePath();
     if (o->tune_path.empty())
@@ -129,45 +130,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
   return 0;
 }
 
-// --- the reference, as tests/mpi/collectives_test.cc computes it ---------------
-// Small integer inputs keep every sum exact, even in bf16; f16/bf16 results
-// are rounded once from f32, as the backend promises, so the check is
-// bit-exact.
-double Input(int r, size_t i) { return static_cast<double>((static_cast<size_t>(r) * 7 + i * 3) % 5); }
-
-double Reference(ReduceOp op, int P, size_t i, DType t) {
-  double acc = Input(0, i);
-  for (int r = 1; r < P; ++r) {
-    const double v = Input(r, i);
-    acc = op == ReduceOp::kMax ? std::max(acc, v) : op == ReduceOp::kMin ? std::min(acc, v) : acc + v;
-  }
-  if (op == ReduceOp::kAvg) acc = t == DType::kF64 ? acc / P : static_cast<float>(acc) / static_cast<float>(P);
-  return acc;
-}
-
-// --- one size: buffers, baton's call, MPI's call --------------------------------
-struct Case {
-  Collective coll;
-  DType t;
-  ReduceOp op;
-  int P = 1, R = 0;
-  size_t block = 0;  // elements per rank's block (all of the buffer for all_reduce/broadcast)
-  size_t total() const {  // elements in the size column (nccl-tests' count)
-    return coll == Collective::kAllReduce || coll == Collective::kBroadcast ? block
-                                                                             : block * static_cast<size_t>(P);
-  }
-  size_t bytes() const { return total() * DTypeSize(t); }
-  // nccl-tests' PERFORMANCE.md: busbw = algbw * factor.
-  double BusFactor() const {
-    const double n = P;
-    switch (coll) {
-      case Collective::kAllReduce: return 2 * (n - 1) / n;
-      case Collective::kBroadcast: return 1;
-      default: return (n - 1) / n;
-    }
-  }
-};
-
+// --- the raw MPI call beside baton's (the nccl side is cli/nccl_bench.cc) ----------
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 MPI_Datatype RawType(DType t) {
@@ -185,63 +148,14 @@ MPI_Op RawOp(ReduceOp op) {
 }
 
 struct Buffers {
-  std::vector<char> send, recv, want;
+  HostBuffers host;
   std::vector<float> wide_send, wide_recv;  // raw MPI's buffers for f16/bf16 reductions
 };
 
-size_t SendElems(const Case& c) {
-  switch (c.coll) {
-    case Collective::kAllGather: return c.block;
-    case Collective::kBroadcast: return 0;
-    default: return c.total();
-  }
-}
-size_t RecvElems(const Case& c) { return c.coll == Collective::kReduceScatter ? c.block : c.total(); }
-
-void Fill(const Case& c, Buffers* b) {
-  const size_t e = DTypeSize(c.t);
-  b->send.assign(SendElems(c) * e + 1, 0);
-  b->recv.assign(RecvElems(c) * e + 1, 0);
-  b->want.assign(RecvElems(c) * e + 1, 0);
-  for (size_t i = 0; i < SendElems(c); ++i) StoreValue(c.t, Input(c.R, i), b->send.data(), i);
-  const size_t B = c.block;
-  switch (c.coll) {
-    case Collective::kAllReduce:
-      for (size_t i = 0; i < B; ++i) StoreValue(c.t, Reference(c.op, c.P, i, c.t), b->want.data(), i);
-      break;
-    case Collective::kReduceScatter:
-      for (size_t i = 0; i < B; ++i) StoreValue(c.t, Reference(c.op, c.P, c.R * B + i, c.t), b->want.data(), i);
-      break;
-    case Collective::kAllGather:
-      for (int r = 0; r < c.P; ++r)
-        for (size_t i = 0; i < B; ++i) StoreValue(c.t, Input(r, i), b->want.data(), r * B + i);
-      break;
-    case Collective::kBroadcast:  // root 0's buffer, in place
-      for (size_t i = 0; i < B; ++i) {
-        StoreValue(c.t, Input(0, i), b->want.data(), i);
-        if (c.R == 0) StoreValue(c.t, Input(0, i), b->recv.data(), i);
-      }
-      break;
-    case Collective::kAllToAll:  // block r of the result is block R of rank r's input
-      for (int r = 0; r < c.P; ++r)
-        for (size_t i = 0; i < B; ++i) StoreValue(c.t, Input(r, c.R * B + i), b->want.data(), r * B + i);
-      break;
-  }
-  const bool reduces = c.coll == Collective::kAllReduce || c.coll == Collective::kReduceScatter;
-  b->wide_send.assign(reduces && IsHalf(c.t) ? SendElems(c) : 0, 1.0f);
-  b->wide_recv.assign(reduces && IsHalf(c.t) ? RecvElems(c) : 0, 0.0f);
-}
-
-Status RunBaton(Communicator& comm, const Case& c, Buffers* b) {
-  const size_t B = c.block;
-  switch (c.coll) {
-    case Collective::kAllReduce: return comm.AllReduce(b->send.data(), b->recv.data(), B, c.t, c.op);
-    case Collective::kAllGather: return comm.AllGather(b->send.data(), b->recv.data(), B, c.t);
-    case Collective::kReduceScatter: return comm.ReduceScatter(b->send.data(), b->recv.data(), B, c.t, c.op);
-    case Collective::kBroadcast: return comm.Broadcast(b->recv.data(), B, c.t, 0);
-    case Collective::kAllToAll: return comm.AllToAll(b->send.data(), b->recv.data(), B, c.t);
-  }
-  return Status::Internal("cli", "unknown collective");
+void FillAll(const Case& c, Buffers* b) {
+  Fill(c, &b->host);
+  b->wide_send.assign(c.reduces() && IsHalf(c.t) ? c.send_elems() : 0, 1.0f);
+  b->wide_recv.assign(c.reduces() && IsHalf(c.t) ? c.recv_elems() : 0, 0.0f);
 }
 
 // The same operation straight through MPI, on the same buffers (f16/bf16
@@ -250,14 +164,15 @@ int RunMpi(MPI_Comm world, const Case& c, Buffers* b) {
   const int B = static_cast<int>(c.block);
   const int bb = static_cast<int>(c.block * DTypeSize(c.t));
   const bool wide = IsHalf(c.t);
-  void* rs = wide ? static_cast<void*>(b->wide_send.data()) : b->send.data();
-  void* rr = wide ? static_cast<void*>(b->wide_recv.data()) : b->recv.data();
+  HostBuffers& h = b->host;
+  void* rs = wide ? static_cast<void*>(b->wide_send.data()) : h.send.data();
+  void* rr = wide ? static_cast<void*>(b->wide_recv.data()) : h.recv.data();
   switch (c.coll) {
     case Collective::kAllReduce: return MPI_Allreduce(rs, rr, B, RawType(c.t), RawOp(c.op), world);
     case Collective::kReduceScatter: return MPI_Reduce_scatter_block(rs, rr, B, RawType(c.t), RawOp(c.op), world);
-    case Collective::kAllGather: return MPI_Allgather(b->send.data(), bb, MPI_BYTE, b->recv.data(), bb, MPI_BYTE, world);
-    case Collective::kBroadcast: return MPI_Bcast(b->recv.data(), bb, MPI_BYTE, 0, world);
-    case Collective::kAllToAll: return MPI_Alltoall(b->send.data(), bb, MPI_BYTE, b->recv.data(), bb, MPI_BYTE, world);
+    case Collective::kAllGather: return MPI_Allgather(h.send.data(), bb, MPI_BYTE, h.recv.data(), bb, MPI_BYTE, world);
+    case Collective::kBroadcast: return MPI_Bcast(h.recv.data(), bb, MPI_BYTE, 0, world);
+    case Collective::kAllToAll: return MPI_Alltoall(h.send.data(), bb, MPI_BYTE, h.recv.data(), bb, MPI_BYTE, world);
   }
   return MPI_ERR_OTHER;
 }
@@ -273,12 +188,6 @@ Agreed Agree(MPI_Comm world, double seconds, bool failed) {
   if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return {0, true};
   return {out[0], out[1] != 0};
 }
-
-struct Row {
-  Algorithm algo;
-  double time_us = 0, mpi_time_us = 0;
-  int ok = -1;  // -1 not checked
-};
 
 // Prints this rank's failure and returns 1; every rank calls it together.
 int Failed(const Status& mine, int rank) {
@@ -300,14 +209,14 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
   Status mine;
   for (size_t k = 0; k < n; ++k) {
     if (!o.check) break;
-    Fill(c, b);
-    mine = RunBaton(*comms[k], c, b);
-    int good = mine.ok() && std::memcmp(b->recv.data(), b->want.data(), RecvElems(c) * DTypeSize(c.t)) == 0;
+    FillAll(c, b);
+    mine = RunCollective(*comms[k], c, b->host.send.data(), b->host.recv.data());
+    const bool good = mine.ok() && FirstMismatch(c, b->host.recv.data(), b->host.want.data()) < 0;
     Agreed a = Agree(world, good ? 0.0 : 1.0, !mine.ok());
     if (a.failed) return Failed(mine, c.R);
     (*rows)[k].ok = a.seconds == 0 ? 1 : 0;
   }
-  Fill(c, b);
+  FillAll(c, b);
   std::vector<std::vector<double>> baton_t(n);
   std::vector<double> mpi_t;
   for (long i = 0; i < o.warmup + o.iters; ++i) {
@@ -315,7 +224,7 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
       const size_t k = (static_cast<size_t>(i) + j) % n;
       MPI_Barrier(world);
       double t0 = MPI_Wtime();
-      mine = RunBaton(*comms[k], c, b);
+      mine = RunCollective(*comms[k], c, b->host.send.data(), b->host.recv.data());
       Agreed a = Agree(world, MPI_Wtime() - t0, !mine.ok());
       if (a.failed) return Failed(mine, c.R);
       if (i >= o.warmup) baton_t[k].push_back(a.seconds);
@@ -329,7 +238,7 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
         char text[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(rc, text, &len);
-        mine = Status::IOError("cli", std::string("raw MPI ") + kCollectiveNames[static_cast<int>(c.coll)] +
+        mine = Status::IOError("cli", std::string("raw MPI ") + CollectiveName(c.coll) +
                                           " failed: " + std::string(text, static_cast<size_t>(len)));
       }
       return Failed(mine, c.R);
@@ -338,46 +247,9 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
   }
   for (size_t k = 0; k < n; ++k) {
     (*rows)[k].time_us = Median(baton_t[k]) * 1e6;
-    (*rows)[k].mpi_time_us = Median(mpi_t) * 1e6;
+    (*rows)[k].raw_time_us = Median(mpi_t) * 1e6;
   }
   return 0;
-}
-
-double GBps(size_t bytes, double us) { return us > 0 ? static_cast<double>(bytes) / (us * 1e-6) / 1e9 : 0; }
-
-void Print(const Options& o, const Case& c, const Communicator& comm, const Runtime& rt, const Row& r,
-           Algorithm chosen) {
-  const double algbw = GBps(c.bytes(), r.time_us), busbw = algbw * c.BusFactor();
-  const double ratio = r.time_us > 0 ? r.mpi_time_us / r.time_us : 0;
-  if (o.json) {
-    nlohmann::ordered_json j;
-    j["collective"] = kCollectiveNames[static_cast<int>(c.coll)];
-    j["backend"] = BackendName(comm.backend());
-    j["algo"] = AlgorithmName(r.algo);
-    if (r.algo == Algorithm::kAuto) j["auto_algo"] = AlgorithmName(chosen);
-    j["op"] = ReduceOpName(c.op);
-    j["dtype"] = DTypeName(c.t);
-    j["bytes"] = c.bytes();
-    j["count"] = c.total();
-    j["ranks"] = c.P;
-    j["nodes"] = rt.num_nodes();
-    j["time_us"] = r.time_us;
-    j["algbw"] = algbw;
-    j["busbw"] = busbw;
-    j["bus_factor"] = c.BusFactor();
-    j["ok"] = r.ok < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.ok == 1);
-    j["mpi_time_us"] = r.mpi_time_us;
-    j["mpi_busbw"] = GBps(c.bytes(), r.mpi_time_us) * c.BusFactor();
-    j["mpi_ratio"] = ratio;
-    std::cout << j.dump() << std::endl;
-    return;
-  }
-  std::string algo(AlgorithmName(r.algo));
-  if (r.algo == Algorithm::kAuto) algo += "(" + std::string(AlgorithmName(chosen)) + ")";
-  std::printf("%12zu %11zu %6s %18s %12.2f %11.3f %11.3f %4s %12.2f %9.3f\n", c.bytes(), c.total(),
-              std::string(DTypeName(c.t)).c_str(), algo.c_str(), r.time_us, algbw, busbw,
-              r.ok < 0 ? "-" : r.ok ? "yes" : "NO", r.mpi_time_us, ratio);
-  std::fflush(stdout);
 }
 
 // Rank 0 merges this job shape's measurements into the file; every rank
@@ -403,6 +275,71 @@ int SaveTune(const Options& o, const Runtime& rt, const std::map<size_t, mpi::Tu
   return 0;
 }
 
+// The sizes of the size column: min, min*f, ... up to max.
+std::vector<size_t> Sizes(const Options& o) {
+  std::vector<size_t> out;
+  for (size_t size = o.min_bytes;; size *= static_cast<size_t>(o.step_factor)) {
+    out.push_back(size);
+    if (size > o.max_bytes / static_cast<size_t>(o.step_factor)) break;
+  }
+  return out;
+}
+
+void PrintPreamble(const Options& o, const Runtime& rt, Backend backend, const char* raw, const PrintSpec& spec) {
+  if (rt.rank() != 0 || o.json) return;
+  std::printf("# baton bench collectives: %s, op %s, dtype %s, backend %s, %d ranks on %d node(s)%s, "
+              "iters %ld, warmup %ld, check %ld\n",
+              CollectiveName(o.collective), std::string(ReduceOpName(o.op)).c_str(),
+              std::string(DTypeName(o.dtype)).c_str(), std::string(BackendName(backend)).c_str(), rt.size(),
+              rt.num_nodes(), rt.topology().Uniform() ? "" : " (uneven)", o.iters, o.warmup, o.check);
+  if (backend == Backend::kNccl)
+    std::printf("# times: median over iterations of the slowest rank; every iteration runs baton's collective\n"
+                "# on device buffers, then the raw NCCL call on the same communicator and buffers (%s_time_us)\n",
+                raw);
+  else
+    std::printf("# times: median over iterations of the slowest rank; every iteration runs each algorithm, in\n"
+                "# rotated order, then the raw MPI call (%s_time_us)\n",
+                raw);
+  PrintHeader(spec);
+}
+
+#if BATON_HAVE_NCCL
+// The nccl backend: device buffers, against the raw NCCL call (cli/nccl_bench.cc).
+int RunNccl(const Options& o, Runtime& rt, Communicator& comm) {
+  auto* nc = dynamic_cast<nccl::NcclCommunicator*>(&comm);
+  if (nc == nullptr) return Failed(Status::Internal("cli", "the nccl communicator is not an NcclCommunicator"), 0);
+  const MPI_Comm world = rt.world_comm();
+  RankSync sync;
+  sync.barrier = [world] { MPI_Barrier(world); };
+  sync.agree = [world](double seconds, bool failed, double* slowest, bool* any_failed) {
+    const Agreed a = Agree(world, seconds, failed);
+    *slowest = a.seconds;
+    *any_failed = a.failed;
+  };
+  const PrintSpec spec{o.json, Backend::kNccl, "nccl", rt.num_nodes()};
+  PrintPreamble(o, rt, Backend::kNccl, spec.raw, spec);
+  NcclBenchOptions no;
+  no.iters = o.iters, no.warmup = o.warmup, no.check = o.check != 0;
+  bool all_ok = true;
+  for (size_t size : Sizes(o)) {
+    const Case c = Case::For(o.collective, o.dtype, o.op, rt.size(), rt.rank(), size);
+    Row row;
+    row.algo = row.chosen = Algorithm::kNative;
+    if (Status s = MeasureNccl(*nc, nccl::RealNcclApi(), c, no, sync, &row); !s.ok()) {
+      if (s.code() != Code::kAborted || rt.rank() == 0) std::cerr << kCmd << ": " << s << "\n";
+      return 1;
+    }
+    all_ok = all_ok && row.ok != 0;
+    if (rt.rank() == 0) PrintRow(spec, c, row);
+  }
+  if (!all_ok) {
+    if (rt.rank() == 0) std::cerr << kCmd << ": results differ from the reference (ok NO above)\n";
+    return 1;
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int BenchCollectivesCommand(const std::vector<std::string>& args) {
@@ -416,35 +353,29 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
     return 1;
   }
   const MPI_Comm world = rt->world_comm();
-  const int P = rt->size(), R = rt->rank();
+  const int R = rt->rank();
 
-  // One communicator per algorithm, created up front (collective calls).
+  // One communicator per algorithm, created up front (collective calls);
+  // nccl (asked for, or chosen by auto on a GPU machine) needs just one:
+  // NCCL picks its own algorithms.
   std::vector<std::unique_ptr<Communicator>> comms(o.algos.size());
   for (size_t i = 0; i < o.algos.size(); ++i) {
     CommOptions co;
     co.backend = o.backend;
     co.algorithm = o.algos[i];
     Status s = CreateCommunicator(*rt, co, &comms[i]);
-    // The benchmark's buffers are host memory; NCCL wants device memory.
-    if (s.ok() && comms[i]->backend() == Backend::kNccl)
-      s = Status::Unavailable("cli", "bench collectives: the nccl backend (device buffers) is not benchmarked yet; "
-                                     "use --backend mpi");
     if (Agree(world, 0, !s.ok()).failed) return Failed(s, R);
+    if (comms[i]->backend() == Backend::kNccl) {
+#if BATON_HAVE_NCCL
+      return RunNccl(o, *rt, *comms[i]);
+#else
+      return Failed(Status::Internal("cli", "an nccl communicator in a build without NCCL"), R);
+#endif
+    }
   }
 
-  if (R == 0 && !o.json) {
-    const Topology& topo = rt->topology();
-    std::printf("# baton bench collectives: %s, op %s, dtype %s, backend %s, %d ranks on %d node(s)%s, "
-                "iters %ld, warmup %ld, check %ld\n",
-                kCollectiveNames[static_cast<int>(o.collective)], std::string(ReduceOpName(o.op)).c_str(),
-                std::string(DTypeName(o.dtype)).c_str(), std::string(BackendName(comms[0]->backend())).c_str(), P,
-                rt->num_nodes(), topo.Uniform() ? "" : " (uneven)", o.iters, o.warmup, o.check);
-    std::printf("# times: median over iterations of the slowest rank; every iteration runs each algorithm, in\n"
-                "# rotated order, then the raw MPI call (mpi_time_us)\n");
-    std::printf("%12s %11s %6s %18s %12s %11s %11s %4s %12s %9s\n", "size(B)", "count", "dtype", "algo",
-                "time_us", "algbw(GB/s)", "busbw(GB/s)", "ok", "mpi_time_us", "mpi/time");
-    std::fflush(stdout);
-  }
+  const PrintSpec spec{o.json, Backend::kMpi, "mpi", rt->num_nodes()};
+  PrintPreamble(o, *rt, Backend::kMpi, spec.raw, spec);
 
   // What auto chooses, for the algo column only: the communicators load
   // (and broadcast) the same file themselves.
@@ -460,24 +391,17 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
   Buffers buffers;
   std::map<size_t, mpi::TunedAlgo> best;
   bool all_ok = true;
-  const size_t esize = DTypeSize(o.dtype);
-  for (size_t size = o.min_bytes;; size *= static_cast<size_t>(o.step_factor)) {
-    Case c{o.collective, o.dtype, o.op, P, R, 0};
-    // Elements per block: the size rounded down to whole elements (whole
-    // blocks for the per-rank collectives), at least one.
-    const size_t elems = std::max<size_t>(1, size / esize);
-    c.block = c.coll == Collective::kAllReduce || c.coll == Collective::kBroadcast
-                  ? elems
-                  : std::max<size_t>(1, elems / static_cast<size_t>(P));
+  for (size_t size : Sizes(o)) {
+    const Case c = Case::For(o.collective, o.dtype, o.op, rt->size(), R, size);
     double fastest = 0;
     std::vector<Row> rows(o.algos.size());
     for (size_t i = 0; i < o.algos.size(); ++i) rows[i].algo = o.algos[i];
     if (int rc = Measure(comms, world, c, o, &buffers, &rows); rc != 0) return rc;
     for (size_t i = 0; i < o.algos.size(); ++i) {
-      const Row& row = rows[i];
+      Row& row = rows[i];
       all_ok = all_ok && row.ok != 0;
-      const Algorithm chosen = mpi::ChooseAlgorithm(row.algo, c.bytes(), rt->topology(), &shown_table);
-      if (R == 0) Print(o, c, *comms[i], *rt, row, row.algo == Algorithm::kAuto ? chosen : row.algo);
+      row.chosen = mpi::ChooseAlgorithm(row.algo, c.bytes(), rt->topology(), &shown_table);
+      if (R == 0) PrintRow(spec, c, row);
       if (o.tune && (i == 0 || row.time_us < fastest)) {
         fastest = row.time_us;
         best[c.bytes()] = row.algo == Algorithm::kRing           ? mpi::TunedAlgo::kRing
@@ -485,7 +409,6 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
                                                                  : mpi::TunedAlgo::kNative;
       }
     }
-    if (size > o.max_bytes / static_cast<size_t>(o.step_factor)) break;
   }
   if (o.tune)
     if (int rc = SaveTune(o, *rt, best); rc != 0) return rc;

@@ -30,5 +30,7 @@ uint16_t FloatToBFloat16(float f);
 // f32; integers truncated). For filling inputs and references of known,
 // small integer values, as the benchmark and the tests do.
 void StoreValue(DType t, double v, void* out, size_t i);
+// Element i of a buffer of type t, as a double (i64 beyond 2^53 rounded).
+double LoadValue(DType t, const void* in, size_t i);
 
 }  // namespace baton

@@ -14,7 +14,7 @@ const NcclApi& RealNcclApi() {
       ncclGetLastError,
       cudaGetDeviceCount,  cudaSetDevice,          cudaStreamCreate,      cudaStreamDestroy,
       cudaStreamQuery,     cudaStreamSynchronize,  cudaPointerGetAttributes, cudaMalloc,        cudaFree,
-      cudaGetErrorString,
+      cudaMemcpy,          cudaGetErrorString,
   };
   return api;
 }

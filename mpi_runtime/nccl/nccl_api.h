@@ -64,6 +64,7 @@ struct NcclApi {
   cudaError_t (*PointerGetAttributes)(cudaPointerAttributes* attributes, const void* ptr);
   cudaError_t (*Malloc)(void** ptr, size_t bytes);
   cudaError_t (*Free)(void* ptr);
+  cudaError_t (*Memcpy)(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
   const char* (*CudaGetErrorString)(cudaError_t error);
 };
 

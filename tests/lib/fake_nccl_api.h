@@ -7,6 +7,7 @@
 #pragma once
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -44,11 +45,20 @@ struct FakeNccl {
   Script op = Script::Succeed();                   // the world's state after a collective
   int stream_busy_polls = 0;                       // cudaStreamQuery: NotReady this often (INT_MAX: forever)
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
+  // One rank's collectives on real (host) buffers: all-reduce, all-gather,
+  // reduce-scatter copy send to recv (the result of a one-rank reduction),
+  // broadcast copies where send != recv, and a grouped send/recv to self
+  // copies at GroupEnd. Off: collectives touch no memory.
+  bool one_rank_data = false;
+  int hanging_stream = -1;  // this stream (by creation order) never drains
 
   // Counters.
   int init_calls = 0, split_calls = 0, async_polls = 0, aborts = 0, finalizes = 0, destroys = 0;
   int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0, stream_queries = 0;
-  int last_color = 0;
+  int last_color = 0, live_allocations = 0, memcpys = 0, streams_made = 0;
+  struct PendingSend { const void* from; size_t bytes; int peer; };
+  std::vector<PendingSend> pending_sends;
+  std::vector<std::pair<void*, int>> pending_recvs;
   std::vector<int> send_peers, recv_peers;
 
   std::deque<FakeComm> comms;  // stable addresses
@@ -131,26 +141,45 @@ inline ncclResult_t Collective(ncclComm_t comm) {
   g_fake.stream_polls_left = g_fake.stream_busy_polls;
   return g_fake.op_call_result;
 }
-inline ncclResult_t AllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
+inline size_t Width(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 4;
+  }
+}
+inline void CopyOneRank(const void* send, void* recv, size_t count, ncclDataType_t t) {
+  if (g_fake.one_rank_data && send != recv && count > 0) std::memmove(recv, send, count * Width(t));
+}
+inline ncclResult_t AllReduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t comm,
+                              cudaStream_t) {
+  CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t AllGather(const void*, void*, size_t, ncclDataType_t, ncclComm_t comm, cudaStream_t) {
+inline ncclResult_t AllGather(const void* s, void* r, size_t n, ncclDataType_t t, ncclComm_t comm, cudaStream_t) {
+  CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t ReduceScatter(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t comm, cudaStream_t) {
+inline ncclResult_t ReduceScatter(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, ncclComm_t comm,
+                                  cudaStream_t) {
+  CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t Broadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t) {
+inline ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int, ncclComm_t comm, cudaStream_t) {
+  CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t Send(const void*, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+inline ncclResult_t Send(const void* from, size_t n, ncclDataType_t t, int peer, ncclComm_t, cudaStream_t) {
   ++g_fake.sends;
   g_fake.send_peers.push_back(peer);
+  if (g_fake.one_rank_data) g_fake.pending_sends.push_back({from, n * Width(t), peer});
   return ncclSuccess;
 }
-inline ncclResult_t Recv(void*, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+inline ncclResult_t Recv(void* to, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
   ++g_fake.recvs;
   g_fake.recv_peers.push_back(peer);
+  if (g_fake.one_rank_data) g_fake.pending_recvs.push_back({to, peer});
   return ncclSuccess;
 }
 inline ncclResult_t GroupStart() {
@@ -159,6 +188,12 @@ inline ncclResult_t GroupStart() {
 }
 inline ncclResult_t GroupEnd() {
   ++g_fake.group_ends;
+  // One rank: the i-th send goes to the i-th receive (both to self).
+  for (size_t i = 0; i < g_fake.pending_sends.size() && i < g_fake.pending_recvs.size(); ++i)
+    if (g_fake.pending_sends[i].bytes > 0)
+      std::memmove(g_fake.pending_recvs[i].first, g_fake.pending_sends[i].from, g_fake.pending_sends[i].bytes);
+  g_fake.pending_sends.clear();
+  g_fake.pending_recvs.clear();
   return g_fake.world ? Collective(g_fake.world) : ncclSuccess;
 }
 inline const char* GetErrorString(ncclResult_t rc) {
@@ -180,14 +215,17 @@ inline cudaError_t GetDeviceCount(int* n) {
   return cudaSuccess;
 }
 inline cudaError_t SetDevice(int) { return cudaSuccess; }
+// Streams are numbered in the order made (the communicator's own first).
+inline char g_stream_tokens[64];
 inline cudaError_t StreamCreate(cudaStream_t* s) {
-  static int token;
-  *s = reinterpret_cast<cudaStream_t>(&token);
+  *s = reinterpret_cast<cudaStream_t>(&g_stream_tokens[g_fake.streams_made++ % 64]);
   return cudaSuccess;
 }
+inline int StreamIndex(cudaStream_t s) { return static_cast<int>(reinterpret_cast<char*>(s) - g_stream_tokens); }
 inline cudaError_t StreamDestroy(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t StreamQuery(cudaStream_t) {
+inline cudaError_t StreamQuery(cudaStream_t s) {
   ++g_fake.stream_queries;
+  if (g_fake.hanging_stream >= 0 && StreamIndex(s) == g_fake.hanging_stream) return cudaErrorNotReady;
   if (g_fake.stream_polls_left == INT_MAX) return cudaErrorNotReady;
   if (g_fake.stream_polls_left > 0) {
     --g_fake.stream_polls_left;
@@ -201,12 +239,24 @@ inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
   a->type = g_fake.pointer_type;
   return cudaSuccess;
 }
-inline cudaError_t Malloc(void** p, size_t) {
-  static char scratch[16];
-  *p = scratch;
+// "Device" memory is host memory here; allocations are counted so that
+// tests can see every one freed.
+inline cudaError_t Malloc(void** p, size_t bytes) {
+  *p = std::malloc(bytes > 0 ? bytes : 1);
+  if (*p == nullptr) return cudaErrorMemoryAllocation;
+  ++g_fake.live_allocations;
   return cudaSuccess;
 }
-inline cudaError_t Free(void*) { return cudaSuccess; }
+inline cudaError_t Free(void* p) {
+  if (p != nullptr) --g_fake.live_allocations;
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  ++g_fake.memcpys;
+  if (bytes > 0) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
 inline const char* CudaGetErrorString(cudaError_t rc) {
   return rc == cudaErrorNoDevice ? "fake: no CUDA-capable device is detected" : "fake CUDA error";
 }
@@ -222,7 +272,7 @@ inline const NcclApi& FakeNcclApi() {
       fake::GetLastError,
       fake::GetDeviceCount, fake::SetDevice, fake::StreamCreate, fake::StreamDestroy,
       fake::StreamQuery,    fake::StreamSynchronize, fake::PointerGetAttributes, fake::Malloc,
-      fake::Free,           fake::CudaGetErrorString,
+      fake::Free,           fake::Memcpy,            fake::CudaGetErrorString,
   };
   return api;
 }

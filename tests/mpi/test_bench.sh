@@ -23,6 +23,7 @@ check_lines() {
         exists $j->{$k} or die "no $k in $line";
       }
       $j->{collective} eq $coll or die "collective $j->{collective}, expected $coll";
+      $j->{raw} eq "mpi" or die "raw $j->{raw}, expected mpi";
       $j->{ranks} == 3 or die "ranks $j->{ranks}, expected 3";
       $j->{ok} or die "ok is not true: $line";
       $j->{time_us} > 0 && $j->{mpi_time_us} > 0 or die "times not positive: $line";
@@ -103,4 +104,25 @@ test_bad_values_exit_2() {
   err=$("$BATON" bench collectives -e 12Q 2>&1 >/dev/null) || rc=$?
   expect_eq "$rc" 2 "exit status of -e 12Q"
   case $err in *"--maxbytes: invalid value '12Q'"*) ;; *) fail "error for -e 12Q: $err" ;; esac
+}
+
+# The nccl backend benchmarks device buffers against the raw NCCL call; on
+# a machine without a GPU it must stop every rank with an error that says
+# so (never a crash or a hang). With a GPU the rows must check out.
+test_nccl_backend_needs_a_gpu_and_says_so() {
+  if ! grep -q '^#define BATON_HAVE_NCCL 1' "$BATON_BUILD_DIR/baton_config.h"; then
+    echo "SKIP: this build has no nccl backend (configure found no CUDA/NCCL)"; return 77
+  fi
+  local rc=0 out err
+  out=$(mktemp) err=$(mktemp)
+  bench3 -b 64 -e 64 -n 2 -w 1 --backend nccl --json > "$out" 2> "$err" || rc=$?
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    expect_eq "$rc" 0 "exit status with a GPU: $(cat "$err")"
+    grep -q '"raw":"nccl"' "$out" && grep -q '"ok":true' "$out" || fail "no checked nccl row: $(cat "$out")"
+  else
+    expect_eq "$rc" 1 "exit status without a GPU"
+    grep -q 'rank 0 on .*no CUDA device visible' "$err" || fail "no error naming rank 0 and the missing GPU: $(cat "$err")"
+    [ ! -s "$out" ] || fail "rows printed without a GPU: $(cat "$out")"
+  fi
+  rm -f "$out" "$err"
 }

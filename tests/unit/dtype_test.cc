@@ -61,6 +61,17 @@ TEST(BFloat16, KnownValuesAndRoundingToNearestEven) {
   }
 }
 
+TEST(DType, StoreThenLoadGivesTheValueBackInEveryType) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+    unsigned char buf[3 * 8] = {};
+    for (size_t i = 0; i < 3; ++i) StoreValue(t, static_cast<double>(i * 7 + 1), buf, i);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(LoadValue(t, buf, i), static_cast<double>(i * 7 + 1)) << DTypeName(t);
+  }
+  unsigned char half[2];
+  StoreValue(DType::kBF16, 1.0 + 1.0 / 512, half, 0);  // below bf16's precision: rounded once, to even
+  EXPECT_EQ(LoadValue(DType::kBF16, half, 0), 1.0);
+}
+
 TEST(Topology, DenseNodeIdsInOrderOfFirstRank) {
   Topology t = TopologyFromNodeKeys({7, 7, 3, 3, 9, 7});
   EXPECT_EQ(t.node_of, (std::vector<int>{0, 0, 1, 1, 2, 0}));

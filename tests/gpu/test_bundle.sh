@@ -1,0 +1,46 @@
+# Shell cases for the GPU bundle (tests/gpu/run-gpu-tests --bundle), run by
+# tests/gpu/bundle.sh through tests/lib/run-cases: the GPU tests are built
+# here, without a GPU, exactly as they are carried to a GPU machine, so that
+# a change that breaks their MPI-free build fails here and not on the one
+# GPU run a task may get.
+
+RUN_GPU_TESTS=$REPO/tests/gpu/run-gpu-tests
+# Built once by the first case, used by the second (a build is ~25 s here).
+BUNDLE=$BATON_TEST_RESULTS/gpu-bundle.d
+
+test_bundle_builds_small_and_self_contained() {
+  rm -rf "$BUNDLE"
+  bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > "$BUNDLE.log" 2>&1 || { cat "$BUNDLE.log"; fail "--bundle failed"; }
+  for b in nccl_gpu_test nccl_bench run-gpu-tests; do
+    [ -x "$BUNDLE/$b" ] || fail "the bundle has no $b"
+  done
+  local kib; kib=$(du -sk "$BUNDLE" | cut -f1)
+  [ "$kib" -lt $((64 * 1024)) ] || fail "the bundle is $kib KiB, over the 64 MiB a device run may carry"
+  # Nothing from MPI, Boost or HDF5 (the GPU machine has none of them);
+  # libstdc++ is the system's, which libnccl needs anyway.
+  if ldd "$BUNDLE/nccl_gpu_test" "$BUNDLE/nccl_bench" | grep -E 'libmpi|libboost|libhdf5|libslurm'; then
+    fail "the bundle's programs need MPI, Boost, HDF5 or libslurm"
+  fi
+}
+
+# Without a GPU both programs say so and exit 77 (with one, they run).
+test_prebuilt_bundle_skips_without_a_gpu_saying_why() {
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP: a GPU is visible here: tests/gpu/gpu.sh runs the bundle for real"; return 77
+  fi
+  local dir rc=0; dir=$(mktemp -d)
+  if [ ! -x "$BUNDLE/nccl_bench" ]; then
+    bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > /dev/null 2>&1 || fail "--bundle failed"
+  fi
+  "$BUNDLE/run-gpu-tests" --prebuilt "$BUNDLE" > "$dir/out" 2>&1 || rc=$?
+  expect_eq "$rc" 77 "exit status of the prebuilt bundle without a GPU"
+  tail -n 1 "$dir/out" | grep -q '^SKIP: no GPU visible (.' || fail "no SKIP line with a reason: $(cat "$dir/out")"
+  rc=0
+  "$BUNDLE/nccl_bench" > "$dir/out" 2>&1 || rc=$?
+  expect_eq "$rc" 77 "exit status of nccl_bench without a GPU"
+  rc=0
+  "$BUNDLE/nccl_bench" -e 12Q > "$dir/out" 2>&1 || rc=$?
+  expect_eq "$rc" 2 "exit status of nccl_bench -e 12Q"
+  grep -q "\-e: invalid value '12Q'" "$dir/out" || fail "the error does not name -e 12Q: $(cat "$dir/out")"
+  rm -rf "$dir"
+}
