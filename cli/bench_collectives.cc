@@ -393,7 +393,6 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
   bool all_ok = true;
   for (size_t size : Sizes(o)) {
     const Case c = Case::For(o.collective, o.dtype, o.op, rt->size(), R, size);
-    double fastest = 0;
     std::vector<Row> rows(o.algos.size());
     for (size_t i = 0; i < o.algos.size(); ++i) rows[i].algo = o.algos[i];
     if (int rc = Measure(comms, world, c, o, &buffers, &rows); rc != 0) return rc;
@@ -402,13 +401,9 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
       all_ok = all_ok && row.ok != 0;
       row.chosen = mpi::ChooseAlgorithm(row.algo, c.bytes(), rt->topology(), &shown_table);
       if (R == 0) PrintRow(spec, c, row);
-      if (o.tune && (i == 0 || row.time_us < fastest)) {
-        fastest = row.time_us;
-        best[c.bytes()] = row.algo == Algorithm::kRing           ? mpi::TunedAlgo::kRing
-                          : row.algo == Algorithm::kHierarchical ? mpi::TunedAlgo::kHierarchical
-                                                                 : mpi::TunedAlgo::kNative;
-      }
     }
+    // --tune measures exactly native, hierarchical, ring, in that order.
+    if (o.tune) best[c.bytes()] = mpi::PickTuned(rows[0].time_us, rows[1].time_us, rows[2].time_us);
   }
   if (o.tune)
     if (int rc = SaveTune(o, *rt, best); rc != 0) return rc;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -137,6 +138,12 @@ TunedAlgo LookupTuned(const TuneTable& table, const TuneKey& key, size_t bytes) 
   auto it = by_size.upper_bound(bytes);  // first size above `bytes`
   if (it == by_size.begin()) return it->second;  // below every measured size: the smallest one's
   return std::prev(it)->second;
+}
+
+TunedAlgo PickTuned(double native_us, double hierarchical_us, double ring_us, double margin) {
+  TunedAlgo best = hierarchical_us <= ring_us ? TunedAlgo::kHierarchical : TunedAlgo::kRing;
+  const double best_us = std::min(hierarchical_us, ring_us);
+  return best_us < native_us * (1 - margin) ? best : TunedAlgo::kNative;
 }
 
 std::string DefaultTunePath() {

@@ -66,6 +66,15 @@ std::string FormatTuneTable(const TuneTable& table);
 // native when the table has no such key.
 TunedAlgo LookupTuned(const TuneTable& table, const TuneKey& key, size_t bytes);
 
+// The algorithm --tune records for one size from the median times of the
+// three (microseconds): the fastest, but native unless another beats it by
+// more than `margin` (0.05: 5 %). Native is Open MPI's own, tuned choice;
+// an alternative that wins by less than the run-to-run noise of a shared
+// machine is as likely to lose at run time, and native within 5 % of the
+// best keeps auto within 0.95 of it.
+inline constexpr double kTuneMargin = 0.05;
+TunedAlgo PickTuned(double native_us, double hierarchical_us, double ring_us, double margin = kTuneMargin);
+
 // $BATON_TUNE_FILE, else $XDG_CACHE_HOME/baton/tune.json, else
 // $HOME/.cache/baton/tune.json; empty when none of them is set.
 std::string DefaultTunePath();

@@ -139,6 +139,15 @@ TEST(TuneTable, LoadMalformedNamesTheFile) {
   std::remove(path.c_str());
 }
 
+TEST(TuneTable, PickTunedKeepsNativeUnlessClearlyBeaten) {
+  EXPECT_EQ(PickTuned(100, 96, 200), TunedAlgo::kNative) << "4 % faster is within the noise margin";
+  EXPECT_EQ(PickTuned(100, 94, 200), TunedAlgo::kHierarchical);
+  EXPECT_EQ(PickTuned(100, 300, 80), TunedAlgo::kRing);
+  EXPECT_EQ(PickTuned(100, 90, 85), TunedAlgo::kRing) << "the faster of the two alternatives";
+  EXPECT_EQ(PickTuned(50, 90, 85), TunedAlgo::kNative);
+  EXPECT_EQ(PickTuned(100, 96, 200, 0.0), TunedAlgo::kHierarchical) << "margin 0: plain fastest";
+}
+
 TEST(TuneTable, DefaultPath) {
   auto keep = [](const char* n) { const char* v = std::getenv(n); return v ? std::string(v) : std::string("\x01"); };
   const std::string f = keep("BATON_TUNE_FILE"), x = keep("XDG_CACHE_HOME"), h = keep("HOME");
