@@ -12,6 +12,7 @@
 // 2 on a bad argument, 77 with "SKIP: no GPU visible (...)" without a GPU.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "cli/byte_size.h"
@@ -19,6 +20,7 @@
 #include "cli/nccl_bench.h"
 #include "mpi_runtime/nccl/nccl_api.h"
 #include "mpi_runtime/nccl/nccl_communicator.h"
+#include "tests/gpu/one_rank.h"
 
 namespace {
 
@@ -73,15 +75,9 @@ int main(int argc, char** argv) {
     std::printf("SKIP: no GPU visible (%s)\n", visible.message().c_str());
     return 77;
   }
-  nccl::NcclOptions options;
-  options.init_timeout = std::chrono::seconds(60);
-  options.op_timeout = std::chrono::seconds(60);
   o.raw_timeout = std::chrono::seconds(60);
-  nccl::NcclCommunicator comm(api, options);
-  ncclUniqueId id;
-  Status s = comm.SetUpDevice(0);
-  if (s.ok()) s = BATON_NCCL_CHECK(api, api.GetUniqueId(&id));
-  if (s.ok()) s = comm.InitWorld(id, 0, 1);
+  std::unique_ptr<nccl::NcclCommunicator> made;
+  Status s = nccl::gpu_test::MakeOneRankCommunicator(api, &made);
   if (!s.ok()) {
     std::fprintf(stderr, "nccl_bench: %s\n", s.ToString().c_str());
     return 1;
@@ -106,7 +102,7 @@ int main(int argc, char** argv) {
       const cli::Case c = cli::Case::For(w.coll, w.t, ReduceOp::kSum, 1, 0, bytes);
       cli::Row row;
       row.algo = row.chosen = baton::Algorithm::kNative;
-      s = cli::MeasureNccl(comm, api, c, o, cli::RankSync::OneRank(), &row);
+      s = cli::MeasureNccl(*made, api, c, o, cli::RankSync::OneRank(), &row);
       if (!s.ok()) {
         std::fprintf(stderr, "nccl_bench: %s %zu bytes: %s\n", cli::CollectiveName(w.coll), bytes,
                      s.ToString().c_str());

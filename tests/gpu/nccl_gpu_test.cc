@@ -25,6 +25,7 @@
 #include "baton/dtype.h"
 #include "mpi_runtime/nccl/nccl_api.h"
 #include "mpi_runtime/nccl/nccl_communicator.h"
+#include "tests/gpu/one_rank.h"
 
 namespace {
 
@@ -183,18 +184,11 @@ int main() {
   ncclGetVersion(&version);
   std::printf("CUDA devices: %d, NCCL %d\n", devices, version);
 
-  nccl::NcclOptions options;
-  options.init_timeout = std::chrono::seconds(60);
-  options.op_timeout = std::chrono::seconds(60);
-  nccl::NcclCommunicator c(api, options);
-  ncclUniqueId id;
-  Status s = c.SetUpDevice(0);
-  if (s.ok()) s = BATON_NCCL_CHECK(api, api.GetUniqueId(&id));
-  if (s.ok()) s = c.InitWorld(id, 0, 1);
-  if (s.ok()) s = c.SplitNode(0);
-  if (s.ok()) s = c.SplitLeaders(true);
+  std::unique_ptr<nccl::NcclCommunicator> made;
+  Status s = nccl::gpu_test::MakeOneRankCommunicator(api, &made);
   Report("create (device, world, node, leaders)", s);
   if (!s.ok()) return 1;
+  nccl::NcclCommunicator& c = *made;
   Report("leaders communicator made on local rank 0",
          c.leaders_comm() != nullptr ? Status::OK() : Fail("leaders_comm() is null"));
 
