@@ -377,17 +377,6 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
   const PrintSpec spec{o.json, Backend::kMpi, "mpi", rt->num_nodes()};
   PrintPreamble(o, *rt, Backend::kMpi, spec.raw, spec);
 
-  // What auto chooses, for the algo column only: the communicators load
-  // (and broadcast) the same file themselves.
-  mpi::TuneTable shown_table;
-  if (R == 0) {
-    std::string text;
-    bool exists = false;
-    const std::string path = mpi::DefaultTunePath();
-    if (!path.empty() && mpi::ReadTuneFile(path, &text, &exists).ok() && exists)
-      (void)mpi::ParseTuneTable(text, path, &shown_table);  // a bad table: the communicator warned, auto is native
-  }
-
   Buffers buffers;
   std::map<size_t, mpi::TunedAlgo> best;
   bool all_ok = true;
@@ -399,7 +388,9 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
     for (size_t i = 0; i < o.algos.size(); ++i) {
       Row& row = rows[i];
       all_ok = all_ok && row.ok != 0;
-      row.chosen = mpi::ChooseAlgorithm(row.algo, c.bytes(), rt->topology(), &shown_table);
+      // What auto ran, once measured: the table's choice or the online one.
+      row.chosen = row.algo;
+      if (row.algo == Algorithm::kAuto) (void)mpi::AutoAlgorithmOf(*comms[i], c.bytes(), &row.chosen);
       if (R == 0) PrintRow(spec, c, row);
     }
     // --tune measures exactly native, hierarchical, ring, in that order.

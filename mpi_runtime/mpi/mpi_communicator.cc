@@ -1,6 +1,7 @@
 #include "mpi_runtime/mpi/mpi_communicator.h"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
@@ -13,6 +14,8 @@
 
 #include "baton/log.h"
 #include "mpi_runtime/deadline.h"
+#include "base/env_options.h"
+#include "mpi_runtime/mpi/online_tuner.h"
 #include "mpi_runtime/mpi/reduce_kernels.h"
 #include "mpi_runtime/mpi/tune_table.h"
 #include "mpi_runtime/mpi/watchdog.h"
@@ -261,8 +264,19 @@ class MpiCommunicator : public Communicator {
     if (blocking_)
       watchdog_ = std::make_unique<Watchdog>(
           timeout_, [this](const CallInfo& info) { ExitForRequeue(TimeoutStatus(rt_, Describe(info), timeout_)); });
-    if (options_.algorithm == Algorithm::kAuto) LoadTable();
+    if (options_.algorithm == Algorithm::kAuto) {
+      LoadTable();
+      BATON_RETURN_IF_ERROR(MakeTuner());
+    }
     return Status::OK();
+  }
+
+  // What auto runs for an all-reduce of `bytes` now (for the benchmark's
+  // column): the table's choice, the online choice once decided, else
+  // native.
+  Algorithm AutoChoice(size_t bytes) const {
+    if (tuner_) return FromTuned(tuner_->Decided(bytes));
+    return ChooseAlgorithm(options_.algorithm, bytes, topology_, &table_);
   }
 
   int rank() const override { return main_.rank; }
@@ -270,7 +284,21 @@ class MpiCommunicator : public Communicator {
   Backend backend() const override { return Backend::kMpi; }
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
-    return Run(kMain, Info("all_reduce", count, t, op), [&] { return DoAllReduce(main_, send, recv, count, t, op); });
+    const size_t bytes = count * DTypeSize(t);
+    bool measure = false;
+    const Algorithm algo = tuner_ && count > 0 ? FromTuned(tuner_->Next(bytes, &measure))
+                                               : ChooseAlgorithm(options_.algorithm, bytes, topology_, &table_);
+    return Run(kMain, Info("all_reduce", count, t, op), [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = DoAllReduce(main_, send, recv, count, t, op, algo);
+      if (!s.ok() || !measure) return s;
+      // A sample of the online measurement (online_tuner.h); the last one
+      // of its size class makes every rank agree and decide, here, at the
+      // same call on every rank.
+      if (tuner_->Record(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
+        s = AgreeOnline(bytes);
+      return s;
+    });
   }
   Status AllGather(const void* send, void* recv, size_t count, DType t) override {
     return Run(kMain, Info("all_gather", count, t, -1, -1, true), [&] { return DoAllGather(main_, send, recv, count, t); });
@@ -289,8 +317,12 @@ class MpiCommunicator : public Communicator {
 
   Status IAllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                     std::unique_ptr<Request>* req) override {
+    // Chosen now, in the caller's thread, where the online tuner's state
+    // is the same on every rank (never measured: see online_tuner.h).
+    const Algorithm algo = AutoChoice(count * DTypeSize(t));
     return Async(req, [=] {
-      return Run(kAsync, Info("all_reduce", count, t, op), [&] { return DoAllReduce(async_, send, recv, count, t, op); });
+      return Run(kAsync, Info("all_reduce", count, t, op),
+                 [&] { return DoAllReduce(async_, send, recv, count, t, op, algo); });
     });
   }
   Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
@@ -386,7 +418,8 @@ class MpiCommunicator : public Communicator {
     return t;
   }
 
-  Status DoAllReduce(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op) {
+  Status DoAllReduce(const Comms& c, const void* send, void* recv, size_t count, DType t, ReduceOp op,
+                     Algorithm algo) {
     BATON_RETURN_IF_ERROR(CheckOp("all_reduce", t, op));
     BATON_RETURN_IF_ERROR(CheckCount("all_reduce", count, DTypeSize(t)));
     if (count == 0) return Status::OK();
@@ -401,7 +434,6 @@ class MpiCommunicator : public Communicator {
     } else if (send != recv) {
       std::memcpy(recv, send, count * DTypeSize(t));
     }
-    const Algorithm algo = ChooseAlgorithm(options_.algorithm, count * DTypeSize(t), topology_, &table_);
     Status s;
     switch (algo) {
       case Algorithm::kRing: {
@@ -588,6 +620,59 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  static Algorithm FromTuned(TunedAlgo a) {
+    return a == TunedAlgo::kRing ? Algorithm::kRing
+           : a == TunedAlgo::kHierarchical ? Algorithm::kHierarchical
+                                           : Algorithm::kNative;
+  }
+
+  // Auto without a table entry for this job shape measures online. The
+  // candidates are those that differ here: hierarchical only with several
+  // nodes of which one holds several ranks, ring only with two ranks or
+  // more; none (one rank) leaves auto native.
+  Status MakeTuner() {
+    if (table_.count(KeyOf(topology_)) != 0) return Status::OK();
+    long samples = 0;
+    BATON_RETURN_IF_ERROR(PositiveCountOption("auto samples", 0, "BATON_AUTO_SAMPLES", 5, &samples));
+    std::vector<TunedAlgo> candidates{TunedAlgo::kNative};
+    const int nodes = topology_.num_nodes();
+    if (nodes > 1 && nodes < main_.size) candidates.push_back(TunedAlgo::kHierarchical);
+    if (main_.size > 1) candidates.push_back(TunedAlgo::kRing);
+    if (candidates.size() > 1)
+      tuner_ = std::make_unique<OnlineTuner>(candidates, static_cast<int>(std::min<long>(samples, 1000)));
+    return Status::OK();
+  }
+
+  // The ranks' medians per candidate, the slowest rank's (MAX), then the
+  // decision; logged once per size class on rank 0.
+  Status AgreeOnline(size_t bytes) {
+    std::vector<double> medians = tuner_->Medians(bytes);
+    const int n = static_cast<int>(medians.size());
+    if (blocking_) {
+      BATON_RETURN_IF_ERROR(
+          BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, medians.data(), n, MPI_DOUBLE, MPI_MAX, main_.world)));
+    } else {
+      const Deadline deadline(timeout_, blocking_);
+      MPI_Request req;
+      BATON_RETURN_IF_ERROR(
+          BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, medians.data(), n, MPI_DOUBLE, MPI_MAX, main_.world, &req)));
+      Status s = deadline.Wait(&req, 1);
+      if (s.code() == Code::kTimeout) Abandon(&medians);
+      BATON_RETURN_IF_ERROR(s);
+    }
+    const TunedAlgo choice = tuner_->Decide(bytes, medians);
+    if (main_.rank == 0) {
+      std::string text;
+      for (int i = 0; i < n; ++i)
+        text += std::string(i ? ", " : "") + std::string(TunedAlgoName(tuner_->candidates()[static_cast<size_t>(i)])) +
+                " " + std::to_string(static_cast<long>(medians[static_cast<size_t>(i)] * 1e6)) + " us";
+      BATON_LOG(kRuntime, info) << "algorithm auto, all_reduce of " << (size_t{1} << OnlineTuner::ClassOf(bytes))
+                                << "+ bytes: measured " << text << " (median of " << tuner_->samples()
+                                << ", slowest rank): " << TunedAlgoName(choice);
+    }
+    return Status::OK();
+  }
+
   Runtime* rt_;  // outlives the communicator: step and silent ranks for timeouts
   Topology topology_;
   CommOptions options_;
@@ -595,6 +680,7 @@ class MpiCommunicator : public Communicator {
   bool blocking_;   // kExit: MPI's blocking calls under the watchdog
   std::unique_ptr<Watchdog> watchdog_;
   TuneTable table_;
+  std::unique_ptr<OnlineTuner> tuner_;  // auto without a table entry (MakeTuner)
   Comms main_, async_;
   std::unique_ptr<Worker> worker_;
   std::atomic<bool> broken_{false};
@@ -613,6 +699,13 @@ Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& top
     case TunedAlgo::kNative: break;
   }
   return Algorithm::kNative;
+}
+
+bool AutoAlgorithmOf(const Communicator& comm, size_t bytes, Algorithm* out) {
+  const auto* m = dynamic_cast<const MpiCommunicator*>(&comm);
+  if (m == nullptr) return false;
+  *out = m->AutoChoice(bytes);
+  return true;
 }
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {

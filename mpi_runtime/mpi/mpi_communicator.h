@@ -17,11 +17,18 @@ namespace baton::mpi {
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out);
 
-// The algorithm an all-reduce of `bytes` uses when `requested` is kAuto:
-// the tuning table's choice for this job shape and size (tune_table.h),
-// else kNative (MPI's own, which Open MPI already tunes by size). Every
-// communicator loads the table once at creation, identically on all ranks.
+// The algorithm an all-reduce of `bytes` uses when `requested` is kAuto
+// and the table lists this job shape: the table's choice for the size
+// (tune_table.h); without a table, kNative (a communicator then measures
+// online instead: online_tuner.h). Every communicator loads the table
+// once at creation, identically on all ranks.
 Algorithm ChooseAlgorithm(Algorithm requested, size_t bytes, const Topology& topology,
                           const TuneTable* table = nullptr);
+
+// What algorithm auto of an mpi communicator runs now for an all-reduce of
+// `bytes`: the table's choice, else the online measurement's once that
+// size class is decided (online_tuner.h), else native. False for a
+// communicator of another backend.
+bool AutoAlgorithmOf(const Communicator& comm, size_t bytes, Algorithm* out);
 
 }  // namespace baton::mpi

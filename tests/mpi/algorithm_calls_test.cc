@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "baton/communicator.h"
+#include "mpi_runtime/mpi/mpi_communicator.h"
 #include "tests/lib/test_runtime.h"
 
 namespace {
@@ -374,6 +376,70 @@ INSTANTIATE_TEST_SUITE_P(Mpi, AllReduceCalls,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kF64, DType::kBF16),
                                             ::testing::Values(Shape::kExact, Shape::kUneven, Shape::kOne)),
                          Name);
+
+// Algorithm auto without a tuning table measures online (online_tuner.h):
+// with 2 samples per candidate, calls 0..2n-1 of one size class run the
+// candidates in turn (native; hierarchical with several nodes holding
+// several ranks; ring with 2 ranks or more), the last of them adds ONE
+// MPI_Allreduce (the agreement on the slowest rank's medians), and every
+// later call runs the one algorithm agreed, the same on every rank. One
+// rank: nothing to choose, native from the first call.
+TEST(AlgorithmCalls, AutoWithoutATableMeasuresEachCandidateThenAgreesOnce) {
+  setenv("BATON_AUTO_SAMPLES", "2", 1);
+  setenv("BATON_TUNE_FILE", "/nonexistent/baton-tune.json", 1);
+  auto comm = Make(Algorithm::kAuto);
+  unsetenv("BATON_AUTO_SAMPLES");
+  unsetenv("BATON_TUNE_FILE");
+  ASSERT_TRUE(comm);
+  const Runtime& rt = *g_runtime;
+  const int P = rt.size(), nodes = rt.num_nodes();
+  std::vector<Algorithm> candidates{Algorithm::kNative};
+  if (nodes > 1 && nodes < P) candidates.push_back(Algorithm::kHierarchical);
+  if (P > 1) candidates.push_back(Algorithm::kRing);
+  const size_t n = candidates.size(), count = 300;  // 1200 bytes of f32
+  auto runs_as = [&](const std::vector<Call>& calls, Algorithm a, int extra_allreduce) {
+    switch (a) {
+      case Algorithm::kNative:
+        EXPECT_EQ(CountOf(calls, kAllreduce), 1 + extra_allreduce) << Summary(calls);
+        EXPECT_EQ(CountOf(calls, kIsend) + CountOf(calls, kReduce), 0) << Summary(calls);
+        break;
+      case Algorithm::kRing:
+        EXPECT_GT(CountOf(calls, kIsend), 0) << Summary(calls);
+        EXPECT_EQ(CountOf(calls, kAllreduce), extra_allreduce) << Summary(calls);
+        break;
+      default:  // hierarchical
+        EXPECT_EQ(CountOf(calls, kReduce), 1) << Summary(calls);
+        EXPECT_EQ(CountOf(calls, kIsend), 0) << Summary(calls);
+    }
+  };
+  const size_t exploring = n > 1 ? 2 * n : 0;
+  for (size_t k = 0; k < exploring + 3; ++k) {
+    auto buf = Ones(DType::kF32, count);
+    Recording rec;
+    Status s = comm->AllReduce(buf.data(), buf.data(), count, DType::kF32, ReduceOp::kSum);
+    rec.Stop();
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(reinterpret_cast<float*>(buf.data())[count - 1], P) << "call " << k;
+    if (k < exploring) {
+      SCOPED_TRACE("exploring call " + std::to_string(k));
+      runs_as(rec.calls(), candidates[k % n], k == exploring - 1 ? 1 : 0);
+    } else {
+      Algorithm chosen = Algorithm::kAuto;
+      ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*comm, count * 4, &chosen));
+      SCOPED_TRACE("decided call " + std::to_string(k) + ": " + std::string(AlgorithmName(chosen)));
+      runs_as(rec.calls(), chosen, 0);
+      // Every rank made the same choice.
+      int mine = static_cast<int>(chosen), lo = 0, hi = 0;
+      PMPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, rt.world_comm());
+      PMPI_Allreduce(&mine, &hi, 1, MPI_INT, MPI_MAX, rt.world_comm());
+      EXPECT_EQ(lo, hi) << "ranks chose different algorithms";
+    }
+  }
+  // Another size class starts its own measurement.
+  Algorithm other = Algorithm::kAuto;
+  ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*comm, 1 << 20, &other));
+  EXPECT_EQ(other, Algorithm::kNative) << "an unmeasured class runs native (and non-blocking calls use that)";
+}
 
 // An empty all-reduce makes no MPI call with any algorithm.
 TEST(AlgorithmCalls, EmptyAllReduceCallsNothing) {
