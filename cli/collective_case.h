@@ -85,7 +85,8 @@ void PrintHeader(const PrintSpec& spec);
 // One row: a table line, or one JSON object with collective, backend,
 // algo (auto_algo), op, dtype, bytes, count, ranks, nodes, time_us,
 // algbw, busbw, bus_factor, ok, raw, and <raw>_time_us, <raw>_busbw,
-// <raw>_ratio (mpi_time_us ... for the mpi backend).
+// <raw>_ratio (mpi_time_us ... for the mpi backend; the nccl backend's
+// rows carry nccl_time_us ... and mpi_time_us null).
 void PrintRow(const PrintSpec& spec, const Case& c, const Row& r);
 
 }  // namespace baton::cli

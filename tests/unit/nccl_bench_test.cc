@@ -163,6 +163,21 @@ TEST_F(NcclBench, AnotherRanksFailureStopsThisOneWithAborted) {
   EXPECT_TRUE(Has(s, "another rank failed")) << s;
 }
 
+TEST(CollectiveCase, NcclRowsNameTheirRawCallAndLeaveRawMpiNull) {
+  const Case c = Case::For(Collective::kAllReduce, DType::kF32, ReduceOp::kSum, 1, 0, 64);
+  Row row;
+  row.time_us = 10, row.raw_time_us = 8, row.ok = 1;
+  ::testing::internal::CaptureStdout();
+  PrintRow(PrintSpec{true, Backend::kNccl, "nccl", 1}, c, row);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("\"backend\":\"nccl\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"raw\":\"nccl\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"nccl_time_us\":8"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"nccl_ratio\":0.8"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"mpi_time_us\":null"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"ok\":true"), std::string::npos) << out;
+}
+
 // --- the case itself ---------------------------------------------------------
 
 TEST(CollectiveCase, SizesAndBusFactorsFollowNcclTests) {
