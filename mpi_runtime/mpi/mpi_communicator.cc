@@ -603,7 +603,8 @@ class MpiCommunicator : public Communicator {
 
   // Rank 0 reads the tune file and broadcasts its text, so every rank
   // chooses the same algorithm (a split choice would deadlock). A bad table
-  // is not fatal: auto falls back to native, with a warning.
+  // is not fatal: auto measures in the job instead (MakeTuner), with a
+  // warning.
   void LoadTable() {
     auto share = [this](std::string* text) -> Status {
       unsigned long long n = text->size();
@@ -616,7 +617,7 @@ class MpiCommunicator : public Communicator {
     };
     Status s = LoadTuneTable(DefaultTunePath(), main_.rank == 0, share, &table_);
     if (!s.ok() && main_.rank == 0) {
-      BATON_LOG(kRuntime, warning) << s.message() << "; algorithm auto uses native";
+      BATON_LOG(kRuntime, warning) << s.message() << "; algorithm auto measures in the job instead";
     }
   }
 
