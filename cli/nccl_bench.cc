@@ -106,6 +106,10 @@ Status RawNccl(const NcclApi& api, ncclComm_t comm, cudaStream_t stream, const C
     }
   }
   if (!s.ok()) return s;
+  // A non-blocking communicator may answer ncclInProgress: NCCL is still
+  // enqueueing, and the stream may look idle until it is done.
+  s = nccl::AwaitComm(api, comm, what, nccl::Deadline{deadline, timeout, "raw_timeout"}, std::chrono::microseconds(0));
+  if (!s.ok()) return s;
   return AwaitStream(api, comm, stream, what, deadline, timeout);
 }
 

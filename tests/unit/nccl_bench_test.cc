@@ -128,6 +128,21 @@ TEST_F(NcclBench, AFailedCollectiveStopsWithItsStatusAndFreesBuffers) {
   EXPECT_EQ(g_fake.live_allocations, allocations_before);
 }
 
+TEST_F(NcclBench, AnEnqueueStillInProgressIsWaitedForBeforeTheStream) {
+  auto comm = OneRankComm();
+  // After every collective NCCL answers "in progress" to two polls first.
+  g_fake.op = nccl::testing::Script::After(2, ncclSuccess);
+  NcclBenchOptions o = Few();
+  const int polls_before = g_fake.async_polls;
+  Row row;
+  Status s = MeasureNccl(*comm, FakeNcclApi(), Case::For(Collective::kAllReduce, DType::kF32, ReduceOp::kSum, 1, 0, 64),
+                         o, RankSync::OneRank(), &row);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(row.ok, 1);
+  // Each of the 13 collectives (baton's and the raw ones) polled until done.
+  EXPECT_GE(g_fake.async_polls - polls_before, 13 * 3);
+}
+
 TEST_F(NcclBench, AHangingRawCallEndsAtItsDeadline) {
   auto comm = OneRankComm();
   NcclBenchOptions o = Few();
