@@ -33,13 +33,13 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
 #include "baton/checkpointer.h"
 #include "baton/runtime.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
-#include "cli/median.h"
 
 namespace baton::cli {
 namespace {

@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
 #include "baton/communicator.h"
 #include "baton/runtime.h"
 #include "baton_config.h"
 #include "cli/byte_size.h"
 #include "cli/collective_case.h"
 #include "cli/commands.h"
-#include "cli/median.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #include "mpi_runtime/mpi/tune_table.h"
 #if BATON_HAVE_NCCL

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "base/median.h"
 #include "baton/version.h"
 #include "ckpt/checksum.h"
 #include "ckpt/layout.h"
 #include "ckpt/manifest.h"
 #include "cli/commands.h"
-#include "cli/median.h"
 
 namespace baton::cli {
 

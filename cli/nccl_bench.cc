@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/median.h"
+#include "base/median.h"
 
 namespace baton::cli {
 namespace {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/median.h"
+
 namespace baton::mpi {
 
 OnlineTuner::OnlineTuner(std::vector<TunedAlgo> candidates, int samples, double margin)
@@ -36,13 +38,7 @@ bool OnlineTuner::Record(size_t bytes, double seconds) {
 std::vector<double> OnlineTuner::Medians(size_t bytes) const {
   const Class& c = classes_[static_cast<size_t>(ClassOf(bytes))];
   std::vector<double> out(candidates_.size(), 0.0);
-  for (size_t i = 0; i < c.times.size(); ++i) {
-    std::vector<double> v = c.times[i];
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    out[i] = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
+  for (size_t i = 0; i < c.times.size(); ++i) out[i] = Median(c.times[i]);
   return out;
 }
 
