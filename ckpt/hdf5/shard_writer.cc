@@ -1,6 +1,7 @@
 #include "ckpt/hdf5/shard_writer.h"
 
 #include <hdf5.h>
+#include <semaphore.h>
 
 #include <memory>
 #include <string>
@@ -112,6 +113,29 @@ Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vect
 
 // The group agrees; a member that did not fail itself stops as kAborted, so
 // that the world's agreement reports the member that did.
+// Open MPI's ompio (the default MPI-IO of Open MPI 4) opens a shared file
+// pointer with every MPI_File_open; its "sm" component names a POSIX
+// semaphore after the file's base name alone ("OMPIO_shard-0.h5", in
+// /dev/shm of the node of the group's rank 0), creates it with value 1 if
+// it does not exist, and has rank 0 sem_wait/sem_post it once before
+// unlinking it. A rank killed between that wait and post (SIGKILL, the
+// OOM killer, a preempted node's last moments) leaves the semaphore at 0
+// under a name every later shard of that group reuses, and the next
+// MPI_File_open of the group's rank 0 waits on it for ever (seen in the
+// kill -9 loop of tests/cluster/test_ckpt.sh). So the group's rank 0
+// removes any semaphore of that name before the (agreed) open; the open
+// then creates a fresh one. No other rank waits on it, and baton uses no
+// shared file pointers; another job's open of a file with the same base
+// name at this instant would at worst get its own semaphore, which it
+// needs for nothing either. ENOENT (the normal case, or another MPI-IO)
+// is ignored; a semaphore this user may not remove makes the open fail
+// with MPI's error, not hang.
+void RemoveStaleOmpioSemaphore(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string name = "OMPIO_" + (slash == std::string::npos ? path : path.substr(slash + 1));
+  (void)sem_unlink(name.c_str());
+}
+
 Status AgreeInGroup(MPI_Comm group, const Status& local) {
   Status agreed = Agree(group, local);
   if (agreed.ok() || !local.ok()) return local.ok() ? agreed : local;
@@ -163,6 +187,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   // The first member creates the file with its mode; nobody opens it before.
   Status created;
   if (me == 0) {
+    RemoveStaleOmpioSemaphore(path);
     std::unique_ptr<fs::WritableFile> f;
     created = env->NewWritableFile(path, options.file_mode, &f);
     if (created.ok()) created = f->Close();

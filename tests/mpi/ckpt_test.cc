@@ -10,11 +10,15 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <mpi.h>
+#include <semaphore.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/checkpointer.h"
@@ -284,6 +289,42 @@ TEST_F(CkptTest, UserBlobAloneRoundTrips) {
   EXPECT_EQ(step, std::optional<int64_t>(11));
   EXPECT_TRUE(ck2->user_blob() == blob);
   EXPECT_EQ(ck->SetUserBlob(std::string((64u << 20) + 1, 'x')).code(), Code::kInvalidArgument);
+}
+
+// Open MPI's ompio names a semaphore after the shard's base name; one left
+// at 0 by a rank killed inside MPI_File_open made every later save of that
+// shard wait for ever (the cluster's kill -9 loop found it). Plant one and
+// save: the save must finish (a watchdog fails the test after 120 s
+// instead of hanging the suite) and the semaphore must be gone.
+TEST_F(CkptTest, AStaleOmpioSemaphoreFromAKilledSaveDoesNotHangTheNext) {
+  const char* kName = "OMPIO_shard-0.h5";  // group 0's shard, the semaphore's name
+  if (Rank() == 0) {
+    sem_unlink(kName);
+    sem_t* stale = sem_open(kName, O_CREAT, 0644, 0);  // value 0: "held" by a dead rank
+    ASSERT_NE(stale, SEM_FAILED) << std::strerror(errno);
+    sem_close(stale);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::atomic<bool> done{false};
+  std::thread watchdog([&done] {
+    for (int i = 0; i < 1200 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done.load()) {
+      std::fprintf(stderr, "FAIL: Save hung on a stale %s semaphore\n", "OMPIO_shard-0.h5");
+      std::_Exit(1);
+    }
+  });
+  auto ck = MakeCheckpointer(Options());
+  std::vector<float> w(64, 1.5f);
+  EXPECT_TRUE(ck->RegisterReplicated("w", w.data(), DType::kF32, {64}).ok());
+  Status s = ck->Save(5);
+  done = true;
+  watchdog.join();
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  if (Rank() == 0) {
+    sem_t* left = sem_open(kName, 0);
+    EXPECT_EQ(left, SEM_FAILED) << "the semaphore is still there";
+    if (left != SEM_FAILED) sem_close(left);
+  }
 }
 
 TEST_F(CkptTest, RanksMustPassTheSameStep) {
