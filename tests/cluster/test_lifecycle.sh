@@ -70,3 +70,17 @@ test_ten_stop_start_cycles_each_with_a_step() {
     srun -N4 -n8 --mpi=pmix "$BATON_BUILD_DIR/examples/hello_allreduce" >/dev/null || fail "step after start $i"
   done
 }
+
+# A daemon creates its pid file, then writes its pid: a status or start that reads the file in
+# between must leave it alone (it used to remove it, and start then waited 30 s for a pid file
+# the daemon had already written into the unlinked one).
+test_a_pid_file_read_while_empty_is_left_for_its_daemon() {
+  local dir
+  dir=$(dirname "$SLURM_CONF")
+  cluster kill-node n4
+  : >"$dir/run/n4.pid" # as slurmd leaves it between creating and writing it
+  cluster status >/dev/null 2>&1 || true
+  [ -e "$dir/run/n4.pid" ] || fail "status removed n4's empty pid file"
+  rm -f "$dir/run/n4.pid"
+  cluster revive-node n4
+}
