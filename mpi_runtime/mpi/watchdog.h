@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "baton/dtype.h"
@@ -30,6 +31,10 @@ struct CallInfo {
   bool per_rank = false;
   bool non_blocking = false;
 };
+
+// "all_reduce of 1048576 bytes (f32 sum)", "broadcast of 8 bytes from
+// rank 0", "barrier": what a timeout message names.
+std::string Describe(const CallInfo& info);
 
 class Watchdog {
  public:
