@@ -13,6 +13,10 @@
 namespace baton {
 
 Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
+  // Checked whatever the backend, so that a bad BATON_ALGORITHM is named
+  // on every machine alike (nccl picks its own algorithms).
+  Algorithm algorithm = Algorithm::kNative;
+  BATON_RETURN_IF_ERROR(ResolveAlgorithm(options.algorithm, &algorithm));
   switch (options.backend) {
     case Backend::kMpi:
       return mpi::CreateMpiCommunicator(runtime, options, out);

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "baton/dtype.h"
@@ -31,10 +32,21 @@ std::string_view BackendName(Backend b);
 std::string_view AlgorithmName(Algorithm a);
 Status ParseBackend(std::string_view text, Backend* b);
 Status ParseAlgorithm(std::string_view text, Algorithm* a);
+// The algorithm a communicator runs: `option` when set, else
+// BATON_ALGORITHM (native, hierarchical, ring or auto), else kNative. A bad
+// value is an InvalidArgument naming it.
+Status ResolveAlgorithm(std::optional<Algorithm> option, Algorithm* out);
 
 struct CommOptions {
   Backend backend = Backend::kAuto;      // auto: nccl when a GPU is visible, else mpi
-  Algorithm algorithm = Algorithm::kAuto;  // mpi backend only
+  // mpi backend only. Unset: BATON_ALGORITHM, else kNative. Native,
+  // hierarchical and ring each add in a fixed order, so a program's sums
+  // are the same bits run after run at the same job shape; the three
+  // differ from each other in the last bits of floating sums. kAuto picks
+  // per message size, from the tuning table or by measuring in the job
+  // (then keep its decisions in BATON_AUTO_FILE so that a requeued run
+  // picks the same); see man 3 baton, REPRODUCIBILITY.
+  std::optional<Algorithm> algorithm;
   // Ring pipelining: each segment moves in chunks of this many bytes.
   size_t ring_chunk_bytes = 1 << 20;
   // Deadline of every collective, blocking or not (from its start to its

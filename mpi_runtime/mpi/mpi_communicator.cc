@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -45,8 +46,9 @@ CallInfo Info(const char* name, size_t count, DType t, ReduceOp op, int root = -
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(Runtime& rt, const CommOptions& options, double timeout)
-      : rt_(&rt), options_(options), timeout_(timeout), blocking_(options.on_timeout == OnTimeout::kExit) {}
+  MpiCommunicator(Runtime& rt, const CommOptions& options, Algorithm algorithm, double timeout)
+      : rt_(&rt), options_(options), algorithm_(algorithm), timeout_(timeout),
+        blocking_(options.on_timeout == OnTimeout::kExit) {}
   ~MpiCommunicator() override {
     worker_.reset();  // finishes what was submitted before the communicators go
     watchdog_.reset();
@@ -70,13 +72,13 @@ class MpiCommunicator : public Communicator {
     if (blocking_)
       watchdog_ = std::make_unique<Watchdog>(
           timeout_, [this](const CallInfo& info) { ExitForRequeue(TimeoutStatus(rt_, Describe(info), timeout_)); });
-    if (options_.algorithm == Algorithm::kAuto)
+    if (algorithm_ == Algorithm::kAuto)
       BATON_RETURN_IF_ERROR(AutoAlgorithm::Create(main_.world, main_.rank, main_.size, rt.topology(), &auto_));
     return Status::OK();
   }
 
   // What auto runs for an all-reduce of `bytes` now (auto_algorithm.h).
-  Algorithm AutoChoice(size_t bytes) const { return auto_ ? auto_->Current(bytes) : options_.algorithm; }
+  Algorithm AutoChoice(size_t bytes) const { return auto_ ? auto_->Current(bytes) : algorithm_; }
 
   int rank() const override { return main_.rank; }
   int size() const override { return main_.size; }
@@ -84,26 +86,35 @@ class MpiCommunicator : public Communicator {
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     const size_t bytes = count * DTypeSize(t);
-    bool measure = false;
-    const Algorithm algo = auto_ ? auto_->Next(bytes, &measure) : options_.algorithm;
+    const Algorithm algo = AutoChoice(bytes);
+    Algorithm candidate = algo;
+    const bool sample = auto_ && auto_->NextSample(bytes, &candidate);
     return Run(kMain, Info("all_reduce", count, t, op), [&](const CallContext& x) {
-      const auto t0 = std::chrono::steady_clock::now();
-      Status s = mpi::AllReduce(x, send, recv, count, t, op, algo);
-      if (!s.ok() || !measure) return s;
-      // A sample of the online measurement; the last one of its size class
+      if (!sample) return mpi::AllReduce(x, send, recv, count, t, op, algo);
+      // A sample of auto's measurement: the caller's result comes from
+      // `algo` as ever, then `candidate` is timed on a copy of the input
+      // (taken first: recv may be send). The last sample of its size class
       // makes every rank agree and decide, here, at the same call on every
       // rank.
+      char* copy = auto_->SampleBuffer(bytes);
+      std::memcpy(copy, send, bytes);
+      Status s = mpi::AllReduce(x, send, recv, count, t, op, algo);
+      if (!s.ok()) return s;
+      const auto t0 = std::chrono::steady_clock::now();
+      s = mpi::AllReduce(x, copy, copy, count, t, op, candidate);
+      if (s.code() == Code::kTimeout) auto_->AbandonSample();
+      if (!s.ok()) return s;
       return auto_->Record(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                            x.deadline);
     });
   }
   Status AllGather(const void* send, void* recv, size_t count, DType t) override {
     return Run(kMain, Info("all_gather", count, t, -1, -1, true),
-               [&](const CallContext& x) { return mpi::AllGather(x, send, recv, count, t, options_.algorithm); });
+               [&](const CallContext& x) { return mpi::AllGather(x, send, recv, count, t, algorithm_); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     return Run(kMain, Info("reduce_scatter", count, t, op, -1, true), [&](const CallContext& x) {
-      return mpi::ReduceScatter(x, send, recv, count, t, op, options_.algorithm);
+      return mpi::ReduceScatter(x, send, recv, count, t, op, algorithm_);
     });
   }
   Status Broadcast(void* buffer, size_t count, DType t, int root) override {
@@ -129,13 +140,13 @@ class MpiCommunicator : public Communicator {
                  [=](const CallContext& x) { return mpi::AllReduce(x, send, recv, count, t, op, algo); });
   }
   Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
-    const Algorithm algo = options_.algorithm;
+    const Algorithm algo = algorithm_;
     return Async(req, Info("all_gather", count, t, -1, -1, true),
                  [=](const CallContext& x) { return mpi::AllGather(x, send, recv, count, t, algo); });
   }
   Status IReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                         std::unique_ptr<Request>* req) override {
-    const Algorithm algo = options_.algorithm;
+    const Algorithm algo = algorithm_;
     return Async(req, Info("reduce_scatter", count, t, op, -1, true),
                  [=](const CallContext& x) { return mpi::ReduceScatter(x, send, recv, count, t, op, algo); });
   }
@@ -194,6 +205,7 @@ class MpiCommunicator : public Communicator {
 
   Runtime* rt_;  // outlives the communicator: step and silent ranks for timeouts
   CommOptions options_;
+  Algorithm algorithm_;  // resolved (ResolveAlgorithm)
   double timeout_;  // seconds, resolved
   bool blocking_;   // kExit: MPI's blocking calls under the watchdog
   std::unique_ptr<Watchdog> watchdog_;
@@ -216,8 +228,10 @@ bool AutoAlgorithmOf(const Communicator& comm, size_t bytes, Algorithm* out) {
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
   double timeout = 0;
+  Algorithm algorithm = Algorithm::kNative;
   BATON_RETURN_IF_ERROR(ResolveCollectiveTimeout(options.timeout, &timeout));
-  auto comm = std::make_unique<MpiCommunicator>(runtime, options, timeout);
+  BATON_RETURN_IF_ERROR(ResolveAlgorithm(options.algorithm, &algorithm));
+  auto comm = std::make_unique<MpiCommunicator>(runtime, options, algorithm, timeout);
   BATON_RETURN_IF_ERROR(comm->Init(runtime));
   *out = std::move(comm);
   return Status::OK();

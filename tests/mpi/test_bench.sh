@@ -86,14 +86,17 @@ test_malformed_table_warns_and_auto_measures_in_the_job() {
   echo '{"version": 1, "entries": [' > "$dir/t.json"
   # 3 ranks on one node: candidates native and ring, 5 samples each, decided
   # within the 1 + 1 + 20 calls auto makes here.
-  BATON_LOG_LEVEL=info BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > "$dir/out" 2> "$dir/err"
+  BATON_LOG_LEVEL=debug BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > "$dir/out" 2> "$dir/err"
   check_lines "$dir/out" all_reduce 4/3 1
   grep -Eq '"auto_algo":"(native|ring)"' "$dir/out" || fail "auto ran neither candidate: $(cat "$dir/out")"
   grep -q "tune table $dir/t.json: not valid JSON.*auto measures in the job instead" "$dir/err" ||
     { cat "$dir/err"; fail "no warning naming the file"; }
   grep -Eq 'algorithm auto, all_reduce of 8\+ bytes: measured native [0-9]+ us, ring [0-9]+ us \(median of 5, slowest rank\): (native|ring)' "$dir/err" ||
     { cat "$dir/err"; fail "no log line of auto's decision"; }
-  [ "$(grep -c 'algorithm auto, all_reduce' "$dir/err")" -eq 1 ] || fail "auto decided more than once on rank 0"
+  [ "$(grep -c 'algorithm auto, all_reduce' "$dir/err")" -eq 1 ] || { cat "$dir/err"; fail "auto decided more than once on rank 0"; }
+  # At the default level (info) a program's log does not show how auto measured.
+  BATON_LOG_LEVEL=info BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > /dev/null 2> "$dir/err"
+  ! grep -q 'algorithm auto, all_reduce' "$dir/err" || fail "auto's measurement logged at info level (debug only)"
   rm -rf "$dir"
 }
 
