@@ -16,6 +16,7 @@
 #include "mpi_runtime/agreed_stop.h"
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/heartbeat.h"
+#include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton {
@@ -78,6 +79,13 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   // Checked on every rank before any collective: all ranks see the same
   // environment under srun and mpirun, so all fail alike.
   BATON_RETURN_IF_ERROR(ResolveOptions(options, &rt->options_));
+  if (rt->options_.on_timeout == OnTimeout::kExit) {
+    Runtime* self = rt.get();
+    const double seconds = rt->options_.collective_timeout;
+    rt->watchdog_ = std::make_unique<mpi::Watchdog>(seconds, [self, seconds](const mpi::CallInfo& info) {
+      mpi::ExitForRequeue(mpi::TimeoutStatus(self, mpi::Describe(info), seconds));
+    });
+  }
   int initialized = 0, provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Initialized(&initialized)));
   if (!initialized) {
@@ -146,7 +154,7 @@ Status Runtime::StartHealth(const RuntimeOptions& o) {
 
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(world_, &control_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN)));
-  stop_ = std::make_unique<StopAgreement>(control_, o.stop_check_every, o.collective_timeout);
+  stop_ = std::make_unique<StopAgreement>(control_, o.stop_check_every);
 
   int provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
@@ -232,11 +240,24 @@ std::string Runtime::DescribeSilentRanks() const {
   return out.empty() ? "none" : out;
 }
 
+namespace {
+constexpr const char* kStopAgreement = "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator)";
+}  // namespace
+
 Status Runtime::ShouldStop(bool* stop) {
-  Status s = stop_->Check(stop);
+  // Under kExit the exchange waits in MPI while the watchdog keeps the
+  // deadline (polling would add its naps to every step); under kReturn it
+  // is polled.
+  const bool guarded = watchdog_ != nullptr && stop_->WillExchange();
+  if (guarded) {
+    mpi::CallInfo info;
+    info.label = kStopAgreement;
+    watchdog_->Arm(0, info);
+  }
+  Status s = stop_->Check(stop, mpi::Deadline(options_.collective_timeout, watchdog_ != nullptr));
+  if (guarded) watchdog_->Disarm(0);
   if (s.code() == Code::kTimeout) {
-    s = mpi::TimeoutStatus(this, "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator)",
-                           options_.collective_timeout);
+    s = mpi::TimeoutStatus(this, kStopAgreement, options_.collective_timeout);
     if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
   }
   return s;
@@ -257,6 +278,7 @@ Runtime::~Runtime() {
   if (heartbeat_) heartbeat_->Stop();
   heartbeat_.reset();
   stop_.reset();
+  watchdog_.reset();
   if (handlers_installed_) RestoreStopHandlers();
   for (MPI_Comm* c : {&control_, &leaders_, &node_, &world_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);

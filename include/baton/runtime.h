@@ -30,6 +30,9 @@ namespace baton {
 
 class Heartbeat;
 class StopAgreement;
+namespace mpi {
+class Watchdog;
+}
 
 // Every number below that is 0 comes from its environment variable, else
 // the default named; an explicit value wins over the environment. A bad
@@ -116,16 +119,17 @@ class Runtime {
 
   // ---- Agreed stop and requeue ----
   // True once any rank got SIGTERM or the stop signal, at the same call on
-  // every rank: the k-th call returns the OR of every rank's flag as it was
-  // at call k-1 (a non-blocking all-reduce of one int started at call k-1
-  // and completed at call k, so its latency hides behind the step).
-  // Collective: every rank calls it equally often (typically once per
-  // step). After a true it stays true and makes no more MPI calls. A
-  // failure of the agreement follows on_timeout; with kReturn, *stop is
-  // true and the Status says why.
+  // every rank: each exchanging call returns the OR of every rank's flag as
+  // it is at that call (one all-reduce of an int, under the deadline), so
+  // a stop is acted on at the first call after the signal. Collective:
+  // every rank calls it equally often (typically once per step). After a
+  // true it stays true and makes no more MPI calls. A failure of the
+  // agreement follows on_timeout; with kReturn, *stop is true and the
+  // Status says why.
   Status ShouldStop(bool* stop);
   bool should_stop();  // ShouldStop, logging a failure; a failure counts as "stop"
-  // Whether this process got SIGTERM or the stop signal (not agreed).
+  // Whether this process got SIGTERM or the stop signal (not agreed). Any
+  // thread: the flag is a lock-free atomic set by the handler.
   static bool stop_signal_received();
 
   // Asks Slurm (libslurm slurm_requeue) to requeue this job (SLURM_JOB_ID),
@@ -153,6 +157,9 @@ class Runtime {
 
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<StopAgreement> stop_;
+  // Under OnTimeout::kExit: watches the runtime's own collectives (slot 0,
+  // the training thread) and exits 75 past collective_timeout.
+  std::unique_ptr<mpi::Watchdog> watchdog_;
 
   std::atomic<int64_t> step_{-1};
   std::chrono::steady_clock::time_point step_start_{};

@@ -7,6 +7,7 @@ namespace baton::mpi {
 
 std::string Describe(const CallInfo& i) {
   static const char* const kOps[] = {"sum", "max", "min", "avg"};  // ReduceOp order
+  if (i.label != nullptr) return i.label;
   std::string out = std::string(i.non_blocking ? "non-blocking " : "") + i.name;
   if (std::string_view(i.name) == "barrier") return out;
   out += " of " + std::to_string(i.count * DTypeSize(i.dtype)) + " bytes";

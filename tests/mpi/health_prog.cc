@@ -16,11 +16,16 @@
 //                               the requeue) and exits 75. A requeued run
 //                               exits 0. At one rank, a refused Requeue()
 //                               exits 1 at once.
+//   baton_health_prog stop-timeout   the last rank never comes to
+//                               should_stop() (it sleeps); the others' agreement
+//                               passes the deadline and, on_timeout being kExit,
+//                               exits 75 naming it.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <chrono>
 #include <thread>
 
 #include "baton/communicator.h"
@@ -88,17 +93,30 @@ int Requeue(baton::Runtime& rt) {
   return 1;
 }
 
+int StopTimeout(baton::Runtime& rt) {
+  if (rt.rank() == rt.size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 1;
+  }
+  for (int step = 0; step < 1000; ++step) {
+    rt.BeginStep(step);
+    if (rt.should_stop()) return 1;
+  }
+  std::printf("rank %d: the agreement never timed out\n", rt.rank());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "timeout" && mode != "requeue") {
-    std::fprintf(stderr, "usage: baton_health_prog timeout|requeue\n");
+  if (mode != "timeout" && mode != "requeue" && mode != "stop-timeout") {
+    std::fprintf(stderr, "usage: baton_health_prog timeout|requeue|stop-timeout\n");
     return 2;
   }
   std::unique_ptr<baton::Runtime> rt;
   if (baton::Status s = baton::Runtime::Create(&argc, &argv, {}, &rt); !s.ok()) return Fail("runtime", s);
-  const int rc = mode == "timeout" ? Timeout(*rt) : Requeue(*rt);
+  const int rc = mode == "timeout" ? Timeout(*rt) : mode == "requeue" ? Requeue(*rt) : StopTimeout(*rt);
   std::fflush(stdout);
   return rc;
 }

@@ -23,3 +23,17 @@ test_bad_collective_timeout_is_refused() {
   [ "$rc" -ne 0 ] || fail "exit 0 with BATON_COLLECTIVE_TIMEOUT=soon"
   echo "$out" | grep -q "BATON_COLLECTIVE_TIMEOUT='soon' is not a positive number" || fail "the bad value is not named"
 }
+
+# The agreed stop under kExit waits in MPI while the runtime's watchdog
+# keeps the deadline: a rank that never comes makes the others exit 75.
+test_stop_agreement_past_its_deadline_exits_75() {
+  local out rc=0 t0=$SECONDS
+  out=$(mktemp)
+  BATON_COLLECTIVE_TIMEOUT=2 timeout 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" stop-timeout >"$out" 2>&1 || rc=$?
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator) at step 0 timed out after 2 s" "$out" ||
+    fail "no timeout line naming the agreement"
+  [ $((SECONDS - t0)) -lt 30 ] || fail "took $((SECONDS - t0)) s for a 2 s deadline"
+  rm -f "$out"
+}
