@@ -53,6 +53,7 @@ std::string ThreadLevelName(int level) {
 constexpr double kDefaultHeartbeatInterval = 1.0;
 constexpr long kDefaultStragglerEvery = 100;
 constexpr double kDefaultStragglerThreshold = 0.2;
+constexpr double kDefaultStragglerMinSeconds = 0.005;
 constexpr long kDefaultStopCheckEvery = 1;
 
 Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
@@ -65,6 +66,9 @@ Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
   BATON_RETURN_IF_ERROR(PositiveNumberOption("straggler_threshold", in.straggler_threshold,
                                              "BATON_STRAGGLER_THRESHOLD", kDefaultStragglerThreshold,
                                              &out->straggler_threshold));
+  BATON_RETURN_IF_ERROR(PositiveNumberOption("straggler_min_seconds", in.straggler_min_seconds,
+                                             "BATON_STRAGGLER_MIN_SECONDS", kDefaultStragglerMinSeconds,
+                                             &out->straggler_min_seconds));
   BATON_RETURN_IF_ERROR(
       SignalOption("stop_signal", in.stop_signal, "BATON_STOP_SIGNAL", SIGUSR2, &out->stop_signal));
   BATON_RETURN_IF_ERROR(PositiveCountOption("stop_check_every", in.stop_check_every, "BATON_STOP_CHECK_EVERY",
@@ -209,14 +213,15 @@ Status Runtime::GatherStepTimes() {
   std::vector<double> times(buf->begin() + 1, buf->end());
   delete buf;
   if (!s.ok()) return s.Annotate("gathering the step times");
-  StragglerReport report = FindStragglers(step(), std::move(times), options_.straggler_threshold);
+  StragglerReport report =
+      FindStragglers(step(), std::move(times), options_.straggler_threshold, options_.straggler_min_seconds);
   if (rank_ == 0) {
     for (int r : report.stragglers) {
       BATON_LOG(kRuntime, warning) << "straggler at step " << report.step << ": rank " << r << " ("
                                    << hosts_[static_cast<size_t>(r)] << ") takes "
                                    << report.step_seconds[static_cast<size_t>(r)] << " s per step, median "
                                    << report.median_seconds << " s (threshold +"
-                                   << report.threshold * 100 << "%)";
+                                   << report.threshold * 100 << "% and +" << report.min_seconds << " s)";
     }
   }
   std::lock_guard<std::mutex> lock(report_mu_);

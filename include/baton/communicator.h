@@ -8,7 +8,10 @@
 //
 // Counts are in elements. all_gather/reduce_scatter/all_to_all take the
 // count of ONE rank's block; buffers hold size() blocks where the
-// operation needs them. f16 and bf16 are reduced in f32 and rounded once.
+// operation needs them. all_gather_v/reduce_scatter_v take one count per
+// rank (blocks of different lengths, e.g. 161 rows over 3 ranks). The mpi
+// backend reduces f16 and bf16 in f32 and rounds once; NCCL reduces in the
+// element type.
 //
 // Threading: one thread issues the collectives of a communicator (as in
 // MPI); a non-blocking call's Request may be waited on from that thread.
@@ -17,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "baton/dtype.h"
 #include "baton/health.h"
@@ -89,6 +93,16 @@ class Communicator {
   virtual Status AllToAll(const void* send, void* recv, size_t count, DType dtype) = 0;
   virtual Status Barrier() = 0;
 
+  // Uneven blocks: `counts` has size() entries, the same on every rank
+  // (InvalidArgument otherwise, where it can be seen), and block r starts
+  // at element counts[0] + ... + counts[r-1].
+  // AllGatherV: `send` holds counts[rank()] elements, `recv` every block.
+  virtual Status AllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype) = 0;
+  // ReduceScatterV: `send` holds every block; `recv` gets this rank's block
+  // (counts[rank()] elements) reduced over the ranks.
+  virtual Status ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                                ReduceOp op) = 0;
+
   // Non-blocking forms: the same semantics, completed through the Request.
   virtual Status IAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                             std::unique_ptr<Request>* request) = 0;
@@ -101,6 +115,11 @@ class Communicator {
   virtual Status IAllToAll(const void* send, void* recv, size_t count, DType dtype,
                            std::unique_ptr<Request>* request) = 0;
   virtual Status IBarrier(std::unique_ptr<Request>* request) = 0;
+  // (`counts` is copied: it need not outlive the call.)
+  virtual Status IAllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                             std::unique_ptr<Request>* request) = 0;
+  virtual Status IReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                                 ReduceOp op, std::unique_ptr<Request>* request) = 0;
 };
 
 // A communicator over the runtime's world. Collective over the world. The

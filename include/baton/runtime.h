@@ -55,9 +55,12 @@ struct RuntimeOptions {
   // Stragglers: every `straggler_every` EndStep() calls (BATON_STRAGGLER_EVERY,
   // default 100) the per-rank mean step times are gathered; ranks slower
   // than the median by more than `straggler_threshold` (a fraction;
-  // BATON_STRAGGLER_THRESHOLD, default 0.2) are logged with their host.
+  // BATON_STRAGGLER_THRESHOLD, default 0.2) and by at least
+  // `straggler_min_seconds` (BATON_STRAGGLER_MIN_SECONDS, default 0.005)
+  // are logged with their host.
   long straggler_every = 0;
   double straggler_threshold = 0;
+  double straggler_min_seconds = 0;
 
   // Agreed stop: SIGTERM and `stop_signal` (BATON_STOP_SIGNAL, default
   // SIGUSR2) set a flag that should_stop() agrees on across ranks, once

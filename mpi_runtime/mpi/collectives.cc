@@ -1,5 +1,7 @@
 #include "mpi_runtime/mpi/collectives.h"
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -90,18 +92,126 @@ Status AllReduce(const CallContext& x, const void* send, void* recv, size_t coun
   return Status::OK();
 }
 
+namespace {
+
+// Where each rank's block starts, in elements, and the total; `counts`
+// must have one entry per rank.
+Status Layout(const char* what, const std::vector<size_t>& counts, int size, std::vector<size_t>* start,
+              size_t* total) {
+  if (counts.size() != static_cast<size_t>(size))
+    return Status::InvalidArgument(kComponent, std::string(what) + ": counts has " + std::to_string(counts.size()) +
+                                                   " entries for " + std::to_string(size) + " ranks");
+  start->resize(counts.size());
+  *total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    (*start)[r] = *total;
+    if (counts[r] > SIZE_MAX / 16 - *total)
+      return Status::InvalidArgument(kComponent, std::string(what) + ": counts overflow the buffer size");
+    *total += counts[r];
+  }
+  return Status::OK();
+}
+
+std::vector<size_t> Scaled(const std::vector<size_t>& v, size_t by) {
+  std::vector<size_t> out(v);
+  for (size_t& e : out) e *= by;
+  return out;
+}
+
+// The ring's all-gather of blocks in bytes (start/len), this rank's block
+// first copied into place.
+Status RingAllGather(const CallContext& x, const void* send, char* out, const std::vector<size_t>& start,
+                     const std::vector<size_t>& len) {
+  const Comms& c = x.comms;
+  const size_t r = static_cast<size_t>(c.rank);
+  if (len[r] > 0) std::memmove(out + start[r], send, len[r]);
+  return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, x.ring_chunk_bytes, x.deadline)
+      .AllGather(out, start, len);
+}
+
+// MPI's int counts and displacements, or false where one does not fit.
+bool IntCounts(const std::vector<size_t>& counts, const std::vector<size_t>& start, std::vector<int>* c,
+               std::vector<int>* d) {
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > static_cast<size_t>(INT_MAX) || start[r] > static_cast<size_t>(INT_MAX)) return false;
+    c->push_back(static_cast<int>(counts[r]));
+    d->push_back(static_cast<int>(start[r]));
+  }
+  return true;
+}
+
+// The reduce-scatter of every block of `send` (`total` elements of `t`,
+// blocks at start/len) into `recv` (this rank's block), through a work copy
+// in the work type: the ring reduces in place, MPI_Reduce_scatter(_block)
+// into a second buffer. `even`: every block has len[0] elements, where
+// MPI's _block form serves.
+Status ReduceScatterBlocks(const CallContext& x, const void* send, void* recv, const std::vector<size_t>& start,
+                           const std::vector<size_t>& len, size_t total, DType t, ReduceOp op, Algorithm algo,
+                           bool even) {
+  const Comms& c = x.comms;
+  const size_t r = static_cast<size_t>(c.rank);
+  const DType w = WorkType(t);
+  const size_t wsize = DTypeSize(w);
+  std::vector<char> work(total * wsize);
+  if (IsHalf(t))
+    Widen(t, send, reinterpret_cast<float*>(work.data()), total);
+  else
+    std::memcpy(work.data(), send, total * wsize);
+  char* mine = work.data() + start[r] * wsize;
+  std::vector<int> ints, displs;
+  Status s;
+  std::vector<char> out;
+  if (algo == Algorithm::kRing || total > static_cast<size_t>(INT_MAX) || !IntCounts(len, start, &ints, &displs)) {
+    s = Ring(c.world, c.rank, c.size, w, op, x.ring_chunk_bytes, x.deadline).ReduceScatter(work.data(), start, len);
+  } else {
+    out.resize(len[r] * wsize + 1);  // + 1: never a null buffer for an empty block
+    s = even ? Issue(
+                   x.deadline,
+                   [&] {
+                     return BATON_MPI_CHECK(
+                         MPI_Reduce_scatter_block(work.data(), out.data(), ints[0], MpiType(w), MpiOp(op), c.world));
+                   },
+                   [&](MPI_Request* q) {
+                     return BATON_MPI_CHECK(MPI_Ireduce_scatter_block(work.data(), out.data(), ints[0], MpiType(w),
+                                                                      MpiOp(op), c.world, q));
+                   })
+             : Issue(
+                   x.deadline,
+                   [&] {
+                     return BATON_MPI_CHECK(
+                         MPI_Reduce_scatter(work.data(), out.data(), ints.data(), MpiType(w), MpiOp(op), c.world));
+                   },
+                   [&](MPI_Request* q) {
+                     return BATON_MPI_CHECK(MPI_Ireduce_scatter(work.data(), out.data(), ints.data(), MpiType(w),
+                                                                MpiOp(op), c.world, q));
+                   });
+    if (s.ok()) std::memcpy(mine, out.data(), len[r] * wsize);
+  }
+  if (s.code() == Code::kTimeout) {
+    Abandon(&work);
+    Abandon(&out);
+    Abandon(&ints);
+  }
+  if (!s.ok()) return s;
+  if (op == ReduceOp::kAvg) Scale(w, mine, len[r], c.size);
+  if (IsHalf(t))
+    Narrow(t, reinterpret_cast<const float*>(mine), recv, len[r]);
+  else
+    std::memcpy(recv, mine, len[r] * wsize);
+  return Status::OK();
+}
+
+}  // namespace
+
 Status AllGather(const CallContext& x, const void* send, void* recv, size_t count, DType t, Algorithm algo) {
   const Comms& c = x.comms;
   const size_t bytes = count * DTypeSize(t);
   BATON_RETURN_IF_ERROR(CheckCount("all_gather", bytes * static_cast<size_t>(c.size), 1));
   if (count == 0) return Status::OK();
-  char* out = static_cast<char*>(recv);
   if (algo == Algorithm::kRing) {
-    std::memmove(out + bytes * static_cast<size_t>(c.rank), send, bytes);
     std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), bytes);
     for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = bytes * static_cast<size_t>(i);
-    return Ring(c.world, c.rank, c.size, DType::kU8, ReduceOp::kSum, x.ring_chunk_bytes, x.deadline)
-        .AllGather(out, start, len);
+    return RingAllGather(x, send, static_cast<char*>(recv), start, len);
   }
   const int n = static_cast<int>(bytes);
   return Issue(
@@ -111,6 +221,38 @@ Status AllGather(const CallContext& x, const void* send, void* recv, size_t coun
       });
 }
 
+Status AllGatherV(const CallContext& x, const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                  Algorithm algo) {
+  const Comms& c = x.comms;
+  std::vector<size_t> start;
+  size_t total = 0;
+  BATON_RETURN_IF_ERROR(Layout("all_gather_v", counts, c.size, &start, &total));
+  if (total == 0) return Status::OK();
+  const size_t esize = DTypeSize(t), r = static_cast<size_t>(c.rank);
+  const std::vector<size_t> start_b = Scaled(start, esize), len_b = Scaled(counts, esize);
+  char* out = static_cast<char*>(recv);
+  std::vector<int> ints, displs;
+  if (algo == Algorithm::kRing || total * esize > static_cast<size_t>(INT_MAX) || !IntCounts(len_b, start_b, &ints, &displs))
+    return RingAllGather(x, send, out, start_b, len_b);
+  // A send buffer that is already this rank's block of recv is MPI_IN_PLACE.
+  const void* from = send == out + start_b[r] ? MPI_IN_PLACE : send;
+  Status s = Issue(
+      x.deadline,
+      [&] {
+        return BATON_MPI_CHECK(
+            MPI_Allgatherv(from, ints[r], MPI_BYTE, recv, ints.data(), displs.data(), MPI_BYTE, c.world));
+      },
+      [&](MPI_Request* q) {
+        return BATON_MPI_CHECK(
+            MPI_Iallgatherv(from, ints[r], MPI_BYTE, recv, ints.data(), displs.data(), MPI_BYTE, c.world, q));
+      });
+  if (s.code() == Code::kTimeout) {
+    Abandon(&ints);  // MPI may still read the counts of a collective in flight
+    Abandon(&displs);
+  }
+  return s;
+}
+
 Status ReduceScatter(const CallContext& x, const void* send, void* recv, size_t count, DType t, ReduceOp op,
                      Algorithm algo) {
   const Comms& c = x.comms;
@@ -118,47 +260,22 @@ Status ReduceScatter(const CallContext& x, const void* send, void* recv, size_t 
   const size_t total = count * static_cast<size_t>(c.size);
   BATON_RETURN_IF_ERROR(CheckCount("reduce_scatter", total, DTypeSize(t)));
   if (count == 0) return Status::OK();
-  const DType w = WorkType(t);
-  const size_t wsize = DTypeSize(w);
-  // The ring reduces in place, so it works on a copy of the whole input.
-  std::vector<char> work(total * wsize);
-  if (IsHalf(t))
-    Widen(t, send, reinterpret_cast<float*>(work.data()), total);
-  else
-    std::memcpy(work.data(), send, total * wsize);
-  char* mine = work.data() + count * wsize * static_cast<size_t>(c.rank);
-  Status s;
-  std::vector<char> out;
-  if (algo == Algorithm::kRing) {
-    std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), count);
-    for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
-    s = Ring(c.world, c.rank, c.size, w, op, x.ring_chunk_bytes, x.deadline).ReduceScatter(work.data(), start, len);
-  } else {
-    out.resize(count * wsize);
-    const int n = static_cast<int>(count);
-    s = Issue(
-        x.deadline,
-        [&] {
-          return BATON_MPI_CHECK(
-              MPI_Reduce_scatter_block(work.data(), out.data(), n, MpiType(w), MpiOp(op), c.world));
-        },
-        [&](MPI_Request* r) {
-          return BATON_MPI_CHECK(
-              MPI_Ireduce_scatter_block(work.data(), out.data(), n, MpiType(w), MpiOp(op), c.world, r));
-        });
-    if (s.ok()) std::memcpy(mine, out.data(), out.size());
-  }
-  if (s.code() == Code::kTimeout) {
-    Abandon(&work);
-    Abandon(&out);
-  }
-  if (!s.ok()) return s.Annotate("reduce_scatter of " + std::to_string(count) + " per rank");
-  if (op == ReduceOp::kAvg) Scale(w, mine, count, c.size);
-  if (IsHalf(t))
-    Narrow(t, reinterpret_cast<const float*>(mine), recv, count);
-  else
-    std::memcpy(recv, mine, count * wsize);
-  return Status::OK();
+  std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), count);
+  for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
+  Status s = ReduceScatterBlocks(x, send, recv, start, len, total, t, op, algo, /*even=*/true);
+  return s.ok() ? s : s.Annotate("reduce_scatter of " + std::to_string(count) + " per rank");
+}
+
+Status ReduceScatterV(const CallContext& x, const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                      ReduceOp op, Algorithm algo) {
+  const Comms& c = x.comms;
+  BATON_RETURN_IF_ERROR(CheckOp("reduce_scatter_v", t, op));
+  std::vector<size_t> start;
+  size_t total = 0;
+  BATON_RETURN_IF_ERROR(Layout("reduce_scatter_v", counts, c.size, &start, &total));
+  if (total == 0) return Status::OK();
+  Status s = ReduceScatterBlocks(x, send, recv, start, counts, total, t, op, algo, /*even=*/false);
+  return s.ok() ? s : s.Annotate("reduce_scatter_v of " + std::to_string(total) + " in all");
 }
 
 Status Broadcast(const CallContext& x, void* buffer, size_t count, DType t, int root) {

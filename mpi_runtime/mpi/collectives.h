@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "baton/communicator.h"
 #include "baton/dtype.h"
@@ -41,6 +42,13 @@ Status AllReduce(const CallContext& x, const void* send, void* recv, size_t coun
 Status AllGather(const CallContext& x, const void* send, void* recv, size_t count, DType t, Algorithm algo);
 Status ReduceScatter(const CallContext& x, const void* send, void* recv, size_t count, DType t, ReduceOp op,
                      Algorithm algo);
+// Uneven blocks (counts per rank, baton::Communicator::AllGatherV). kRing,
+// or more than MPI's int counts in all: the ring over the blocks; else
+// MPI_Allgatherv / MPI_Reduce_scatter.
+Status AllGatherV(const CallContext& x, const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                  Algorithm algo);
+Status ReduceScatterV(const CallContext& x, const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                      ReduceOp op, Algorithm algo);
 Status Broadcast(const CallContext& x, void* buffer, size_t count, DType t, int root);
 Status AllToAll(const CallContext& x, const void* send, void* recv, size_t count, DType t);
 Status Barrier(const CallContext& x);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi/auto_algorithm.h"
@@ -42,6 +43,12 @@ CallInfo Info(const char* name, size_t count, DType t, int op = -1, int root = -
 }
 CallInfo Info(const char* name, size_t count, DType t, ReduceOp op, int root = -1, bool per_rank = false) {
   return Info(name, count, t, static_cast<int>(op), root, per_rank);
+}
+
+size_t Total(const std::vector<size_t>& counts) {
+  size_t n = 0;
+  for (size_t c : counts) n += c;
+  return n;
 }
 
 class MpiCommunicator : public Communicator {
@@ -117,6 +124,15 @@ class MpiCommunicator : public Communicator {
       return mpi::ReduceScatter(x, send, recv, count, t, op, algorithm_);
     });
   }
+  Status AllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType t) override {
+    return Run(kMain, Info("all_gather_v", Total(counts), t),
+               [&](const CallContext& x) { return mpi::AllGatherV(x, send, recv, counts, t, algorithm_); });
+  }
+  Status ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                        ReduceOp op) override {
+    return Run(kMain, Info("reduce_scatter_v", Total(counts), t, op),
+               [&](const CallContext& x) { return mpi::ReduceScatterV(x, send, recv, counts, t, op, algorithm_); });
+  }
   Status Broadcast(void* buffer, size_t count, DType t, int root) override {
     return Run(kMain, Info("broadcast", count, t, -1, root),
                [&](const CallContext& x) { return mpi::Broadcast(x, buffer, count, t, root); });
@@ -160,6 +176,18 @@ class MpiCommunicator : public Communicator {
   }
   Status IBarrier(std::unique_ptr<Request>* req) override {
     return Async(req, Info("barrier", 0, DType::kU8), [=](const CallContext& x) { return mpi::Barrier(x); });
+  }
+  Status IAllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType t,
+                     std::unique_ptr<Request>* req) override {
+    const Algorithm algo = algorithm_;
+    return Async(req, Info("all_gather_v", Total(counts), t),
+                 [=](const CallContext& x) { return mpi::AllGatherV(x, send, recv, counts, t, algo); });
+  }
+  Status IReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType t, ReduceOp op,
+                         std::unique_ptr<Request>* req) override {
+    const Algorithm algo = algorithm_;
+    return Async(req, Info("reduce_scatter_v", Total(counts), t, op),
+                 [=](const CallContext& x) { return mpi::ReduceScatterV(x, send, recv, counts, t, op, algo); });
   }
 
  private:

@@ -9,7 +9,7 @@ const NcclApi& RealNcclApi() {
   static const NcclApi api = {
       ncclGetUniqueId,     ncclCommInitRankConfig, ncclCommGetAsyncError, ncclCommFinalize,
       ncclCommAbort,       ncclCommDestroy,        ncclCommSplit,         ncclAllReduce,
-      ncclAllGather,       ncclReduceScatter,      ncclBroadcast,         ncclSend,
+      ncclAllGather,       ncclReduceScatter,      ncclBroadcast,         ncclReduce,            ncclSend,
       ncclRecv,            ncclGroupStart,         ncclGroupEnd,          ncclGetErrorString,
       ncclGetLastError,
       cudaGetDeviceCount,  cudaSetDevice,          cudaStreamCreate,      cudaStreamDestroy,

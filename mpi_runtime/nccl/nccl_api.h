@@ -44,6 +44,8 @@ struct NcclApi {
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Broadcast)(const void* send, void* recv, size_t count, ncclDataType_t dtype,
                             int root, ncclComm_t comm, cudaStream_t stream);
+  ncclResult_t (*Reduce)(const void* send, void* recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Send)(const void* send, size_t count, ncclDataType_t dtype, int peer,
                        ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Recv)(void* recv, size_t count, ncclDataType_t dtype, int peer, ncclComm_t comm,

@@ -531,6 +531,87 @@ Status NcclCommunicator::IBarrier(std::unique_ptr<Request>* request) {
   }, request);
 }
 
+namespace {
+
+// Where each rank's block starts (elements) and the total; one count per rank.
+Status Blocks(const std::string& what, const std::vector<size_t>& counts, int size, std::vector<size_t>* start,
+              size_t* total) {
+  if (counts.size() != static_cast<size_t>(size))
+    return Status::InvalidArgument(kComponent, what + ": counts has " + std::to_string(counts.size()) +
+                                                   " entries for " + std::to_string(size) + " ranks");
+  *total = 0;
+  for (size_t c : counts) {
+    start->push_back(*total);
+    if (c > std::numeric_limits<size_t>::max() / 16 - *total)
+      return Status::InvalidArgument(kComponent, what + ": counts overflow the buffer size");
+    *total += c;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status NcclCommunicator::IAllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                                     std::unique_ptr<Request>* request) {
+  std::vector<size_t> start;
+  size_t total = 0;
+  BATON_RETURN_IF_ERROR(Blocks("all_gather_v", counts, size_, &start, &total));
+  const std::string what = What("all_gather_v", total, dtype, rank_, size_);
+  ncclDataType_t type;
+  BATON_RETURN_IF_ERROR(ToNcclType(dtype, &type));
+  const size_t esize = DTypeSize(dtype);
+  BATON_RETURN_IF_ERROR(CheckBuffer(send, counts[static_cast<size_t>(rank_)] * esize, "send", what));
+  BATON_RETURN_IF_ERROR(CheckBuffer(recv, total * esize, "recv", what));
+  const NcclState& st = *state_;
+  return Start(what, [&] {
+    // Each rank broadcasts its block into its place in every recv; one
+    // group, so NCCL runs them together.
+    Status s = BATON_NCCL_CHECK_ASYNC(st.api, st.api.GroupStart());
+    if (!s.ok()) return s;
+    for (int r = 0; r < size_ && s.ok(); ++r) {
+      const size_t n = counts[static_cast<size_t>(r)];
+      if (n == 0) continue;
+      char* to = static_cast<char*>(recv) + start[static_cast<size_t>(r)] * esize;
+      s = BATON_NCCL_CHECK_ASYNC(st.api, st.api.Broadcast(r == rank_ ? send : to, to, n, type, r, st.world, st.stream));
+    }
+    Status end = BATON_NCCL_CHECK_ASYNC(st.api, st.api.GroupEnd());  // closed even after a failure
+    return s.ok() ? end : s;
+  }, request);
+}
+
+Status NcclCommunicator::IReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts,
+                                         DType dtype, ReduceOp op, std::unique_ptr<Request>* request) {
+  std::vector<size_t> start;
+  size_t total = 0;
+  BATON_RETURN_IF_ERROR(Blocks("reduce_scatter_v", counts, size_, &start, &total));
+  const std::string what =
+      What(("reduce_scatter_v(" + std::string(ReduceOpName(op)) + ")").c_str(), total, dtype, rank_, size_);
+  ncclDataType_t type;
+  ncclRedOp_t nop;
+  BATON_RETURN_IF_ERROR(ToNcclType(dtype, &type));
+  BATON_RETURN_IF_ERROR(ToNcclOp(op, dtype, &nop));
+  const size_t esize = DTypeSize(dtype);
+  BATON_RETURN_IF_ERROR(CheckBuffer(send, total * esize, "send", what));
+  BATON_RETURN_IF_ERROR(CheckBuffer(recv, counts[static_cast<size_t>(rank_)] * esize, "recv", what));
+  const NcclState& st = *state_;
+  return Start(what,
+               [&] {
+                 // Block r is reduced onto rank r (recv is written on the root only).
+                 Status s = BATON_NCCL_CHECK_ASYNC(st.api, st.api.GroupStart());
+                 if (!s.ok()) return s;
+                 for (int r = 0; r < size_ && s.ok(); ++r) {
+                   const size_t n = counts[static_cast<size_t>(r)];
+                   if (n == 0) continue;
+                   const char* from = static_cast<const char*>(send) + start[static_cast<size_t>(r)] * esize;
+                   s = BATON_NCCL_CHECK_ASYNC(st.api,
+                                              st.api.Reduce(from, recv, n, type, nop, r, st.world, st.stream));
+                 }
+                 Status end = BATON_NCCL_CHECK_ASYNC(st.api, st.api.GroupEnd());
+                 return s.ok() ? end : s;
+               },
+               request);
+}
+
 // The blocking forms: the non-blocking one, waited for.
 namespace {
 Status Finish(Status started, std::unique_ptr<Request>& request) {
@@ -562,6 +643,15 @@ Status NcclCommunicator::AllToAll(const void* send, void* recv, size_t count, DT
 Status NcclCommunicator::Barrier() {
   std::unique_ptr<Request> r;
   return Finish(IBarrier(&r), r);
+}
+Status NcclCommunicator::AllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype) {
+  std::unique_ptr<Request> r;
+  return Finish(IAllGatherV(send, recv, counts, dtype, &r), r);
+}
+Status NcclCommunicator::ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                                        ReduceOp op) {
+  std::unique_ptr<Request> r;
+  return Finish(IReduceScatterV(send, recv, counts, dtype, op, &r), r);
 }
 
 }  // namespace baton::nccl

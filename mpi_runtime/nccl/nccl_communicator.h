@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "baton/communicator.h"
 #include "baton/dtype.h"
@@ -149,6 +150,11 @@ class NcclCommunicator : public Communicator {
   Status Broadcast(void* buffer, size_t count, DType dtype, int root) override;
   Status AllToAll(const void* send, void* recv, size_t count, DType dtype) override;
   Status Barrier() override;
+  // One ncclBroadcast (all-gather) or ncclReduce (reduce-scatter) per
+  // rank's block, rooted at that rank, in one NCCL group.
+  Status AllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype) override;
+  Status ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                        ReduceOp op) override;
 
   Status IAllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                     std::unique_ptr<Request>* request) override;
@@ -161,6 +167,10 @@ class NcclCommunicator : public Communicator {
   Status IAllToAll(const void* send, void* recv, size_t count, DType dtype,
                    std::unique_ptr<Request>* request) override;
   Status IBarrier(std::unique_ptr<Request>* request) override;
+  Status IAllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype,
+                     std::unique_ptr<Request>* request) override;
+  Status IReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType dtype, ReduceOp op,
+                         std::unique_ptr<Request>* request) override;
 
  private:
   // Checks the buffers (device or host-registered memory, count*size

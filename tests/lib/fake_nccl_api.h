@@ -60,6 +60,15 @@ struct FakeNccl {
   std::vector<PendingSend> pending_sends;
   std::vector<std::pair<void*, int>> pending_recvs;
   std::vector<int> send_peers, recv_peers;
+  // Every rooted collective (ncclBroadcast, ncclReduce), in call order.
+  struct Rooted {
+    bool reduce;
+    const void* send;
+    void* recv;
+    size_t count;
+    int root;
+  };
+  std::vector<Rooted> rooted;
 
   std::deque<FakeComm> comms;  // stable addresses
   ncclComm_t world = nullptr;  // the last communicator made by init
@@ -166,7 +175,16 @@ inline ncclResult_t ReduceScatter(const void* s, void* r, size_t n, ncclDataType
   CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int, ncclComm_t comm, cudaStream_t) {
+inline ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t comm,
+                              cudaStream_t) {
+  g_fake.rooted.push_back({false, s, r, n, root});
+  CopyOneRank(s, r, n, t);
+  return Collective(comm);
+}
+// One rank: the reduction of one contribution is that contribution.
+inline ncclResult_t Reduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t comm,
+                           cudaStream_t) {
+  g_fake.rooted.push_back({true, s, r, n, root});
   CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
@@ -267,7 +285,7 @@ inline const NcclApi& FakeNcclApi() {
   static const NcclApi api = {
       fake::GetUniqueId, fake::CommInitRankConfig, fake::CommGetAsyncError, fake::CommFinalize,
       fake::CommAbort,   fake::CommDestroy,        fake::CommSplit,         fake::AllReduce,
-      fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Send,
+      fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Reduce,            fake::Send,
       fake::Recv,        fake::GroupStart,         fake::GroupEnd,          fake::GetErrorString,
       fake::GetLastError,
       fake::GetDeviceCount, fake::SetDevice, fake::StreamCreate, fake::StreamDestroy,

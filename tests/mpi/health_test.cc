@@ -227,6 +227,7 @@ TEST(Stragglers, SlowRankIsReportedWithItsFigures) {
   EXPECT_GE(r.step_seconds[static_cast<size_t>(slow)], 0.14);
   EXPECT_EQ(r.stragglers, std::vector<int>{slow});
   EXPECT_DOUBLE_EQ(r.threshold, 0.2);
+  EXPECT_DOUBLE_EQ(r.min_seconds, 0.005) << "BATON_STRAGGLER_MIN_SECONDS' default";
   WorldBarrier();
 }
 
@@ -338,7 +339,8 @@ TEST(AgreedStop, NoSignalNoStop) {
 }
 
 TEST(Options, BadEnvironmentValuesAreNamed) {
-  for (const char* var : {"BATON_HEARTBEAT_INTERVAL=-1", "BATON_STRAGGLER_EVERY=often", "BATON_STOP_SIGNAL=KILL"}) {
+  for (const char* var : {"BATON_HEARTBEAT_INTERVAL=-1", "BATON_STRAGGLER_EVERY=often", "BATON_STOP_SIGNAL=KILL",
+                          "BATON_STRAGGLER_MIN_SECONDS=soon"}) {
     std::string kv(var);
     const std::string name = kv.substr(0, kv.find('=')), value = kv.substr(kv.find('=') + 1);
     setenv(name.c_str(), value.c_str(), 1);

@@ -326,6 +326,57 @@ TEST_F(NcclControl, AllToAllSendsAndReceivesEveryPeerInOneGroup) {
   EXPECT_EQ(g_fake.recv_peers, (std::vector<int>{0, 1, 2}));
 }
 
+// Uneven blocks (issue 14, item 11): one rooted call per rank with a block,
+// rooted at that rank, at that block's place, in one group.
+TEST_F(NcclControl, UnevenAllGatherAndReduceScatterAreRootedCallsPerBlockInOneGroup) {
+  auto c = Ready(1, 3);
+  char* base = static_cast<char*>(dev_);
+  const std::vector<size_t> counts{3, 0, 5};  // f32: blocks at elements 0 and 3
+  Status s = c->AllGatherV(base + 12, base, counts, DType::kF32);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(g_fake.rooted.size(), 2u) << "rank 1's empty block makes no call";
+  EXPECT_FALSE(g_fake.rooted[0].reduce);
+  EXPECT_EQ(g_fake.rooted[0].root, 0);
+  EXPECT_EQ(g_fake.rooted[0].count, 3u);
+  EXPECT_EQ(g_fake.rooted[0].recv, base);
+  EXPECT_EQ(g_fake.rooted[1].root, 2);
+  EXPECT_EQ(g_fake.rooted[1].count, 5u);
+  EXPECT_EQ(g_fake.rooted[1].recv, base + 12);
+  EXPECT_EQ(g_fake.group_starts, 1);
+  EXPECT_EQ(g_fake.group_ends, 1);
+
+  g_fake.rooted.clear();
+  s = c->ReduceScatterV(base, base + 64, counts, DType::kF32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(g_fake.rooted.size(), 2u);
+  EXPECT_TRUE(g_fake.rooted[0].reduce);
+  EXPECT_EQ(g_fake.rooted[0].send, base);
+  EXPECT_EQ(g_fake.rooted[0].root, 0);
+  EXPECT_EQ(g_fake.rooted[1].send, base + 12);
+  EXPECT_EQ(g_fake.rooted[1].root, 2);
+  EXPECT_EQ(g_fake.rooted[1].count, 5u);
+  EXPECT_EQ(g_fake.group_ends, 2);
+
+  s = c->AllGatherV(base, base, {1, 2}, DType::kF32);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "all_gather_v: counts has 2 entries for 3 ranks")) << s;
+}
+
+// One rank: the data moves as the stand-in moves it (send to recv).
+TEST_F(NcclControl, UnevenFormsMoveOneRanksData) {
+  g_fake.one_rank_data = true;
+  auto c = Ready();
+  float in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0};
+  g_fake.pointer_type = cudaMemoryTypeDevice;
+  ASSERT_TRUE(c->AllGatherV(in, out, {4}, DType::kF32).ok());
+  EXPECT_EQ(out[3], 4.0f);
+  float back[4] = {0, 0, 0, 0};
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IReduceScatterV(out, back, {4}, DType::kF32, ReduceOp::kSum, &r).ok());
+  ASSERT_TRUE(r->Wait().ok());
+  EXPECT_EQ(back[2], 3.0f);
+}
+
 TEST_F(NcclControl, WaitStopsAtTheDeadlineAndAbortsEveryCommunicator) {
   auto c = Ready();
   g_fake.stream_busy_polls = INT_MAX;  // a kernel waiting for a peer that is gone
