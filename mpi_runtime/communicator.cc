@@ -7,10 +7,25 @@
 #include "baton_config.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #if BATON_HAVE_NCCL
+#include "mpi_runtime/nccl/buffer_location.h"
 #include "mpi_runtime/nccl/nccl_communicator.h"
 #endif
 
 namespace baton {
+
+namespace {
+
+// The mpi backend's check that its buffers are host memory: CUDA's
+// pointer attributes where baton was built with CUDA.
+mpi::BufferCheck HostCheck() {
+#if BATON_HAVE_NCCL
+  return nccl::MakeHostBufferCheck(nccl::RealNcclApi());
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace
 
 Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
   // Checked whatever the backend, so that a bad BATON_ALGORITHM is named
@@ -19,7 +34,7 @@ Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::uni
   BATON_RETURN_IF_ERROR(ResolveAlgorithm(options.algorithm, &algorithm));
   switch (options.backend) {
     case Backend::kMpi:
-      return mpi::CreateMpiCommunicator(runtime, options, out);
+      return mpi::CreateMpiCommunicator(runtime, options, HostCheck(), out);
     case Backend::kNccl:
 #if BATON_HAVE_NCCL
       return nccl::CreateNcclCommunicator(runtime, options, nccl::RealNcclApi(), out);
@@ -36,7 +51,7 @@ Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::uni
         if (all) return nccl::CreateNcclCommunicator(runtime, options, nccl::RealNcclApi(), out);
       }
 #endif
-      return mpi::CreateMpiCommunicator(runtime, options, out);
+      return mpi::CreateMpiCommunicator(runtime, options, HostCheck(), out);
   }
   return Status::InvalidArgument("runtime", "unknown backend");
 }

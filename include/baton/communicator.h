@@ -42,7 +42,13 @@ Status ParseAlgorithm(std::string_view text, Algorithm* a);
 Status ResolveAlgorithm(std::optional<Algorithm> option, Algorithm* out);
 
 struct CommOptions {
-  Backend backend = Backend::kAuto;      // auto: nccl when a GPU is visible, else mpi
+  // Where the buffers must live: kMpi host memory (device memory is an
+  // InvalidArgument where baton was built with CUDA, asked of CUDA only in
+  // a process that has a CUDA context), kNccl device memory of the
+  // communicator's device (host memory unknown to CUDA is refused). kAuto:
+  // nccl when every rank sees a GPU, else mpi, so a program that passes
+  // host buffers asks for kMpi.
+  Backend backend = Backend::kAuto;
   // mpi backend only. Unset: BATON_ALGORITHM, else kNative. Native,
   // hierarchical and ring each add in a fixed order, so a program's sums
   // are the same bits run after run at the same job shape; the three

@@ -53,9 +53,9 @@ size_t Total(const std::vector<size_t>& counts) {
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(Runtime& rt, const CommOptions& options, Algorithm algorithm, double timeout)
+  MpiCommunicator(Runtime& rt, const CommOptions& options, Algorithm algorithm, double timeout, BufferCheck check)
       : rt_(&rt), options_(options), algorithm_(algorithm), timeout_(timeout),
-        blocking_(options.on_timeout == OnTimeout::kExit) {}
+        blocking_(options.on_timeout == OnTimeout::kExit), check_(std::move(check)) {}
   ~MpiCommunicator() override {
     worker_.reset();  // finishes what was submitted before the communicators go
     watchdog_.reset();
@@ -92,6 +92,7 @@ class MpiCommunicator : public Communicator {
   Backend backend() const override { return Backend::kMpi; }
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    BATON_RETURN_IF_ERROR(Host("all_reduce", count, send, recv));
     const size_t bytes = count * DTypeSize(t);
     const Algorithm algo = AutoChoice(bytes);
     Algorithm candidate = algo;
@@ -116,28 +117,34 @@ class MpiCommunicator : public Communicator {
     });
   }
   Status AllGather(const void* send, void* recv, size_t count, DType t) override {
+    BATON_RETURN_IF_ERROR(Host("all_gather", count, send, recv));
     return Run(kMain, Info("all_gather", count, t, -1, -1, true),
                [&](const CallContext& x) { return mpi::AllGather(x, send, recv, count, t, algorithm_); });
   }
   Status ReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
+    BATON_RETURN_IF_ERROR(Host("reduce_scatter", count, send, recv));
     return Run(kMain, Info("reduce_scatter", count, t, op, -1, true), [&](const CallContext& x) {
       return mpi::ReduceScatter(x, send, recv, count, t, op, algorithm_);
     });
   }
   Status AllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType t) override {
+    BATON_RETURN_IF_ERROR(Host("all_gather_v", Total(counts), send, recv));
     return Run(kMain, Info("all_gather_v", Total(counts), t),
                [&](const CallContext& x) { return mpi::AllGatherV(x, send, recv, counts, t, algorithm_); });
   }
   Status ReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType t,
                         ReduceOp op) override {
+    BATON_RETURN_IF_ERROR(Host("reduce_scatter_v", Total(counts), send, recv));
     return Run(kMain, Info("reduce_scatter_v", Total(counts), t, op),
                [&](const CallContext& x) { return mpi::ReduceScatterV(x, send, recv, counts, t, op, algorithm_); });
   }
   Status Broadcast(void* buffer, size_t count, DType t, int root) override {
+    BATON_RETURN_IF_ERROR(Host("broadcast", count, buffer, buffer));
     return Run(kMain, Info("broadcast", count, t, -1, root),
                [&](const CallContext& x) { return mpi::Broadcast(x, buffer, count, t, root); });
   }
   Status AllToAll(const void* send, void* recv, size_t count, DType t) override {
+    BATON_RETURN_IF_ERROR(Host("all_to_all", count, send, recv));
     return Run(kMain, Info("all_to_all", count, t, -1, -1, true),
                [&](const CallContext& x) { return mpi::AllToAll(x, send, recv, count, t); });
   }
@@ -151,26 +158,31 @@ class MpiCommunicator : public Communicator {
   // measured: see online_tuner.h).
   Status IAllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                     std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("all_reduce", count, send, recv));
     const Algorithm algo = AutoChoice(count * DTypeSize(t));
     return Async(req, Info("all_reduce", count, t, op),
                  [=](const CallContext& x) { return mpi::AllReduce(x, send, recv, count, t, op, algo); });
   }
   Status IAllGather(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("all_gather", count, send, recv));
     const Algorithm algo = algorithm_;
     return Async(req, Info("all_gather", count, t, -1, -1, true),
                  [=](const CallContext& x) { return mpi::AllGather(x, send, recv, count, t, algo); });
   }
   Status IReduceScatter(const void* send, void* recv, size_t count, DType t, ReduceOp op,
                         std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("reduce_scatter", count, send, recv));
     const Algorithm algo = algorithm_;
     return Async(req, Info("reduce_scatter", count, t, op, -1, true),
                  [=](const CallContext& x) { return mpi::ReduceScatter(x, send, recv, count, t, op, algo); });
   }
   Status IBroadcast(void* buffer, size_t count, DType t, int root, std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("broadcast", count, buffer, buffer));
     return Async(req, Info("broadcast", count, t, -1, root),
                  [=](const CallContext& x) { return mpi::Broadcast(x, buffer, count, t, root); });
   }
   Status IAllToAll(const void* send, void* recv, size_t count, DType t, std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("all_to_all", count, send, recv));
     return Async(req, Info("all_to_all", count, t, -1, -1, true),
                  [=](const CallContext& x) { return mpi::AllToAll(x, send, recv, count, t); });
   }
@@ -179,12 +191,14 @@ class MpiCommunicator : public Communicator {
   }
   Status IAllGatherV(const void* send, void* recv, const std::vector<size_t>& counts, DType t,
                      std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("all_gather_v", Total(counts), send, recv));
     const Algorithm algo = algorithm_;
     return Async(req, Info("all_gather_v", Total(counts), t),
                  [=](const CallContext& x) { return mpi::AllGatherV(x, send, recv, counts, t, algo); });
   }
   Status IReduceScatterV(const void* send, void* recv, const std::vector<size_t>& counts, DType t, ReduceOp op,
                          std::unique_ptr<Request>* req) override {
+    BATON_RETURN_IF_ERROR(Host("reduce_scatter_v", Total(counts), send, recv));
     const Algorithm algo = algorithm_;
     return Async(req, Info("reduce_scatter_v", Total(counts), t, op),
                  [=](const CallContext& x) { return mpi::ReduceScatterV(x, send, recv, counts, t, op, algo); });
@@ -195,6 +209,14 @@ class MpiCommunicator : public Communicator {
   // non-blocking ones (the worker's thread).
   static constexpr int kMain = 0, kAsync = 1;
   using Body = std::function<Status(const CallContext&)>;
+
+  // The mpi backend takes host memory: device buffers are refused here,
+  // before MPI or memcpy could fault on them. Nothing moves for count 0.
+  Status Host(const char* what, size_t count, const void* send, const void* recv) const {
+    if (!check_ || count == 0) return Status::OK();
+    BATON_RETURN_IF_ERROR(check_(send, "send", what));
+    return recv == send ? Status::OK() : check_(recv, "recv", what);
+  }
 
   Status Async(std::unique_ptr<Request>* req, CallInfo info, Body body) {
     *req = std::make_unique<FutureRequest>(
@@ -236,6 +258,7 @@ class MpiCommunicator : public Communicator {
   Algorithm algorithm_;  // resolved (ResolveAlgorithm)
   double timeout_;  // seconds, resolved
   bool blocking_;   // kExit: MPI's blocking calls under the watchdog
+  BufferCheck check_;  // null: no check
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<AutoAlgorithm> auto_;  // algorithm auto only
   Comms main_, async_;
@@ -255,11 +278,16 @@ bool AutoAlgorithmOf(const Communicator& comm, size_t bytes, Algorithm* out) {
 }
 
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out) {
+  return CreateMpiCommunicator(runtime, options, nullptr, out);
+}
+
+Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, BufferCheck check,
+                             std::unique_ptr<Communicator>* out) {
   double timeout = 0;
   Algorithm algorithm = Algorithm::kNative;
   BATON_RETURN_IF_ERROR(ResolveCollectiveTimeout(options.timeout, &timeout));
   BATON_RETURN_IF_ERROR(ResolveAlgorithm(options.algorithm, &algorithm));
-  auto comm = std::make_unique<MpiCommunicator>(runtime, options, algorithm, timeout);
+  auto comm = std::make_unique<MpiCommunicator>(runtime, options, algorithm, timeout, std::move(check));
   BATON_RETURN_IF_ERROR(comm->Init(runtime));
   *out = std::move(comm);
   return Status::OK();

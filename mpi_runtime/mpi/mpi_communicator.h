@@ -9,13 +9,24 @@
 // (deadline.h). A timeout breaks the communicator for good.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "baton/communicator.h"
 
 namespace baton::mpi {
 
+// Refuses a buffer the mpi backend cannot use (device memory) with a
+// Status naming `which` buffer of `what`; OK otherwise. Built from CUDA's
+// pointer attributes where baton has CUDA (nccl/buffer_location.h); null
+// in a build without CUDA, where no device pointer can come from baton's
+// side and the host-memory rule is documented.
+using BufferCheck = std::function<Status(const void* ptr, const char* which, const std::string& what)>;
+
 Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, std::unique_ptr<Communicator>* out);
+Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, BufferCheck check,
+                             std::unique_ptr<Communicator>* out);
 
 // What algorithm auto of an mpi communicator runs now for an all-reduce of
 // `bytes`: the table's choice, else the online measurement's once that

@@ -7,7 +7,11 @@
 // init / poll / deadline / abort logic with a stand-in table whose
 // functions succeed, fail, stay in progress or hang. RealNcclApi() is the
 // table of the real libraries. The pointers have the exact signatures of
-// the real functions, so the real table is just their addresses.
+// the real functions, so the real table is just their addresses; the one
+// exception is PrimaryContextActive, baton's wrapper of the driver's
+// cuDevicePrimaryCtxGetState (reached through cudaGetDriverEntryPoint,
+// so that libbaton needs no libcuda at link time and loads without a
+// driver).
 //
 // This header and nccl_api.cc need no MPI (tests/gpu builds them alone).
 #pragma once
@@ -59,6 +63,10 @@ struct NcclApi {
   // CUDA runtime
   cudaError_t (*GetDeviceCount)(int* count);
   cudaError_t (*SetDevice)(int device);
+  cudaError_t (*GetDevice)(int* device);
+  // *active: whether `device`'s primary context exists, without making it
+  // (cudaErrorNotSupported where the driver does not offer the call).
+  cudaError_t (*PrimaryContextActive)(int device, int* active);
   cudaError_t (*StreamCreate)(cudaStream_t* stream);
   cudaError_t (*StreamDestroy)(cudaStream_t stream);
   cudaError_t (*StreamQuery)(cudaStream_t stream);

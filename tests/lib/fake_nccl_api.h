@@ -45,6 +45,10 @@ struct FakeNccl {
   Script op = Script::Succeed();                   // the world's state after a collective
   int stream_busy_polls = 0;                       // cudaStreamQuery: NotReady this often (INT_MAX: forever)
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
+  int pointer_device = 0;                          // the device of a device pointer
+  bool primary_context_active = false;             // what PrimaryContextActive says of every device
+  cudaError_t primary_context_error = cudaSuccess;
+  int pointer_queries = 0;
   // One rank's collectives on real (host) buffers: all-reduce, all-gather,
   // reduce-scatter copy send to recv (the result of a one-rank reduction),
   // broadcast copies where send != recv, and a grouped send/recv to self
@@ -82,7 +86,7 @@ struct FakeNccl {
 };
 
 inline FakeNccl g_fake;
-inline void Reset() { g_fake = FakeNccl(); }
+inline void Reset();
 
 namespace fake {
 
@@ -232,7 +236,21 @@ inline cudaError_t GetDeviceCount(int* n) {
   *n = g_fake.device_count;
   return cudaSuccess;
 }
-inline cudaError_t SetDevice(int) { return cudaSuccess; }
+// The calling thread's current device, as CUDA keeps it per thread.
+inline thread_local int t_current_device = 0;
+inline cudaError_t SetDevice(int d) {
+  if (d < 0 || d >= g_fake.device_count) return cudaErrorInvalidDevice;
+  t_current_device = d;
+  return cudaSuccess;
+}
+inline cudaError_t GetDevice(int* d) {
+  *d = t_current_device;
+  return cudaSuccess;
+}
+inline cudaError_t PrimaryContextActive(int, int* active) {
+  *active = g_fake.primary_context_active ? 1 : 0;
+  return g_fake.primary_context_error;
+}
 // Streams are numbered in the order made (the communicator's own first).
 inline char g_stream_tokens[64];
 inline cudaError_t StreamCreate(cudaStream_t* s) {
@@ -253,8 +271,10 @@ inline cudaError_t StreamQuery(cudaStream_t s) {
 }
 inline cudaError_t StreamSynchronize(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
+  ++g_fake.pointer_queries;
   std::memset(a, 0, sizeof *a);
   a->type = g_fake.pointer_type;
+  a->device = g_fake.pointer_device;
   return cudaSuccess;
 }
 // "Device" memory is host memory here; allocations are counted so that
@@ -281,6 +301,11 @@ inline const char* CudaGetErrorString(cudaError_t rc) {
 
 }  // namespace fake
 
+inline void Reset() {
+  g_fake = FakeNccl();
+  fake::t_current_device = 0;
+}
+
 inline const NcclApi& FakeNcclApi() {
   static const NcclApi api = {
       fake::GetUniqueId, fake::CommInitRankConfig, fake::CommGetAsyncError, fake::CommFinalize,
@@ -288,7 +313,8 @@ inline const NcclApi& FakeNcclApi() {
       fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Reduce,            fake::Send,
       fake::Recv,        fake::GroupStart,         fake::GroupEnd,          fake::GetErrorString,
       fake::GetLastError,
-      fake::GetDeviceCount, fake::SetDevice, fake::StreamCreate, fake::StreamDestroy,
+      fake::GetDeviceCount, fake::SetDevice, fake::GetDevice, fake::PrimaryContextActive,
+      fake::StreamCreate, fake::StreamDestroy,
       fake::StreamQuery,    fake::StreamSynchronize, fake::PointerGetAttributes, fake::Malloc,
       fake::Free,           fake::Memcpy,            fake::CudaGetErrorString,
   };

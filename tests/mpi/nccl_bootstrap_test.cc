@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "baton/runtime.h"
+#include "mpi_runtime/mpi/mpi_communicator.h"
+#include "mpi_runtime/nccl/buffer_location.h"
 #include "mpi_runtime/nccl/nccl_bootstrap.h"
 #include "mpi_runtime/nccl/nccl_communicator.h"
 #include "tests/lib/fake_nccl_api.h"
@@ -210,6 +213,52 @@ TEST_F(NcclBootstrap, WithoutAGpuTheRealBackendIsUnavailableNotACrash) {
   EXPECT_EQ(s.code(), Code::kUnavailable) << s;
   EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount failed with")) << s;
   EXPECT_EQ(comm, nullptr);
+}
+
+// Issue 14, item 5: the mpi backend refuses device memory with a Status
+// (a device pointer reached memcpy and MPI, and the process faulted),
+// asking CUDA (here the stand-in) only once a CUDA context exists.
+TEST_F(NcclBootstrap, MpiBackendRefusesDeviceBuffersAsCudaReportsThem) {
+  std::unique_ptr<Runtime> rt;
+  Status s = Runtime::Create(nullptr, nullptr, {}, &rt);
+  ASSERT_TRUE(s.ok()) << s;
+  CommOptions o;
+  o.backend = Backend::kMpi;
+  std::unique_ptr<Communicator> comm;
+  s = mpi::CreateMpiCommunicator(*rt, o, MakeHostBufferCheck(FakeNcclApi()), &comm);
+  ASSERT_TRUE(s.ok()) << s;
+  float x[4] = {1, 1, 1, 1}, y[4] = {};
+  // No CUDA context in the process: CUDA is not asked (asking would make one).
+  g_fake.primary_context_active = false;
+  s = comm->AllReduce(x, y, 4, DType::kF32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(y[3], static_cast<float>(Size()));
+  EXPECT_EQ(g_fake.pointer_queries, 0);
+  // A context: host memory passes, asked once per buffer.
+  g_fake.primary_context_active = true;
+  g_fake.pointer_type = cudaMemoryTypeUnregistered;
+  s = comm->AllReduce(x, y, 4, DType::kF32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_fake.pointer_queries, 2);
+  g_fake.pointer_type = cudaMemoryTypeManaged;
+  s = comm->Broadcast(x, 4, DType::kF32, 0);
+  EXPECT_TRUE(s.ok()) << "managed memory is host-accessible: " << s;
+  // Device memory: refused by name before any MPI call, on every rank alike.
+  g_fake.pointer_type = cudaMemoryTypeDevice;
+  g_fake.pointer_device = 1;
+  s = comm->AllReduce(x, y, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "all_reduce: send buffer 0x")) << s;
+  EXPECT_TRUE(Has(s, "is device memory (CUDA device 1); the mpi backend takes host memory")) << s;
+  std::unique_ptr<Request> req;
+  s = comm->IAllGather(x, y, 1, DType::kF32, &req);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << "non-blocking, refused at issue: " << s;
+  EXPECT_EQ(comm->AllToAll(x, y, 1, DType::kF32).code(), Code::kInvalidArgument);
+  // Still a working communicator afterwards.
+  g_fake.pointer_type = cudaMemoryTypeUnregistered;
+  EXPECT_TRUE(comm->Barrier().ok());
+  comm.reset();
+  rt.reset();
 }
 
 }  // namespace
