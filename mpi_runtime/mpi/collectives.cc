@@ -1,5 +1,6 @@
 #include "mpi_runtime/mpi/collectives.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -50,7 +51,7 @@ Status AllReduce(const CallContext& x, const void* send, void* recv, size_t coun
                  Algorithm algo) {
   const Comms& c = x.comms;
   BATON_RETURN_IF_ERROR(CheckOp("all_reduce", t, op));
-  BATON_RETURN_IF_ERROR(CheckCount("all_reduce", count, DTypeSize(t)));
+  BATON_RETURN_IF_ERROR(CheckSize("all_reduce", count, DTypeSize(t)));
   if (count == 0) return Status::OK();
   const DType w = WorkType(t);
   std::vector<float> widened;
@@ -72,18 +73,23 @@ Status AllReduce(const CallContext& x, const void* send, void* recv, size_t coun
       if (s.ok()) s = ring.AllGather(work, start, len);
       break;
     }
-    case Algorithm::kHierarchical:
-      s = Hierarchical(x, work, count, w, op);
-      break;
-    default: {
-      const int n = static_cast<int>(count);
-      s = Issue(
-          x.deadline,
-          [&] { return BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.world)); },
-          [&](MPI_Request* r) {
-            return BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, work, n, MpiType(w), MpiOp(op), c.world, r));
-          });
-    }
+    default:
+      // MPI counts are int: past kMaxCallCount elements, one call per
+      // slice (element-wise, so the same result).
+      for (size_t off = 0; off < count && s.ok(); off += kMaxCallCount) {
+        char* slice = work + off * DTypeSize(w);
+        const int n = static_cast<int>(std::min(kMaxCallCount, count - off));
+        if (algo == Algorithm::kHierarchical) {
+          s = Hierarchical(x, slice, static_cast<size_t>(n), w, op);
+          continue;
+        }
+        s = Issue(
+            x.deadline,
+            [&] { return BATON_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, slice, n, MpiType(w), MpiOp(op), c.world)); },
+            [&](MPI_Request* r) {
+              return BATON_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, slice, n, MpiType(w), MpiOp(op), c.world, r));
+            });
+      }
   }
   if (s.code() == Code::kTimeout) Abandon(&widened);
   if (!s.ok()) return s.Annotate("all_reduce of " + std::to_string(count) + " " + std::string(DTypeName(t)));
@@ -205,19 +211,21 @@ Status ReduceScatterBlocks(const CallContext& x, const void* send, void* recv, c
 
 Status AllGather(const CallContext& x, const void* send, void* recv, size_t count, DType t, Algorithm algo) {
   const Comms& c = x.comms;
-  const size_t bytes = count * DTypeSize(t);
-  BATON_RETURN_IF_ERROR(CheckCount("all_gather", bytes * static_cast<size_t>(c.size), 1));
+  BATON_RETURN_IF_ERROR(CheckSize("all_gather", count, DTypeSize(t), static_cast<size_t>(c.size)));
   if (count == 0) return Status::OK();
+  const size_t bytes = count * DTypeSize(t);
   if (algo == Algorithm::kRing) {
     std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), bytes);
     for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = bytes * static_cast<size_t>(i);
     return RingAllGather(x, send, static_cast<char*>(recv), start, len);
   }
-  const int n = static_cast<int>(bytes);
+  const ByteBlock b(bytes);  // past 2 GiB a block is one element of a derived type
+  BATON_RETURN_IF_ERROR(b.status());
   return Issue(
-      x.deadline, [&] { return BATON_MPI_CHECK(MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, c.world)); },
+      x.deadline,
+      [&] { return BATON_MPI_CHECK(MPI_Allgather(send, b.count(), b.type(), recv, b.count(), b.type(), c.world)); },
       [&](MPI_Request* r) {
-        return BATON_MPI_CHECK(MPI_Iallgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, c.world, r));
+        return BATON_MPI_CHECK(MPI_Iallgather(send, b.count(), b.type(), recv, b.count(), b.type(), c.world, r));
       });
 }
 
@@ -257,8 +265,8 @@ Status ReduceScatter(const CallContext& x, const void* send, void* recv, size_t 
                      Algorithm algo) {
   const Comms& c = x.comms;
   BATON_RETURN_IF_ERROR(CheckOp("reduce_scatter", t, op));
+  BATON_RETURN_IF_ERROR(CheckSize("reduce_scatter", count, DTypeSize(t), static_cast<size_t>(c.size)));
   const size_t total = count * static_cast<size_t>(c.size);
-  BATON_RETURN_IF_ERROR(CheckCount("reduce_scatter", total, DTypeSize(t)));
   if (count == 0) return Status::OK();
   std::vector<size_t> start(static_cast<size_t>(c.size)), len(static_cast<size_t>(c.size), count);
   for (int i = 0; i < c.size; ++i) start[static_cast<size_t>(i)] = count * static_cast<size_t>(i);
@@ -283,23 +291,27 @@ Status Broadcast(const CallContext& x, void* buffer, size_t count, DType t, int 
   if (root < 0 || root >= c.size)
     return Status::InvalidArgument(kComponent, "broadcast: root " + std::to_string(root) + " is not a rank of 0.." +
                                                    std::to_string(c.size - 1));
-  BATON_RETURN_IF_ERROR(CheckCount("broadcast", count * DTypeSize(t), 1));
+  BATON_RETURN_IF_ERROR(CheckSize("broadcast", count, DTypeSize(t)));
   if (count == 0) return Status::OK();
-  const int n = static_cast<int>(count * DTypeSize(t));
+  const ByteBlock b(count * DTypeSize(t));
+  BATON_RETURN_IF_ERROR(b.status());
   return Issue(
-      x.deadline, [&] { return BATON_MPI_CHECK(MPI_Bcast(buffer, n, MPI_BYTE, root, c.world)); },
-      [&](MPI_Request* r) { return BATON_MPI_CHECK(MPI_Ibcast(buffer, n, MPI_BYTE, root, c.world, r)); });
+      x.deadline, [&] { return BATON_MPI_CHECK(MPI_Bcast(buffer, b.count(), b.type(), root, c.world)); },
+      [&](MPI_Request* r) { return BATON_MPI_CHECK(MPI_Ibcast(buffer, b.count(), b.type(), root, c.world, r)); });
 }
 
 Status AllToAll(const CallContext& x, const void* send, void* recv, size_t count, DType t) {
   const Comms& c = x.comms;
-  const size_t bytes = count * DTypeSize(t);
-  BATON_RETURN_IF_ERROR(CheckCount("all_to_all", bytes * static_cast<size_t>(c.size), 1));
+  BATON_RETURN_IF_ERROR(CheckSize("all_to_all", count, DTypeSize(t), static_cast<size_t>(c.size)));
   if (count == 0) return Status::OK();
-  const int n = static_cast<int>(bytes);
+  const ByteBlock b(count * DTypeSize(t));
+  BATON_RETURN_IF_ERROR(b.status());
   return Issue(
-      x.deadline, [&] { return BATON_MPI_CHECK(MPI_Alltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, c.world)); },
-      [&](MPI_Request* r) { return BATON_MPI_CHECK(MPI_Ialltoall(send, n, MPI_BYTE, recv, n, MPI_BYTE, c.world, r)); });
+      x.deadline,
+      [&] { return BATON_MPI_CHECK(MPI_Alltoall(send, b.count(), b.type(), recv, b.count(), b.type(), c.world)); },
+      [&](MPI_Request* r) {
+        return BATON_MPI_CHECK(MPI_Ialltoall(send, b.count(), b.type(), recv, b.count(), b.type(), c.world, r));
+      });
 }
 
 Status Barrier(const CallContext& x) {

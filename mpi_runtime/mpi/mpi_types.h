@@ -27,8 +27,38 @@ bool IsHalf(DType t);
 // avg is for floating types only: InvalidArgument naming `what` and the type.
 Status CheckOp(const char* what, DType t, ReduceOp op);
 
-// MPI counts are int: larger messages are refused by name, not truncated.
-Status CheckCount(const char* what, size_t count, size_t esize);
+// `count` elements of `esize` bytes times `blocks` fit in a size_t (else
+// InvalidArgument naming `what` and the count): the sizes baton computes.
+Status CheckSize(const char* what, size_t count, size_t esize, size_t blocks = 1);
+
+// A block of `bytes` bytes as one MPI message: (bytes, MPI_BYTE) when
+// bytes fits MPI's int count, else (1, a derived datatype of exactly
+// `bytes` bytes: 1 MiB units and the rest), so that broadcast, all-gather
+// and all-to-all move blocks past 2 GiB whole (MPI 3 has no large counts).
+// The datatype is freed with the object (MPI keeps a freed datatype alive
+// for the communication that uses it).
+class ByteBlock {
+ public:
+  explicit ByteBlock(size_t bytes);
+  ~ByteBlock();
+  ByteBlock(const ByteBlock&) = delete;
+  ByteBlock& operator=(const ByteBlock&) = delete;
+  // The Status of making the datatype (OK for MPI_BYTE).
+  const Status& status() const { return status_; }
+  int count() const { return count_; }
+  MPI_Datatype type() const { return type_; }
+
+ private:
+  int count_ = 0;
+  MPI_Datatype type_ = MPI_BYTE;
+  bool derived_ = false;
+  Status status_;
+};
+
+// The most elements one MPI call of an element type takes here: larger
+// reductions are cut into calls of at most this many (element-wise, so the
+// result is the same).
+inline constexpr size_t kMaxCallCount = size_t{1} << 30;
 
 // A collective that passed its deadline is still in flight inside MPI and
 // may yet read or write its buffers: a temporary buffer it uses is handed
