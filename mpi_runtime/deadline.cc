@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <sstream>
 #include <thread>
@@ -16,7 +17,11 @@ namespace baton::mpi {
 namespace {
 constexpr const char* kComponent = "runtime";
 constexpr double kDefaultCollectiveTimeout = 600;
+std::atomic<bool> g_abandoned{false};
 }  // namespace
+
+void MarkAbandoned() { g_abandoned.store(true); }
+bool Abandoned() { return g_abandoned.load(); }
 
 Status Deadline::Wait(MPI_Request* reqs, int n) const {
   using std::chrono::microseconds;

@@ -73,6 +73,13 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds);
 // the peer that stopped answering).
 [[noreturn]] void ExitForRequeue(const Status& why);
 
+// Process-wide: a collective (or a setup step) passed its deadline under
+// OnTimeout::kReturn and was left in flight. MPI_Finalize would then wait
+// for the rank that never came (it synchronizes every process), so
+// ~Runtime skips it.
+void MarkAbandoned();
+bool Abandoned();
+
 // Seconds as "5 s", "0.25 s".
 std::string SecondsText(double seconds);
 

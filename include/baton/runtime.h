@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,9 +76,17 @@ class Runtime {
   // Initializes MPI if nobody did, reads the topology: the node from
   // SLURM_NODEID (or the plugin's NODE_RANK), else MPI_COMM_TYPE_SHARED.
   // Creates the world, node and leaders communicators. Collective.
+  // Every step that waits for the other ranks is under collective_timeout
+  // and on_timeout, named in the timeout ("Runtime::Create: MPI_Comm_split
+  // (node communicator) timed out after 5 s"); MPI_Init, which cannot be
+  // returned from, exits 75 past it under either policy.
   static Status Create(int* argc, char*** argv, const RuntimeOptions& options,
                        std::unique_ptr<Runtime>* out);
-  ~Runtime();  // frees the communicators; finalizes MPI if Create initialized it
+  // Frees the communicators; finalizes MPI if Create initialized it, within
+  // min(collective_timeout, 60 s) (else exit 75). After a collective was
+  // left in flight at its deadline (collective_abandoned()) it does
+  // neither: MPI_Finalize would wait for the missing rank for ever.
+  ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
@@ -131,6 +140,11 @@ class Runtime {
   // Status says why.
   Status ShouldStop(bool* stop);
   bool should_stop();  // ShouldStop, logging a failure; a failure counts as "stop"
+  // True once a collective of this process (baton's, or a setup step)
+  // passed its deadline under OnTimeout::kReturn and was left in flight.
+  // A program that called MPI_Init itself must then not call MPI_Finalize
+  // (it would wait for the rank that never came); it exits instead.
+  static bool collective_abandoned();
   // Whether this process got SIGTERM or the stop signal (not agreed). Any
   // thread: the flag is a lock-free atomic set by the handler.
   static bool stop_signal_received();
@@ -146,7 +160,8 @@ class Runtime {
 
  private:
   Runtime() = default;
-  Status StartHealth(const RuntimeOptions& options);
+  Status SetUp(const std::function<void(const std::string&)>& step);
+  Status StartHealth(const RuntimeOptions& options, const std::function<void(const std::string&)>& step);
   Status GatherStepTimes();
 
   int rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0;

@@ -16,6 +16,7 @@
 #include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi/worker.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/setup_guard.h"
 
 namespace baton::mpi {
 namespace {
@@ -67,20 +68,31 @@ class MpiCommunicator : public Communicator {
     Free(&async_);
   }
 
+  // Collective: the duplicates of the runtime's communicators and auto's
+  // table, each step under the deadline (setup_guard.h). After a timeout
+  // under kReturn the steps may still write this object: the caller
+  // leaks it.
   Status Init(Runtime& rt) {
-    for (Comms* c : {&main_, &async_}) {
-      BATON_RETURN_IF_ERROR(Dup(rt.world_comm(), &c->world));
-      BATON_RETURN_IF_ERROR(Dup(rt.node_comm(), &c->node));
-      BATON_RETURN_IF_ERROR(Dup(rt.leaders_comm(), &c->leaders));
-      c->rank = rt.rank();
-      c->size = rt.size();
-    }
+    SetupGuard guard(timeout_, options_.on_timeout, rt_, "creating the communicator");
+    BATON_RETURN_IF_ERROR(guard.Run([this, &rt](const SetupGuard::Steps& step) {
+      for (Comms* c : {&main_, &async_}) {
+        step("MPI_Comm_dup of the world");
+        BATON_RETURN_IF_ERROR(Dup(rt.world_comm(), &c->world));
+        step("MPI_Comm_dup of the node communicator");
+        BATON_RETURN_IF_ERROR(Dup(rt.node_comm(), &c->node));
+        step("MPI_Comm_dup of the leaders communicator");
+        BATON_RETURN_IF_ERROR(Dup(rt.leaders_comm(), &c->leaders));
+        c->rank = rt.rank();
+        c->size = rt.size();
+      }
+      if (algorithm_ != Algorithm::kAuto) return Status::OK();
+      step("MPI_Bcast of auto's tables");
+      return AutoAlgorithm::Create(main_.world, main_.rank, main_.size, rt.topology(), &auto_);
+    }));
     worker_ = std::make_unique<Worker>();
     if (blocking_)
       watchdog_ = std::make_unique<Watchdog>(
           timeout_, [this](const CallInfo& info) { ExitForRequeue(TimeoutStatus(rt_, Describe(info), timeout_)); });
-    if (algorithm_ == Algorithm::kAuto)
-      BATON_RETURN_IF_ERROR(AutoAlgorithm::Create(main_.world, main_.rank, main_.size, rt.topology(), &auto_));
     return Status::OK();
   }
 
@@ -250,6 +262,7 @@ class MpiCommunicator : public Communicator {
       broken_.store(true, std::memory_order_release);
     }
     if (options_.on_timeout == OnTimeout::kExit) ExitForRequeue(t);
+    MarkAbandoned();
     return t;
   }
 
@@ -288,7 +301,9 @@ Status CreateMpiCommunicator(Runtime& runtime, const CommOptions& options, Buffe
   BATON_RETURN_IF_ERROR(ResolveCollectiveTimeout(options.timeout, &timeout));
   BATON_RETURN_IF_ERROR(ResolveAlgorithm(options.algorithm, &algorithm));
   auto comm = std::make_unique<MpiCommunicator>(runtime, options, algorithm, timeout, std::move(check));
-  BATON_RETURN_IF_ERROR(comm->Init(runtime));
+  Status s = comm->Init(runtime);
+  if (s.code() == Code::kTimeout) (void)comm.release();  // a step in flight may still write it
+  BATON_RETURN_IF_ERROR(s);
   *out = std::move(comm);
   return Status::OK();
 }

@@ -13,42 +13,79 @@
 
 namespace baton::nccl {
 
-Status ExchangeUniqueId(const NcclApi& api, MPI_Comm comm, ncclUniqueId* id) {
+namespace {
+
+// One non-blocking MPI call waited for under `timeout`; a Timeout names
+// `what` (the call is left in flight: its buffers are the caller's to leak).
+template <typename Start>
+Status Polled(std::chrono::milliseconds timeout, const std::string& what, Start start) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  BATON_RETURN_IF_ERROR(start(&req));
+  Status s = mpi::Deadline(std::chrono::duration<double>(timeout).count()).Wait(&req, 1);
+  if (s.code() != Code::kTimeout) return s;
+  return Status::Timeout(kComponent, what + " did not finish within " + std::to_string(timeout.count()) +
+                                         " ms (a rank did not come)");
+}
+
+}  // namespace
+
+Status ExchangeUniqueId(const NcclApi& api, MPI_Comm comm, ncclUniqueId* id, std::chrono::milliseconds timeout) {
   int rank = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-  std::memset(id, 0, sizeof *id);
+  // On the heap: a broadcast abandoned at the deadline may still write it.
+  auto* buf = new ncclUniqueId;
+  std::memset(buf, 0, sizeof *buf);
   Status local;
   if (rank == 0) {
-    local = BATON_NCCL_CHECK(api, api.GetUniqueId(id));
-    if (!local.ok()) std::memset(id, 0, sizeof *id);
+    local = BATON_NCCL_CHECK(api, api.GetUniqueId(buf));
+    if (!local.ok()) std::memset(buf, 0, sizeof *buf);
   }
   // Always entered, also by a rank 0 that failed: the others are in it.
-  Status s = BATON_MPI_CHECK(MPI_Bcast(id, sizeof *id, MPI_BYTE, 0, comm));
+  Status s = Polled(timeout, "MPI_Ibcast of the NCCL unique id", [&](MPI_Request* r) {
+    return BATON_MPI_CHECK(MPI_Ibcast(buf, sizeof *buf, MPI_BYTE, 0, comm, r));
+  });
+  if (s.code() == Code::kTimeout) return s;  // buf stays with the broadcast
+  *id = *buf;
+  delete buf;
   if (!s.ok()) return s.Annotate("sharing the NCCL unique id");
   return local;
 }
 
-Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step) {
+Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step, std::chrono::milliseconds timeout) {
   int rank = 0, size = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(comm, &size)));
-  // The lowest failed rank, or `size` when every rank succeeded.
-  int mine = local.ok() ? size : rank, first = size;
-  Status s = BATON_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (!s.ok()) return s.Annotate(std::string("agreeing on ") + std::string(step));
+  const std::string agreeing = "agreeing on " + std::string(step);
+  // {mine, first}: the lowest failed rank, or `size` when every rank
+  // succeeded. On the heap, like the message below: an exchange abandoned
+  // at its deadline may still write them.
+  auto* lowest = new int[2]{local.ok() ? size : rank, size};
+  Status s = Polled(timeout, agreeing + " (MPI_Iallreduce)", [&](MPI_Request* r) {
+    return BATON_MPI_CHECK(MPI_Iallreduce(&lowest[0], &lowest[1], 1, MPI_INT, MPI_MIN, comm, r));
+  });
+  if (s.code() == Code::kTimeout) return s;
+  const int first = lowest[1];
+  delete[] lowest;
+  if (!s.ok()) return s.Annotate(agreeing);
   if (first == size) return Status::OK();
   // The failed rank's message travels, so that every rank's log says what
   // went wrong, not only where.
-  char text[1024] = {};
+  constexpr size_t kText = 1024;
+  char* text = new char[kText]();
   if (rank == first) {
     std::string m = local.ToString();
-    std::memcpy(text, m.data(), std::min(m.size(), sizeof text - 1));
+    std::memcpy(text, m.data(), std::min(m.size(), kText - 1));
   }
-  s = BATON_MPI_CHECK(MPI_Bcast(text, sizeof text, MPI_CHAR, first, comm));
+  s = Polled(timeout, agreeing + " (MPI_Ibcast of the failure)", [&](MPI_Request* r) {
+    return BATON_MPI_CHECK(MPI_Ibcast(text, static_cast<int>(kText), MPI_CHAR, first, comm, r));
+  });
+  if (s.code() == Code::kTimeout) return local.ok() ? s : local;  // text stays with the broadcast
+  const std::string message(text);
+  delete[] text;
   if (!local.ok()) return local;
-  if (!s.ok()) return s.Annotate(std::string("agreeing on ") + std::string(step));
-  return Status::Aborted(kComponent, "rank " + std::to_string(first) + " failed " +
-                                         std::string(step) + ", so this rank stops too: " + text);
+  if (!s.ok()) return s.Annotate(agreeing);
+  return Status::Aborted(kComponent, "rank " + std::to_string(first) + " failed " + std::string(step) +
+                                         ", so this rank stops too: " + message);
 }
 
 Status BootstrapNccl(MPI_Comm world, const NcclPlacement& where, const NcclOptions& options,
@@ -57,15 +94,20 @@ Status BootstrapNccl(MPI_Comm world, const NcclPlacement& where, const NcclOptio
   auto comm = std::make_unique<NcclCommunicator>(api, options);
   // Each step is agreed on before the next, so that a rank that failed is
   // not waited for by the others until their deadline.
-  Status s = AgreeOnSuccess(world, comm->SetUpDevice(where.local_rank), "setting up its CUDA device");
+  // The slowest rank may spend init_timeout in a step of its own before it
+  // comes to the agreement that follows: twice that, then a rank is gone.
+  const std::chrono::milliseconds t = 2 * options.init_timeout;
+  Status s = AgreeOnSuccess(world, comm->SetUpDevice(where.local_rank), "setting up its CUDA device", t);
   ncclUniqueId id;
-  if (s.ok()) s = AgreeOnSuccess(world, ExchangeUniqueId(api, world, &id), "making the NCCL unique id");
+  if (s.ok()) {
+    Status made = ExchangeUniqueId(api, world, &id, t);
+    s = made.code() == Code::kTimeout ? made : AgreeOnSuccess(world, made, "making the NCCL unique id", t);
+  }
   if (s.ok())
-    s = AgreeOnSuccess(world, comm->InitWorld(id, where.rank, where.size),
-                       "creating the NCCL world communicator");
-  if (s.ok()) s = AgreeOnSuccess(world, comm->SplitNode(where.node), "creating the NCCL node communicator");
+    s = AgreeOnSuccess(world, comm->InitWorld(id, where.rank, where.size), "creating the NCCL world communicator", t);
+  if (s.ok()) s = AgreeOnSuccess(world, comm->SplitNode(where.node), "creating the NCCL node communicator", t);
   if (s.ok())
-    s = AgreeOnSuccess(world, comm->SplitLeaders(where.leader), "creating the NCCL leaders communicator");
+    s = AgreeOnSuccess(world, comm->SplitLeaders(where.leader), "creating the NCCL leaders communicator", t);
   if (!s.ok()) {
     comm->Abort(s);  // no rank finalizes a communicator the others gave up
     return s;
@@ -90,7 +132,13 @@ Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclOp
   where.node = rt.node_rank();
   where.leader = rt.local_rank() == 0;
   std::unique_ptr<NcclCommunicator> comm;
-  BATON_RETURN_IF_ERROR(BootstrapNccl(rt.world_comm(), where, nccl_options, api, &comm));
+  Status s = BootstrapNccl(rt.world_comm(), where, nccl_options, api, &comm);
+  if (s.code() == Code::kTimeout) {
+    // A rank did not come: the policy of a collective's timeout.
+    if (nccl_options.on_timeout) return nccl_options.on_timeout(s.Annotate("creating the nccl communicator"));
+    mpi::MarkAbandoned();
+  }
+  BATON_RETURN_IF_ERROR(s);
   *out = std::move(comm);
   return Status::OK();
 }
@@ -112,6 +160,7 @@ Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclAp
     msg += "; ranks not answering heartbeats: " + runtime->DescribeSilentRanks();
     Status full = Status::Timeout(t.component(), msg);
     if (policy == OnTimeout::kExit) mpi::ExitForRequeue(full);
+    mpi::MarkAbandoned();  // a peer stopped answering: MPI_Finalize would wait for it
     return full;
   };
   return CreateNcclCommunicator(rt, opts, o, api, out);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/runtime.h"
@@ -67,7 +68,7 @@ class NcclBootstrap : public ::testing::Test {
 TEST_F(NcclBootstrap, EveryRankGetsRankZerosUniqueIdByteForByte) {
   ncclUniqueId id;
   std::memset(&id, 0xee, sizeof id);
-  Status s = ExchangeUniqueId(RealNcclApi(), MPI_COMM_WORLD, &id);
+  Status s = ExchangeUniqueId(RealNcclApi(), MPI_COMM_WORLD, &id, std::chrono::seconds(60));
   EXPECT_TRUE(s.ok()) << s;
   // Every rank's copy, side by side on every rank.
   std::vector<ncclUniqueId> all(Size());
@@ -101,7 +102,7 @@ TEST_F(NcclBootstrap, AFailedUniqueIdReachesEveryRank) {
 TEST_F(NcclBootstrap, AgreementNamesTheLowestFailedRankAndItsMessage) {
   const int bad = Size() - 1;
   Status local = Rank() == bad ? Status::IOError("runtime", "disk on fire") : Status::OK();
-  Status s = AgreeOnSuccess(MPI_COMM_WORLD, local, "testing");
+  Status s = AgreeOnSuccess(MPI_COMM_WORLD, local, "testing", std::chrono::seconds(60));
   EXPECT_FALSE(s.ok());
   if (Rank() == bad) {
     EXPECT_EQ(s.code(), Code::kIOError);
@@ -111,7 +112,7 @@ TEST_F(NcclBootstrap, AgreementNamesTheLowestFailedRankAndItsMessage) {
     EXPECT_TRUE(Has(s, "rank " + std::to_string(bad) + " failed testing, so this rank stops too")) << s;
     EXPECT_TRUE(Has(s, "disk on fire")) << s;
   }
-  EXPECT_TRUE(AgreeOnSuccess(MPI_COMM_WORLD, Status::OK(), "testing").ok());
+  EXPECT_TRUE(AgreeOnSuccess(MPI_COMM_WORLD, Status::OK(), "testing", std::chrono::seconds(60)).ok());
 }
 
 TEST_F(NcclBootstrap, EveryRankSucceedsTogether) {
@@ -213,6 +214,30 @@ TEST_F(NcclBootstrap, WithoutAGpuTheRealBackendIsUnavailableNotACrash) {
   EXPECT_EQ(s.code(), Code::kUnavailable) << s;
   EXPECT_TRUE(Has(s, "no CUDA device visible: cudaGetDeviceCount failed with")) << s;
   EXPECT_EQ(comm, nullptr);
+}
+
+// Issue 14, item 9: the bootstrap's MPI calls are under a deadline. The
+// last rank comes after the others' deadline (on a communicator of the
+// test's own, so that the late call completes the abandoned one); the
+// others get a Timeout naming the step instead of waiting for it.
+TEST_F(NcclBootstrap, ARankThatDoesNotComeIsATimeoutNotAHang) {
+  if (Size() < 2) GTEST_SKIP() << "needs a second rank to be late";
+  MPI_Comm dup;
+  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &dup), MPI_SUCCESS);
+  if (Rank() == Size() - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    EXPECT_TRUE(AgreeOnSuccess(dup, Status::OK(), "late", std::chrono::seconds(60)).ok());
+  } else {
+    const auto t0 = Clock::now();
+    Status s = AgreeOnSuccess(dup, Status::OK(), "creating the NCCL world communicator", std::chrono::milliseconds(200));
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    EXPECT_EQ(s.code(), Code::kTimeout) << s;
+    EXPECT_TRUE(Has(s, "agreeing on creating the NCCL world communicator (MPI_Iallreduce) did not finish within "
+                       "200 ms (a rank did not come)"))
+        << s;
+    EXPECT_LT(took, 700) << "the deadline was 200 ms";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the late rank's call completed the others' abandoned one
 }
 
 // Issue 14, item 5: the mpi backend refuses device memory with a Status
