@@ -135,3 +135,50 @@ test_nccl_backend_needs_a_gpu_and_says_so() {
   fi
   rm -f "$out" "$err"
 }
+
+# The pid of world rank $2 among the children of mpirun $1 (its environment
+# says OMPI_COMM_WORLD_RANK), or nothing yet.
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# Issue 14, item 8: every collective the benchmark makes is under the
+# deadline, its raw MPI baseline, barriers and agreements included. With
+# one rank stopped (SIGSTOP) mid-measurement the others exit 75 naming the
+# call they waited in; before, they waited in the raw MPI_Allreduce or a
+# barrier for ever.
+test_a_stopped_rank_makes_the_others_exit_75() {
+  local out mp victim="" rc=0 t0 i
+  out=$(mktemp)
+  BATON_COLLECTIVE_TIMEOUT=2 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives -b 64K -e 64K -n 1000000 \
+    -w 0 --algo native > "$out" 2>&1 &
+  mp=$!
+  for i in $(seq 1 100); do
+    victim=$(rank_pid "$mp" 2)
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill "$mp"; fail "no rank 2 below mpirun $mp"; }
+  sleep 3  # into the measurement loop
+  kill -STOP "$victim"
+  t0=$SECONDS
+  while kill -0 "$mp" 2>/dev/null && [ $((SECONDS - t0)) -lt 40 ]; do sleep 0.2; done
+  if kill -0 "$mp" 2>/dev/null; then
+    kill -CONT "$victim"
+    kill "$mp"
+    wait "$mp" || true
+    cat "$out"
+    fail "the other ranks still wait 40 s after rank 2 stopped (deadline 2 s)"
+  fi
+  wait "$mp" || rc=$?
+  kill -CONT "$victim" 2>/dev/null || true
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "timed out after 2 s" "$out" || fail "no timeout line"
+  echo "the others exited $((SECONDS - t0)) s after rank 2 stopped"
+  rm -f "$out"
+}
