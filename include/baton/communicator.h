@@ -72,6 +72,19 @@ struct CommOptions {
   // returns the same Timeout at once. Make a new communicator or, better,
   // exit 75 and let Slurm requeue the job.
   OnTimeout on_timeout = OnTimeout::kExit;
+
+  // The nccl backend's own (the deadline of its collectives is `timeout`).
+  struct Nccl {
+    // CUDA device; -1: the current device where the program already made
+    // it current (its primary context exists), else local rank modulo the
+    // visible devices.
+    int device = -1;
+    // Creating the NCCL communicator, seconds; 0: 120.
+    double init_timeout = 0;
+    // The cudaStream_t whose work every collective follows (null: the
+    // legacy default stream); see Request::WaitOnStream for the way back.
+    void* stream = nullptr;
+  } nccl;
 };
 
 // A non-blocking collective in flight. Destroying an unfinished Request
@@ -82,6 +95,16 @@ class Request {
   virtual Status Wait() = 0;
   // Sets *done; once done, returns the collective's Status.
   virtual Status Test(bool* done) = 0;
+  // Makes the CUDA stream `stream` (a cudaStream_t) wait for the
+  // collective on the device instead of blocking the host: work queued on
+  // it afterwards sees the result. nccl: cudaStreamWaitEvent on the
+  // collective's own event; its deadline stays watched by the
+  // communicator's watchdog, and destroying the Request then no longer
+  // waits. The mpi backend has no device work: it waits (Wait()).
+  virtual Status WaitOnStream(void* stream) {
+    (void)stream;
+    return Wait();
+  }
 };
 
 class Communicator {

@@ -42,8 +42,9 @@ const NcclApi& RealNcclApi() {
       ncclRecv,            ncclGroupStart,         ncclGroupEnd,          ncclGetErrorString,
       ncclGetLastError,
       cudaGetDeviceCount,  cudaSetDevice,          cudaGetDevice,         PrimaryContextActive,
-      cudaStreamCreate,    cudaStreamDestroy,
-      cudaStreamQuery,     cudaStreamSynchronize,  cudaPointerGetAttributes, cudaMalloc,        cudaFree,
+      cudaStreamCreateWithFlags, cudaStreamDestroy, cudaStreamQuery,     cudaStreamSynchronize,
+      cudaStreamWaitEvent, cudaEventCreateWithFlags, cudaEventRecord,    cudaEventQuery,
+      cudaEventDestroy,    cudaPointerGetAttributes, cudaMalloc,         cudaFree,
       cudaMemcpy,          cudaGetErrorString,
   };
   return api;

@@ -67,10 +67,15 @@ struct NcclApi {
   // *active: whether `device`'s primary context exists, without making it
   // (cudaErrorNotSupported where the driver does not offer the call).
   cudaError_t (*PrimaryContextActive)(int device, int* active);
-  cudaError_t (*StreamCreate)(cudaStream_t* stream);
+  cudaError_t (*StreamCreateWithFlags)(cudaStream_t* stream, unsigned int flags);
   cudaError_t (*StreamDestroy)(cudaStream_t stream);
   cudaError_t (*StreamQuery)(cudaStream_t stream);
   cudaError_t (*StreamSynchronize)(cudaStream_t stream);
+  cudaError_t (*StreamWaitEvent)(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+  cudaError_t (*EventCreateWithFlags)(cudaEvent_t* event, unsigned int flags);
+  cudaError_t (*EventRecord)(cudaEvent_t event, cudaStream_t stream);
+  cudaError_t (*EventQuery)(cudaEvent_t event);
+  cudaError_t (*EventDestroy)(cudaEvent_t event);
   cudaError_t (*PointerGetAttributes)(cudaPointerAttributes* attributes, const void* ptr);
   cudaError_t (*Malloc)(void** ptr, size_t bytes);
   cudaError_t (*Free)(void* ptr);

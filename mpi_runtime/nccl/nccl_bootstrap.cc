@@ -105,15 +105,15 @@ Status BootstrapNccl(MPI_Comm world, const NcclPlacement& where, const NcclOptio
   }
   if (s.ok())
     s = AgreeOnSuccess(world, comm->InitWorld(id, where.rank, where.size), "creating the NCCL world communicator", t);
-  if (s.ok()) s = AgreeOnSuccess(world, comm->SplitNode(where.node), "creating the NCCL node communicator", t);
-  if (s.ok())
-    s = AgreeOnSuccess(world, comm->SplitLeaders(where.leader), "creating the NCCL leaders communicator", t);
+  // No node or leaders communicator: no collective uses them yet, and each
+  // would cost buffers, proxy threads and an init that can fail
+  // (NcclCommunicator::SplitNode/SplitLeaders make them when asked).
   if (!s.ok()) {
     comm->Abort(s);  // no rank finalizes a communicator the others gave up
     return s;
   }
-  BATON_LOG(kRuntime, debug) << "NCCL communicators ready (world " << where.size << " ranks, node "
-                             << where.node << (where.leader ? ", leader" : "") << ") in "
+  BATON_LOG(kRuntime, debug) << "NCCL communicator ready (world " << where.size << " ranks, device "
+                             << comm->device() << ") in "
                              << std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::steady_clock::now() - start)
                                     .count()
@@ -135,34 +135,46 @@ Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclOp
   Status s = BootstrapNccl(rt.world_comm(), where, nccl_options, api, &comm);
   if (s.code() == Code::kTimeout) {
     // A rank did not come: the policy of a collective's timeout.
-    if (nccl_options.on_timeout) return nccl_options.on_timeout(s.Annotate("creating the nccl communicator"));
-    mpi::MarkAbandoned();
+    Status t = Status::Timeout(s.component(), s.message() + (nccl_options.context ? "; " + nccl_options.context() : ""));
+    if (nccl_options.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(t.Annotate("creating the nccl communicator"));
+    mpi::MarkAbandoned();  // MPI_Finalize would wait for the rank that did not come
+    return t;
   }
   BATON_RETURN_IF_ERROR(s);
   *out = std::move(comm);
   return Status::OK();
 }
 
-// The deadline and policy of CommOptions: op_timeout from opts.timeout
-// (else BATON_COLLECTIVE_TIMEOUT, else 600 s); a timeout, after the abort,
-// names the step and the silent ranks and exits 75 unless kReturn.
+// CommOptions for this backend: op_timeout from opts.timeout (else
+// BATON_COLLECTIVE_TIMEOUT, else 600 s), on_timeout, device, init timeout
+// and stream from opts.nccl; timeouts name the step and the silent ranks,
+// and kExit logs through the runtime's logger before it exits 75.
 Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclApi& api,
                               std::unique_ptr<Communicator>* out) {
   double seconds = 0;
   BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(opts.timeout, &seconds));
+  if (opts.nccl.init_timeout < 0 || opts.nccl.device < -1)
+    return Status::InvalidArgument(kComponent, "CommOptions::nccl: init_timeout " +
+                                                   std::to_string(opts.nccl.init_timeout) + " and device " +
+                                                   std::to_string(opts.nccl.device) +
+                                                   " (a positive number or 0; a device number or -1)");
   NcclOptions o;
   o.op_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  if (opts.nccl.init_timeout > 0)
+    o.init_timeout = std::chrono::milliseconds(static_cast<long long>(opts.nccl.init_timeout * 1000));
+  o.device = opts.nccl.device;
+  o.stream = static_cast<cudaStream_t>(opts.nccl.stream);
+  o.on_timeout = opts.on_timeout;
   Runtime* runtime = &rt;
-  const OnTimeout policy = opts.on_timeout;
-  o.on_timeout = [runtime, policy](const Status& t) {
-    std::string msg = t.message();
-    if (runtime->step() >= 0) msg += "; at step " + std::to_string(runtime->step());
-    msg += "; ranks not answering heartbeats: " + runtime->DescribeSilentRanks();
-    Status full = Status::Timeout(t.component(), msg);
-    if (policy == OnTimeout::kExit) mpi::ExitForRequeue(full);
-    mpi::MarkAbandoned();  // a peer stopped answering: MPI_Finalize would wait for it
-    return full;
+  o.context = [runtime] {
+    std::string msg;
+    if (runtime->step() >= 0) msg += "at step " + std::to_string(runtime->step()) + "; ";
+    return msg + "ranks not answering heartbeats: " + runtime->DescribeSilentRanks();
   };
+  o.exit_for_requeue = [](const Status& why) { mpi::ExitForRequeue(why); };
+  // A broken communicator (a timeout under kReturn, a peer's error) means a
+  // peer that may never come: MPI_Finalize would wait for it.
+  o.on_break = [](const Status&) { mpi::MarkAbandoned(); };
   return CreateNcclCommunicator(rt, opts, o, api, out);
 }
 
