@@ -29,12 +29,18 @@
 //                               get the Timeout and return 75, and ~Runtime
 //                               must not wait in MPI_Finalize for the rank
 //                               that never came.
+//   baton_health_prog stuck     first run: the last rank stops itself for good
+//                               (SIGSTOP) at step 3 instead of all-reducing; the
+//                               others time out and exit 75 (kExit). A requeued
+//                               run all-reduces and exits 0 (issue 14, item 8:
+//                               tests/cluster/test_health.sh).
 //   baton_health_prog stop-timeout   the last rank never comes to
 //                               should_stop() (it sleeps); the others' agreement
 //                               passes the deadline and, on_timeout being kExit,
 //                               exits 75 naming it.
 #include <mpi.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -158,6 +164,27 @@ int ReturnTimeout(baton::Runtime& rt) {
   return s.ok() ? 1 : baton::kRequeueExitCode;  // ~Runtime follows
 }
 
+int StuckRank(baton::Runtime& rt) {
+  baton::CommOptions co;
+  co.backend = baton::Backend::kMpi;
+  std::unique_ptr<baton::Communicator> comm;
+  if (baton::Status s = baton::CreateCommunicator(rt, co, &comm); !s.ok()) return Fail("communicator", s);
+  float x = 1;
+  rt.BeginStep(3);
+  if (RestartCount() == 0) {
+    std::printf("rank %d: first run\n", rt.rank());
+    std::fflush(stdout);
+    if (rt.rank() == rt.size() - 1) {
+      raise(SIGSTOP);  // stuck for good: nothing here continues it
+      return Fail("continued", baton::Status::OK());
+    }
+  }
+  baton::Status s = comm->AllReduce(&x, &x, 1, baton::DType::kF32, baton::ReduceOp::kSum);
+  if (!s.ok()) return Fail("all_reduce", s);
+  std::printf("rank %d: run %ld ok, sum %g\n", rt.rank(), RestartCount(), x);
+  return 0;
+}
+
 int StopTimeout(baton::Runtime& rt) {
   if (rt.rank() == rt.size() - 1) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -178,9 +205,9 @@ int main(int argc, char** argv) {
   const bool kreturn = argc > 2 && std::string(argv[2]) == "return";
   if (mode == "create-timeout") return CreateTimeout(argc, argv, kreturn);
   if (mode != "timeout" && mode != "requeue" && mode != "stop-timeout" && mode != "comm-timeout" &&
-      mode != "return-timeout") {
+      mode != "return-timeout" && mode != "stuck") {
     std::fprintf(stderr,
-                 "usage: baton_health_prog timeout|requeue|stop-timeout|create-timeout|comm-timeout|return-timeout\n");
+                 "usage: baton_health_prog timeout|requeue|stop-timeout|create-timeout|comm-timeout|return-timeout|stuck\n");
     return 2;
   }
   baton::RuntimeOptions ro;
@@ -191,6 +218,7 @@ int main(int argc, char** argv) {
                  : mode == "requeue"        ? Requeue(*rt)
                  : mode == "comm-timeout"   ? CommTimeout(*rt, kreturn)
                  : mode == "return-timeout" ? ReturnTimeout(*rt)
+                 : mode == "stuck"          ? StuckRank(*rt)
                                             : StopTimeout(*rt);
   std::fflush(stdout);
   return rc;
