@@ -7,6 +7,9 @@
 // (other jobs, frequency, caches) out of the comparison.
 // --tune measures the three all-reduce algorithms and saves, per size, the
 // fastest for this job shape; algorithm auto reads that table.
+// Every collective the benchmark makes beside baton's own (the raw call,
+// the barriers, the agreements) is under BATON_COLLECTIVE_TIMEOUT too: a
+// rank that stops makes the others exit 75 instead of waiting for ever.
 #include <mpi.h>
 
 #include <boost/program_options.hpp>
@@ -29,8 +32,10 @@
 #include "cli/byte_size.h"
 #include "cli/collective_case.h"
 #include "cli/commands.h"
+#include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
 #include "mpi_runtime/mpi/tune_table.h"
+#include "mpi_runtime/mpi/watchdog.h"
 #if BATON_HAVE_NCCL
 #include "cli/nccl_bench.h"
 #endif
@@ -177,15 +182,51 @@ int RunMpi(MPI_Comm world, const Case& c, Buffers* b) {
   return MPI_ERR_OTHER;
 }
 
+// The benchmark's own MPI calls under the collective deadline: MPI's
+// blocking call (the raw baseline stays raw) while a watchdog thread ends
+// the process with 75 once a call has run past BATON_COLLECTIVE_TIMEOUT,
+// naming it. Arming costs two uncontended locks, outside the timed region.
+class Deadlined {
+ public:
+  static Status Make(const Runtime& rt, std::unique_ptr<Deadlined>* out) {
+    double seconds = 0;
+    BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(0, &seconds));
+    out->reset(new Deadlined(rt, seconds));
+    return Status::OK();
+  }
+  // Runs `call` (an MPI call returning its code) watched under `label`.
+  template <typename F>
+  int Run(const char* label, F call) const {
+    mpi::CallInfo info;
+    info.label = label;
+    watchdog_.Arm(0, info);
+    const int rc = call();
+    watchdog_.Disarm(0);
+    return rc;
+  }
+  void Barrier(MPI_Comm world) const {
+    Run("MPI_Barrier of the benchmark (before a measurement)", [world] { return MPI_Barrier(world); });
+  }
+
+ private:
+  Deadlined(const Runtime& rt, double seconds)
+      : watchdog_(seconds, [&rt, seconds](const mpi::CallInfo& info) {
+          mpi::ExitForRequeue(mpi::TimeoutStatus(&rt, info.label, seconds));
+        }) {}
+  mutable mpi::Watchdog watchdog_;
+};
+
 // Every rank's verdict on one step: the slowest rank's time and whether any
 // rank failed, in one MPI_Allreduce, so that all ranks stop together.
 struct Agreed {
   double seconds = 0;
   bool failed = false;
 };
-Agreed Agree(MPI_Comm world, double seconds, bool failed) {
+Agreed Agree(const Deadlined& d, MPI_Comm world, double seconds, bool failed) {
   double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
-  if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return {0, true};
+  const int rc = d.Run("MPI_Allreduce of the benchmark (agreeing on a measurement)",
+                       [&] { return MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world); });
+  if (rc != MPI_SUCCESS) return {0, true};
   return {out[0], out[1] != 0};
 }
 
@@ -203,8 +244,8 @@ int Failed(const Status& mine, int rank) {
 // then the raw MPI collective: drift of this shared machine then hits all of
 // them alike, which timing them one after another would not. Returns 0, or 1
 // after every rank printed (a failure of any rank stops all of them).
-int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, const Case& c, const Options& o,
-            Buffers* b, std::vector<Row>* rows) {
+int Measure(std::vector<std::unique_ptr<Communicator>>& comms, const Deadlined& d, MPI_Comm world, const Case& c,
+            const Options& o, Buffers* b, std::vector<Row>* rows) {
   const size_t n = comms.size();
   Status mine;
   for (size_t k = 0; k < n; ++k) {
@@ -212,7 +253,7 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
     FillAll(c, b);
     mine = RunCollective(*comms[k], c, b->host.send.data(), b->host.recv.data());
     const bool good = mine.ok() && FirstMismatch(c, b->host.recv.data(), b->host.want.data()) < 0;
-    Agreed a = Agree(world, good ? 0.0 : 1.0, !mine.ok());
+    Agreed a = Agree(d, world, good ? 0.0 : 1.0, !mine.ok());
     if (a.failed) return Failed(mine, c.R);
     (*rows)[k].ok = a.seconds == 0 ? 1 : 0;
   }
@@ -222,17 +263,22 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
   for (long i = 0; i < o.warmup + o.iters; ++i) {
     for (size_t j = 0; j < n; ++j) {
       const size_t k = (static_cast<size_t>(i) + j) % n;
-      MPI_Barrier(world);
+      d.Barrier(world);
       double t0 = MPI_Wtime();
       mine = RunCollective(*comms[k], c, b->host.send.data(), b->host.recv.data());
-      Agreed a = Agree(world, MPI_Wtime() - t0, !mine.ok());
+      Agreed a = Agree(d, world, MPI_Wtime() - t0, !mine.ok());
       if (a.failed) return Failed(mine, c.R);
       if (i >= o.warmup) baton_t[k].push_back(a.seconds);
     }
-    MPI_Barrier(world);
-    double t0 = MPI_Wtime();
-    const int rc = RunMpi(world, c, b);
-    Agreed m = Agree(world, MPI_Wtime() - t0, rc != MPI_SUCCESS);
+    d.Barrier(world);
+    double t0 = 0, t1 = 0;
+    const int rc = d.Run("raw MPI collective of the benchmark (the baseline)", [&] {
+      t0 = MPI_Wtime();
+      const int code = RunMpi(world, c, b);
+      t1 = MPI_Wtime();
+      return code;
+    });
+    Agreed m = Agree(d, world, t1 - t0, rc != MPI_SUCCESS);
     if (m.failed) {
       if (rc != MPI_SUCCESS) {
         char text[MPI_MAX_ERROR_STRING];
@@ -254,7 +300,7 @@ int Measure(std::vector<std::unique_ptr<Communicator>>& comms, MPI_Comm world, c
 
 // Rank 0 merges this job shape's measurements into the file; every rank
 // learns whether that worked.
-int SaveTune(const Options& o, const Runtime& rt, const std::map<size_t, mpi::TunedAlgo>& best) {
+int SaveTune(const Options& o, const Runtime& rt, const Deadlined& d, const std::map<size_t, mpi::TunedAlgo>& best) {
   Status s;
   if (rt.rank() == 0) {
     mpi::TuneTable table;
@@ -271,7 +317,7 @@ int SaveTune(const Options& o, const Runtime& rt, const std::map<size_t, mpi::Tu
     }
     if (s.ok()) std::cerr << kCmd << ": wrote the tuning table to " << o.tune_path << "\n";
   }
-  if (Agree(rt.world_comm(), 0, !s.ok()).failed) return Failed(s, rt.rank());
+  if (Agree(d, rt.world_comm(), 0, !s.ok()).failed) return Failed(s, rt.rank());
   return 0;
 }
 
@@ -305,14 +351,14 @@ void PrintPreamble(const Options& o, const Runtime& rt, Backend backend, const c
 
 #if BATON_HAVE_NCCL
 // The nccl backend: device buffers, against the raw NCCL call (cli/nccl_bench.cc).
-int RunNccl(const Options& o, Runtime& rt, Communicator& comm) {
+int RunNccl(const Options& o, Runtime& rt, const Deadlined& d, Communicator& comm) {
   auto* nc = dynamic_cast<nccl::NcclCommunicator*>(&comm);
   if (nc == nullptr) return Failed(Status::Internal("cli", "the nccl communicator is not an NcclCommunicator"), 0);
   const MPI_Comm world = rt.world_comm();
   RankSync sync;
-  sync.barrier = [world] { MPI_Barrier(world); };
-  sync.agree = [world](double seconds, bool failed, double* slowest, bool* any_failed) {
-    const Agreed a = Agree(world, seconds, failed);
+  sync.barrier = [&d, world] { d.Barrier(world); };
+  sync.agree = [&d, world](double seconds, bool failed, double* slowest, bool* any_failed) {
+    const Agreed a = Agree(d, world, seconds, failed);
     *slowest = a.seconds;
     *any_failed = a.failed;
   };
@@ -354,6 +400,12 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
   }
   const MPI_Comm world = rt->world_comm();
   const int R = rt->rank();
+  std::unique_ptr<Deadlined> deadlined;
+  if (Status s = Deadlined::Make(*rt, &deadlined); !s.ok()) {
+    std::cerr << kCmd << ": " << s << "\n";
+    return 1;
+  }
+  const Deadlined& d = *deadlined;
 
   // One communicator per algorithm, created up front (collective calls);
   // nccl (asked for, or chosen by auto on a GPU machine) needs just one:
@@ -364,10 +416,10 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
     co.backend = o.backend;
     co.algorithm = o.algos[i];
     Status s = CreateCommunicator(*rt, co, &comms[i]);
-    if (Agree(world, 0, !s.ok()).failed) return Failed(s, R);
+    if (Agree(d, world, 0, !s.ok()).failed) return Failed(s, R);
     if (comms[i]->backend() == Backend::kNccl) {
 #if BATON_HAVE_NCCL
-      return RunNccl(o, *rt, *comms[i]);
+      return RunNccl(o, *rt, d, *comms[i]);
 #else
       return Failed(Status::Internal("cli", "an nccl communicator in a build without NCCL"), R);
 #endif
@@ -384,7 +436,7 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
     const Case c = Case::For(o.collective, o.dtype, o.op, rt->size(), R, size);
     std::vector<Row> rows(o.algos.size());
     for (size_t i = 0; i < o.algos.size(); ++i) rows[i].algo = o.algos[i];
-    if (int rc = Measure(comms, world, c, o, &buffers, &rows); rc != 0) return rc;
+    if (int rc = Measure(comms, d, world, c, o, &buffers, &rows); rc != 0) return rc;
     for (size_t i = 0; i < o.algos.size(); ++i) {
       Row& row = rows[i];
       all_ok = all_ok && row.ok != 0;
@@ -397,7 +449,7 @@ int BenchCollectivesCommand(const std::vector<std::string>& args) {
     if (o.tune) best[c.bytes()] = mpi::PickTuned(rows[0].time_us, rows[1].time_us, rows[2].time_us);
   }
   if (o.tune)
-    if (int rc = SaveTune(o, *rt, best); rc != 0) return rc;
+    if (int rc = SaveTune(o, *rt, d, best); rc != 0) return rc;
   if (!all_ok) {
     if (R == 0) std::cerr << kCmd << ": results differ from the reference (ok NO above)\n";
     return 1;

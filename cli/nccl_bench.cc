@@ -37,7 +37,9 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
   Status Create() {
-    Status s = BATON_CUDA_CHECK(api_, api_.StreamCreate(&stream_));
+    // Non-blocking, as the communicator's own: neither serialises with the
+    // legacy default stream.
+    Status s = BATON_CUDA_CHECK(api_, api_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     made_ = s.ok();
     return s;
   }

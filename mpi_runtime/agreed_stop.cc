@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -15,12 +16,15 @@ namespace {
 
 constexpr const char* kComponent = "runtime";
 
-volatile sig_atomic_t g_stop_signal = 0;
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "the stop handler stores into g_stop_signal: only a lock-free atomic is async-signal-safe");
 struct sigaction g_old_term, g_old_stop;
 int g_installed_signal = 0;  // while installed
 int g_installs = 0;          // Runtimes that installed them (Create/~Runtime: one thread)
 
-extern "C" void OnStopSignal(int sig) { g_stop_signal = sig; }  // async-signal-safe: one store
+// Async-signal-safe: one lock-free store. Any thread may run it.
+extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig, std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -40,7 +44,7 @@ Status InstallStopHandlers(int stop_signal) {
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // the training thread's system calls go on
-  g_stop_signal = 0;
+  g_stop_signal.store(0);
   if (sigaction(SIGTERM, &sa, &g_old_term) != 0)
     return Status::IOError(kComponent, std::string("sigaction(SIGTERM) failed: ") + std::strerror(errno));
   if (stop_signal != SIGTERM && sigaction(stop_signal, &sa, &g_old_stop) != 0) {
@@ -60,41 +64,29 @@ void RestoreStopHandlers() {
   g_installed_signal = 0;
 }
 
-int StopSignalReceived() { return g_stop_signal; }
+int StopSignalReceived() { return g_stop_signal.load(std::memory_order_relaxed); }
 
 StopAgreement::~StopAgreement() {
-  if (req_ != MPI_REQUEST_NULL && !mpi::Deadline(std::min(timeout_, 10.0)).Wait(&req_, 1).ok())
-    return;  // abandoned: MPI may still write buf_, so it is leaked
-  delete[] buf_;
+  if (!broken_) delete[] buf_;  // else abandoned: MPI may still write it, so it is leaked
 }
 
-Status StopAgreement::Check(bool* stop) {
+Status StopAgreement::Check(bool* stop, const mpi::Deadline& deadline) {
   *stop = true;
   if (agreed_) return Status::OK();
   if (broken_) return Status::Aborted(kComponent, "an earlier agreement on stopping failed");
   ++calls_;
   if (calls_ % check_every_ != 0) return *stop = false, Status::OK();
-  if (req_ != MPI_REQUEST_NULL) {
-    Status s = mpi::Deadline(timeout_).Wait(&req_, 1);
-    if (!s.ok()) {
-      broken_ = true;
-      req_ = MPI_REQUEST_NULL;  // abandoned with buf_ (never freed)
-      buf_ = new int[2]{0, 0};
-      if (s.code() != Code::kTimeout) return s.Annotate("agreeing whether to stop");
-      return s;
-    }
-    if (buf_[1] != 0) {
-      agreed_ = true;
-      return Status::OK();
-    }
-  }
-  buf_[0] = g_stop_signal != 0 ? 1 : 0;
-  Status s = BATON_MPI_CHECK(MPI_Iallreduce(&buf_[0], &buf_[1], 1, MPI_INT, MPI_MAX, comm_, &req_));
+  buf_[0] = StopSignalReceived() != 0 ? 1 : 0;
+  Status s = mpi::Issue(
+      deadline, [&] { return BATON_MPI_CHECK(MPI_Allreduce(&buf_[0], &buf_[1], 1, MPI_INT, MPI_MAX, comm_)); },
+      [&](MPI_Request* r) { return BATON_MPI_CHECK(MPI_Iallreduce(&buf_[0], &buf_[1], 1, MPI_INT, MPI_MAX, comm_, r)); });
   if (!s.ok()) {
-    broken_ = true;
-    return s.Annotate("agreeing whether to stop");
+    broken_ = true;  // buf_ is abandoned with the exchange
+    if (s.code() != Code::kTimeout) return s.Annotate("agreeing whether to stop");
+    return s;
   }
-  *stop = false;
+  agreed_ = buf_[1] != 0;
+  *stop = agreed_;
   return Status::OK();
 }
 

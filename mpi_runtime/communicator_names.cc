@@ -1,5 +1,6 @@
 // The names of backends and algorithms, and their parsers: MPI-free, so
 // that tests/gpu's benchmark (built without MPI) prints the same names.
+#include <cstdlib>
 #include <string>
 
 #include "baton/communicator.h"
@@ -35,6 +36,15 @@ Status ParseAlgorithm(std::string_view text, Algorithm* a) {
   for (Algorithm x : {Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing, Algorithm::kAuto})
     if (text == AlgorithmName(x)) return *a = x, Status::OK();
   return Status::InvalidArgument("runtime", "algorithm '" + std::string(text) +
+                                                "' is not one of native, hierarchical, ring, auto");
+}
+
+Status ResolveAlgorithm(std::optional<Algorithm> option, Algorithm* out) {
+  if (option) return *out = *option, Status::OK();
+  const char* v = std::getenv("BATON_ALGORITHM");
+  if (v == nullptr || *v == '\0') return *out = Algorithm::kNative, Status::OK();
+  if (ParseAlgorithm(v, out).ok()) return Status::OK();
+  return Status::InvalidArgument("runtime", "BATON_ALGORITHM='" + std::string(v) +
                                                 "' is not one of native, hierarchical, ring, auto");
 }
 

@@ -2,7 +2,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -10,13 +15,18 @@
 #include "baton/log.h"
 #include "baton/runtime.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/requeue.h"
 
 namespace baton::mpi {
 
 namespace {
 constexpr const char* kComponent = "runtime";
 constexpr double kDefaultCollectiveTimeout = 600;
+std::atomic<bool> g_abandoned{false};
 }  // namespace
+
+void MarkAbandoned() { g_abandoned.store(true); }
+bool Abandoned() { return g_abandoned.load(); }
 
 Status Deadline::Wait(MPI_Request* reqs, int n) const {
   using std::chrono::microseconds;
@@ -57,6 +67,38 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds) {
 
 void ExitForRequeue(const Status& why) {
   BATON_LOG(kRuntime, error) << why << "; exiting with " << kRequeueExitCode << " (requeue me)";
+  // In a Slurm job, Slurm is asked to requeue it as well: exit 75 alone
+  // relies on the batch script exiting 75 (RequeueExit=75), and a rank
+  // that is stuck for good keeps srun from saying 75 (srun -K SIGKILLs it
+  // and reports 137; without -K it waits for it for ever). Bounded: the
+  // process must end even if slurmctld does not answer.
+  if (std::getenv("SLURM_JOB_ID") != nullptr || std::getenv("SLURM_JOBID") != nullptr) {
+    struct Asked {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      Status status;
+      std::string what;
+    };
+    auto asked = std::make_shared<Asked>();
+    std::thread([asked] {
+      std::string what;
+      Status s = RequeueJob(&what);
+      std::lock_guard<std::mutex> lock(asked->mu);
+      asked->status = s;
+      asked->what = what;
+      asked->done = true;
+      asked->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(asked->mu);
+    if (!asked->cv.wait_for(lock, std::chrono::seconds(5), [&] { return asked->done; })) {
+      BATON_LOG(kRuntime, warning) << "requeue: slurmctld did not answer within 5 s";
+    } else if (asked->status.ok()) {
+      BATON_LOG(kRuntime, warning) << asked->what << " (a rank timed out)";
+    } else {
+      BATON_LOG(kRuntime, warning) << asked->status.message();
+    }
+  }
   std::fflush(nullptr);
   _exit(kRequeueExitCode);
 }

@@ -38,11 +38,27 @@ class Deadline {
   // Spins for ~200 us first (small collectives finish in microseconds),
   // then sleeps with a backoff from 20 us to 1 ms.
   Status Wait(MPI_Request* reqs, int n) const;
+  // Whether Wait blocks in MPI (a watchdog enforces the deadline).
+  bool blocks() const { return block_; }
 
  private:
   Clock::time_point at_;
   bool block_;
 };
+
+// One MPI operation in the form `deadline` asks for: `blocking()` (MPI's
+// blocking call, the fastest) where a watchdog enforces the deadline, else
+// `start(&request)` (its non-blocking form) waited for with Wait. Both
+// return a Status (BATON_MPI_CHECK). On a Timeout the operation is left in
+// flight: its buffers are the caller's to abandon.
+template <typename Blocking, typename Start>
+Status Issue(const Deadline& deadline, Blocking blocking, Start start) {
+  if (deadline.blocks()) return blocking();
+  MPI_Request request = MPI_REQUEST_NULL;
+  Status s = start(&request);
+  if (!s.ok()) return s;
+  return deadline.Wait(&request, 1);
+}
 
 // The collective deadline in seconds: `option` if > 0, else
 // BATON_COLLECTIVE_TIMEOUT, else 600 s. A bad value: InvalidArgument.
@@ -56,6 +72,13 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds);
 // (_exit: destructors, atexit handlers and MPI_Finalize could all wait for
 // the peer that stopped answering).
 [[noreturn]] void ExitForRequeue(const Status& why);
+
+// Process-wide: a collective (or a setup step) passed its deadline under
+// OnTimeout::kReturn and was left in flight. MPI_Finalize would then wait
+// for the rank that never came (it synchronizes every process), so
+// ~Runtime skips it.
+void MarkAbandoned();
+bool Abandoned();
 
 // Seconds as "5 s", "0.25 s".
 std::string SecondsText(double seconds);

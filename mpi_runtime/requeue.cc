@@ -8,6 +8,7 @@
 
 #include "baton/log.h"
 #include "baton/runtime.h"
+#include "mpi_runtime/requeue.h"
 
 namespace baton {
 namespace {
@@ -32,14 +33,7 @@ bool JobIdFromEnv(uint32_t* id, std::string* text) {
 
 }  // namespace
 
-Status Runtime::Requeue(std::string* what) {
-  std::lock_guard<std::mutex> lock(requeue_mu_);
-  std::string said;
-  if (what == nullptr) what = &said;
-  if (requeue_asked_) {
-    *what = "requeue already asked (" + requeue_what_ + "); not asked again";
-    return Status::OK();
-  }
+Status RequeueJob(std::string* what) {
   uint32_t job = 0;
   std::string env;
   if (!JobIdFromEnv(&job, &env))
@@ -51,9 +45,22 @@ Status Runtime::Requeue(std::string* what) {
     return Status::Unavailable(kComponent, "requeue: slurm_requeue of job " + std::to_string(job) + " failed: " +
                                                slurm_strerror(err) + " (errno " + std::to_string(err) + ")");
   }
+  *what = "asked Slurm to requeue job " + std::to_string(job);
+  return Status::OK();
+}
+
+Status Runtime::Requeue(std::string* what) {
+  std::lock_guard<std::mutex> lock(requeue_mu_);
+  std::string said;
+  if (what == nullptr) what = &said;
+  if (requeue_asked_) {
+    *what = "requeue already asked (" + requeue_what_ + "); not asked again";
+    return Status::OK();
+  }
+  std::string asked;
+  BATON_RETURN_IF_ERROR(RequeueJob(&asked));
   requeue_asked_ = true;
-  requeue_what_ = "asked Slurm to requeue job " + std::to_string(job) + " at step " + std::to_string(step()) +
-                  " by rank " + std::to_string(rank_);
+  requeue_what_ = asked + " at step " + std::to_string(step()) + " by rank " + std::to_string(rank_);
   *what = requeue_what_;
   BATON_LOG(kRuntime, warning) << requeue_what_;
   return Status::OK();

@@ -16,7 +16,9 @@
 #include "mpi_runtime/agreed_stop.h"
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/heartbeat.h"
+#include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/setup_guard.h"
 
 namespace baton {
 namespace {
@@ -52,6 +54,7 @@ std::string ThreadLevelName(int level) {
 constexpr double kDefaultHeartbeatInterval = 1.0;
 constexpr long kDefaultStragglerEvery = 100;
 constexpr double kDefaultStragglerThreshold = 0.2;
+constexpr double kDefaultStragglerMinSeconds = 0.005;
 constexpr long kDefaultStopCheckEvery = 1;
 
 Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
@@ -64,6 +67,9 @@ Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
   BATON_RETURN_IF_ERROR(PositiveNumberOption("straggler_threshold", in.straggler_threshold,
                                              "BATON_STRAGGLER_THRESHOLD", kDefaultStragglerThreshold,
                                              &out->straggler_threshold));
+  BATON_RETURN_IF_ERROR(PositiveNumberOption("straggler_min_seconds", in.straggler_min_seconds,
+                                             "BATON_STRAGGLER_MIN_SECONDS", kDefaultStragglerMinSeconds,
+                                             &out->straggler_min_seconds));
   BATON_RETURN_IF_ERROR(
       SignalOption("stop_signal", in.stop_signal, "BATON_STOP_SIGNAL", SIGUSR2, &out->stop_signal));
   BATON_RETURN_IF_ERROR(PositiveCountOption("stop_check_every", in.stop_check_every, "BATON_STOP_CHECK_EVERY",
@@ -78,10 +84,24 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   // Checked on every rank before any collective: all ranks see the same
   // environment under srun and mpirun, so all fail alike.
   BATON_RETURN_IF_ERROR(ResolveOptions(options, &rt->options_));
+  const double seconds = rt->options_.collective_timeout;
+  if (rt->options_.on_timeout == OnTimeout::kExit) {
+    Runtime* self = rt.get();
+    rt->watchdog_ = std::make_unique<mpi::Watchdog>(seconds, [self, seconds](const mpi::CallInfo& info) {
+      mpi::ExitForRequeue(mpi::TimeoutStatus(self, mpi::Describe(info), seconds));
+    });
+  }
   int initialized = 0, provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Initialized(&initialized)));
   if (!initialized) {
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)));
+    // MPI_Init waits for every process of the job (its PMIx fence) and has
+    // no way back: past the deadline the process exits 75 whatever
+    // on_timeout says. It runs on this thread, the one that finalizes.
+    mpi::SetupGuard init(seconds, OnTimeout::kExit, nullptr, "Runtime::Create");
+    BATON_RETURN_IF_ERROR(init.Run([argc, argv, &provided](const mpi::SetupGuard::Steps& step) {
+      step("MPI_Init_thread");
+      return BATON_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    }));
     rt->finalize_ = true;
   } else {
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
@@ -92,61 +112,85 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
                                                " but baton needs MPI_THREAD_MULTIPLE (Open MPI built "
                                                "without thread support?)");
   }
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &rt->world_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(rt->world_, MPI_ERRORS_RETURN)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(rt->world_, &rt->rank_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(rt->world_, &rt->size_)));
-  SetIdentityRank(rt->rank_);
+  // Every step that waits for the other ranks, under the deadline. Under
+  // kReturn the steps run on a helper thread (which needs
+  // MPI_THREAD_MULTIPLE; without it they are watched as under kExit), and
+  // after a timeout the helper may still write the Runtime: it is leaked.
+  const OnTimeout policy = provided == MPI_THREAD_MULTIPLE ? rt->options_.on_timeout : OnTimeout::kExit;
+  Runtime* r = rt.get();
+  mpi::SetupGuard guard(seconds, policy, r, "Runtime::Create");
+  Status s = guard.Run([r](const mpi::SetupGuard::Steps& step) { return r->SetUp(step); });
+  if (s.code() == Code::kTimeout) {
+    (void)rt.release();
+    return s;
+  }
+  BATON_RETURN_IF_ERROR(s);
+  BATON_LOG(kRuntime, debug) << "runtime: " << rt->size_ << " ranks on " << rt->num_nodes() << " nodes; node "
+                             << rt->node_rank() << ", local rank " << rt->local_rank_ << " of " << rt->local_size_;
+  *out = std::move(rt);
+  return Status::OK();
+}
+
+// The collective half of Create: communicators, topology, health. `step`
+// names each call that waits for the other ranks (setup_guard.h).
+Status Runtime::SetUp(const std::function<void(const std::string&)>& step) {
+  step("MPI_Comm_dup of MPI_COMM_WORLD");
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(world_, &rank_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(world_, &size_)));
+  SetIdentityRank(rank_);
 
   // Slurm's node ids are used only when every rank has one; otherwise
   // (mpirun, a partial environment) MPI's shared-memory split decides.
   long key = 0;
   int have = NodeKeyFromSlurm(&key) ? 1 : 0, all_have = 0;
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, rt->world_)));
+  step("MPI_Allreduce (whether every rank has a Slurm node id)");
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, world_)));
   if (!all_have) {
     MPI_Comm shared;
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-        MPI_Comm_split_type(rt->world_, MPI_COMM_TYPE_SHARED, rt->rank_, MPI_INFO_NULL, &shared)));
-    int leader = rt->rank_;
+    step("MPI_Comm_split_type (ranks sharing memory)");
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Comm_split_type(world_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shared)));
+    int leader = rank_;
+    step("MPI_Bcast (the node's first rank)");
     Status s = BATON_MPI_CHECK(MPI_Bcast(&leader, 1, MPI_INT, 0, shared));
     MPI_Comm_free(&shared);
     BATON_RETURN_IF_ERROR(s);
     key = leader;
   }
-  std::vector<long> keys(static_cast<size_t>(rt->size_));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, rt->world_)));
-  rt->topology_ = TopologyFromNodeKeys(keys);
+  std::vector<long> keys(static_cast<size_t>(size_));
+  step("MPI_Allgather (node keys)");
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(&key, 1, MPI_LONG, keys.data(), 1, MPI_LONG, world_)));
+  topology_ = TopologyFromNodeKeys(keys);
 
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_split(rt->world_, rt->node_rank(), rt->rank_, &rt->node_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(rt->node_, MPI_ERRORS_RETURN)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(rt->node_, &rt->local_rank_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(rt->node_, &rt->local_size_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-      MPI_Comm_split(rt->world_, rt->local_rank_ == 0 ? 0 : MPI_UNDEFINED, rt->rank_, &rt->leaders_)));
-  if (rt->leaders_ != MPI_COMM_NULL)
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(rt->leaders_, MPI_ERRORS_RETURN)));
-
-  BATON_RETURN_IF_ERROR(rt->StartHealth(rt->options_));
-
-  BATON_LOG(kRuntime, debug) << "runtime: " << rt->size_ << " ranks on " << rt->num_nodes()
-                             << " nodes; node " << rt->node_rank() << ", local rank " << rt->local_rank_
-                             << " of " << rt->local_size_ << (all_have ? " (from Slurm)" : " (from MPI)");
-  *out = std::move(rt);
-  return Status::OK();
+  step("MPI_Comm_split (node communicator)");
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_split(world_, node_rank(), rank_, &node_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(node_, MPI_ERRORS_RETURN)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(node_, &local_rank_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(node_, &local_size_)));
+  step("MPI_Comm_split (leaders communicator)");
+  BATON_RETURN_IF_ERROR(
+      BATON_MPI_CHECK(MPI_Comm_split(world_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders_)));
+  if (leaders_ != MPI_COMM_NULL)
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN)));
+  return StartHealth(options_, step);
 }
 
 // Host names, the runtime's own communicator, heartbeats, stop handlers.
-Status Runtime::StartHealth(const RuntimeOptions& o) {
+Status Runtime::StartHealth(const RuntimeOptions& o, const std::function<void(const std::string&)>& step) {
   char name[64] = {};
   if (gethostname(name, sizeof name - 1) != 0) std::strcpy(name, "?");
   std::vector<char> all(sizeof name * static_cast<size_t>(size_));
+  step("MPI_Allgather (host names)");
   BATON_RETURN_IF_ERROR(
       BATON_MPI_CHECK(MPI_Allgather(name, sizeof name, MPI_CHAR, all.data(), sizeof name, MPI_CHAR, world_)));
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(all.data() + sizeof name * static_cast<size_t>(r));
 
+  step("MPI_Comm_dup (the runtime's own communicator)");
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(world_, &control_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN)));
-  stop_ = std::make_unique<StopAgreement>(control_, o.stop_check_every, o.collective_timeout);
+  stop_ = std::make_unique<StopAgreement>(control_, o.stop_check_every);
 
   int provided = MPI_THREAD_SINGLE;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
@@ -154,6 +198,7 @@ Status Runtime::StartHealth(const RuntimeOptions& o) {
     // Stop() waits this long for the others' goodbyes (all ranks normally
     // end together; a dead one must not hold the others long).
     const double drain = std::min(o.collective_timeout, std::max(2.0, 5 * o.heartbeat_interval));
+    step("MPI_Comm_dup (heartbeats)");
     BATON_RETURN_IF_ERROR(Heartbeat::Start(world_, o.heartbeat_interval, drain, hosts_, &heartbeat_));
   } else if (o.heartbeats && rank_ == 0) {
     BATON_LOG(kRuntime, warning) << "heartbeats off: MPI gives " << ThreadLevelName(provided)
@@ -196,19 +241,21 @@ Status Runtime::GatherStepTimes() {
     s = mpi::TimeoutStatus(this, "gathering the step times of " + std::to_string(size_) + " ranks",
                            options_.collective_timeout);
     if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
+    mpi::MarkAbandoned();
     return s;  // buf is leaked with the request
   }
   std::vector<double> times(buf->begin() + 1, buf->end());
   delete buf;
   if (!s.ok()) return s.Annotate("gathering the step times");
-  StragglerReport report = FindStragglers(step(), std::move(times), options_.straggler_threshold);
+  StragglerReport report =
+      FindStragglers(step(), std::move(times), options_.straggler_threshold, options_.straggler_min_seconds);
   if (rank_ == 0) {
     for (int r : report.stragglers) {
       BATON_LOG(kRuntime, warning) << "straggler at step " << report.step << ": rank " << r << " ("
                                    << hosts_[static_cast<size_t>(r)] << ") takes "
                                    << report.step_seconds[static_cast<size_t>(r)] << " s per step, median "
                                    << report.median_seconds << " s (threshold +"
-                                   << report.threshold * 100 << "%)";
+                                   << report.threshold * 100 << "% and +" << report.min_seconds << " s)";
     }
   }
   std::lock_guard<std::mutex> lock(report_mu_);
@@ -232,12 +279,26 @@ std::string Runtime::DescribeSilentRanks() const {
   return out.empty() ? "none" : out;
 }
 
+namespace {
+constexpr const char* kStopAgreement = "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator)";
+}  // namespace
+
 Status Runtime::ShouldStop(bool* stop) {
-  Status s = stop_->Check(stop);
+  // Under kExit the exchange waits in MPI while the watchdog keeps the
+  // deadline (polling would add its naps to every step); under kReturn it
+  // is polled.
+  const bool guarded = watchdog_ != nullptr && stop_->WillExchange();
+  if (guarded) {
+    mpi::CallInfo info;
+    info.label = kStopAgreement;
+    watchdog_->Arm(0, info);
+  }
+  Status s = stop_->Check(stop, mpi::Deadline(options_.collective_timeout, watchdog_ != nullptr));
+  if (guarded) watchdog_->Disarm(0);
   if (s.code() == Code::kTimeout) {
-    s = mpi::TimeoutStatus(this, "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator)",
-                           options_.collective_timeout);
+    s = mpi::TimeoutStatus(this, kStopAgreement, options_.collective_timeout);
     if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
+    mpi::MarkAbandoned();
   }
   return s;
 }
@@ -257,12 +318,35 @@ Runtime::~Runtime() {
   if (heartbeat_) heartbeat_->Stop();
   heartbeat_.reset();
   stop_.reset();
+  watchdog_.reset();
   if (handlers_installed_) RestoreStopHandlers();
+  if (mpi::Abandoned()) {
+    // A collective of this process passed its deadline and is still in
+    // flight: its communicator must not be freed (a new one could reuse
+    // its context id), and MPI_Finalize would wait for the rank that never
+    // came (it synchronizes every process) for ever.
+    BATON_LOG(kRuntime, warning) << "a collective was left in flight at its deadline: MPI_Finalize skipped "
+                                    "(it would wait for the rank that did not come)";
+    return;
+  }
   for (MPI_Comm* c : {&control_, &leaders_, &node_, &world_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (finalize_ && !finalized) MPI_Finalize();
+  if (!finalize_ || finalized) return;
+  // A rank that stops (SIGSTOP, a hung driver) after the last collective
+  // would hold MPI_Finalize's synchronization for ever: past
+  // min(collective_timeout, 60 s) the process exits 75.
+  mpi::SetupGuard fin(std::min(options_.collective_timeout, 60.0), OnTimeout::kExit, this, "~Runtime");
+  const Status s = fin.Run([](const mpi::SetupGuard::Steps& step) {
+    step("MPI_Finalize");
+    return BATON_MPI_CHECK(MPI_Finalize());
+  });
+  if (!s.ok()) {
+    BATON_LOG(kRuntime, error) << s;
+  }
 }
+
+bool Runtime::collective_abandoned() { return mpi::Abandoned(); }
 
 }  // namespace baton

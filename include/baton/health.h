@@ -28,7 +28,8 @@ struct StragglerReport {
   int64_t step = -1;                 // the step at which they were gathered; -1: never yet
   std::vector<double> step_seconds;  // mean step time of each rank over the window, by rank
   double median_seconds = 0;
-  double threshold = 0;              // slower than median * (1 + threshold) is a straggler
+  double threshold = 0;              // slower than median * (1 + threshold) is a straggler,
+  double min_seconds = 0;            // and by at least this many seconds
   std::vector<int> stragglers;       // ranks, slowest first
 };
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,6 +31,9 @@ namespace baton {
 
 class Heartbeat;
 class StopAgreement;
+namespace mpi {
+class Watchdog;
+}
 
 // Every number below that is 0 comes from its environment variable, else
 // the default named; an explicit value wins over the environment. A bad
@@ -52,9 +56,12 @@ struct RuntimeOptions {
   // Stragglers: every `straggler_every` EndStep() calls (BATON_STRAGGLER_EVERY,
   // default 100) the per-rank mean step times are gathered; ranks slower
   // than the median by more than `straggler_threshold` (a fraction;
-  // BATON_STRAGGLER_THRESHOLD, default 0.2) are logged with their host.
+  // BATON_STRAGGLER_THRESHOLD, default 0.2) and by at least
+  // `straggler_min_seconds` (BATON_STRAGGLER_MIN_SECONDS, default 0.005)
+  // are logged with their host.
   long straggler_every = 0;
   double straggler_threshold = 0;
+  double straggler_min_seconds = 0;
 
   // Agreed stop: SIGTERM and `stop_signal` (BATON_STOP_SIGNAL, default
   // SIGUSR2) set a flag that should_stop() agrees on across ranks, once
@@ -69,9 +76,17 @@ class Runtime {
   // Initializes MPI if nobody did, reads the topology: the node from
   // SLURM_NODEID (or the plugin's NODE_RANK), else MPI_COMM_TYPE_SHARED.
   // Creates the world, node and leaders communicators. Collective.
+  // Every step that waits for the other ranks is under collective_timeout
+  // and on_timeout, named in the timeout ("Runtime::Create: MPI_Comm_split
+  // (node communicator) timed out after 5 s"); MPI_Init, which cannot be
+  // returned from, exits 75 past it under either policy.
   static Status Create(int* argc, char*** argv, const RuntimeOptions& options,
                        std::unique_ptr<Runtime>* out);
-  ~Runtime();  // frees the communicators; finalizes MPI if Create initialized it
+  // Frees the communicators; finalizes MPI if Create initialized it, within
+  // min(collective_timeout, 60 s) (else exit 75). After a collective was
+  // left in flight at its deadline (collective_abandoned()) it does
+  // neither: MPI_Finalize would wait for the missing rank for ever.
+  ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
@@ -116,16 +131,22 @@ class Runtime {
 
   // ---- Agreed stop and requeue ----
   // True once any rank got SIGTERM or the stop signal, at the same call on
-  // every rank: the k-th call returns the OR of every rank's flag as it was
-  // at call k-1 (a non-blocking all-reduce of one int started at call k-1
-  // and completed at call k, so its latency hides behind the step).
-  // Collective: every rank calls it equally often (typically once per
-  // step). After a true it stays true and makes no more MPI calls. A
-  // failure of the agreement follows on_timeout; with kReturn, *stop is
-  // true and the Status says why.
+  // every rank: each exchanging call returns the OR of every rank's flag as
+  // it is at that call (one all-reduce of an int, under the deadline), so
+  // a stop is acted on at the first call after the signal. Collective:
+  // every rank calls it equally often (typically once per step). After a
+  // true it stays true and makes no more MPI calls. A failure of the
+  // agreement follows on_timeout; with kReturn, *stop is true and the
+  // Status says why.
   Status ShouldStop(bool* stop);
   bool should_stop();  // ShouldStop, logging a failure; a failure counts as "stop"
-  // Whether this process got SIGTERM or the stop signal (not agreed).
+  // True once a collective of this process (baton's, or a setup step)
+  // passed its deadline under OnTimeout::kReturn and was left in flight.
+  // A program that called MPI_Init itself must then not call MPI_Finalize
+  // (it would wait for the rank that never came); it exits instead.
+  static bool collective_abandoned();
+  // Whether this process got SIGTERM or the stop signal (not agreed). Any
+  // thread: the flag is a lock-free atomic set by the handler.
   static bool stop_signal_received();
 
   // Asks Slurm (libslurm slurm_requeue) to requeue this job (SLURM_JOB_ID),
@@ -139,7 +160,8 @@ class Runtime {
 
  private:
   Runtime() = default;
-  Status StartHealth(const RuntimeOptions& options);
+  Status SetUp(const std::function<void(const std::string&)>& step);
+  Status StartHealth(const RuntimeOptions& options, const std::function<void(const std::string&)>& step);
   Status GatherStepTimes();
 
   int rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0;
@@ -153,6 +175,9 @@ class Runtime {
 
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<StopAgreement> stop_;
+  // Under OnTimeout::kExit: watches the runtime's own collectives (slot 0,
+  // the training thread) and exits 75 past collective_timeout.
+  std::unique_ptr<mpi::Watchdog> watchdog_;
 
   std::atomic<int64_t> step_{-1};
   std::chrono::steady_clock::time_point step_start_{};

@@ -58,6 +58,14 @@ TunedAlgo OnlineTuner::Decide(size_t bytes, const std::vector<double>& agreed) {
   return c.choice;
 }
 
+void OnlineTuner::Preset(size_t bytes, TunedAlgo choice) {
+  Class& c = classes_[static_cast<size_t>(ClassOf(bytes))];
+  c.choice = choice;
+  c.decided = true;
+  c.recorded = 0;
+  c.times.clear();
+}
+
 TunedAlgo OnlineTuner::Decided(size_t bytes) const { return classes_[static_cast<size_t>(ClassOf(bytes))].choice; }
 
 bool OnlineTuner::IsDecided(size_t bytes) const { return classes_[static_cast<size_t>(ClassOf(bytes))].decided; }

@@ -21,6 +21,10 @@
 // caller's thread, in program order, identically on every rank (MPI
 // requires all ranks to issue the same collectives in the same order).
 // Non-blocking all-reduces ask Decided() at issue time and never measure.
+// The communicator times each sample on a copy of the input, after the
+// caller's own all-reduce ran with the class's current choice (native
+// until decided), so the measurement never changes what the program
+// computes (auto_algorithm.h).
 //
 // Pure and MPI-free (tests/unit/online_tuner_test.cc).
 #pragma once
@@ -50,6 +54,9 @@ class OnlineTuner {
   // Decides the class from the agreed (slowest rank's) medians; returns
   // the choice.
   TunedAlgo Decide(size_t bytes, const std::vector<double>& agreed);
+  // Decides the class of `bytes` as `choice` without measuring it: a
+  // decision kept from an earlier run (BATON_AUTO_FILE).
+  void Preset(size_t bytes, TunedAlgo choice);
   // The decided algorithm of the class, native until it is decided.
   TunedAlgo Decided(size_t bytes) const;
   bool IsDecided(size_t bytes) const;

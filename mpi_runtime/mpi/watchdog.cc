@@ -1,8 +1,22 @@
 #include "mpi_runtime/mpi/watchdog.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace baton::mpi {
+
+std::string Describe(const CallInfo& i) {
+  static const char* const kOps[] = {"sum", "max", "min", "avg"};  // ReduceOp order
+  if (i.label != nullptr) return i.label;
+  std::string out = std::string(i.non_blocking ? "non-blocking " : "") + i.name;
+  if (std::string_view(i.name) == "barrier") return out;
+  out += " of " + std::to_string(i.count * DTypeSize(i.dtype)) + " bytes";
+  if (i.per_rank) out += " per rank";
+  if (i.root >= 0) return out + " from rank " + std::to_string(i.root);
+  out += " (" + std::string(DTypeName(i.dtype));
+  if (i.op >= 0 && i.op < 4) out += std::string(" ") + kOps[i.op];
+  return out + ")";
+}
 
 Watchdog::Watchdog(double seconds, std::function<void(const CallInfo&)> on_expiry)
     : timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),

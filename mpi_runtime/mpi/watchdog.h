@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "baton/dtype.h"
@@ -29,7 +30,14 @@ struct CallInfo {
   int root = -1;          // broadcast's root, or -1
   bool per_rank = false;
   bool non_blocking = false;
+  // A fixed description instead of the fields above (the runtime's own
+  // calls: "agreeing whether to stop (...)").
+  const char* label = nullptr;
 };
+
+// "all_reduce of 1048576 bytes (f32 sum)", "broadcast of 8 bytes from
+// rank 0", "barrier": what a timeout message names.
+std::string Describe(const CallInfo& info);
 
 class Watchdog {
  public:

@@ -4,16 +4,47 @@
 #include <string>
 
 namespace baton::nccl {
+namespace {
+
+// cuDeviceGet and cuDevicePrimaryCtxGetState through the runtime, resolved
+// once. The driver's types are spelled as ints (CUresult, CUdevice).
+using DeviceGetFn = int (*)(int* device, int ordinal);
+using PrimaryCtxStateFn = int (*)(int device, unsigned int* flags, int* active);
+
+template <typename Fn>
+Fn DriverEntry(const char* symbol) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return reinterpret_cast<Fn>(fn);
+}
+
+cudaError_t PrimaryContextActive(int ordinal, int* active) {
+  static const DeviceGetFn device_get = DriverEntry<DeviceGetFn>("cuDeviceGet");
+  static const PrimaryCtxStateFn state = DriverEntry<PrimaryCtxStateFn>("cuDevicePrimaryCtxGetState");
+  *active = 0;
+  if (device_get == nullptr || state == nullptr) return cudaErrorNotSupported;
+  int device = 0;
+  unsigned int flags = 0;
+  if (device_get(&device, ordinal) != 0 || state(device, &flags, active) != 0) return cudaErrorInvalidDevice;
+  return cudaSuccess;
+}
+
+}  // namespace
 
 const NcclApi& RealNcclApi() {
   static const NcclApi api = {
       ncclGetUniqueId,     ncclCommInitRankConfig, ncclCommGetAsyncError, ncclCommFinalize,
       ncclCommAbort,       ncclCommDestroy,        ncclCommSplit,         ncclAllReduce,
-      ncclAllGather,       ncclReduceScatter,      ncclBroadcast,         ncclSend,
+      ncclAllGather,       ncclReduceScatter,      ncclBroadcast,         ncclReduce,            ncclSend,
       ncclRecv,            ncclGroupStart,         ncclGroupEnd,          ncclGetErrorString,
       ncclGetLastError,
-      cudaGetDeviceCount,  cudaSetDevice,          cudaStreamCreate,      cudaStreamDestroy,
-      cudaStreamQuery,     cudaStreamSynchronize,  cudaPointerGetAttributes, cudaMalloc,        cudaFree,
+      cudaGetDeviceCount,  cudaSetDevice,          cudaGetDevice,         PrimaryContextActive,
+      cudaStreamCreateWithFlags, cudaStreamDestroy, cudaStreamQuery,     cudaStreamSynchronize,
+      cudaStreamWaitEvent, cudaEventCreateWithFlags, cudaEventRecord,    cudaEventQuery,
+      cudaEventDestroy,    cudaPointerGetAttributes, cudaMalloc,         cudaFree,
       cudaMemcpy,          cudaGetErrorString,
   };
   return api;

@@ -7,7 +7,11 @@
 // init / poll / deadline / abort logic with a stand-in table whose
 // functions succeed, fail, stay in progress or hang. RealNcclApi() is the
 // table of the real libraries. The pointers have the exact signatures of
-// the real functions, so the real table is just their addresses.
+// the real functions, so the real table is just their addresses; the one
+// exception is PrimaryContextActive, baton's wrapper of the driver's
+// cuDevicePrimaryCtxGetState (reached through cudaGetDriverEntryPoint,
+// so that libbaton needs no libcuda at link time and loads without a
+// driver).
 //
 // This header and nccl_api.cc need no MPI (tests/gpu builds them alone).
 #pragma once
@@ -44,6 +48,8 @@ struct NcclApi {
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Broadcast)(const void* send, void* recv, size_t count, ncclDataType_t dtype,
                             int root, ncclComm_t comm, cudaStream_t stream);
+  ncclResult_t (*Reduce)(const void* send, void* recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Send)(const void* send, size_t count, ncclDataType_t dtype, int peer,
                        ncclComm_t comm, cudaStream_t stream);
   ncclResult_t (*Recv)(void* recv, size_t count, ncclDataType_t dtype, int peer, ncclComm_t comm,
@@ -57,10 +63,19 @@ struct NcclApi {
   // CUDA runtime
   cudaError_t (*GetDeviceCount)(int* count);
   cudaError_t (*SetDevice)(int device);
-  cudaError_t (*StreamCreate)(cudaStream_t* stream);
+  cudaError_t (*GetDevice)(int* device);
+  // *active: whether `device`'s primary context exists, without making it
+  // (cudaErrorNotSupported where the driver does not offer the call).
+  cudaError_t (*PrimaryContextActive)(int device, int* active);
+  cudaError_t (*StreamCreateWithFlags)(cudaStream_t* stream, unsigned int flags);
   cudaError_t (*StreamDestroy)(cudaStream_t stream);
   cudaError_t (*StreamQuery)(cudaStream_t stream);
   cudaError_t (*StreamSynchronize)(cudaStream_t stream);
+  cudaError_t (*StreamWaitEvent)(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+  cudaError_t (*EventCreateWithFlags)(cudaEvent_t* event, unsigned int flags);
+  cudaError_t (*EventRecord)(cudaEvent_t event, cudaStream_t stream);
+  cudaError_t (*EventQuery)(cudaEvent_t event);
+  cudaError_t (*EventDestroy)(cudaEvent_t event);
   cudaError_t (*PointerGetAttributes)(cudaPointerAttributes* attributes, const void* ptr);
   cudaError_t (*Malloc)(void** ptr, size_t bytes);
   cudaError_t (*Free)(void* ptr);

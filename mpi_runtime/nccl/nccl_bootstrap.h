@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 
@@ -15,18 +16,24 @@
 
 namespace baton::nccl {
 
-// Rank 0 of `comm` calls ncclGetUniqueId, MPI_Bcast gives every rank its
+// Every MPI call of the bootstrap is non-blocking and polled against
+// `timeout` (BootstrapNccl: twice NcclOptions::init_timeout, since the
+// slowest rank may spend init_timeout in a NCCL step before it comes): a
+// rank that never comes costs a Status::Timeout naming the step, not a
+// hang; the call is then left in flight with its (leaked) buffers.
+//
+// Rank 0 of `comm` calls ncclGetUniqueId, MPI_Ibcast gives every rank its
 // bytes. Every rank takes part even when rank 0's call failed (then the
 // id is zeros and rank 0 returns the failure; pass the result through
 // AgreeOnSuccess so that the others learn of it).
-Status ExchangeUniqueId(const NcclApi& api, MPI_Comm comm, ncclUniqueId* id);
+Status ExchangeUniqueId(const NcclApi& api, MPI_Comm comm, ncclUniqueId* id, std::chrono::milliseconds timeout);
 
 // One outcome for every rank of `comm` from each rank's own: OK when every
 // rank's `local` is OK; else a rank that failed returns its own Status,
 // and the others Aborted, naming the lowest failed rank, `step` and that
-// rank's message. Collective (an MPI_Allreduce, plus an MPI_Bcast of the
-// message when some rank failed).
-Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step);
+// rank's message. Collective (an MPI_Iallreduce, plus an MPI_Ibcast of the
+// message when some rank failed), each under `timeout`.
+Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step, std::chrono::milliseconds timeout);
 
 // Where this rank sits, as the Runtime knows it.
 struct NcclPlacement {

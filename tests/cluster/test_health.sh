@@ -23,7 +23,10 @@ JOB
   expect_eq "$(grep -c '^run ' "$d/out")" 2 "runs of job $job"
   grep -q 'at step 3 timed out after 3 s; ranks not answering heartbeats: none; exiting with 75' "$d/out" ||
     fail "the first run logged no timeout naming the step and the deadline"
-  grep -q '^srun exit 75$' "$d/out" || fail "srun of the first run did not exit 75"
+  # The ranks ask Slurm to requeue the job as they exit 75 (the batch script
+  # is ended by the requeue before srun can report), and their tasks exit 75.
+  grep -q "asked Slurm to requeue job $job (a rank timed out)" "$d/out" || fail "no rank asked Slurm to requeue"
+  grep -Eq '^srun: error: .*Exited with exit code 75$|^srun exit 75$' "$d/out" || fail "no task of the first run exited 75"
   expect_eq "$(grep -c 'second run ok, sum 3' "$d/out")" 3 "ranks of the second run that all-reduced"
   ! grep -q '^unexpected' "$d/out" || fail "a call returned instead of exiting 75"
 }
@@ -61,4 +64,38 @@ JOB
   grep -q "^requeue first call: baton\[runtime\] Unavailable .*slurm_requeue of job $job failed: " "$d/out" ||
     fail "Requeue() of a --no-requeue job did not return Slurm's reason"
   expect_eq "$(job_field "$job" Restarts)" 0 "Restarts of job $job"
+}
+
+# Issue 14, item 8: a rank stuck for good (SIGSTOP) while the others time
+# out and exit 75. Measured before the fix, with and without srun -K: the
+# stopped task was SIGKILLed (Slurm's pmix plugin ends the step once tasks
+# leave without MPI_Finalize), srun and the batch script said 137, the job
+# ended FAILED, ExitCode 137, and was not requeued. Now every rank that
+# exits 75 inside a job also asks Slurm to requeue it (ExitForRequeue), so
+# the job runs again whatever srun reports.
+stuck_rank_job() {  # stuck_rank_job SRUN_OPTION
+  local d job
+  d=$(case_dir)
+  cat > "$d/job.sh" <<JOB
+#!/bin/bash
+echo "run restart_count=\${SLURM_RESTART_COUNT:-0}"
+export BATON_COLLECTIVE_TIMEOUT=3
+srun $1 --mpi=pmix "$PROG" stuck
+echo "srun exit \$?"
+JOB
+  job=$(sbatch --parsable --requeue --open-mode=append -t 3 -N2 -n3 -o "$d/out" "$d/job.sh")
+  wait_for 180 "job $job to complete after its requeue" job_state_is "$job" COMPLETED
+  cat "$d/out"
+  expect_eq "$(job_field "$job" Restarts)" 1 "Restarts of job $job"
+  expect_eq "$(grep -c '^run ' "$d/out")" 2 "runs of job $job"
+  grep -q "asked Slurm to requeue job $job (a rank timed out)" "$d/out" || fail "no rank asked Slurm to requeue"
+  expect_eq "$(grep -c 'run 1 ok, sum 3' "$d/out")" 3 "ranks of the second run that all-reduced"
+}
+
+test_a_stuck_rank_requeues_the_job_with_srun_K() {
+  stuck_rank_job -K
+}
+
+test_a_stuck_rank_requeues_the_job_without_srun_K() {
+  stuck_rank_job --kill-on-bad-exit=0
 }

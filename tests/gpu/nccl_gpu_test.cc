@@ -20,9 +20,11 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/dtype.h"
+#include "mpi_runtime/nccl/buffer_location.h"
 #include "mpi_runtime/nccl/nccl_api.h"
 #include "mpi_runtime/nccl/nccl_communicator.h"
 #include "tests/gpu/one_rank.h"
@@ -170,9 +172,135 @@ double MedianUs(nccl::NcclCommunicator& c, size_t bytes) {
   return t[t.size() / 2];
 }
 
+// A host function that holds its stream for `ms` milliseconds.
+void CUDART_CB Hold(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+}
+
+// Issue 14, item 2, on the device: the communicator's stream is
+// non-blocking; each collective completes on its own event (a second one
+// held behind the caller's stream does not hold the first's Wait); the
+// caller's stream can wait for a collective without the host.
+void StreamsAndEvents(const nccl::NcclApi& api) {
+  cudaStream_t callers = nullptr, after = nullptr;
+  if (cudaStreamCreateWithFlags(&callers, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&after, cudaStreamNonBlocking) != cudaSuccess) {
+    Report("streams for the stream tests", Fail("cudaStreamCreateWithFlags"));
+    return;
+  }
+  nccl::NcclOptions o = nccl::gpu_test::OneRankOptions();
+  o.stream = callers;
+  std::unique_ptr<nccl::NcclCommunicator> made;
+  Status s = nccl::gpu_test::MakeOneRankCommunicator(api, &made, o);
+  Report("create with the caller's stream", s);
+  if (!s.ok()) return;
+  nccl::NcclCommunicator& c = *made;
+  unsigned flags = 0;
+  Status f = Cuda(cudaStreamGetFlags(c.stream(), &flags), "cudaStreamGetFlags");
+  if (f.ok() && !(flags & cudaStreamNonBlocking)) f = Fail("flags " + std::to_string(flags));
+  Report("the communicator's stream is non-blocking", f);
+
+  const size_t n = 1 << 20;
+  DeviceBuffer a(n * 4), b(n * 4);
+  std::unique_ptr<baton::Request> first, second;
+  Status e = a.ok() && b.ok() ? Status::OK() : Fail("cudaMalloc");
+  if (e.ok()) e = c.IAllReduce(a.ptr, a.ptr, n, DType::kF32, ReduceOp::kSum, &first);
+  if (e.ok()) e = Cuda(cudaLaunchHostFunc(callers, Hold, reinterpret_cast<void*>(intptr_t{1000})), "cudaLaunchHostFunc");
+  if (e.ok()) e = c.IAllReduce(b.ptr, b.ptr, n, DType::kF32, ReduceOp::kSum, &second);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (e.ok()) e = first->Wait();
+  const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  bool done = true;
+  if (e.ok()) e = second->Test(&done);
+  if (e.ok() && first_ms > 500) e = Fail("waiting for the first took " + std::to_string(first_ms) + " ms");
+  if (e.ok() && done) e = Fail("the second was done while the caller's stream held it");
+  if (e.ok()) e = second->Wait();
+  Report("each collective completes on its own event (first in " + std::to_string(static_cast<int>(first_ms)) +
+             " ms, second held 1 s)",
+         e);
+
+  // The way back to the caller's stream: no host wait.
+  const auto input = Pattern(DType::kF32, n, 7);
+  DeviceBuffer src(n * 4), dst(n * 4);
+  std::vector<unsigned char> got(n * 4);
+  std::unique_ptr<baton::Request> r;
+  Status w = Upload(src, input);
+  if (w.ok()) w = c.IAllReduce(src.ptr, dst.ptr, n, DType::kF32, ReduceOp::kSum, &r);
+  if (w.ok()) w = r->WaitOnStream(after);
+  if (w.ok()) w = Cuda(cudaMemcpyAsync(got.data(), dst.ptr, got.size(), cudaMemcpyDeviceToHost, after), "cudaMemcpyAsync");
+  if (w.ok()) w = Cuda(cudaStreamSynchronize(after), "cudaStreamSynchronize");
+  if (w.ok() && got != input) w = Fail("the caller's stream read the result before the collective wrote it");
+  r.reset();
+  Report("the caller's stream waits for a collective (WaitOnStream)", w);
+  made.reset();
+  cudaStreamDestroy(callers);
+  cudaStreamDestroy(after);
+}
+
+// Issue 14, item 5, on the device: the mpi backend's check asks CUDA
+// nothing in a process without a context (it would make one), and once
+// there is one refuses device memory and passes host memory.
+Status HostCheckWithoutAContext(const nccl::NcclApi& api) {
+  auto check = nccl::MakeHostBufferCheck(api);
+  std::vector<float> host(4);
+  BATON_RETURN_IF_ERROR(check(host.data(), "send", "all_reduce"));
+  if (nccl::AnyPrimaryContext(api)) return Fail("a primary context exists after the check of a host buffer");
+  return Status::OK();
+}
+
+Status HostCheckWithAContext(const nccl::NcclApi& api) {
+  auto check = nccl::MakeHostBufferCheck(api);
+  DeviceBuffer dev(64);
+  std::vector<float> host(4);
+  void* pinned = nullptr;
+  if (!dev.ok() || cudaMallocHost(&pinned, 64) != cudaSuccess) return Fail("allocations");
+  Status d = check(dev.ptr, "send", "all_reduce");
+  Status h = check(host.data(), "send", "all_reduce");
+  Status p = check(pinned, "recv", "all_reduce");
+  cudaFreeHost(pinned);
+  if (d.code() != baton::Code::kInvalidArgument || d.message().find("is device memory (CUDA device 0)") == std::string::npos)
+    return Fail("device memory: " + d.ToString());
+  if (!h.ok()) return Fail("host memory: " + h.ToString());
+  if (!p.ok()) return Fail("pinned host memory: " + p.ToString());
+  return Status::OK();
+}
+
+// --exit-on-timeout (run by run-gpu-tests, which expects exit 75 within a
+// few seconds): kExit, op_timeout 1 s; the collective waits behind the
+// caller's stream, which a host function holds for 10 s, while the host
+// blocks in cudaStreamSynchronize on the communicator's stream. Only the
+// watchdog can end it.
+int ExitOnTimeout(const nccl::NcclApi& api) {
+  cudaStream_t callers = nullptr;
+  if (cudaStreamCreateWithFlags(&callers, cudaStreamNonBlocking) != cudaSuccess) return 2;
+  nccl::NcclOptions o = nccl::gpu_test::OneRankOptions();
+  o.op_timeout = std::chrono::seconds(1);
+  o.on_timeout = baton::OnTimeout::kExit;
+  o.stream = callers;
+  std::unique_ptr<nccl::NcclCommunicator> c;
+  Status s = nccl::gpu_test::MakeOneRankCommunicator(api, &c, o);
+  if (!s.ok()) {
+    std::printf("create: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  DeviceBuffer buf(4096);
+  std::unique_ptr<baton::Request> r;
+  if (cudaLaunchHostFunc(callers, Hold, reinterpret_cast<void*>(intptr_t{10000})) != cudaSuccess) return 2;
+  s = c->IAllReduce(buf.ptr, buf.ptr, 1024, DType::kF32, ReduceOp::kSum, &r);
+  if (!s.ok()) {
+    std::printf("enqueue: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  std::printf("enqueued; blocking the host in cudaStreamSynchronize\n");
+  std::fflush(stdout);
+  cudaStreamSynchronize(c->stream());
+  std::printf("cudaStreamSynchronize returned: the watchdog did not end the process\n");
+  return 1;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const nccl::NcclApi& api = nccl::RealNcclApi();
   int devices = 0;
   Status visible = nccl::CheckDeviceVisible(api, &devices);
@@ -180,17 +308,28 @@ int main() {
     std::printf("SKIP: no GPU visible (%s)\n", visible.message().c_str());
     return 77;
   }
+  if (argc > 1 && std::string(argv[1]) == "--exit-on-timeout") return ExitOnTimeout(api);
   int version = 0;
   ncclGetVersion(&version);
   std::printf("CUDA devices: %d, NCCL %d\n", devices, version);
+  // Before anything makes a CUDA context.
+  Report("the mpi backend's host check makes no CUDA context", HostCheckWithoutAContext(api));
 
   std::unique_ptr<nccl::NcclCommunicator> made;
   Status s = nccl::gpu_test::MakeOneRankCommunicator(api, &made);
-  Report("create (device, world, node, leaders)", s);
+  Report("create (device, world, node and leaders on demand)", s);
   if (!s.ok()) return 1;
   nccl::NcclCommunicator& c = *made;
   Report("leaders communicator made on local rank 0",
          c.leaders_comm() != nullptr ? Status::OK() : Fail("leaders_comm() is null"));
+  int current = -1;
+  cudaGetDevice(&current);
+  Report("the caller's device is current after the calls",
+         current == 0 && c.device() == 0 ? Status::OK()
+                                          : Fail("current " + std::to_string(current) + ", communicator's " +
+                                                 std::to_string(c.device())));
+  Report("the mpi backend's host check refuses device memory", HostCheckWithAContext(api));
+  StreamsAndEvents(api);
 
   const DType dtypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
                           DType::kI32, DType::kI64, DType::kU8};

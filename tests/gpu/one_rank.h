@@ -1,6 +1,7 @@
 // The one-rank NCCL communicator both GPU programs start from, without
 // MPI: the device, a unique id made here (nothing to exchange), the world,
-// node and leaders communicators, each creation under a 60 s deadline.
+// node and leaders communicators (made on demand, as a hierarchical
+// collective would), each creation under a 60 s deadline.
 #pragma once
 
 #include <chrono>
@@ -11,10 +12,15 @@
 
 namespace baton::nccl::gpu_test {
 
-inline Status MakeOneRankCommunicator(const NcclApi& api, std::unique_ptr<NcclCommunicator>* out) {
+inline NcclOptions OneRankOptions() {
   NcclOptions options;
   options.init_timeout = std::chrono::seconds(60);
   options.op_timeout = std::chrono::seconds(60);
+  return options;
+}
+
+inline Status MakeOneRankCommunicator(const NcclApi& api, std::unique_ptr<NcclCommunicator>* out,
+                                      const NcclOptions& options = OneRankOptions()) {
   auto c = std::make_unique<NcclCommunicator>(api, options);
   ncclUniqueId id;
   Status s = c->SetUpDevice(0);

@@ -1,15 +1,28 @@
 // A stand-in NcclApi for the tests of the nccl backend's control logic on
 // machines without a GPU: each NCCL communicator it hands out reports
 // ncclInProgress for a set number of polls of ncclCommGetAsyncError and
-// then a set result (success, an error, or never: "hangs"), and every call
-// is counted. Behaviour and counters live in one global (the table holds
-// plain function pointers, as the real one does); Reset() before each test.
+// then a set result (success, an error, or never: "hangs"); each CUDA
+// event completes after a set number of queries of what was enqueued
+// before it was recorded (or never: a collective that hangs); an abort can
+// be made to never return; every call is counted. Behaviour and counters
+// live in one global (the table holds plain function pointers, as the real
+// one does); Reset() before each test.
+//
+// Thread-safe: the backend's watchdog and abort threads call it beside the
+// test's thread. Every function takes g_fake_mu; the counters other
+// threads bump are atomics, so a test reads them without the lock.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "mpi_runtime/nccl/nccl_api.h"
@@ -26,9 +39,20 @@ struct Script {
 };
 
 struct FakeComm {
+  explicit FakeComm(const Script& s) : script(s) {}
   Script script;
   int polls = 0;
-  bool aborted = false, destroyed = false, finalized = false;
+  std::atomic<bool> aborted{false};
+  bool destroyed = false, finalized = false;
+  int split_share = -1;  // the config's splitShare where a split made it
+};
+
+// A CUDA event: recorded behind what its stream had pending.
+struct FakeEvent {
+  int polls_left = 0;     // queries answered NotReady first
+  bool never = false;     // behind a collective that hangs
+  bool recorded = false;
+  int stream = -1;
 };
 
 struct FakeNccl {
@@ -43,8 +67,13 @@ struct FakeNccl {
   Script split = Script::Succeed();
   ncclResult_t op_call_result = ncclSuccess;       // what a collective returns
   Script op = Script::Succeed();                   // the world's state after a collective
-  int stream_busy_polls = 0;                       // cudaStreamQuery: NotReady this often (INT_MAX: forever)
+  // A collective keeps its stream busy this many queries (of the stream,
+  // or of an event recorded behind it); INT_MAX: for ever (it hangs).
+  int stream_busy_polls = 0;
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
+  int pointer_device = 0;                          // the device of a device pointer
+  bool primary_context_active = false;             // what PrimaryContextActive says of every device
+  cudaError_t primary_context_error = cudaSuccess;
   // One rank's collectives on real (host) buffers: all-reduce, all-gather,
   // reduce-scatter copy send to recv (the result of a one-rank reduction),
   // broadcast copies where send != recv, and a grouped send/recv to self
@@ -52,38 +81,65 @@ struct FakeNccl {
   bool one_rank_data = false;
   int hanging_stream = -1;  // this stream (by creation order) never drains
 
-  // Counters.
-  int init_calls = 0, split_calls = 0, async_polls = 0, aborts = 0, finalizes = 0, destroys = 0;
-  int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0, stream_queries = 0;
+  // Counters (atomics: other threads of the backend bump them).
+  std::atomic<int> async_polls{0}, aborts{0}, stream_queries{0}, event_queries{0}, events_live{0};
+  std::atomic<int> pointer_queries{0}, finalizes{0}, destroys{0};
+  int init_calls = 0, split_calls = 0;
+  int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0;
   int last_color = 0, live_allocations = 0, memcpys = 0, streams_made = 0;
+  std::vector<unsigned> stream_flags;  // of every stream made, in order
+  std::vector<unsigned> event_flags;   // of every event made
+  struct Waited {
+    int stream;  // the stream that waits (creation index; -1: another)
+    int event;   // the event it waits for (creation index)
+  };
+  std::vector<Waited> stream_waits;     // cudaStreamWaitEvent, in call order
+  std::vector<int> event_streams;       // per event: the stream it was last recorded on (-1: another)
   struct PendingSend { const void* from; size_t bytes; int peer; };
   std::vector<PendingSend> pending_sends;
   std::vector<std::pair<void*, int>> pending_recvs;
   std::vector<int> send_peers, recv_peers;
+  // Every rooted collective (ncclBroadcast, ncclReduce), in call order.
+  struct Rooted {
+    bool reduce;
+    const void* send;
+    void* recv;
+    size_t count;
+    int root;
+  };
+  std::vector<Rooted> rooted;
 
-  std::deque<FakeComm> comms;  // stable addresses
-  ncclComm_t world = nullptr;  // the last communicator made by init
+  std::deque<FakeComm> comms;    // stable addresses
+  std::deque<FakeEvent> events;  // stable addresses
+  ncclComm_t world = nullptr;    // the last communicator made by init
   int stream_polls_left = 0;
 
   ncclComm_t Make(const Script& s) {
-    comms.push_back(FakeComm{s});
+    comms.emplace_back(s);
     return reinterpret_cast<ncclComm_t>(&comms.back());
   }
   static FakeComm& Of(ncclComm_t c) { return *reinterpret_cast<FakeComm*>(c); }
 };
 
 inline FakeNccl g_fake;
-inline void Reset() { g_fake = FakeNccl(); }
+inline std::recursive_mutex g_fake_mu;
+// While true, ncclCommAbort does not return (a kernel waiting for a dead
+// peer); tests set it back to false to let the abort's thread end.
+inline std::atomic<bool> g_abort_hangs{false};
 
 namespace fake {
 
+using Lock = std::lock_guard<std::recursive_mutex>;
+
 inline ncclResult_t GetUniqueId(ncclUniqueId* id) {
+  Lock lock(g_fake_mu);
   if (g_fake.unique_id_result != ncclSuccess) return g_fake.unique_id_result;
   std::memset(id->internal, g_fake.unique_id_byte, sizeof id->internal);
   return ncclSuccess;
 }
 // (Each MPI rank is its own process: a multi-rank test scripts ranks apart.)
 inline ncclResult_t CommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int, ncclConfig_t* config) {
+  Lock lock(g_fake_mu);
   ++g_fake.init_calls;
   if (config == nullptr || config->blocking != 0) return ncclInvalidUsage;  // baton always asks non-blocking
   const ncclResult_t rc = g_fake.init_call_result;
@@ -95,6 +151,7 @@ inline ncclResult_t CommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int,
   return rc;
 }
 inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  Lock lock(g_fake_mu);
   ++g_fake.async_polls;
   FakeComm& c = FakeNccl::Of(comm);
   if (c.aborted) return ncclInvalidArgument;  // a freed communicator
@@ -107,21 +164,28 @@ inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   return ncclSuccess;
 }
 inline ncclResult_t CommFinalize(ncclComm_t comm) {
+  Lock lock(g_fake_mu);
   ++g_fake.finalizes;
   FakeNccl::Of(comm).finalized = true;
   return ncclSuccess;
 }
 inline ncclResult_t CommAbort(ncclComm_t comm) {
-  ++g_fake.aborts;
-  FakeNccl::Of(comm).aborted = true;
+  {
+    Lock lock(g_fake_mu);
+    ++g_fake.aborts;
+    FakeNccl::Of(comm).aborted = true;
+  }
+  while (g_abort_hangs.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return ncclSuccess;
 }
 inline ncclResult_t CommDestroy(ncclComm_t comm) {
+  Lock lock(g_fake_mu);
   ++g_fake.destroys;
   FakeNccl::Of(comm).destroyed = true;
   return ncclSuccess;
 }
-inline ncclResult_t CommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t*) {
+inline ncclResult_t CommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t* config) {
+  Lock lock(g_fake_mu);
   ++g_fake.split_calls;
   g_fake.last_color = color;
   const ncclResult_t rc = g_fake.split_call_result;
@@ -130,10 +194,13 @@ inline ncclResult_t CommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, n
     return rc;
   }
   *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr : g_fake.Make(g_fake.split);
+  if (*newcomm != nullptr) FakeNccl::Of(*newcomm).split_share = config ? config->splitShare : -1;
   return rc;
 }
-// A collective: counted; its result and the world's state after it are scripted.
+// A collective: counted; its result and the world's state after it are
+// scripted, and it keeps the stream busy stream_busy_polls queries.
 inline ncclResult_t Collective(ncclComm_t comm) {
+  Lock lock(g_fake_mu);
   ++g_fake.collectives;
   FakeComm& c = FakeNccl::Of(comm);
   c.script = g_fake.op;
@@ -166,27 +233,46 @@ inline ncclResult_t ReduceScatter(const void* s, void* r, size_t n, ncclDataType
   CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int, ncclComm_t comm, cudaStream_t) {
+inline ncclResult_t Broadcast(const void* s, void* r, size_t n, ncclDataType_t t, int root, ncclComm_t comm,
+                              cudaStream_t) {
+  {
+    Lock lock(g_fake_mu);
+    g_fake.rooted.push_back({false, s, r, n, root});
+  }
+  CopyOneRank(s, r, n, t);
+  return Collective(comm);
+}
+// One rank: the reduction of one contribution is that contribution.
+inline ncclResult_t Reduce(const void* s, void* r, size_t n, ncclDataType_t t, ncclRedOp_t, int root, ncclComm_t comm,
+                           cudaStream_t) {
+  {
+    Lock lock(g_fake_mu);
+    g_fake.rooted.push_back({true, s, r, n, root});
+  }
   CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
 inline ncclResult_t Send(const void* from, size_t n, ncclDataType_t t, int peer, ncclComm_t, cudaStream_t) {
+  Lock lock(g_fake_mu);
   ++g_fake.sends;
   g_fake.send_peers.push_back(peer);
   if (g_fake.one_rank_data) g_fake.pending_sends.push_back({from, n * Width(t), peer});
   return ncclSuccess;
 }
 inline ncclResult_t Recv(void* to, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+  Lock lock(g_fake_mu);
   ++g_fake.recvs;
   g_fake.recv_peers.push_back(peer);
   if (g_fake.one_rank_data) g_fake.pending_recvs.push_back({to, peer});
   return ncclSuccess;
 }
 inline ncclResult_t GroupStart() {
+  Lock lock(g_fake_mu);
   ++g_fake.group_starts;
   return ncclSuccess;
 }
 inline ncclResult_t GroupEnd() {
+  Lock lock(g_fake_mu);
   ++g_fake.group_ends;
   // One rank: the i-th send goes to the i-th receive (both to self).
   for (size_t i = 0; i < g_fake.pending_sends.size() && i < g_fake.pending_recvs.size(); ++i)
@@ -210,20 +296,43 @@ inline const char* GetErrorString(ncclResult_t rc) {
 inline const char* GetLastError(ncclComm_t) { return "fake detail"; }
 
 inline cudaError_t GetDeviceCount(int* n) {
+  Lock lock(g_fake_mu);
   if (g_fake.device_count_error != cudaSuccess) return g_fake.device_count_error;
   *n = g_fake.device_count;
   return cudaSuccess;
 }
-inline cudaError_t SetDevice(int) { return cudaSuccess; }
+// The calling thread's current device, as CUDA keeps it per thread.
+inline thread_local int t_current_device = 0;
+inline cudaError_t SetDevice(int d) {
+  Lock lock(g_fake_mu);
+  if (d < 0 || d >= g_fake.device_count) return cudaErrorInvalidDevice;
+  t_current_device = d;
+  return cudaSuccess;
+}
+inline cudaError_t GetDevice(int* d) {
+  *d = t_current_device;
+  return cudaSuccess;
+}
+inline cudaError_t PrimaryContextActive(int, int* active) {
+  Lock lock(g_fake_mu);
+  *active = g_fake.primary_context_active ? 1 : 0;
+  return g_fake.primary_context_error;
+}
 // Streams are numbered in the order made (the communicator's own first).
 inline char g_stream_tokens[64];
-inline cudaError_t StreamCreate(cudaStream_t* s) {
+inline int StreamIndex(cudaStream_t s) {
+  const char* p = reinterpret_cast<const char*>(s);
+  return p >= g_stream_tokens && p < g_stream_tokens + 64 ? static_cast<int>(p - g_stream_tokens) : -1;
+}
+inline cudaError_t StreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+  Lock lock(g_fake_mu);
+  g_fake.stream_flags.push_back(flags);
   *s = reinterpret_cast<cudaStream_t>(&g_stream_tokens[g_fake.streams_made++ % 64]);
   return cudaSuccess;
 }
-inline int StreamIndex(cudaStream_t s) { return static_cast<int>(reinterpret_cast<char*>(s) - g_stream_tokens); }
 inline cudaError_t StreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t StreamQuery(cudaStream_t s) {
+  Lock lock(g_fake_mu);
   ++g_fake.stream_queries;
   if (g_fake.hanging_stream >= 0 && StreamIndex(s) == g_fake.hanging_stream) return cudaErrorNotReady;
   if (g_fake.stream_polls_left == INT_MAX) return cudaErrorNotReady;
@@ -234,25 +343,78 @@ inline cudaError_t StreamQuery(cudaStream_t s) {
   return cudaSuccess;
 }
 inline cudaError_t StreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline int EventIndex(cudaEvent_t e) {
+  for (size_t i = 0; i < g_fake.events.size(); ++i)
+    if (reinterpret_cast<cudaEvent_t>(&g_fake.events[i]) == e) return static_cast<int>(i);
+  return -1;
+}
+inline cudaError_t StreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  Lock lock(g_fake_mu);
+  g_fake.stream_waits.push_back({StreamIndex(s), EventIndex(e)});
+  return cudaSuccess;
+}
+inline cudaError_t EventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  Lock lock(g_fake_mu);
+  g_fake.events.emplace_back();
+  g_fake.event_flags.push_back(flags);
+  g_fake.event_streams.push_back(-1);
+  ++g_fake.events_live;
+  *e = reinterpret_cast<cudaEvent_t>(&g_fake.events.back());
+  return cudaSuccess;
+}
+// Behind what the stream has pending: the last collective's busy queries
+// (or for ever), or nothing on a stream that is not the backend's.
+inline cudaError_t EventRecord(cudaEvent_t e, cudaStream_t s) {
+  Lock lock(g_fake_mu);
+  FakeEvent& ev = *reinterpret_cast<FakeEvent*>(e);
+  ev.recorded = true;
+  ev.stream = StreamIndex(s);
+  g_fake.event_streams[static_cast<size_t>(EventIndex(e))] = ev.stream;
+  const bool ours = ev.stream >= 0;
+  ev.never = ours && (g_fake.stream_polls_left == INT_MAX || ev.stream == g_fake.hanging_stream);
+  ev.polls_left = ours && !ev.never ? g_fake.stream_polls_left : 0;
+  return cudaSuccess;
+}
+inline cudaError_t EventQuery(cudaEvent_t e) {
+  Lock lock(g_fake_mu);
+  ++g_fake.event_queries;
+  FakeEvent& ev = *reinterpret_cast<FakeEvent*>(e);
+  if (ev.never) return cudaErrorNotReady;
+  if (ev.polls_left > 0) {
+    --ev.polls_left;
+    return cudaErrorNotReady;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t EventDestroy(cudaEvent_t) {
+  --g_fake.events_live;
+  return cudaSuccess;
+}
 inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
+  Lock lock(g_fake_mu);
+  ++g_fake.pointer_queries;
   std::memset(a, 0, sizeof *a);
   a->type = g_fake.pointer_type;
+  a->device = g_fake.pointer_device;
   return cudaSuccess;
 }
 // "Device" memory is host memory here; allocations are counted so that
 // tests can see every one freed.
 inline cudaError_t Malloc(void** p, size_t bytes) {
+  Lock lock(g_fake_mu);
   *p = std::malloc(bytes > 0 ? bytes : 1);
   if (*p == nullptr) return cudaErrorMemoryAllocation;
   ++g_fake.live_allocations;
   return cudaSuccess;
 }
 inline cudaError_t Free(void* p) {
+  Lock lock(g_fake_mu);
   if (p != nullptr) --g_fake.live_allocations;
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t Memcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  Lock lock(g_fake_mu);
   ++g_fake.memcpys;
   if (bytes > 0) std::memmove(dst, src, bytes);
   return cudaSuccess;
@@ -263,16 +425,28 @@ inline const char* CudaGetErrorString(cudaError_t rc) {
 
 }  // namespace fake
 
+// A fresh stand-in (no thread of a previous test's communicator may still
+// call it: they are joined when it is destroyed; an abort thread left
+// hanging only reads g_abort_hangs).
+inline void Reset() {
+  std::lock_guard<std::recursive_mutex> lock(g_fake_mu);
+  g_fake.~FakeNccl();
+  new (&g_fake) FakeNccl();
+  fake::t_current_device = 0;
+}
+
 inline const NcclApi& FakeNcclApi() {
   static const NcclApi api = {
       fake::GetUniqueId, fake::CommInitRankConfig, fake::CommGetAsyncError, fake::CommFinalize,
       fake::CommAbort,   fake::CommDestroy,        fake::CommSplit,         fake::AllReduce,
-      fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Send,
+      fake::AllGather,   fake::ReduceScatter,      fake::Broadcast,         fake::Reduce,            fake::Send,
       fake::Recv,        fake::GroupStart,         fake::GroupEnd,          fake::GetErrorString,
       fake::GetLastError,
-      fake::GetDeviceCount, fake::SetDevice, fake::StreamCreate, fake::StreamDestroy,
-      fake::StreamQuery,    fake::StreamSynchronize, fake::PointerGetAttributes, fake::Malloc,
-      fake::Free,           fake::Memcpy,            fake::CudaGetErrorString,
+      fake::GetDeviceCount, fake::SetDevice, fake::GetDevice, fake::PrimaryContextActive,
+      fake::StreamCreateWithFlags, fake::StreamDestroy, fake::StreamQuery, fake::StreamSynchronize,
+      fake::StreamWaitEvent, fake::EventCreateWithFlags, fake::EventRecord, fake::EventQuery,
+      fake::EventDestroy, fake::PointerGetAttributes, fake::Malloc, fake::Free, fake::Memcpy,
+      fake::CudaGetErrorString,
   };
   return api;
 }

@@ -18,6 +18,8 @@
 // the four nodes of the local cluster (srun -N4 -n8: four leaders, node
 // communicators of two); the assertions read the topology and hold in both.
 #include <mpi.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -25,8 +27,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -34,6 +38,7 @@
 
 #include "baton/communicator.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
+#include "mpi_runtime/mpi/tune_table.h"
 #include "tests/lib/test_runtime.h"
 
 namespace {
@@ -54,23 +59,37 @@ struct Call {
   MPI_Comm comm;
   int comm_size;
   int peer;
+  long long bytes;  // count x the datatype's size, where the call has them
 };
 
 std::atomic<bool> g_recording{false};
+// Dry: the recording thread's calls are recorded and not made (they return
+// MPI_SUCCESS, a request MPI_REQUEST_NULL), so that sizes no machine here
+// could move can be sent through baton (buffers of address space only).
+std::atomic<bool> g_dry{false};
 std::mutex g_mu;
 std::vector<Call> g_calls;
 std::thread::id g_recording_thread;
 
-void Record(Fn fn, MPI_Comm comm, int peer) {
-  if (!g_recording.load()) return;
+// Records the call; true when it must not be made (dry).
+bool Record(Fn fn, MPI_Comm comm, int peer, int count = 0, MPI_Datatype type = MPI_DATATYPE_NULL) {
+  if (!g_recording.load()) return false;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (std::this_thread::get_id() != g_recording_thread) return;
+    if (std::this_thread::get_id() != g_recording_thread) return false;
   }
   int size = -1;
   PMPI_Comm_size(comm, &size);
+  MPI_Count type_size = 0;
+  if (type != MPI_DATATYPE_NULL) PMPI_Type_size_x(type, &type_size);
   std::lock_guard<std::mutex> lock(g_mu);
-  g_calls.push_back(Call{fn, comm, size, peer});
+  g_calls.push_back(Call{fn, comm, size, peer, static_cast<long long>(count) * type_size});
+  return g_dry.load();
+}
+
+int Dry(MPI_Request* q) {
+  if (q) *q = MPI_REQUEST_NULL;
+  return MPI_SUCCESS;
 }
 
 }  // namespace
@@ -79,7 +98,7 @@ void Record(Fn fn, MPI_Comm comm, int peer) {
 extern "C" {
 
 int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  Record(kAllreduce, c, -1);
+  if (Record(kAllreduce, c, -1, n, t)) return Dry(nullptr);
   return PMPI_Allreduce(s, r, n, t, op, c);
 }
 int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
@@ -87,7 +106,7 @@ int MPI_Reduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int roo
   return PMPI_Reduce(s, r, n, t, op, root, c);
 }
 int MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
-  Record(kBcast, c, root);
+  if (Record(kBcast, c, root, n, t)) return Dry(nullptr);
   return PMPI_Bcast(b, n, t, root, c);
 }
 int MPI_Isend(const void* b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request* req) {
@@ -112,11 +131,11 @@ int MPI_Sendrecv(const void* sb, int sn, MPI_Datatype st, int dest, int stag, vo
   return PMPI_Sendrecv(sb, sn, st, dest, stag, rb, rn, rt, src, rtag, c, status);
 }
 int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
-  Record(kAlltoall, c, -1);
+  if (Record(kAlltoall, c, -1, sn, st)) return Dry(nullptr);
   return PMPI_Alltoall(s, sn, st, r, rn, rt, c);
 }
 int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
-  Record(kAllgather, c, -1);
+  if (Record(kAllgather, c, -1, sn, st)) return Dry(nullptr);
   return PMPI_Allgather(s, sn, st, r, rn, rt, c);
 }
 int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
@@ -126,7 +145,7 @@ int MPI_Reduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_
 
 // The non-blocking forms, counted as their collectives.
 int MPI_Iallreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
-  Record(kAllreduce, c, -1);
+  if (Record(kAllreduce, c, -1, n, t)) return Dry(q);
   return PMPI_Iallreduce(s, r, n, t, op, c, q);
 }
 int MPI_Ireduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c, MPI_Request* q) {
@@ -134,17 +153,17 @@ int MPI_Ireduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, int ro
   return PMPI_Ireduce(s, r, n, t, op, root, c, q);
 }
 int MPI_Ibcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request* q) {
-  Record(kBcast, c, root);
+  if (Record(kBcast, c, root, n, t)) return Dry(q);
   return PMPI_Ibcast(b, n, t, root, c, q);
 }
 int MPI_Ialltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
                   MPI_Request* q) {
-  Record(kAlltoall, c, -1);
+  if (Record(kAlltoall, c, -1, sn, st)) return Dry(q);
   return PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q);
 }
 int MPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
                    MPI_Request* q) {
-  Record(kAllgather, c, -1);
+  if (Record(kAllgather, c, -1, sn, st)) return Dry(q);
   return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
 }
 int MPI_Ireduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c,
@@ -378,40 +397,60 @@ INSTANTIATE_TEST_SUITE_P(Mpi, AllReduceCalls,
                          Name);
 
 // Algorithm auto without a tuning table measures online (online_tuner.h):
-// with 2 samples per candidate, calls 0..2n-1 of one size class run the
-// candidates in turn (native; hierarchical with several nodes holding
-// several ranks; ring with 2 ranks or more), the last of them adds ONE
+// with 2 samples per candidate, calls 0..2n-1 of one size class each run
+// the caller's all-reduce with native (so that the program's results do
+// not depend on the measurement) and then ONE sample, candidate k mod n
+// (native; hierarchical with several nodes holding several ranks; ring
+// with 2 ranks or more), on a copy of the input; the last of them adds ONE
 // MPI_Allreduce (the agreement on the slowest rank's medians), and every
 // later call runs the one algorithm agreed, the same on every rank. One
 // rank: nothing to choose, native from the first call.
-TEST(AlgorithmCalls, AutoWithoutATableMeasuresEachCandidateThenAgreesOnce) {
-  setenv("BATON_AUTO_SAMPLES", "2", 1);
-  setenv("BATON_TUNE_FILE", "/nonexistent/baton-tune.json", 1);
-  auto comm = Make(Algorithm::kAuto);
-  unsetenv("BATON_AUTO_SAMPLES");
-  unsetenv("BATON_TUNE_FILE");
-  ASSERT_TRUE(comm);
-  const Runtime& rt = *g_runtime;
-  const int P = rt.size(), nodes = rt.num_nodes();
+std::vector<Algorithm> AutoCandidates() {
+  const int P = g_runtime->size(), nodes = g_runtime->num_nodes();
   std::vector<Algorithm> candidates{Algorithm::kNative};
   if (nodes > 1 && nodes < P) candidates.push_back(Algorithm::kHierarchical);
   if (P > 1) candidates.push_back(Algorithm::kRing);
-  const size_t n = candidates.size(), count = 300;  // 1200 bytes of f32
-  auto runs_as = [&](const std::vector<Call>& calls, Algorithm a, int extra_allreduce) {
-    switch (a) {
-      case Algorithm::kNative:
-        EXPECT_EQ(CountOf(calls, kAllreduce), 1 + extra_allreduce) << Summary(calls);
-        EXPECT_EQ(CountOf(calls, kIsend) + CountOf(calls, kReduce), 0) << Summary(calls);
-        break;
-      case Algorithm::kRing:
+  return candidates;
+}
+
+std::unique_ptr<Communicator> MakeAuto(const char* decisions_file = nullptr) {
+  setenv("BATON_AUTO_SAMPLES", "2", 1);
+  setenv("BATON_TUNE_FILE", "/nonexistent/baton-tune.json", 1);
+  if (decisions_file) setenv("BATON_AUTO_FILE", decisions_file, 1);
+  auto comm = Make(Algorithm::kAuto);
+  unsetenv("BATON_AUTO_SAMPLES");
+  unsetenv("BATON_TUNE_FILE");
+  unsetenv("BATON_AUTO_FILE");
+  return comm;
+}
+
+// Whether `calls` are those of one all-reduce by `a` (plus `extra_allreduce`
+// MPI_Allreduce calls of native runs and agreements).
+void ExpectRunsAs(const std::vector<Call>& calls, Algorithm a, int extra_allreduce) {
+  switch (a) {
+    case Algorithm::kNative:
+      EXPECT_EQ(CountOf(calls, kAllreduce), 1 + extra_allreduce) << Summary(calls);
+      EXPECT_EQ(CountOf(calls, kIsend) + CountOf(calls, kReduce), 0) << Summary(calls);
+      break;
+    case Algorithm::kRing:
+      if (g_runtime->size() > 1) {
         EXPECT_GT(CountOf(calls, kIsend), 0) << Summary(calls);
-        EXPECT_EQ(CountOf(calls, kAllreduce), extra_allreduce) << Summary(calls);
-        break;
-      default:  // hierarchical
-        EXPECT_EQ(CountOf(calls, kReduce), 1) << Summary(calls);
-        EXPECT_EQ(CountOf(calls, kIsend), 0) << Summary(calls);
-    }
-  };
+      }
+      EXPECT_EQ(CountOf(calls, kAllreduce), extra_allreduce) << Summary(calls);
+      break;
+    default:  // hierarchical
+      EXPECT_EQ(CountOf(calls, kReduce), 1) << Summary(calls);
+      EXPECT_EQ(CountOf(calls, kIsend), 0) << Summary(calls);
+  }
+}
+
+TEST(AlgorithmCalls, AutoWithoutATableMeasuresEachCandidateThenAgreesOnce) {
+  auto comm = MakeAuto();
+  ASSERT_TRUE(comm);
+  const Runtime& rt = *g_runtime;
+  const int P = rt.size();
+  const std::vector<Algorithm> candidates = AutoCandidates();
+  const size_t n = candidates.size(), count = 300;  // 1200 bytes of f32
   const size_t exploring = n > 1 ? 2 * n : 0;
   for (size_t k = 0; k < exploring + 3; ++k) {
     auto buf = Ones(DType::kF32, count);
@@ -422,12 +461,13 @@ TEST(AlgorithmCalls, AutoWithoutATableMeasuresEachCandidateThenAgreesOnce) {
     EXPECT_EQ(reinterpret_cast<float*>(buf.data())[count - 1], P) << "call " << k;
     if (k < exploring) {
       SCOPED_TRACE("exploring call " + std::to_string(k));
-      runs_as(rec.calls(), candidates[k % n], k == exploring - 1 ? 1 : 0);
+      // The caller's native all-reduce, then the sample (and the agreement).
+      ExpectRunsAs(rec.calls(), candidates[k % n], 1 + (k == exploring - 1 ? 1 : 0));
     } else {
       Algorithm chosen = Algorithm::kAuto;
       ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*comm, count * 4, &chosen));
       SCOPED_TRACE("decided call " + std::to_string(k) + ": " + std::string(AlgorithmName(chosen)));
-      runs_as(rec.calls(), chosen, 0);
+      ExpectRunsAs(rec.calls(), chosen, 0);
       // Every rank made the same choice.
       int mine = static_cast<int>(chosen), lo = 0, hi = 0;
       PMPI_Allreduce(&mine, &lo, 1, MPI_INT, MPI_MIN, rt.world_comm());
@@ -439,6 +479,218 @@ TEST(AlgorithmCalls, AutoWithoutATableMeasuresEachCandidateThenAgreesOnce) {
   Algorithm other = Algorithm::kAuto;
   ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*comm, 1 << 20, &other));
   EXPECT_EQ(other, Algorithm::kNative) << "an unmeasured class runs native (and non-blocking calls use that)";
+}
+
+// f32 inputs whose sum depends on the order of the additions: 1e8 on rank
+// 0, -1e8 on the last rank and 1 elsewhere in the odd elements (1e8 + 1 is
+// 1e8 in f32), small integers in the even ones. Algorithms that add in
+// different orders give different bits; at two ranks every order is the
+// same (a + b == b + a).
+std::vector<float> OrderSensitive(size_t n) {
+  const int P = g_runtime->size(), r = g_runtime->rank();
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = i % 2 ? (r == 0 ? 1e8f : r == P - 1 ? -1e8f : 1.0f) : static_cast<float>((r * 7 + i * 3) % 5);
+  return v;
+}
+
+// What the program computes does not depend on auto's measurement: while
+// a size class is measured every call gives native's bits, later calls
+// the bits of the algorithm decided (issue 14, item 10: the samples were
+// real calls, so results depended on which candidate a step sampled).
+TEST(AlgorithmCalls, AutoMeasurementLeavesResultsAsNative) {
+  auto automatic = MakeAuto();
+  ASSERT_TRUE(automatic);
+  std::unique_ptr<Communicator> by[3];  // indexed by Algorithm: native, hierarchical, ring
+  for (Algorithm a : {Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing}) {
+    by[static_cast<int>(a)] = Make(a);
+    ASSERT_TRUE(by[static_cast<int>(a)]);
+  }
+  const size_t n = AutoCandidates().size(), count = 30;
+  const size_t exploring = n > 1 ? 2 * n : 0;
+  for (size_t k = 0; k < exploring + 2; ++k) {
+    std::vector<float> in = OrderSensitive(count), got(count), want(count);
+    Algorithm now = Algorithm::kAuto;  // what auto gives this call's result by
+    ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*automatic, count * 4, &now));
+    ASSERT_TRUE(automatic->AllReduce(in.data(), got.data(), count, DType::kF32, ReduceOp::kSum).ok());
+    ASSERT_TRUE(by[static_cast<int>(now)]->AllReduce(in.data(), want.data(), count, DType::kF32, ReduceOp::kSum).ok());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), count * 4), 0)
+        << "call " << k << " differs from " << AlgorithmName(now) << "'s result";
+    if (k < exploring) {
+      EXPECT_EQ(now, Algorithm::kNative) << "call " << k << " is measured: native's result";
+    }
+  }
+}
+
+// The default algorithm (CommOptions::algorithm unset, no BATON_ALGORITHM)
+// is native from the first call: one MPI_Allreduce per all-reduce, never a
+// measurement, so that a program's results are the same run after run.
+TEST(AlgorithmCalls, DefaultIsNativeFromTheFirstCall) {
+  unsetenv("BATON_ALGORITHM");
+  setenv("BATON_TUNE_FILE", "/nonexistent/baton-tune.json", 1);
+  CommOptions o;
+  o.backend = Backend::kMpi;
+  std::unique_ptr<Communicator> comm;
+  Status s = CreateCommunicator(*g_runtime, o, &comm);
+  unsetenv("BATON_TUNE_FILE");
+  ASSERT_TRUE(s.ok()) << s;
+  for (int k = 0; k < 12; ++k) {
+    std::vector<float> buf(300, 1.0f);
+    Recording rec;
+    ASSERT_TRUE(comm->AllReduce(buf.data(), buf.data(), buf.size(), DType::kF32, ReduceOp::kSum).ok());
+    rec.Stop();
+    EXPECT_EQ(CountOf(rec.calls(), kAllreduce), 1) << "call " << k << ": " << Summary(rec.calls());
+    EXPECT_EQ(rec.calls().size(), 1u) << "call " << k << ": " << Summary(rec.calls());
+  }
+}
+
+// BATON_ALGORITHM chooses where the program did not; an explicit
+// CommOptions::algorithm wins; a bad value is refused by name.
+TEST(AlgorithmCalls, BatonAlgorithmChoosesUnlessTheProgramDid) {
+  auto create = [](std::optional<Algorithm> a, std::unique_ptr<Communicator>* comm) {
+    CommOptions o;
+    o.backend = Backend::kMpi;
+    o.algorithm = a;
+    o.ring_chunk_bytes = kChunkBytes;
+    return CreateCommunicator(*g_runtime, o, comm);
+  };
+  auto calls_of = [](Communicator* comm) {
+    std::vector<float> buf(300, 1.0f);
+    Recording rec;
+    EXPECT_TRUE(comm->AllReduce(buf.data(), buf.data(), buf.size(), DType::kF32, ReduceOp::kSum).ok());
+    rec.Stop();
+    return rec.calls();
+  };
+  setenv("BATON_ALGORITHM", "ring", 1);
+  std::unique_ptr<Communicator> from_env, explicit_native, bad;
+  Status a = create(std::nullopt, &from_env);
+  Status b = create(Algorithm::kNative, &explicit_native);
+  setenv("BATON_ALGORITHM", "fastest", 1);
+  Status c = create(std::nullopt, &bad);
+  unsetenv("BATON_ALGORITHM");
+  ASSERT_TRUE(a.ok()) << a;
+  ASSERT_TRUE(b.ok()) << b;
+  ExpectRunsAs(calls_of(from_env.get()), Algorithm::kRing, 0);
+  ExpectRunsAs(calls_of(explicit_native.get()), Algorithm::kNative, 0);
+  EXPECT_EQ(c.code(), Code::kInvalidArgument) << c;
+  EXPECT_NE(c.message().find("BATON_ALGORITHM='fastest' is not one of native, hierarchical, ring, auto"),
+            std::string::npos)
+      << c;
+}
+
+// One path for every rank (only rank 0 reads or writes it).
+std::string TempPath(const char* name) {
+  int pid = static_cast<int>(getpid());
+  PMPI_Bcast(&pid, 1, MPI_INT, 0, g_runtime->world_comm());
+  return "/tmp/baton-calls-test-" + std::to_string(pid) + "-" + name;
+}
+
+// With BATON_AUTO_FILE, a size class decided online is written there (by
+// rank 0, for this job shape), and a later communicator (a requeued run of
+// the same shape) takes the decision from it instead of measuring again,
+// so that it runs what the first run ran.
+TEST(AlgorithmCalls, AutoKeepsItsDecisionsInBatonAutoFile) {
+  const std::string path = TempPath("auto-decisions.json");
+  if (g_runtime->rank() == 0) std::remove(path.c_str());
+  PMPI_Barrier(g_runtime->world_comm());
+  const size_t n = AutoCandidates().size(), count = 300;  // 1200 bytes: class 1024
+  {
+    auto comm = MakeAuto(path.c_str());
+    ASSERT_TRUE(comm);
+    for (size_t k = 0; k < 2 * n; ++k) {
+      std::vector<float> buf(count, 1.0f);
+      ASSERT_TRUE(comm->AllReduce(buf.data(), buf.data(), count, DType::kF32, ReduceOp::kSum).ok());
+    }
+    Algorithm decided = Algorithm::kAuto;
+    ASSERT_TRUE(baton::mpi::AutoAlgorithmOf(*comm, count * 4, &decided));
+    PMPI_Barrier(g_runtime->world_comm());
+    // Rank 0's checks in a function of their own: a failed ASSERT returns
+    // from it, not from the test, so rank 0 still reaches the barriers.
+    auto check_file = [&] {
+      std::string text;
+      bool exists = false;
+      ASSERT_TRUE(baton::mpi::ReadTuneFile(path, &text, &exists).ok());
+      if (n == 1) {
+        EXPECT_FALSE(exists) << "one rank measures nothing, so it records nothing: " << text;
+        return;
+      }
+      ASSERT_TRUE(exists) << path;
+      baton::mpi::TuneTable table;
+      ASSERT_TRUE(baton::mpi::ParseTuneTable(text, path, &table).ok()) << text;
+      const auto entry = table.find(baton::mpi::KeyOf(g_runtime->topology()));
+      ASSERT_NE(entry, table.end()) << text;
+      ASSERT_EQ(entry->second.count(1024), 1u) << text;
+      EXPECT_EQ(std::string(baton::mpi::TunedAlgoName(entry->second.at(1024))), AlgorithmName(decided)) << text;
+    };
+    if (g_runtime->rank() == 0) check_file();
+  }
+  // A file that says ring for this class: the first call runs ring, with
+  // no measurement and no agreement.
+  if (g_runtime->rank() == 0) {
+    baton::mpi::TuneTable table;
+    table[baton::mpi::KeyOf(g_runtime->topology())][1024] = baton::mpi::TunedAlgo::kRing;
+    EXPECT_TRUE(baton::mpi::WriteTuneFile(path, baton::mpi::FormatTuneTable(table)).ok());
+  }
+  PMPI_Barrier(g_runtime->world_comm());
+  auto comm = MakeAuto(path.c_str());
+  ASSERT_TRUE(comm);
+  std::vector<float> buf(count, 1.0f);
+  Recording rec;
+  ASSERT_TRUE(comm->AllReduce(buf.data(), buf.data(), count, DType::kF32, ReduceOp::kSum).ok());
+  rec.Stop();
+  // One rank: auto has nothing to choose from and runs native.
+  ExpectRunsAs(rec.calls(), n == 1 ? Algorithm::kNative : Algorithm::kRing, 0);
+  PMPI_Barrier(g_runtime->world_comm());
+  if (g_runtime->rank() == 0) std::remove(path.c_str());
+}
+
+// Issue 14, item 6: no 2 GiB limits. A block of 2.5 GiB is one message of
+// a derived datatype of exactly that size (broadcast, all-gather,
+// all-to-all; MPI 3's counts are int, and these were refused), and an
+// all-reduce of 2^31 + 5 f32 is cut into int-sized calls. Dry: the calls
+// are recorded, not made, and the buffers are address space that nothing
+// may touch (PROT_NONE), so this runs on any machine, blocking and not.
+TEST(AlgorithmCalls, BlocksPastTwoGiBMoveAsOneMessageEach) {
+  const int P = g_runtime->size();
+  const size_t block = size_t{5} << 29;  // 2.5 GiB
+  const size_t span = block * static_cast<size_t>(P);
+  void* mem = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED) << "no " << span << " bytes of address space";
+  char* big = static_cast<char*>(mem);
+  for (OnTimeout policy : {OnTimeout::kExit, OnTimeout::kReturn}) {
+    CommOptions o;
+    o.backend = Backend::kMpi;
+    o.algorithm = Algorithm::kNative;
+    o.on_timeout = policy;
+    std::unique_ptr<Communicator> comm;
+    ASSERT_TRUE(CreateCommunicator(*g_runtime, o, &comm).ok());
+    SCOPED_TRACE(policy == OnTimeout::kExit ? "blocking MPI (kExit)" : "non-blocking MPI (kReturn)");
+    Recording rec;
+    g_dry = true;
+    Status b = comm->Broadcast(big, block, DType::kU8, 0);
+    Status g = comm->AllGather(big, big, block / 4, DType::kF32);
+    Status a = comm->AllToAll(big, big, block / 8, DType::kF64);
+    Status r = comm->AllReduce(big, big, (size_t{1} << 31) + 5, DType::kF32, ReduceOp::kMax);
+    g_dry = false;
+    rec.Stop();
+    EXPECT_TRUE(b.ok()) << b;
+    EXPECT_TRUE(g.ok()) << g;
+    EXPECT_TRUE(a.ok()) << a;
+    EXPECT_TRUE(r.ok()) << r;
+    const std::vector<Call> calls = rec.calls();
+    ASSERT_EQ(calls.size(), 6u) << Summary(calls);
+    EXPECT_EQ(calls[0].fn, kBcast);
+    EXPECT_EQ(calls[1].fn, kAllgather);
+    EXPECT_EQ(calls[2].fn, kAlltoall);
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(calls[static_cast<size_t>(k)].bytes, static_cast<long long>(block)) << kFnNames[calls[static_cast<size_t>(k)].fn];
+    // 2^30, 2^30 and 5 elements of f32.
+    for (int k = 3; k < 6; ++k) EXPECT_EQ(calls[static_cast<size_t>(k)].fn, kAllreduce);
+    EXPECT_EQ(calls[3].bytes, 4LL << 30);
+    EXPECT_EQ(calls[4].bytes, 4LL << 30);
+    EXPECT_EQ(calls[5].bytes, 20);
+  }
+  munmap(mem, span);
 }
 
 // An empty all-reduce makes no MPI call with any algorithm.

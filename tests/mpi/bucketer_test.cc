@@ -64,6 +64,20 @@ class CountingComm : public Communicator {
     return real_->IAllToAll(s, r, n, t, q);
   }
   Status IBarrier(std::unique_ptr<Request>* q) override { return real_->IBarrier(q); }
+  Status AllGatherV(const void* s, void* r, const std::vector<size_t>& n, DType t) override {
+    return real_->AllGatherV(s, r, n, t);
+  }
+  Status ReduceScatterV(const void* s, void* r, const std::vector<size_t>& n, DType t, ReduceOp op) override {
+    return real_->ReduceScatterV(s, r, n, t, op);
+  }
+  Status IAllGatherV(const void* s, void* r, const std::vector<size_t>& n, DType t,
+                     std::unique_ptr<Request>* q) override {
+    return real_->IAllGatherV(s, r, n, t, q);
+  }
+  Status IReduceScatterV(const void* s, void* r, const std::vector<size_t>& n, DType t, ReduceOp op,
+                         std::unique_ptr<Request>* q) override {
+    return real_->IReduceScatterV(s, r, n, t, op, q);
+  }
 
   std::vector<Reduction> reductions;
 

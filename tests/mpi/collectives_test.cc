@@ -141,6 +141,64 @@ TEST_P(Collectives, AllToAll) {
   EXPECT_EQ(std::memcmp(out.data(), want.data(), n() * P() * DTypeSize(t())), 0);
 }
 
+// Uneven blocks: rank r's count is odd and different from the others',
+// except that rank 1 (and every third after it) has none.
+std::vector<size_t> UnevenCounts(int P, size_t n) {
+  std::vector<size_t> counts(static_cast<size_t>(P));
+  for (int r = 0; r < P; ++r) counts[static_cast<size_t>(r)] = r % 3 == 1 ? 0 : n + 2 * static_cast<size_t>(r) + 1;
+  return counts;
+}
+
+TEST_P(Collectives, AllGatherVUnevenCounts) {
+  const std::vector<size_t> counts = UnevenCounts(P(), n());
+  size_t total = 0, mine_at = 0;
+  for (int r = 0; r < P(); ++r) {
+    if (r == R()) mine_at = total;
+    total += counts[static_cast<size_t>(r)];
+  }
+  const size_t mine = counts[static_cast<size_t>(R())];
+  auto in = Buffer(t(), mine), out = Buffer(t(), total), want = Buffer(t(), total);
+  for (size_t i = 0; i < mine; ++i) StoreValue(t(), Input(R(), i), in.data(), i);
+  for (int r = 0, at = 0; r < P(); at += static_cast<int>(counts[static_cast<size_t>(r)]), ++r)
+    for (size_t i = 0; i < counts[static_cast<size_t>(r)]; ++i) StoreValue(t(), Input(r, i), want.data(), at + i);
+  Status s = comm_->AllGatherV(in.data(), out.data(), counts, t());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), total * DTypeSize(t())), 0);
+  // Non-blocking, and in place (send is this rank's block of recv).
+  auto inplace = Buffer(t(), total);
+  std::memcpy(inplace.data() + mine_at * DTypeSize(t()), in.data(), mine * DTypeSize(t()));
+  std::unique_ptr<Request> req;
+  ASSERT_TRUE(comm_->IAllGatherV(inplace.data() + mine_at * DTypeSize(t()), inplace.data(), counts, t(), &req).ok());
+  s = req->Wait();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(std::memcmp(inplace.data(), want.data(), total * DTypeSize(t())), 0) << "non-blocking, in place";
+}
+
+TEST_P(Collectives, ReduceScatterVUnevenCounts) {
+  const std::vector<size_t> counts = UnevenCounts(P(), n());
+  size_t total = 0, mine_at = 0;
+  for (int r = 0; r < P(); ++r) {
+    if (r == R()) mine_at = total;
+    total += counts[static_cast<size_t>(r)];
+  }
+  const size_t mine = counts[static_cast<size_t>(R())];
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+    if (op == ReduceOp::kAvg && !IsFloating(t())) continue;
+    auto in = Buffer(t(), total), out = Buffer(t(), mine), want = Buffer(t(), mine);
+    for (size_t i = 0; i < total; ++i) StoreValue(t(), Input(R(), i), in.data(), i);
+    for (size_t i = 0; i < mine; ++i) StoreValue(t(), Reference(op, P(), mine_at + i, t()), want.data(), i);
+    Status s = comm_->ReduceScatterV(in.data(), out.data(), counts, t(), op);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), mine * DTypeSize(t())), 0) << ReduceOpName(op);
+    auto again = Buffer(t(), mine);
+    std::unique_ptr<Request> req;
+    ASSERT_TRUE(comm_->IReduceScatterV(in.data(), again.data(), counts, t(), op, &req).ok());
+    s = req->Wait();
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(std::memcmp(again.data(), want.data(), mine * DTypeSize(t())), 0) << "non-blocking " << ReduceOpName(op);
+  }
+}
+
 TEST_P(Collectives, NonBlockingAllReducesInFlightTogether) {
   constexpr int kInFlight = 3;
   std::vector<std::vector<char>> in(kInFlight), out(kInFlight);
@@ -183,6 +241,44 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing),
                        ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1001})),
     Name);
+
+// What a training program needs (issue 14, item 11): 161 rows of 3
+// columns split over the ranks as evenly as they go, gathered whole, and
+// the gradient of the whole reduced to each rank's rows; a wrong number of
+// counts is refused by name.
+TEST(Uneven, RowsSplitOverTheRanks) {
+  constexpr size_t kRows = 161, kCols = 3;
+  for (Algorithm a : {Algorithm::kNative, Algorithm::kRing}) {
+    CommOptions o;
+    o.backend = Backend::kMpi;
+    o.algorithm = a;
+    std::unique_ptr<Communicator> comm;
+    ASSERT_TRUE(CreateCommunicator(*g_runtime, o, &comm).ok());
+    const int P = comm->size(), R = comm->rank();
+    std::vector<size_t> counts(static_cast<size_t>(P));
+    size_t first_row = 0;
+    for (int r = 0; r < P; ++r) {
+      const size_t rows = kRows / P + (static_cast<size_t>(r) < kRows % P ? 1 : 0);
+      if (r < R) first_row += rows;
+      counts[static_cast<size_t>(r)] = rows * kCols;
+    }
+    const size_t mine = counts[static_cast<size_t>(R)];
+    std::vector<float> rows(mine), all(kRows * kCols);
+    for (size_t i = 0; i < mine; ++i) rows[i] = static_cast<float>(first_row * kCols + i);
+    ASSERT_TRUE(comm->AllGatherV(rows.data(), all.data(), counts, DType::kF32).ok());
+    for (size_t i = 0; i < all.size(); ++i) ASSERT_EQ(all[i], static_cast<float>(i)) << AlgorithmName(a) << " " << i;
+    std::vector<float> grad(kRows * kCols, 1.0f), my_grad(mine);
+    ASSERT_TRUE(comm->ReduceScatterV(grad.data(), my_grad.data(), counts, DType::kF32, ReduceOp::kSum).ok());
+    for (float g : my_grad) ASSERT_EQ(g, static_cast<float>(P)) << AlgorithmName(a);
+    std::vector<size_t> wrong(counts.begin(), counts.end() - 1);
+    Status s = comm->AllGatherV(rows.data(), all.data(), wrong, DType::kF32);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("all_gather_v: counts has " + std::to_string(P - 1) + " entries for " +
+                               std::to_string(P) + " ranks"),
+              std::string::npos)
+        << s;
+  }
+}
 
 TEST(Runtime, TopologyAgreesWithMpi) {
   const Runtime& rt = *g_runtime;

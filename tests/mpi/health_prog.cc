@@ -16,11 +16,37 @@
 //                               the requeue) and exits 75. A requeued run
 //                               exits 0. At one rank, a refused Requeue()
 //                               exits 1 at once.
+//   baton_health_prog create-timeout [return]   MPI_Init by the program;
+//                               the last rank never comes to Runtime::Create
+//                               (it sleeps): the others' Create passes its
+//                               deadline: kExit exits 75, "return" (kReturn)
+//                               prints the Timeout and returns 75, skipping
+//                               MPI_Finalize as collective_abandoned() says.
+//   baton_health_prog comm-timeout [return]     the last rank never comes to
+//                               CreateCommunicator: likewise.
+//   baton_health_prog return-timeout            kReturn everywhere: the last
+//                               rank never comes to an all-reduce; the others
+//                               get the Timeout and return 75, and ~Runtime
+//                               must not wait in MPI_Finalize for the rank
+//                               that never came.
+//   baton_health_prog stuck     first run: the last rank stops itself for good
+//                               (SIGSTOP) at step 3 instead of all-reducing; the
+//                               others time out and exit 75 (kExit). A requeued
+//                               run all-reduces and exits 0 (issue 14, item 8:
+//                               tests/cluster/test_health.sh).
+//   baton_health_prog stop-timeout   the last rank never comes to
+//                               should_stop() (it sleeps); the others' agreement
+//                               passes the deadline and, on_timeout being kExit,
+//                               exits 75 naming it.
+#include <mpi.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <chrono>
 #include <thread>
 
 #include "baton/communicator.h"
@@ -88,17 +114,112 @@ int Requeue(baton::Runtime& rt) {
   return 1;
 }
 
+void Stuck() { std::this_thread::sleep_for(std::chrono::seconds(60)); }
+
+bool IsLast() {
+  int r = 0, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return r == n - 1;
+}
+
+int CreateTimeout(int argc, char** argv, bool kreturn) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  if (IsLast()) Stuck();
+  baton::RuntimeOptions o;
+  o.on_timeout = kreturn ? baton::OnTimeout::kReturn : baton::OnTimeout::kExit;
+  std::unique_ptr<baton::Runtime> rt;
+  baton::Status s = baton::Runtime::Create(&argc, &argv, o, &rt);
+  std::printf("Runtime::Create: %s\n", s.ToString().c_str());
+  std::fflush(stdout);
+  if (s.ok()) return 1;
+  if (!baton::Runtime::collective_abandoned()) MPI_Finalize();
+  return baton::kRequeueExitCode;
+}
+
+int CommTimeout(baton::Runtime& rt, bool kreturn) {
+  if (rt.rank() == rt.size() - 1) Stuck();
+  baton::CommOptions co;
+  co.backend = baton::Backend::kMpi;
+  co.on_timeout = kreturn ? baton::OnTimeout::kReturn : baton::OnTimeout::kExit;
+  std::unique_ptr<baton::Communicator> comm;
+  baton::Status s = baton::CreateCommunicator(rt, co, &comm);
+  std::printf("CreateCommunicator: %s\n", s.ToString().c_str());
+  std::fflush(stdout);
+  return s.ok() ? 1 : baton::kRequeueExitCode;
+}
+
+int ReturnTimeout(baton::Runtime& rt) {
+  baton::CommOptions co;
+  co.backend = baton::Backend::kMpi;
+  co.on_timeout = baton::OnTimeout::kReturn;
+  std::unique_ptr<baton::Communicator> comm;
+  if (baton::Status s = baton::CreateCommunicator(rt, co, &comm); !s.ok()) return Fail("communicator", s);
+  if (rt.rank() == rt.size() - 1) Stuck();
+  float x = 1;
+  baton::Status s = comm->AllReduce(&x, &x, 1, baton::DType::kF32, baton::ReduceOp::kSum);
+  std::printf("rank %d: all_reduce: %s\n", rt.rank(), s.ToString().c_str());
+  std::fflush(stdout);
+  return s.ok() ? 1 : baton::kRequeueExitCode;  // ~Runtime follows
+}
+
+int StuckRank(baton::Runtime& rt) {
+  baton::CommOptions co;
+  co.backend = baton::Backend::kMpi;
+  std::unique_ptr<baton::Communicator> comm;
+  if (baton::Status s = baton::CreateCommunicator(rt, co, &comm); !s.ok()) return Fail("communicator", s);
+  float x = 1;
+  rt.BeginStep(3);
+  if (RestartCount() == 0) {
+    std::printf("rank %d: first run\n", rt.rank());
+    std::fflush(stdout);
+    if (rt.rank() == rt.size() - 1) {
+      raise(SIGSTOP);  // stuck for good: nothing here continues it
+      return Fail("continued", baton::Status::OK());
+    }
+  }
+  baton::Status s = comm->AllReduce(&x, &x, 1, baton::DType::kF32, baton::ReduceOp::kSum);
+  if (!s.ok()) return Fail("all_reduce", s);
+  std::printf("rank %d: run %ld ok, sum %g\n", rt.rank(), RestartCount(), x);
+  return 0;
+}
+
+int StopTimeout(baton::Runtime& rt) {
+  if (rt.rank() == rt.size() - 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    return 1;
+  }
+  for (int step = 0; step < 1000; ++step) {
+    rt.BeginStep(step);
+    if (rt.should_stop()) return 1;
+  }
+  std::printf("rank %d: the agreement never timed out\n", rt.rank());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "timeout" && mode != "requeue") {
-    std::fprintf(stderr, "usage: baton_health_prog timeout|requeue\n");
+  const bool kreturn = argc > 2 && std::string(argv[2]) == "return";
+  if (mode == "create-timeout") return CreateTimeout(argc, argv, kreturn);
+  if (mode != "timeout" && mode != "requeue" && mode != "stop-timeout" && mode != "comm-timeout" &&
+      mode != "return-timeout" && mode != "stuck") {
+    std::fprintf(stderr,
+                 "usage: baton_health_prog timeout|requeue|stop-timeout|create-timeout|comm-timeout|return-timeout|stuck\n");
     return 2;
   }
+  baton::RuntimeOptions ro;
+  if (mode == "return-timeout" || kreturn) ro.on_timeout = baton::OnTimeout::kReturn;
   std::unique_ptr<baton::Runtime> rt;
-  if (baton::Status s = baton::Runtime::Create(&argc, &argv, {}, &rt); !s.ok()) return Fail("runtime", s);
-  const int rc = mode == "timeout" ? Timeout(*rt) : Requeue(*rt);
+  if (baton::Status s = baton::Runtime::Create(&argc, &argv, ro, &rt); !s.ok()) return Fail("runtime", s);
+  const int rc = mode == "timeout"          ? Timeout(*rt)
+                 : mode == "requeue"        ? Requeue(*rt)
+                 : mode == "comm-timeout"   ? CommTimeout(*rt, kreturn)
+                 : mode == "return-timeout" ? ReturnTimeout(*rt)
+                 : mode == "stuck"          ? StuckRank(*rt)
+                                            : StopTimeout(*rt);
   std::fflush(stdout);
   return rc;
 }

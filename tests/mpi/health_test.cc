@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -226,6 +227,7 @@ TEST(Stragglers, SlowRankIsReportedWithItsFigures) {
   EXPECT_GE(r.step_seconds[static_cast<size_t>(slow)], 0.14);
   EXPECT_EQ(r.stragglers, std::vector<int>{slow});
   EXPECT_DOUBLE_EQ(r.threshold, 0.2);
+  EXPECT_DOUBLE_EQ(r.min_seconds, 0.005) << "BATON_STRAGGLER_MIN_SECONDS' default";
   WorldBarrier();
 }
 
@@ -269,14 +271,65 @@ TEST_P(AgreedStop, SignalToOneRankStopsAllAtTheSameStep) {
   WorldBarrier();
 }
 
+// A signal raised before the call of step 5 is acted on at that call, on
+// every rank (the flag is exchanged as it is at the call).
 INSTANTIATE_TEST_SUITE_P(
     Signals, AgreedStop,
-    ::testing::Values(StopCase{nullptr, SIGUSR2, 1, 6, "Usr2"}, StopCase{nullptr, SIGTERM, 1, 6, "Term"},
-                      StopCase{"USR1", SIGUSR1, 1, 6, "Usr1FromEnvironment"},
+    ::testing::Values(StopCase{nullptr, SIGUSR2, 1, 5, "Usr2"}, StopCase{nullptr, SIGTERM, 1, 5, "Term"},
+                      StopCase{"USR1", SIGUSR1, 1, 5, "Usr1FromEnvironment"},
                       // exchanges at calls 4, 8, 12 (steps 3, 7, 11): the flag
-                      // of step 7 is known at step 11
-                      StopCase{nullptr, SIGUSR2, 4, 11, "EveryFourthCall"}),
+                      // of step 5 is known at step 7
+                      StopCase{nullptr, SIGUSR2, 4, 7, "EveryFourthCall"}),
     [](const ::testing::TestParamInfo<StopCase>& i) { return std::string(i.param.name); });
+
+// The handler may run on any thread (here one of the test's own, where
+// raise() delivers it); the training thread reads the flag. The stop is
+// acted on at the first should_stop() that starts after the signal, and
+// the delay from the signal to the agreed stop is printed: at most one
+// step (20 ms here) plus the exchange.
+TEST(AgreedStop, SignalOnAnotherThreadStopsAtTheFirstCallAfterIt) {
+  auto rt = Make(Fast());
+  ASSERT_TRUE(rt);
+  const int signalled = 1 % rt->size();
+  constexpr double kStep = 0.02;
+  std::atomic<double> raised_at{-1};  // seconds since t0, on the signalled rank
+  WorldBarrier();
+  const auto t0 = Clock::now();
+  std::thread sender;
+  if (rt->rank() == signalled) {
+    sender = std::thread([&] {
+      Sleep(0.105);  // inside step 5, between two calls
+      raise(SIGUSR2);
+      raised_at = Since(t0);
+    });
+  }
+  int stopped_at = -1, first_call_after = -1;
+  double stopped_after = -1;
+  for (int step = 0; step < 100; ++step) {
+    Sleep(kStep);
+    const double call = Since(t0);
+    if (first_call_after < 0 && raised_at.load() >= 0 && raised_at.load() <= call) first_call_after = step;
+    if (rt->should_stop()) {
+      stopped_at = step;
+      stopped_after = Since(t0);
+      break;
+    }
+  }
+  if (sender.joinable()) sender.join();
+  int mine[2] = {stopped_at, first_call_after}, all_first = -1;
+  std::vector<int> all(static_cast<size_t>(rt->size()));
+  MPI_Allgather(&mine[0], 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine[1], &all_first, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  for (int r = 0; r < rt->size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], all_first) << "rank " << r;
+  if (rt->rank() == signalled) {
+    EXPECT_TRUE(Runtime::stop_signal_received());
+    const double delay = stopped_after - raised_at.load();
+    std::printf("[rank %d] signal at %.3f s, agreed stop at step %d, %.1f ms after it (steps of %.0f ms)\n",
+                rt->rank(), raised_at.load(), stopped_at, delay * 1e3, kStep * 1e3);
+    EXPECT_LE(delay, kStep + 0.5) << "more than a step and the exchange";
+  }
+  WorldBarrier();
+}
 
 TEST(AgreedStop, NoSignalNoStop) {
   auto rt = Make(Fast());
@@ -286,7 +339,8 @@ TEST(AgreedStop, NoSignalNoStop) {
 }
 
 TEST(Options, BadEnvironmentValuesAreNamed) {
-  for (const char* var : {"BATON_HEARTBEAT_INTERVAL=-1", "BATON_STRAGGLER_EVERY=often", "BATON_STOP_SIGNAL=KILL"}) {
+  for (const char* var : {"BATON_HEARTBEAT_INTERVAL=-1", "BATON_STRAGGLER_EVERY=often", "BATON_STOP_SIGNAL=KILL",
+                          "BATON_STRAGGLER_MIN_SECONDS=soon"}) {
     std::string kv(var);
     const std::string name = kv.substr(0, kv.find('=')), value = kv.substr(kv.find('=') + 1);
     setenv(name.c_str(), value.c_str(), 1);

@@ -86,14 +86,17 @@ test_malformed_table_warns_and_auto_measures_in_the_job() {
   echo '{"version": 1, "entries": [' > "$dir/t.json"
   # 3 ranks on one node: candidates native and ring, 5 samples each, decided
   # within the 1 + 1 + 20 calls auto makes here.
-  BATON_LOG_LEVEL=info BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > "$dir/out" 2> "$dir/err"
+  BATON_LOG_LEVEL=debug BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > "$dir/out" 2> "$dir/err"
   check_lines "$dir/out" all_reduce 4/3 1
   grep -Eq '"auto_algo":"(native|ring)"' "$dir/out" || fail "auto ran neither candidate: $(cat "$dir/out")"
   grep -q "tune table $dir/t.json: not valid JSON.*auto measures in the job instead" "$dir/err" ||
     { cat "$dir/err"; fail "no warning naming the file"; }
   grep -Eq 'algorithm auto, all_reduce of 8\+ bytes: measured native [0-9]+ us, ring [0-9]+ us \(median of 5, slowest rank\): (native|ring)' "$dir/err" ||
     { cat "$dir/err"; fail "no log line of auto's decision"; }
-  [ "$(grep -c 'algorithm auto, all_reduce' "$dir/err")" -eq 1 ] || fail "auto decided more than once on rank 0"
+  [ "$(grep -c 'algorithm auto, all_reduce' "$dir/err")" -eq 1 ] || { cat "$dir/err"; fail "auto decided more than once on rank 0"; }
+  # At the default level (info) a program's log does not show how auto measured.
+  BATON_LOG_LEVEL=info BATON_TUNE_FILE=$dir/t.json bench3 -b 8 -e 8 -n 20 -w 1 --json > /dev/null 2> "$dir/err"
+  ! grep -q 'algorithm auto, all_reduce' "$dir/err" || fail "auto's measurement logged at info level (debug only)"
   rm -rf "$dir"
 }
 
@@ -131,4 +134,51 @@ test_nccl_backend_needs_a_gpu_and_says_so() {
     [ ! -s "$out" ] || fail "rows printed without a GPU: $(cat "$out")"
   fi
   rm -f "$out" "$err"
+}
+
+# The pid of world rank $2 among the children of mpirun $1 (its environment
+# says OMPI_COMM_WORLD_RANK), or nothing yet.
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return 0; }
+  done
+  return 0
+}
+
+# Issue 14, item 8: every collective the benchmark makes is under the
+# deadline, its raw MPI baseline, barriers and agreements included. With
+# one rank stopped (SIGSTOP) mid-measurement the others exit 75 naming the
+# call they waited in; before, they waited in the raw MPI_Allreduce or a
+# barrier for ever.
+test_a_stopped_rank_makes_the_others_exit_75() {
+  local out mp victim="" rc=0 t0 i
+  out=$(mktemp)
+  BATON_COLLECTIVE_TIMEOUT=2 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives -b 64K -e 64K -n 1000000 \
+    -w 0 --algo native > "$out" 2>&1 &
+  mp=$!
+  for i in $(seq 1 100); do
+    victim=$(rank_pid "$mp" 2)
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill "$mp"; fail "no rank 2 below mpirun $mp"; }
+  sleep 3  # into the measurement loop
+  kill -STOP "$victim"
+  t0=$SECONDS
+  while kill -0 "$mp" 2>/dev/null && [ $((SECONDS - t0)) -lt 40 ]; do sleep 0.2; done
+  if kill -0 "$mp" 2>/dev/null; then
+    kill -CONT "$victim"
+    kill "$mp"
+    wait "$mp" || true
+    cat "$out"
+    fail "the other ranks still wait 40 s after rank 2 stopped (deadline 2 s)"
+  fi
+  wait "$mp" || rc=$?
+  kill -CONT "$victim" 2>/dev/null || true
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "timed out after 2 s" "$out" || fail "no timeout line"
+  echo "the others exited $((SECONDS - t0)) s after rank 2 stopped"
+  rm -f "$out"
 }

@@ -23,3 +23,69 @@ test_bad_collective_timeout_is_refused() {
   [ "$rc" -ne 0 ] || fail "exit 0 with BATON_COLLECTIVE_TIMEOUT=soon"
   echo "$out" | grep -q "BATON_COLLECTIVE_TIMEOUT='soon' is not a positive number" || fail "the bad value is not named"
 }
+
+# The agreed stop under kExit waits in MPI while the runtime's watchdog
+# keeps the deadline: a rank that never comes makes the others exit 75.
+test_stop_agreement_past_its_deadline_exits_75() {
+  local out rc=0 t0=$SECONDS
+  out=$(mktemp)
+  BATON_COLLECTIVE_TIMEOUT=2 timeout 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" stop-timeout >"$out" 2>&1 || rc=$?
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator) at step 0 timed out after 2 s" "$out" ||
+    fail "no timeout line naming the agreement"
+  [ $((SECONDS - t0)) -lt 30 ] || fail "took $((SECONDS - t0)) s for a 2 s deadline"
+  rm -f "$out"
+}
+
+# Deadlines in setup and teardown (issue 14, item 9). The last rank never
+# comes (it sleeps 60 s; mpirun ends it once another rank exits non-zero).
+# run3 ARGS...: 3 ranks, 2 s deadline, output in $out, exit code in $rc.
+run3() {
+  out=$(mktemp)
+  rc=0
+  t0=$SECONDS
+  BATON_COLLECTIVE_TIMEOUT=2 timeout 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$@" >"$out" 2>&1 || rc=$?
+  took=$((SECONDS - t0))
+  cat "$out"
+}
+
+test_runtime_create_past_its_deadline_exits_75() {
+  run3 create-timeout
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "Runtime::Create: MPI_Comm_dup of MPI_COMM_WORLD timed out after 2 s" "$out" || fail "no timeout naming the step"
+  [ "$took" -lt 30 ] || fail "took $took s for a 2 s deadline"
+}
+
+test_runtime_create_past_its_deadline_returns_the_timeout() {
+  run3 create-timeout return
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "Runtime::Create: baton\[runtime\] Timeout.*Runtime::Create: MPI_Comm_dup of MPI_COMM_WORLD timed out after 2 s" "$out" ||
+    fail "Create did not return the Timeout naming the step"
+  [ "$took" -lt 30 ] || fail "took $took s for a 2 s deadline (MPI_Finalize waiting for the missing rank?)"
+}
+
+test_communicator_creation_past_its_deadline_exits_75() {
+  run3 comm-timeout
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "creating the communicator: MPI_Comm_dup of the world timed out after 2 s" "$out" || fail "no timeout naming the step"
+  [ "$took" -lt 30 ] || fail "took $took s for a 2 s deadline"
+}
+
+test_communicator_creation_past_its_deadline_returns_the_timeout() {
+  run3 comm-timeout return
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "CreateCommunicator: baton\[runtime\] Timeout.*creating the communicator: MPI_Comm_dup of the world timed out" "$out" ||
+    fail "CreateCommunicator did not return the Timeout"
+  grep -q "MPI_Finalize skipped" "$out" || fail "~Runtime did not say it skipped MPI_Finalize"
+  [ "$took" -lt 30 ] || fail "took $took s for a 2 s deadline (MPI_Finalize waiting for the missing rank?)"
+}
+
+# kReturn: the program gets the Timeout and returns; MPI_Finalize would
+# wait for the rank that never came, for ever.
+test_finalize_after_a_returned_timeout_does_not_wait_for_the_missing_rank() {
+  run3 return-timeout
+  expect_eq "$rc" 75 "exit code of mpirun"
+  grep -q "all_reduce of 4 bytes (f32 sum) timed out after 2 s" "$out" || fail "no Timeout returned"
+  [ "$took" -lt 30 ] || fail "took $took s for a 2 s deadline"
+}

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -204,6 +206,7 @@ TEST_F(NcclControl, SplitThatSucceedsGivesAChild) {
   EXPECT_NE(child, nullptr);
   EXPECT_EQ(g_fake.last_color, 3);
   EXPECT_EQ(g_fake.aborts, 0);
+  EXPECT_EQ(g_fake.comms.back().split_share, 1) << "the child shares the parent's buffers and threads";
 }
 
 TEST_F(NcclControl, SplitWithoutAColorGivesNoChild) {
@@ -289,7 +292,7 @@ TEST_F(NcclControl, CollectivesCompleteWhenNcclAndTheStreamAreDone) {
   Status s = c->AllReduce(dev_, dev_, 16, DType::kF32, ReduceOp::kSum);
   EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(g_fake.collectives, 1);
-  EXPECT_GE(g_fake.stream_queries, 4);
+  EXPECT_GE(g_fake.event_queries, 4) << "3 busy, then done";
   EXPECT_TRUE(c->AllGather(dev_, dev_, 4, DType::kBF16).ok());
   EXPECT_TRUE(c->ReduceScatter(dev_, dev_, 4, DType::kF64, ReduceOp::kAvg).ok());
   EXPECT_TRUE(c->Broadcast(dev_, 4, DType::kI64, 0).ok());
@@ -298,21 +301,36 @@ TEST_F(NcclControl, CollectivesCompleteWhenNcclAndTheStreamAreDone) {
   EXPECT_EQ(g_fake.aborts, 0);
 }
 
-TEST_F(NcclControl, TestReportsNotDoneUntilTheStreamIsDone) {
+// The aborts the stand-in saw, once `n` arrived (they run on a thread of
+// their own) or after 3 s.
+int AbortsOnce(int n) {
+  const auto start = Clock::now();
+  while (g_fake.aborts.load() < n && Clock::now() - start < std::chrono::seconds(3))
+    std::this_thread::sleep_for(milliseconds(1));
+  return g_fake.aborts.load();
+}
+
+// Completes the hanging event `index` (what the GPU would do).
+void Finish(int index) {
+  std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+  g_fake.events[static_cast<size_t>(index)].never = false;
+  g_fake.events[static_cast<size_t>(index)].polls_left = 0;
+}
+
+TEST_F(NcclControl, TestReportsNotDoneUntilTheEventFires) {
   auto c = Ready();
-  g_fake.stream_busy_polls = 3;
+  g_fake.stream_busy_polls = INT_MAX;
   std::unique_ptr<Request> r;
   ASSERT_TRUE(c->IAllReduce(dev_, dev_, 8, DType::kI32, ReduceOp::kMax, &r).ok());
   bool done = true;
-  int not_done = 0;
-  for (int i = 0; i < 100; ++i) {
-    Status s = r->Test(&done);
-    ASSERT_TRUE(s.ok()) << s;
-    if (done) break;
-    ++not_done;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(r->Test(&done).ok());
+    EXPECT_FALSE(done);
   }
+  Finish(static_cast<int>(g_fake.events.size()) - 1);
+  Status s = r->Test(&done);
+  EXPECT_TRUE(s.ok()) << s;
   EXPECT_TRUE(done);
-  EXPECT_EQ(not_done, 3);
   EXPECT_TRUE(r->Wait().ok());  // again, once done: the same result
 }
 
@@ -324,6 +342,57 @@ TEST_F(NcclControl, AllToAllSendsAndReceivesEveryPeerInOneGroup) {
   EXPECT_EQ(g_fake.group_ends, 1);
   EXPECT_EQ(g_fake.send_peers, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(g_fake.recv_peers, (std::vector<int>{0, 1, 2}));
+}
+
+// Uneven blocks (issue 14, item 11): one rooted call per rank with a block,
+// rooted at that rank, at that block's place, in one group.
+TEST_F(NcclControl, UnevenAllGatherAndReduceScatterAreRootedCallsPerBlockInOneGroup) {
+  auto c = Ready(1, 3);
+  char* base = static_cast<char*>(dev_);
+  const std::vector<size_t> counts{3, 0, 5};  // f32: blocks at elements 0 and 3
+  Status s = c->AllGatherV(base + 12, base, counts, DType::kF32);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(g_fake.rooted.size(), 2u) << "rank 1's empty block makes no call";
+  EXPECT_FALSE(g_fake.rooted[0].reduce);
+  EXPECT_EQ(g_fake.rooted[0].root, 0);
+  EXPECT_EQ(g_fake.rooted[0].count, 3u);
+  EXPECT_EQ(g_fake.rooted[0].recv, base);
+  EXPECT_EQ(g_fake.rooted[1].root, 2);
+  EXPECT_EQ(g_fake.rooted[1].count, 5u);
+  EXPECT_EQ(g_fake.rooted[1].recv, base + 12);
+  EXPECT_EQ(g_fake.group_starts, 1);
+  EXPECT_EQ(g_fake.group_ends, 1);
+
+  g_fake.rooted.clear();
+  s = c->ReduceScatterV(base, base + 64, counts, DType::kF32, ReduceOp::kSum);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(g_fake.rooted.size(), 2u);
+  EXPECT_TRUE(g_fake.rooted[0].reduce);
+  EXPECT_EQ(g_fake.rooted[0].send, base);
+  EXPECT_EQ(g_fake.rooted[0].root, 0);
+  EXPECT_EQ(g_fake.rooted[1].send, base + 12);
+  EXPECT_EQ(g_fake.rooted[1].root, 2);
+  EXPECT_EQ(g_fake.rooted[1].count, 5u);
+  EXPECT_EQ(g_fake.group_ends, 2);
+
+  s = c->AllGatherV(base, base, {1, 2}, DType::kF32);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "all_gather_v: counts has 2 entries for 3 ranks")) << s;
+}
+
+// One rank: the data moves as the stand-in moves it (send to recv).
+TEST_F(NcclControl, UnevenFormsMoveOneRanksData) {
+  g_fake.one_rank_data = true;
+  auto c = Ready();
+  float in[4] = {1, 2, 3, 4}, out[4] = {0, 0, 0, 0};
+  g_fake.pointer_type = cudaMemoryTypeDevice;
+  ASSERT_TRUE(c->AllGatherV(in, out, {4}, DType::kF32).ok());
+  EXPECT_EQ(out[3], 4.0f);
+  float back[4] = {0, 0, 0, 0};
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IReduceScatterV(out, back, {4}, DType::kF32, ReduceOp::kSum, &r).ok());
+  ASSERT_TRUE(r->Wait().ok());
+  EXPECT_EQ(back[2], 3.0f);
 }
 
 TEST_F(NcclControl, WaitStopsAtTheDeadlineAndAbortsEveryCommunicator) {
@@ -338,7 +407,7 @@ TEST_F(NcclControl, WaitStopsAtTheDeadlineAndAbortsEveryCommunicator) {
   EXPECT_TRUE(Has(s, "broadcast(root 0) of 3 f16 (rank 0 of 1) did not complete within op_timeout of 200 ms")) << s;
   EXPECT_TRUE(Has(s, "NCCL communicators aborted")) << s;
   EXPECT_LT(ms, 3000);
-  EXPECT_EQ(g_fake.aborts, 3);  // world, node, leaders
+  EXPECT_EQ(AbortsOnce(3), 3);  // world, node, leaders
   // Every later call returns the reason, without reaching NCCL.
   const int before = g_fake.collectives;
   Status later = c->AllReduce(dev_, dev_, 1, DType::kF32, ReduceOp::kSum);
@@ -359,30 +428,201 @@ TEST_F(NcclControl, BlockingCallsHonourTheDeadlineToo) {
   EXPECT_TRUE(Has(s, "op_timeout of 200 ms")) << s;
   EXPECT_GE(Ms(start), 200);
   EXPECT_LT(Ms(start), 3000);
-  EXPECT_EQ(g_fake.aborts, 3);
+  EXPECT_EQ(AbortsOnce(3), 3);
 }
 
-// CommOptions::on_timeout reaches the nccl backend through
-// NcclOptions::on_timeout: called after the abort (kExit exits 75 there;
-// CreateCommunicator sets it), and its Status is what the caller gets.
-TEST_F(NcclControl, OnTimeoutIsCalledAfterTheAbortAndItsStatusReturned) {
+// kReturn: the timeout carries the context (the step, the silent ranks)
+// and the communicator tells its owner once that it broke.
+TEST_F(NcclControl, ATimeoutCarriesTheContextAndTellsOnBreakOnce) {
   NcclOptions o = Fast();
-  int calls = 0, aborts_seen = -1;
-  o.on_timeout = [&](const Status& t) {
-    ++calls;
-    aborts_seen = g_fake.aborts;
-    return Status::Timeout("runtime", t.message() + "; at step 7");
-  };
+  int breaks = 0;
+  o.context = [] { return std::string("at step 7"); };
+  o.on_break = [&](const Status&) { ++breaks; };
   auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
   ASSERT_TRUE(c->SetUpDevice(0).ok());
   ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
   g_fake.stream_busy_polls = INT_MAX;
   Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kTimeout);
-  EXPECT_TRUE(Has(s, "op_timeout of 200 ms")) << s;
-  EXPECT_TRUE(Has(s, "; at step 7")) << s;
-  EXPECT_EQ(calls, 1);
-  EXPECT_GE(aborts_seen, 1) << "the communicator must be aborted before on_timeout runs";
+  EXPECT_TRUE(Has(s, "op_timeout of 200 ms; at step 7")) << s;
+  EXPECT_TRUE(Has(s, "NCCL communicators aborted")) << s;
+  EXPECT_EQ(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).code(), Code::kTimeout);
+  c.reset();
+  EXPECT_EQ(breaks, 1);
+}
+
+// Issue 14, item 1: the deadline does not depend on the caller. Nobody
+// waits (the program might be blocked in cudaMemcpy behind the hung
+// kernel); the watchdog aborts at the deadline all the same (kReturn).
+TEST_F(NcclControl, TheWatchdogKeepsTheDeadlineWithoutAWait) {
+  auto c = Ready();
+  g_fake.stream_busy_polls = INT_MAX;
+  std::unique_ptr<Request> r;
+  const auto start = Clock::now();
+  ASSERT_TRUE(c->IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &r).ok());
+  while (g_fake.aborts.load() == 0 && Ms(start) < 3000) std::this_thread::sleep_for(milliseconds(1));
+  const long long ms = Ms(start);
+  EXPECT_EQ(AbortsOnce(3), 3) << "world, node and leaders aborted by the watchdog";
+  EXPECT_GE(ms, 200);
+  EXPECT_LT(ms, 1500) << "op_timeout 200 ms, watched every 10 ms";
+  Status s = r->Wait();
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  EXPECT_TRUE(Has(s, "did not complete within op_timeout of 200 ms")) << s;
+}
+
+// kExit: the process ends with 75 at the deadline even though the caller
+// is blocked elsewhere, and ncclCommAbort (which may never return, as
+// here) is not called first. A guard thread ends the child with 3 after
+// 5 s: an abort that hung would show as that.
+TEST_F(NcclControl, UnderExitTheWatchdogExits75WithoutAborting) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::seconds(5));
+          std::_Exit(3);
+        }).detach();
+        testing::g_abort_hangs = true;
+        NcclOptions o = Fast();
+        o.on_timeout = OnTimeout::kExit;
+        NcclCommunicator c(FakeNcclApi(), o);
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        g_fake.stream_busy_polls = INT_MAX;
+        std::unique_ptr<Request> r;
+        if (!c.IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &r).ok()) std::_Exit(5);
+        std::this_thread::sleep_for(std::chrono::seconds(10));  // "blocked in cudaMemcpy"
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "did not complete within op_timeout of 200 ms.*exiting with 75");
+}
+
+// kReturn with an abort that never returns: the caller gets the Timeout
+// within op_timeout + abort_timeout, and the communicator's destruction
+// does not wait for the abort either.
+TEST_F(NcclControl, AnAbortThatNeverReturnsIsLeftBehind) {
+  NcclOptions o = Fast();
+  o.abort_timeout = milliseconds(100);
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
+  ASSERT_TRUE(c->SetUpDevice(0).ok());
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  testing::g_abort_hangs = true;
+  g_fake.stream_busy_polls = INT_MAX;
+  const auto start = Clock::now();
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  c.reset();
+  EXPECT_LT(Ms(start), 1500) << "op_timeout 200 ms, abort_timeout 100 ms";
+  testing::g_abort_hangs = false;  // the abort's thread may end now
+  EXPECT_TRUE(Has(s, "did not complete within op_timeout of 200 ms")) << s;
+}
+
+// Issue 14, item 2: each collective completes on its own event. Waiting
+// for the first does not wait for the second, which hangs.
+TEST_F(NcclControl, EachCollectiveCompletesOnItsOwnEvent) {
+  auto c = Ready();
+  std::unique_ptr<Request> first, second;
+  g_fake.stream_busy_polls = 2;
+  ASSERT_TRUE(c->IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &first).ok());
+  g_fake.stream_busy_polls = INT_MAX;
+  ASSERT_TRUE(c->IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &second).ok());
+  const auto start = Clock::now();
+  Status s = first->Wait();
+  EXPECT_TRUE(s.ok()) << "bucket 1 waited for bucket 2: " << s;
+  EXPECT_LT(Ms(start), 150);
+  bool done = true;
+  ASSERT_TRUE(second->Test(&done).ok());
+  EXPECT_FALSE(done);
+  Finish(static_cast<int>(g_fake.events.size()) - 1);
+  EXPECT_TRUE(second->Wait().ok());
+}
+
+// Issue 14, item 2: the communicator's stream is non-blocking and follows
+// the caller's stream through an event, not the legacy stream's implicit
+// order; every collective's event is timing-free.
+TEST_F(NcclControl, TheStreamIsNonBlockingAndFollowsTheCallersStream) {
+  NcclOptions o = Fast();
+  cudaStream_t callers = nullptr;
+  ASSERT_EQ(FakeNcclApi().StreamCreateWithFlags(&callers, 0), cudaSuccess);  // stream 0: the program's
+  o.stream = callers;
+  NcclCommunicator c(FakeNcclApi(), o);
+  ASSERT_TRUE(c.SetUpDevice(0).ok());
+  ASSERT_TRUE(c.InitWorld(Id(), 0, 1).ok());
+  ASSERT_EQ(g_fake.stream_flags.size(), 2u);
+  EXPECT_EQ(g_fake.stream_flags[1], static_cast<unsigned>(cudaStreamNonBlocking));
+  ASSERT_TRUE(c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  ASSERT_TRUE(c.Broadcast(dev_, 4, DType::kF32, 0).ok());
+  // Per collective: the ready event (event 0) recorded on the program's
+  // stream, and the communicator's stream (1) waiting for it.
+  ASSERT_EQ(g_fake.stream_waits.size(), 2u);
+  for (const auto& w : g_fake.stream_waits) {
+    EXPECT_EQ(w.stream, 1);
+    EXPECT_EQ(w.event, 0);
+  }
+  EXPECT_EQ(g_fake.event_streams[0], 0) << "the ready event goes on the program's stream";
+  for (unsigned flags : g_fake.event_flags) EXPECT_EQ(flags, static_cast<unsigned>(cudaEventDisableTiming));
+  EXPECT_EQ(g_fake.event_streams.back(), 1) << "a collective's event goes on the communicator's stream";
+}
+
+// Issue 14, item 2: the caller's stream can wait for a collective on the
+// device instead of the host; its deadline stays the watchdog's, and the
+// Request no longer blocks its destruction.
+TEST_F(NcclControl, ACallersStreamCanWaitInsteadOfTheHost) {
+  auto c = Ready();
+  cudaStream_t callers = nullptr;
+  ASSERT_EQ(FakeNcclApi().StreamCreateWithFlags(&callers, 0), cudaSuccess);
+  g_fake.stream_busy_polls = INT_MAX;
+  std::unique_ptr<Request> r;
+  ASSERT_TRUE(c->IAllGather(dev_, dev_, 4, DType::kF32, &r).ok());
+  const int op_event = static_cast<int>(g_fake.events.size()) - 1;
+  ASSERT_TRUE(r->WaitOnStream(callers).ok());
+  ASSERT_FALSE(g_fake.stream_waits.empty());
+  EXPECT_EQ(g_fake.stream_waits.back().stream, 1);  // the program's (stream 0 is the communicator's)
+  EXPECT_EQ(g_fake.stream_waits.back().event, op_event);
+  const auto start = Clock::now();
+  r.reset();
+  EXPECT_LT(Ms(start), 50) << "a Request handed to a stream is not waited for by the host";
+  EXPECT_EQ(AbortsOnce(3), 3) << "the watchdog still keeps the deadline";
+}
+
+// Issue 14, item 4: the device the program already uses is respected, an
+// explicit one wins, and otherwise local rank modulo the devices.
+TEST_F(NcclControl, TheDeviceFollowsTheProgramUnlessAsked) {
+  g_fake.device_count = 2;
+  int device = -1;
+  ASSERT_EQ(testing::fake::SetDevice(1), cudaSuccess);
+  g_fake.primary_context_active = true;  // the program used device 1
+  ASSERT_TRUE(ChooseDevice(FakeNcclApi(), -1, 0, &device).ok());
+  EXPECT_EQ(device, 1);
+  ASSERT_TRUE(ChooseDevice(FakeNcclApi(), 0, 0, &device).ok());
+  EXPECT_EQ(device, 0) << "an explicit device wins";
+  g_fake.primary_context_active = false;  // the program never touched CUDA
+  ASSERT_TRUE(ChooseDevice(FakeNcclApi(), -1, 3, &device).ok());
+  EXPECT_EQ(device, 1) << "local rank 3 of 2 devices";
+  Status s = ChooseDevice(FakeNcclApi(), 2, 0, &device);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+}
+
+// Issue 14, item 4: every call puts the caller's device back; a buffer on
+// another device is refused with a Status, not a fault.
+TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
+  g_fake.device_count = 2;
+  NcclOptions o = Fast();
+  o.device = 1;
+  ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
+  ASSERT_TRUE(c->SetUpDevice(0).ok());
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after SetUpDevice";
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after InitWorld";
+  g_fake.pointer_device = 1;
+  ASSERT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after a collective";
+  g_fake.pointer_device = 0;
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "is on CUDA device 0, the communicator's is 1")) << s;
+  c.reset();
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after destruction";
 }
 
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
@@ -390,12 +630,20 @@ TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
   g_fake.stream_busy_polls = INT_MAX;
   std::unique_ptr<Request> r;
   ASSERT_TRUE(c->IAllGather(dev_, dev_, 2, DType::kI64, &r).ok());
-  // The error arrives while the collective runs.
-  g_fake.comms.front().script = Script::After(2, ncclRemoteError);
-  g_fake.comms.front().polls = 0;
+  // The error arrives while the collective runs; the watchdog sees it.
+  {
+    std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+    g_fake.comms.front().script = Script::After(2, ncclRemoteError);
+    g_fake.comms.front().polls = 0;
+  }
+  const auto start = Clock::now();
   Status s = r->Wait();
   EXPECT_EQ(s.code(), Code::kIOError);
-  EXPECT_TRUE(Has(s, "all_gather of 2 i64 (rank 0 of 1) failed: NCCL reported 6 (fake remote error): fake detail")) << s;
+  EXPECT_TRUE(Has(s, "all_gather of 2 i64 (rank 0 of 1)")) << s;
+  EXPECT_TRUE(Has(s, "failed: NCCL reported 6 (fake remote error): fake detail")) << s;
+  EXPECT_LT(Ms(start), 150) << "at once, not at the deadline";
+  r.reset();
+  c.reset();  // joins the watchdog, which aborted them
   EXPECT_EQ(g_fake.aborts, 3);
 }
 
@@ -439,7 +687,7 @@ TEST_F(NcclControl, AnUnfinishedRequestIsWaitedForWhenDestroyed) {
   std::unique_ptr<Request> r;
   ASSERT_TRUE(c->IReduceScatter(dev_, dev_, 1, DType::kF32, ReduceOp::kSum, &r).ok());
   r.reset();
-  EXPECT_EQ(g_fake.stream_polls_left, 0);
+  EXPECT_EQ(g_fake.events.back().polls_left, 0) << "its event was waited for";
   EXPECT_EQ(g_fake.aborts, 0);
 }
 

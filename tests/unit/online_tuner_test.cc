@@ -106,5 +106,22 @@ TEST(OnlineTuner, NativeIsAlwaysTheFirstCandidate) {
   EXPECT_FALSE(measure) << "one candidate: nothing to measure";
 }
 
+// A decision kept from an earlier run (BATON_AUTO_FILE) decides its class
+// at once, even halfway through a measurement, and only that class.
+TEST(OnlineTuner, PresetDecidesItsClassWithoutMeasuring) {
+  OnlineTuner t(kAll, 2);
+  bool measure = false;
+  t.Next(1000, &measure);
+  ASSERT_FALSE(t.Record(1000, 1.0));
+  t.Preset(512, TunedAlgo::kRing);  // the same class as 1000 (512..1023)
+  EXPECT_TRUE(t.IsDecided(1000));
+  EXPECT_EQ(t.Next(1000, &measure), TunedAlgo::kRing);
+  EXPECT_FALSE(measure);
+  EXPECT_FALSE(t.Record(1000, 1.0)) << "a preset class takes no samples";
+  EXPECT_FALSE(t.IsDecided(2048));
+  t.Next(2048, &measure);
+  EXPECT_TRUE(measure) << "another class is measured";
+}
+
 }  // namespace
 }  // namespace baton::mpi
