@@ -145,7 +145,7 @@ Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std:
   if (s.ok()) s = f->Close();
   if (s.ok()) s = env->Rename(tmp, path);
   if (!s.ok()) {
-    env->RemoveFile(tmp);  // best effort; the failure reported is the first one
+    env->RemoveFile(tmp).IgnoreError();  // best effort; the failure reported is the first one
     return s;
   }
   return env->SyncDir(version.path);

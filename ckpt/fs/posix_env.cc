@@ -62,7 +62,7 @@ Status CloseFd(int fd, const std::string& path) {
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  ~PosixWritableFile() override { Close(); }
+  ~PosixWritableFile() override { Close().IgnoreError(); }  // a destructor cannot report
 
   Status Append(const void* data, size_t n) override {
     if (fd_ < 0) return Status::IOError("ckpt", "write(" + path_ + "): file is closed");

@@ -267,7 +267,7 @@ class NcclRequest : public Request {
       : state_(std::move(state)), what_(std::move(what)), deadline_(deadline) {}
   // The interface's promise: an unfinished Request is waited for.
   ~NcclRequest() override {
-    if (!done_) Wait();
+    if (!done_) Wait().IgnoreError();  // a destructor cannot report the result
   }
 
   Status Wait() override {
