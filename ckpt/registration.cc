@@ -1,0 +1,113 @@
+// The Checkpointer's registrations (ckpt/checkpointer_impl.h): arrays and
+// blobs, checked when registered, and the agreement of all ranks on them
+// before a save or a restore.
+#include <mpi.h>
+
+#include <string>
+
+#include "baton/log.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+namespace {
+
+bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+// Array names become HDF5 dataset names: one path component.
+bool ValidArrayName(const std::string& name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
+         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+Status CheckpointerImpl::Register(Registered r) {
+  const std::string& name = r.meta.name;
+  if (!ValidArrayName(name)) {
+    return Status::InvalidArgument(log::kCkpt, "array name \"" + name +
+                                                   "\": must be 1-255 bytes, not \".\" or \"..\", without '/'");
+  }
+  uint64_t n = DTypeSize(r.meta.dtype);
+  for (size_t i = 1; i < r.meta.shape.size(); ++i) {
+    if (MulOverflows(n, r.meta.shape[i], &n)) {
+      return Status::InvalidArgument(log::kCkpt, "array " + name + ": shape " + ShapeText(r.meta.shape) +
+                                                     " overflows 64 bits");
+    }
+  }
+  uint64_t total = 0;
+  if (MulOverflows(n, r.meta.rows(), &total)) {
+    return Status::InvalidArgument(log::kCkpt, "array " + name + ": shape " + ShapeText(r.meta.shape) +
+                                                   " overflows 64 bits");
+  }
+  if (r.first_row > r.meta.rows() || r.rows > r.meta.rows() - r.first_row) {
+    return Status::InvalidArgument(log::kCkpt, "array " + name + ": rows [" + std::to_string(r.first_row) + ", " +
+                                                   std::to_string(r.first_row + r.rows) + ") outside its " +
+                                                   std::to_string(r.meta.rows()) + " rows");
+  }
+  if (r.data == nullptr && r.rows * n > 0) {
+    return Status::InvalidArgument(log::kCkpt, "array " + name + ": null data for " +
+                                                   std::to_string(r.rows * n) + " bytes");
+  }
+  arrays_[name] = std::move(r);
+  return Status::OK();
+}
+
+Status CheckpointerImpl::RegisterReplicated(const std::string& name, void* data, DType dtype,
+                                            const std::vector<uint64_t>& shape) {
+  Registered r;
+  r.meta.name = name;
+  r.meta.dtype = dtype;
+  r.meta.shape = shape;
+  r.meta.replicated = true;
+  r.data = data;
+  r.first_row = 0;
+  r.rows = r.meta.rows();
+  return Register(std::move(r));
+}
+
+Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DType dtype,
+                                         const std::vector<uint64_t>& global_shape, uint64_t first_row,
+                                         uint64_t rows) {
+  if (global_shape.empty()) {
+    return Status::InvalidArgument(log::kCkpt, "sharded array " + name + ": a scalar cannot be sharded");
+  }
+  Registered r;
+  r.meta.name = name;
+  r.meta.dtype = dtype;
+  r.meta.shape = global_shape;
+  r.data = data;
+  r.first_row = first_row;
+  r.rows = rows;
+  return Register(std::move(r));
+}
+
+// Every rank registered the same arrays (names, dtypes, shapes, kinds) and
+// makes the same call (Save's step included).
+Status CheckpointerImpl::CheckRegistrationsAgree(const std::string& call) {
+  std::string text = call + '\0';
+  for (const auto& [name, r] : arrays_) {
+    text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
+            (r.meta.replicated ? "R" : "S") + '\0';
+  }
+  uint64_t h = ckpt::Xxh3(text.data(), text.size());
+  uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm_)));
+  if (most[0] != h || most[1] != ~h) {
+    return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
+                                                      "shapes or kinds differ) or passed different steps");
+  }
+  return Status::OK();
+}
+
+Status CheckpointerImpl::SetUserBlob(std::string bytes) {
+  if (bytes.size() > kMaxUserBlobBytes) {
+    return Status::InvalidArgument(log::kCkpt, "user blob of " + std::to_string(bytes.size()) +
+                                                   " bytes exceeds the limit of " + std::to_string(kMaxUserBlobBytes));
+  }
+  blob_ = std::move(bytes);
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt
