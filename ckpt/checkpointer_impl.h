@@ -80,7 +80,12 @@ class CheckpointerImpl : public Checkpointer {
  private:
   // registration.cc
   Status Register(Registered r);
-  Status CheckRegistrationsAgree(const std::string& call);
+  // Collective: every rank makes the same `call` (its text holds the
+  // arguments) with the same registrations, and no rank's own check of its
+  // arguments (`local`) failed (else every rank returns the failing rank's
+  // Status). values: per entry, whether it differs between ranks (*differs).
+  Status AgreeOnCall(const std::string& call, const Status& local, const std::vector<uint64_t>& values = {},
+                     std::vector<bool>* differs = nullptr);
 
   // save.cc
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "baton/log.h"
+#include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/checksum.h"
 #include "mpi_runtime/mpi_check.h"
@@ -83,20 +84,34 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
   return Register(std::move(r));
 }
 
-// Every rank registered the same arrays (names, dtypes, shapes, kinds) and
-// makes the same call (Save's step included).
-Status CheckpointerImpl::CheckRegistrationsAgree(const std::string& call) {
+// One MPI_Allreduce (MAX) of [h, ~h, failed, v0, ~v0, v1, ~v1, ...]: h
+// hashes the call and the registrations, so a rank whose h differs sees
+// max(h) != h, and the rank holding the largest h sees max(~h) != ~h; the
+// same for each value. Only when something failed or differs does a second
+// round (Agree) carry the failing rank's own message to every rank.
+Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, const std::vector<uint64_t>& values,
+                                     std::vector<bool>* differs) {
   std::string text = call + '\0';
   for (const auto& [name, r] : arrays_) {
     text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
             (r.meta.replicated ? "R" : "S") + '\0';
   }
-  uint64_t h = ckpt::Xxh3(text.data(), text.size());
-  uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm_)));
+  const uint64_t h = Xxh3(text.data(), text.size());
+  std::vector<uint64_t> mine{h, ~h, local.ok() ? 0u : 1u}, most(3 + 2 * values.size());
+  for (uint64_t v : values) mine.insert(mine.end(), {v, ~v});
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allreduce(mine.data(), most.data(), static_cast<int>(mine.size()), MPI_UINT64_T, MPI_MAX, comm_)));
+  if (most[2] != 0) return Agree(comm_, local);  // some rank's own check failed: its message for all
   if (most[0] != h || most[1] != ~h) {
     return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
-                                                      "shapes or kinds differ) or passed different steps");
+                                                      "shapes or kinds differ) or passed different arguments (" +
+                                                      call + " here)");
+  }
+  if (differs != nullptr) {
+    differs->assign(values.size(), false);
+    for (size_t i = 0; i < values.size(); ++i) {
+      (*differs)[i] = most[3 + 2 * i] != values[i] || most[4 + 2 * i] != ~values[i];
+    }
   }
   return Status::OK();
 }

@@ -173,7 +173,7 @@ Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
   step->reset();
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Restore"));
+  BATON_RETURN_IF_ERROR(AgreeOnCall("Restore", Status::OK()));
 
   std::vector<ckpt::VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;

@@ -189,7 +189,15 @@ Status CheckpointerImpl::Save(int64_t step) {
   stats_.step = step;
 
   // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
-  BATON_RETURN_IF_ERROR(CheckRegistrationsAgree("Save(" + std::to_string(step) + ")"));
+  // A negative step is refused before anything is written, on every rank
+  // even when only one rank passed it.
+  const std::string call = "Save(" + std::to_string(step) + ")";
+  Status args;
+  if (step < 0) {
+    args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
+                                                   " is negative; a step counts the training steps completed (>= 0)");
+  }
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);
