@@ -10,6 +10,15 @@
 #include "ckpt/hdf5/h5_types.h"
 
 namespace baton::ckpt::h5 {
+namespace {
+
+std::string ShapeText(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
 
 ShardReader::~ShardReader() {
   datasets_.clear();
@@ -39,10 +48,10 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std
   return Status::OK();
 }
 
-Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* out) {
+Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, const Checked** out) {
   auto it = datasets_.find(array.name);
   if (it != datasets_.end()) {
-    *out = it->second.get();
+    *out = &it->second;
     return Status::OK();
   }
   const std::string where = path_ + ", dataset " + array.name;
@@ -65,13 +74,14 @@ Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, h
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(ndims));
   std::vector<hsize_t> dims(static_cast<size_t>(ndims));
   if (ndims > 0) BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr)));
+  const bool scalar_space = H5Sget_simple_extent_type(space.get()) == H5S_SCALAR;
+  if (array.shape.empty() && scalar_space && dataset_rows == 1) {
+    want.clear();  // a scalar: dims [] (its one row); [1] in older files
+  } else if (scalar_space) {
+    return bad("a scalar dataspace, the manifest says " + ShapeText(want));
+  }
   if (dims != want) {
-    auto text = [](const std::vector<hsize_t>& d) {
-      std::string s = "[";
-      for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-      return s + "]";
-    };
-    return bad("dims " + text(dims) + ", the manifest says " + text(want));
+    return bad("dims " + ShapeText(dims) + ", the manifest says " + ShapeText(want));
   }
 
   BATON_H5_OPEN(dcpl, H5Dget_create_plist(ds.get()), H5Pclose);
@@ -84,8 +94,10 @@ Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, h
                (offset == HADDR_UNDEF ? std::string("(none)") : std::to_string(offset)) + " exceed the file's " +
                std::to_string(file_bytes_) + " bytes");
   }
-  *out = ds.get();
-  datasets_.emplace(array.name, std::move(ds));
+  Checked& checked = datasets_[array.name];
+  checked.ds = std::move(ds);
+  checked.scalar_space = scalar_space;
+  *out = &checked;
   return Status::OK();
 }
 
@@ -96,10 +108,15 @@ Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint
                                               ", +" + std::to_string(rows) + ") outside its " +
                                               std::to_string(dataset_rows) + " rows");
   }
-  hid_t ds = H5I_INVALID_HID;
-  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &ds));
+  const Checked* checked = nullptr;
+  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &checked));
+  const hid_t ds = checked->ds.get();
   Hid type, fspace, mspace;
   BATON_RETURN_IF_ERROR(MakeH5Type(array.dtype, &type));
+  if (checked->scalar_space) {  // its one element (rows == 1, first == 0: checked above)
+    Status s = BATON_H5_CHECK(H5Dread(ds, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
+    return s.ok() ? s : s.Annotate(path_ + ", dataset " + array.name);
+  }
   BATON_H5_OPEN(fspace, H5Dget_space(ds), H5Sclose);
   std::vector<hsize_t> start{first}, count{rows};
   for (size_t i = 1; i < array.shape.size(); ++i) {

@@ -37,7 +37,7 @@ class ShardReader {
   // Checks the dataset (type, dims, layout, extent within the file) without
   // reading; ReadRows does it on its first read of a dataset.
   Status CheckDataset(const ArrayMeta& array, uint64_t dataset_rows) {
-    hid_t unused;
+    const Checked* unused;
     return OpenDataset(array, dataset_rows, &unused);
   }
 
@@ -45,12 +45,18 @@ class ShardReader {
 
  private:
   ShardReader() = default;
-  Status OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* ds);
+  struct Checked {
+    Hid ds;
+    // A scalar array's dataset: an HDF5 scalar dataspace (true), or, in
+    // files written before scalars were stored as such, dims [1].
+    bool scalar_space = false;
+  };
+  Status OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, const Checked** ds);
 
   std::string path_;
   uint64_t file_bytes_ = 0;
   Hid file_;
-  std::map<std::string, Hid> datasets_;  // checked ones, by name
+  std::map<std::string, Checked> datasets_;  // checked ones, by name
 };
 
 }  // namespace baton::ckpt::h5

@@ -52,11 +52,18 @@ Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vect
   }
   if (ds_rows == 0) return Status::OK();  // the group holds none of it
 
+  // A scalar (global shape {}) is an HDF5 scalar dataspace, as h5py writes
+  // one; its one "row" is written by the member that holds it.
+  const bool scalar = a.global_shape.empty();
   std::vector<hsize_t> dims{ds_rows};
   for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
   Hid type, fspace, dcpl, ds;
   BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
-  BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  if (scalar) {
+    BATON_H5_OPEN(fspace, H5Screate(H5S_SCALAR), H5Sclose);
+  } else {
+    BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  }
   BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
@@ -99,6 +106,9 @@ Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vect
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sselect_none(fspace.get())));
     static const char kNothing = 0;
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, &kNothing)));
+  } else if (scalar) {
+    BATON_H5_OPEN(mspace, H5Screate(H5S_SCALAR), H5Sclose);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, a.data)));
   } else {
     std::vector<hsize_t> start(dims.size(), 0), count = dims;
     start[0] = my_row;

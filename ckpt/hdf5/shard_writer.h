@@ -5,7 +5,7 @@
 //
 // File content: for each array that the group holds rows of, a dataset
 // named after the array, of shape [rows the group holds, global_shape[1:]...]
-// (a scalar: [1]), contiguous, allocated early, never filled: the group
+// (a scalar: an HDF5 scalar dataspace), contiguous, allocated early, never filled: the group
 // members' rows concatenated in group rank order (a member's rows: one
 // chunk of the manifest). Attributes of each dataset:
 //   dtype         string    baton's name ("bf16")

@@ -5,6 +5,7 @@
 // subset of the arrays, per-rank state.
 //
 // Run at 1, 3 and 8 ranks with the other ckpt tests (ckpt-np*.sh).
+#include <hdf5.h>
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -43,6 +44,41 @@ TEST_F(CkptTest, SaveOfANegativeStepIsRefusedBeforeAnyDataIsWritten) {
       EXPECT_TRUE(Versions(root_).empty());
     }
   }
+}
+
+
+// A scalar (shape {}) is stored as an HDF5 scalar dataset, as h5py and
+// h5dump show it, not as a one-element array; it restores.
+TEST_F(CkptTest, AScalarIsStoredWithAScalarDataspace) {
+  auto ck = MakeCheckpointer(Options(Size()));  // one shard: shard-0.h5
+  int64_t cursor = 12345;
+  double lr = 0.25;
+  EXPECT_TRUE(ck->RegisterReplicated("cursor", &cursor, DType::kI64, {}).ok());
+  EXPECT_TRUE(ck->RegisterReplicated("lr", &lr, DType::kF64, {}).ok());
+  Status s = ck->Save(3);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  if (Rank() == 0) {
+    const std::string file = ck->last_stats().version_path + "/shard-0.h5";
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0) << file;
+    for (const char* name : {"cursor", "lr"}) {
+      hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+      EXPECT_GE(d, 0) << name;
+      hid_t space = H5Dget_space(d);
+      EXPECT_EQ(H5Sget_simple_extent_type(space), H5S_SCALAR) << name;
+      EXPECT_EQ(H5Sget_simple_extent_ndims(space), 0) << name;
+      H5Sclose(space);
+      H5Dclose(d);
+    }
+    H5Fclose(f);
+  }
+  cursor = 0;
+  lr = 0;
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(cursor, 12345);
+  EXPECT_EQ(lr, 0.25);
 }
 
 }  // namespace
