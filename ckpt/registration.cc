@@ -116,6 +116,38 @@ Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& loca
   return Status::OK();
 }
 
+}  // namespace baton::ckpt
+
+namespace baton {
+
+Status Checkpointer::CheckElements(const std::string& name, size_t elements, size_t element_bytes, DType dtype,
+                                   const std::vector<uint64_t>& shape, std::optional<uint64_t> rows) {
+  if (element_bytes != DTypeSize(dtype)) {
+    return Status::InvalidArgument(log::kCkpt, "array " + name + ": elements of " + std::to_string(element_bytes) +
+                                                   " bytes given as " + std::string(DTypeName(dtype)) + " (" +
+                                                   std::to_string(DTypeSize(dtype)) + " bytes)");
+  }
+  uint64_t want = rows ? *rows : (shape.empty() ? 1 : shape[0]);
+  for (size_t i = 1; i < shape.size(); ++i) {
+    if (ckpt::MulOverflows(want, shape[i], &want)) {
+      return Status::InvalidArgument(log::kCkpt, "array " + name + ": shape " + ckpt::ShapeText(shape) +
+                                                     " overflows 64 bits");
+    }
+  }
+  if (elements != want) {
+    return Status::InvalidArgument(
+        log::kCkpt, "array " + name + ": " + std::to_string(elements) + " elements given, " +
+                        (rows ? std::to_string(*rows) + " rows of shape " + ckpt::ShapeText(shape)
+                              : "shape " + ckpt::ShapeText(shape)) +
+                        " hold " + std::to_string(want));
+  }
+  return Status::OK();
+}
+
+}  // namespace baton
+
+namespace baton::ckpt {
+
 Status CheckpointerImpl::SetUserBlob(std::string bytes) {
   if (bytes.size() > kMaxUserBlobBytes) {
     return Status::InvalidArgument(log::kCkpt, "user blob of " + std::to_string(bytes.size()) +

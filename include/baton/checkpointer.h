@@ -28,13 +28,16 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "baton/dtype.h"
 #include "baton/runtime.h"
+#include "baton/span.h"
 #include "baton/status.h"
 
 namespace baton {
@@ -75,6 +78,32 @@ struct CheckpointOptions {
   ckpt::fs::Env* env = nullptr;
 };
 
+// The DType of a C++ element type, for the typed registrations: float
+// f32, double f64, int32_t i32, int64_t i64, uint8_t u8. bf16 and f16 have
+// no standard C++ type: pass their bits as a Span<uint16_t> with the DType.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kU8;
+};
+
 // What the last Save or Restore did, for the program and the benchmark.
 struct CheckpointStats {
   int64_t step = -1;
@@ -106,6 +135,53 @@ class Checkpointer {
   virtual Status RegisterSharded(const std::string& name, void* data, DType dtype,
                                  const std::vector<uint64_t>& global_shape, uint64_t first_row,
                                  uint64_t rows) = 0;
+
+  // Typed registrations: the dtype follows the element type (DTypeOf) or is
+  // given (a Span<uint16_t> as bf16 or f16), and the span must hold exactly
+  // the registered elements (replicated: the product of shape, 1 for a
+  // scalar; sharded: rows times the product of global_shape[1:]), else
+  // InvalidArgument naming both counts. A container with data() and size()
+  // (std::vector, std::array) stands for its span; a const one does not
+  // compile (Restore writes into it).
+  //
+  //   std::vector<float> bias(cols);
+  //   ck->RegisterReplicated("bias", bias, {cols});
+  //   ck->RegisterSharded("w", w, {rows, cols}, first_row, my_rows);
+  //   ck->RegisterReplicated("emb", baton::Span<uint16_t>(e), baton::DType::kBF16, {n, d});
+  template <typename T>
+  Status RegisterReplicated(const std::string& name, Span<T> data, DType dtype, const std::vector<uint64_t>& shape) {
+    static_assert(!std::is_const_v<T>, "Restore writes into a registered array: it cannot be const");
+    BATON_RETURN_IF_ERROR(CheckElements(name, data.size(), sizeof(T), dtype, shape, std::nullopt));
+    return RegisterReplicated(name, static_cast<void*>(data.data()), dtype, shape);
+  }
+  template <typename T>
+  Status RegisterReplicated(const std::string& name, Span<T> data, const std::vector<uint64_t>& shape) {
+    return RegisterReplicated(name, data, DTypeOf<std::remove_cv_t<T>>::value, shape);
+  }
+  template <typename C, typename T = std::remove_pointer_t<decltype(std::data(std::declval<C&>()))>,
+            typename = decltype(DTypeOf<T>::value)>
+  Status RegisterReplicated(const std::string& name, C& data, const std::vector<uint64_t>& shape) {
+    return RegisterReplicated(name, Span<T>(data), shape);
+  }
+  template <typename T>
+  Status RegisterSharded(const std::string& name, Span<T> data, DType dtype, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    static_assert(!std::is_const_v<T>, "Restore writes into a registered array: it cannot be const");
+    BATON_RETURN_IF_ERROR(CheckElements(name, data.size(), sizeof(T), dtype, global_shape, rows));
+    return RegisterSharded(name, static_cast<void*>(data.data()), dtype, global_shape, first_row, rows);
+  }
+  template <typename T>
+  Status RegisterSharded(const std::string& name, Span<T> data, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    return RegisterSharded(name, data, DTypeOf<std::remove_cv_t<T>>::value, global_shape, first_row, rows);
+  }
+  template <typename C, typename T = std::remove_pointer_t<decltype(std::data(std::declval<C&>()))>,
+            typename = decltype(DTypeOf<T>::value)>
+  Status RegisterSharded(const std::string& name, C& data, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    return RegisterSharded(name, Span<T>(data), global_shape, first_row, rows);
+  }
+
   // Job-wide bytes saved with the next Save (rank 0's are kept) and given
   // back to every rank by Restore. At most 64 MiB.
   virtual Status SetUserBlob(std::string bytes) = 0;
@@ -126,6 +202,13 @@ class Checkpointer {
 
   virtual const CheckpointStats& last_stats() const = 0;
   virtual const std::string& dir() const = 0;
+
+ protected:
+  // The typed registrations' check: `elements` of `element_bytes` bytes
+  // are exactly a registration of dtype and shape (rows: a sharded rank's
+  // rows; nullopt: replicated, the whole shape).
+  static Status CheckElements(const std::string& name, size_t elements, size_t element_bytes, DType dtype,
+                              const std::vector<uint64_t>& shape, std::optional<uint64_t> rows);
 };
 
 }  // namespace baton

@@ -10,11 +10,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "baton/checkpointer.h"
+#include "baton/dtype.h"
+#include "baton/span.h"
 #include "ckpt/fs/fault_env.h"
 #include "tests/mpi/ckpt_fixture.h"
 
@@ -79,6 +84,68 @@ TEST_F(CkptTest, AScalarIsStoredWithAScalarDataspace) {
   ASSERT_TRUE(AllRanks(s.ok())) << s;
   EXPECT_EQ(cursor, 12345);
   EXPECT_EQ(lr, 0.25);
+}
+
+
+// Typed registrations: the dtype follows the element type, the span's
+// length is checked against the shape, and they round-trip.
+TEST_F(CkptTest, TypedRegistrationsCheckTheLengthAndRoundTrip) {
+  auto ck = MakeCheckpointer(Options());
+  const uint64_t rows = 2, cols = 3;
+  std::vector<float> w(rows * cols);
+  std::vector<int64_t> counts(4);
+  std::vector<uint16_t> emb(2 * 2);  // bf16 bits
+  std::array<double, 1> lr{};
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(Rank() * 10 + static_cast<int>(i));
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<int64_t>(i) * 1000;
+  for (size_t i = 0; i < emb.size(); ++i) emb[i] = FloatToBFloat16(static_cast<float>(i) + 0.5f);
+  lr[0] = 0.125;
+  const uint64_t n = rows * static_cast<uint64_t>(Size());
+  EXPECT_TRUE(ck->RegisterSharded("w", w, {n, cols}, rows * static_cast<uint64_t>(Rank()), rows).ok());
+  EXPECT_TRUE(ck->RegisterReplicated("counts", counts, {4}).ok());
+  EXPECT_TRUE(ck->RegisterReplicated("emb", Span<uint16_t>(emb), DType::kBF16, {2, 2}).ok());
+  EXPECT_TRUE(ck->RegisterReplicated("lr", lr, {}).ok());
+
+  // Wrong lengths and element sizes, each naming what is wrong.
+  std::vector<float> five(5);
+  Status s = ck->RegisterReplicated("bad", five, {2, 3});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("5 elements given, shape [2,3] hold 6"), std::string::npos) << s;
+  s = ck->RegisterSharded("bad", five, {n, cols}, 0, rows);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("5 elements given, 2 rows of shape [" + std::to_string(n) + ",3] hold 6"),
+            std::string::npos)
+      << s;
+  s = ck->RegisterReplicated("bad", Span<uint16_t>(emb), DType::kF32, {4});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("elements of 2 bytes given as f32 (4 bytes)"), std::string::npos) << s;
+
+  s = ck->Save(1);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  ckpt::Manifest m;
+  ASSERT_TRUE(ReadManifest(ck->last_stats().version_path, &m).ok());
+  std::map<std::string, DType> dtypes;
+  for (const ckpt::ArrayMeta& a : m.arrays) dtypes[a.name] = a.dtype;
+  EXPECT_EQ(dtypes.size(), 4u) << "the refused registrations are not there";
+  EXPECT_EQ(dtypes["w"], DType::kF32);
+  EXPECT_EQ(dtypes["counts"], DType::kI64);
+  EXPECT_EQ(dtypes["emb"], DType::kBF16);
+  EXPECT_EQ(dtypes["lr"], DType::kF64);
+
+  const std::vector<float> w0 = w;
+  const std::vector<int64_t> counts0 = counts;
+  const std::vector<uint16_t> emb0 = emb;
+  std::fill(w.begin(), w.end(), 0.0f);
+  std::fill(counts.begin(), counts.end(), 0);
+  std::fill(emb.begin(), emb.end(), 0);
+  lr[0] = 0;
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(w, w0);
+  EXPECT_EQ(counts, counts0);
+  EXPECT_EQ(emb, emb0);
+  EXPECT_EQ(lr[0], 0.125);
 }
 
 }  // namespace

@@ -43,3 +43,33 @@ CC
   cat "$dir/err"
   grep -q "nodiscard" "$dir/err" || fail "refused, but not for [[nodiscard]]"
 }
+
+# checkpointer.h includes runtime.h, which names MPI types (without the
+# deprecated C++ bindings, as the project builds).
+mpi_flags() {
+  echo "-DOMPI_SKIP_MPICXX=1 $(mpicxx --showme:compile)" || fail "no mpicxx --showme:compile for the MPI include flags"
+}
+
+test_a_const_array_cannot_be_registered() {
+  scratch
+  local dir=$SCRATCH flags
+  flags=$(mpi_flags)
+  for constness in "" const; do
+    cat >"$dir/register_$constness.cc" <<CC
+#include "baton/checkpointer.h"
+baton::Status Register(baton::Checkpointer* ck) {
+  static $constness std::vector<float> w(6);
+  return ck->RegisterReplicated("w", w, {2, 3});
+}
+int main() { return 0; }
+CC
+  done
+  # shellcheck disable=SC2086
+  CXX_CMD="$CXX_CMD $flags" compile "$dir/register_.cc" || fail "registering a mutable vector does not compile"
+  # shellcheck disable=SC2086
+  if CXX_CMD="$CXX_CMD $flags" compile "$dir/register_const.cc" 2>"$dir/err"; then
+    fail "a const vector can be registered (restore would write into it)"
+  fi
+  cat "$dir/err"
+  grep -q "no matching function" "$dir/err" || fail "refused, but not for want of an overload"
+}
