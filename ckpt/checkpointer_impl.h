@@ -80,12 +80,17 @@ class CheckpointerImpl : public Checkpointer {
  private:
   // registration.cc
   Status Register(Registered r);
-  // Collective: every rank makes the same `call` (its text holds the
-  // arguments) with the same registrations, and no rank's own check of its
-  // arguments (`local`) failed (else every rank returns the failing rank's
-  // Status). values: per entry, whether it differs between ranks (*differs).
-  Status AgreeOnCall(const std::string& call, const Status& local, const std::vector<uint64_t>& values = {},
-                     std::vector<bool>* differs = nullptr);
+  // Collective, one MPI_Allreduce: every rank makes the same `call` (its
+  // text holds the arguments) with the same registrations, and no rank's
+  // own check of its arguments (`local`) failed (else every rank returns the
+  // failing rank's Status). *value_differs: whether `value` differs between
+  // ranks.
+  Status AgreeOnCall(const std::string& call, const Status& local, uint64_t value = 0,
+                     bool* value_differs = nullptr);
+  // Collective: when the replicated arrays' hashes (full replicas, in the
+  // order of arrays_) differ between ranks, InvalidArgument naming the first
+  // such array and which ranks hold which copy; the same Status everywhere.
+  Status DescribeDivergedReplicas(const std::vector<uint64_t>& replica_xxh3);
 
   // save.cc
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;

@@ -84,35 +84,28 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
   return Register(std::move(r));
 }
 
-// One MPI_Allreduce (MAX) of [h, ~h, failed, v0, ~v0, v1, ~v1, ...]: h
-// hashes the call and the registrations, so a rank whose h differs sees
-// max(h) != h, and the rank holding the largest h sees max(~h) != ~h; the
-// same for each value. Only when something failed or differs does a second
-// round (Agree) carry the failing rank's own message to every rank.
-Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, const std::vector<uint64_t>& values,
-                                     std::vector<bool>* differs) {
+// One MPI_Allreduce (MAX) of [h, ~h, failed, v, ~v]: h hashes the call and
+// the registrations, so a rank whose h differs sees max(h) != h, and the
+// rank holding the largest h sees max(~h) != ~h; the same for v. Only when
+// a rank's own check failed does a second round (Agree) carry its message
+// to every rank.
+Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, uint64_t value,
+                                     bool* value_differs) {
   std::string text = call + '\0';
   for (const auto& [name, r] : arrays_) {
     text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
             (r.meta.replicated ? "R" : "S") + '\0';
   }
   const uint64_t h = Xxh3(text.data(), text.size());
-  std::vector<uint64_t> mine{h, ~h, local.ok() ? 0u : 1u}, most(3 + 2 * values.size());
-  for (uint64_t v : values) mine.insert(mine.end(), {v, ~v});
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-      MPI_Allreduce(mine.data(), most.data(), static_cast<int>(mine.size()), MPI_UINT64_T, MPI_MAX, comm_)));
+  uint64_t mine[5] = {h, ~h, local.ok() ? 0u : 1u, value, ~value}, most[5] = {};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 5, MPI_UINT64_T, MPI_MAX, comm_)));
   if (most[2] != 0) return Agree(comm_, local);  // some rank's own check failed: its message for all
   if (most[0] != h || most[1] != ~h) {
     return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
                                                       "shapes or kinds differ) or passed different arguments (" +
                                                       call + " here)");
   }
-  if (differs != nullptr) {
-    differs->assign(values.size(), false);
-    for (size_t i = 0; i < values.size(); ++i) {
-      (*differs)[i] = most[3 + 2 * i] != values[i] || most[4 + 2 * i] != ~values[i];
-    }
-  }
+  if (value_differs != nullptr) *value_differs = most[3] != value || most[4] != ~value;
   return Status::OK();
 }
 

@@ -183,6 +183,54 @@ void CheckpointerImpl::ApplyRetention() {
   }
 }
 
+// Rare path: which array differs (one MPI_Allreduce over the arrays'
+// hashes), then every rank's hash of it (one MPI_Allgather), grouped into
+// the same message on every rank.
+Status CheckpointerImpl::DescribeDivergedReplicas(const std::vector<uint64_t>& replica_xxh3) {
+  const size_t n = replica_xxh3.size();
+  std::vector<uint64_t> mine, most(2 * n);
+  for (uint64_t v : replica_xxh3) mine.insert(mine.end(), {v, ~v});
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allreduce(mine.data(), most.data(), static_cast<int>(2 * n), MPI_UINT64_T, MPI_MAX, comm_)));
+  size_t first = n;
+  for (size_t i = 0; i < n && first == n; ++i) {
+    if (most[2 * i] != replica_xxh3[i] || most[2 * i + 1] != ~replica_xxh3[i]) first = i;
+  }
+  // Every rank reaches the same `first` (the MAX is the same everywhere).
+  if (first == n) return Status::Internal(log::kCkpt, "replicas differ, but no replicated array does");
+  std::vector<uint64_t> all(static_cast<size_t>(size_));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allgather(&replica_xxh3[first], 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_)));
+  std::string name;
+  size_t i = 0;
+  for (const auto& [array, r] : arrays_) {
+    if (r.meta.replicated && i++ == first) name = array;
+  }
+  // "ranks 0-1,3 hold xxh3 ...; rank 2 holds xxh3 ...": at most 4 copies
+  // and 8 ranks each, so that a large job's message stays short.
+  std::vector<std::pair<uint64_t, std::vector<int>>> copies;
+  for (int k = 0; k < size_; ++k) {
+    auto it = std::find_if(copies.begin(), copies.end(), [&](const auto& c) { return c.first == all[k]; });
+    if (it == copies.end()) {
+      copies.push_back({all[k], {}});
+      it = copies.end() - 1;
+    }
+    it->second.push_back(k);
+  }
+  std::string msg = "replicated array " + name + " differs between ranks (" + std::to_string(copies.size()) +
+                    " different copies; nothing was written): ";
+  for (size_t c = 0; c < copies.size() && c < 4; ++c) {
+    const std::vector<int>& ranks = copies[c].second;
+    msg += c ? "; " : "";
+    msg += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t k = 0; k < ranks.size() && k < 8; ++k) msg += (k ? "," : "") + std::to_string(ranks[k]);
+    if (ranks.size() > 8) msg += ",... (" + std::to_string(ranks.size()) + " ranks)";
+    msg += (ranks.size() == 1 ? " holds xxh3 " : " hold xxh3 ") + HexU64(copies[c].first);
+  }
+  if (copies.size() > 4) msg += "; ...";
+  return Status::InvalidArgument(log::kCkpt, msg);
+}
+
 Status CheckpointerImpl::Save(int64_t step) {
   const double t0 = Now();
   stats_ = CheckpointStats();
@@ -197,7 +245,19 @@ Status CheckpointerImpl::Save(int64_t step) {
     args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
                                                    " is negative; a step counts the training steps completed (>= 0)");
   }
-  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
+  // Replicas must agree: one hash over every replicated array's whole copy,
+  // compared in the same MPI_Allreduce.
+  std::vector<uint64_t> replica_xxh3;
+  uint64_t replicas = 0;
+  if (options_.verify_replicas) {
+    for (const auto& [name, r] : arrays_) {
+      if (r.meta.replicated) replica_xxh3.push_back(Xxh3(r.data, r.meta.rows() * r.meta.row_bytes()));
+    }
+    replicas = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
+  }
+  bool diverged = false;
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, replicas, &diverged));
+  if (diverged) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);

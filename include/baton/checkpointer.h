@@ -73,6 +73,14 @@ struct CheckpointOptions {
   mode_t file_mode = 0600;
   mode_t dir_mode = 0700;
   Transfer transfer = Transfer::kIndependent;
+  // A replicated array is written once in total, its rows spread over the
+  // ranks, so copies that drifted apart would be stitched from several
+  // ranks. true (default): at Save every rank hashes its whole copy (one
+  // xxh3 pass over each replicated array) and the ranks compare the hashes
+  // in Save's first MPI_Allreduce; copies that differ fail the Save on every
+  // rank (InvalidArgument naming the array and which ranks hold which copy)
+  // before anything is written. false: not checked.
+  bool verify_replicas = true;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;

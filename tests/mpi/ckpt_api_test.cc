@@ -148,5 +148,35 @@ TEST_F(CkptTest, TypedRegistrationsCheckTheLengthAndRoundTrip) {
   EXPECT_EQ(lr[0], 0.125);
 }
 
+
+// Replicas that drifted apart (here: every rank's copy differs from rank
+// 0's) fail the Save on every rank, naming the array and the ranks, with
+// nothing written; unchecked (verify_replicas false) they are stitched.
+TEST_F(CkptTest, ReplicasThatDifferAreRefusedAtSave) {
+  if (Size() == 1) GTEST_SKIP() << "needs two ranks";
+  for (bool verify : {true, false}) {
+    CheckpointOptions o = Options();
+    o.verify_replicas = verify;
+    auto ck = MakeCheckpointer(o);
+    std::vector<int64_t> same(4, 7), bias(2 * static_cast<size_t>(Size()), Rank() == 0 ? 0 : 1);
+    EXPECT_TRUE(ck->RegisterReplicated("same", same, {4}).ok());
+    EXPECT_TRUE(ck->RegisterReplicated("bias", bias, {bias.size()}).ok());
+    Status s = ck->Save(1);
+    if (!verify) {
+      EXPECT_TRUE(AllRanks(s.ok())) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("replicated array bias differs between ranks (2 different copies"), std::string::npos)
+        << s;
+    EXPECT_NE(s.message().find("rank 0 holds xxh3 "), std::string::npos) << s;
+    EXPECT_NE(s.message().find(Size() == 2 ? std::string("rank 1 holds") : "ranks 1,2"), std::string::npos) << s;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (Rank() == 0) {
+      EXPECT_TRUE(Versions(root_).empty());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace baton::ckpt_testing
