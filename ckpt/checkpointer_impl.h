@@ -4,8 +4,11 @@
 //   checkpointer.cc   Create and Init: options, the directory, communicators
 //   registration.cc   registering arrays and blobs, the agreement on them
 //   save.cc           the save path: records, shards, manifest, commit, retention
-//   restore.cc        the restore path: choosing a version, reading and
-//                     verifying rows, agreement, fallback
+//   candidates.cc     which version a restore tries next: listing, the
+//                     manifest read by rank 0 and its outcome broadcast,
+//                     ReadMetadata
+//   restore.cc        the restore path: comparing with the registrations,
+//                     reading and verifying rows, agreement, fallback
 //
 // Internal to libbaton. Threading and collectivity: as the public class.
 #pragma once
@@ -30,6 +33,23 @@ namespace baton::ckpt {
 // A manifest is small (arrays, chunks and the user blob in base64); a
 // larger file is not one baton wrote.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+
+// The dataset of per-rank state (SetRankState): a sharded u8 array whose
+// rows are the ranks' bytes in rank order. Users' names cannot begin with
+// '.', so it never meets one of theirs.
+inline constexpr const char* kRankStateName = ".rank_state";
+inline bool IsReservedName(const std::string& name) { return !name.empty() && name[0] == '.'; }
+
+// What rank 0 found for the next candidate version, broadcast to all.
+struct Candidate {
+  enum Kind { kNone, kManifest, kSkipped, kHardError };
+  Kind kind = kNone;
+  std::string name;     // kManifest, kSkipped: the version directory's name
+  int64_t step = 0;
+  std::string text;     // kManifest: the manifest's JSON
+  Status failure;       // kSkipped, kHardError
+  bool counted = false; // kSkipped: recorded toward quarantine
+};
 
 // One registered array and this rank's part of it.
 struct Registered {
@@ -68,11 +88,15 @@ class CheckpointerImpl : public Checkpointer {
                          uint64_t first_row, uint64_t rows) override;
   Status SetUserBlob(std::string bytes) override;
   const std::string& user_blob() const override { return blob_; }
+  Status SetRankState(std::string bytes) override;
+  const std::string& rank_state() const override { return rank_state_; }
 
   // save.cc
   Status Save(int64_t step) override;
   // restore.cc
-  Status Restore(std::optional<int64_t>* step) override;
+  Status Restore(const RestoreOptions& options, RestoreResult* result) override;
+  // candidates.cc
+  Status ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) override;
 
   const CheckpointStats& last_stats() const override { return stats_; }
   const std::string& dir() const override { return dir_; }
@@ -83,10 +107,16 @@ class CheckpointerImpl : public Checkpointer {
   // Collective, one MPI_Allreduce: every rank makes the same `call` (its
   // text holds the arguments) with the same registrations, and no rank's
   // own check of its arguments (`local`) failed (else every rank returns the
-  // failing rank's Status). *value_differs: whether `value` differs between
-  // ranks.
-  Status AgreeOnCall(const std::string& call, const Status& local, uint64_t value = 0,
-                     bool* value_differs = nullptr);
+  // failing rank's Status). With `extra`: whether its value differs between
+  // ranks, and the OR of its flags over the ranks.
+  struct CallExtra {
+    uint64_t value = 0;          // in
+    uint64_t flags = 0;          // in
+    bool value_differs = false;  // out
+    uint64_t any_flags = 0;      // out
+  };
+  Status AgreeOnCall(const std::string& call, const Status& local, CallExtra* extra = nullptr);
+  static constexpr uint64_t kFlagRankState = 1;  // SetRankState was called on some rank
   // Collective: when the replicated arrays' hashes (full replicas, in the
   // order of arrays_) differ between ranks, InvalidArgument naming the first
   // such array and which ranks hold which copy; the same Status everywhere.
@@ -101,13 +131,27 @@ class CheckpointerImpl : public Checkpointer {
   Status CommitManifest(const std::string& vdir, const Manifest& m);
   void ApplyRetention();
 
+  // candidates.cc
+  // The call's text (AgreeOnCall) and the local check of the options.
+  Status CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const;
+  // Rank 0: the complete versions a restore may take (of o.step if given),
+  // oldest first, and how many were skipped as quarantined.
+  Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined);
+  // Rank 0 pops the newest candidate and reads its manifest (record: a
+  // corrupt one is recorded toward quarantine); every rank gets the same
+  // Candidate.
+  Status NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out);
+
   // restore.cc
-  void NextCandidate(std::vector<VersionInfo>* candidates, std::string* name, std::string* text);
-  Status CompareWithManifest(const Manifest& m, std::vector<int>* index_of) const;
+  // index_of[i]: the manifest's index of the i-th registered array, -1 when
+  // it is not restored (a partial restore).
+  Status CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
+                             std::vector<int>* index_of) const;
+  Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   Status ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
-                    bool gather_replicated, uint64_t* bytes);
+                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
-  bool GatherFits(const Manifest& m) const;
+  bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
   Runtime& runtime_;
   const CheckpointOptions options_;
@@ -119,6 +163,8 @@ class CheckpointerImpl : public Checkpointer {
   std::vector<int> group_of_;       // shard group of every world rank
   std::map<std::string, Registered> arrays_;  // by name: the same order on every rank
   std::string blob_;
+  std::string rank_state_;
+  bool rank_state_set_ = false;  // SetRankState was called on this rank
   CheckpointStats stats_;
 };
 

@@ -11,8 +11,10 @@
 // ranks) are in CheckManifest, shared by the writer and the parser.
 //
 // Every parse failure is Code::kCorruption (a manifest on disk that is not
-// what baton writes is a corrupt version, whatever is wrong with it); the
-// writer reports the same checks as kInvalidArgument (a caller's bug).
+// what baton writes is a corrupt version, whatever is wrong with it), except
+// a newer format, kInvalidArgument (not damaged, only unreadable by this
+// baton); the writer reports the same checks as kInvalidArgument (a
+// caller's bug).
 #include "ckpt/manifest.h"
 
 #include <nlohmann/json.hpp>
@@ -601,7 +603,38 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
   return Status::OK();
 }
 
+namespace {
+
+// A manifest of a newer format is reported as such (InvalidArgument)
+// whatever else in it this baton cannot parse: baton writes "format" as the
+// first key, so it is read before the rest is parsed.
+Status CheckNotNewer(std::string_view text) {
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  };
+  auto eat = [&](std::string_view t) {
+    ws();
+    if (text.substr(i, t.size()) != t) return false;
+    i += t.size();
+    return true;
+  };
+  if (!eat("{") || !eat("\"format\"") || !eat(":")) return Status::OK();  // the full parse says what is wrong
+  ws();
+  uint64_t format = 0;
+  auto r = std::from_chars(text.data() + i, text.data() + text.size(), format);
+  if (r.ec == std::errc() && format > static_cast<uint64_t>(kManifestFormat)) {
+    return Status::InvalidArgument("ckpt", "manifest format " + std::to_string(format) +
+                                               " was written by a newer baton; this baton reads formats 1 to " +
+                                               std::to_string(kManifestFormat) + ": restore with a newer baton");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseManifestJson(std::string_view text, Manifest* out) {
+  BATON_RETURN_IF_ERROR(CheckNotNewer(text));
   ManifestSax sax;
   bool parsed = false;
   try {

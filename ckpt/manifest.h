@@ -77,6 +77,9 @@ struct Manifest {
 };
 
 Status WriteManifestJson(const Manifest& m, std::string* out);
+// kCorruption for anything that is not a manifest this baton wrote, except
+// a newer format (a "format" above kManifestFormat): kInvalidArgument
+// saying so, since such a version is not damaged, only unreadable here.
 Status ParseManifestJson(std::string_view text, Manifest* out);
 
 // "a plain file name": not empty, no '/', not "." or "..", no NUL.

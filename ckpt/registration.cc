@@ -16,10 +16,11 @@ namespace {
 
 bool MulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-// Array names become HDF5 dataset names: one path component.
+// Array names become HDF5 dataset names: one path component; a leading
+// '.' is baton's own (kRankStateName).
 bool ValidArrayName(const std::string& name) {
-  return !name.empty() && name.size() <= 255 && name != "." && name != ".." &&
-         name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+  return !name.empty() && name.size() <= 255 && !IsReservedName(name) && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos;
 }
 
 }  // namespace
@@ -28,7 +29,7 @@ Status CheckpointerImpl::Register(Registered r) {
   const std::string& name = r.meta.name;
   if (!ValidArrayName(name)) {
     return Status::InvalidArgument(log::kCkpt, "array name \"" + name +
-                                                   "\": must be 1-255 bytes, not \".\" or \"..\", without '/'");
+                                                   "\": must be 1-255 bytes, not beginning with '.', without '/'");
   }
   uint64_t n = DTypeSize(r.meta.dtype);
   for (size_t i = 1; i < r.meta.shape.size(); ++i) {
@@ -84,28 +85,34 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
   return Register(std::move(r));
 }
 
-// One MPI_Allreduce (MAX) of [h, ~h, failed, v, ~v]: h hashes the call and
-// the registrations, so a rank whose h differs sees max(h) != h, and the
-// rank holding the largest h sees max(~h) != ~h; the same for v. Only when
-// a rank's own check failed does a second round (Agree) carry its message
-// to every rank.
-Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, uint64_t value,
-                                     bool* value_differs) {
+// One MPI_Allreduce (MAX) of [h, ~h, failed, v, ~v, flag0, flag1]: h
+// hashes the call and the registrations, so a rank whose h differs sees
+// max(h) != h, and the rank holding the largest h sees max(~h) != ~h; the
+// same for v; the MAX of a 0/1 flag is its OR. Only when a rank's own check
+// failed does a second round (Agree) carry its message to every rank.
+Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, CallExtra* extra) {
   std::string text = call + '\0';
   for (const auto& [name, r] : arrays_) {
     text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
             (r.meta.replicated ? "R" : "S") + '\0';
   }
   const uint64_t h = Xxh3(text.data(), text.size());
-  uint64_t mine[5] = {h, ~h, local.ok() ? 0u : 1u, value, ~value}, most[5] = {};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 5, MPI_UINT64_T, MPI_MAX, comm_)));
+  const uint64_t value = extra ? extra->value : 0, flags = extra ? extra->flags : 0;
+  constexpr int kFlags = 2;  // the flags in use (bits 0 and 1)
+  uint64_t mine[5 + kFlags] = {h, ~h, local.ok() ? 0u : 1u, value, ~value}, most[5 + kFlags] = {};
+  for (int f = 0; f < kFlags; ++f) mine[5 + f] = (flags >> f) & 1;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(mine, most, 5 + kFlags, MPI_UINT64_T, MPI_MAX, comm_)));
   if (most[2] != 0) return Agree(comm_, local);  // some rank's own check failed: its message for all
   if (most[0] != h || most[1] != ~h) {
     return Status::InvalidArgument(log::kCkpt, call + ": the ranks registered different arrays (names, dtypes, "
                                                       "shapes or kinds differ) or passed different arguments (" +
                                                       call + " here)");
   }
-  if (value_differs != nullptr) *value_differs = most[3] != value || most[4] != ~value;
+  if (extra != nullptr) {
+    extra->value_differs = most[3] != value || most[4] != ~value;
+    extra->any_flags = 0;
+    for (int f = 0; f < kFlags; ++f) extra->any_flags |= most[5 + f] << f;
+  }
   return Status::OK();
 }
 
@@ -147,6 +154,16 @@ Status CheckpointerImpl::SetUserBlob(std::string bytes) {
                                                    " bytes exceeds the limit of " + std::to_string(kMaxUserBlobBytes));
   }
   blob_ = std::move(bytes);
+  return Status::OK();
+}
+
+Status CheckpointerImpl::SetRankState(std::string bytes) {
+  if (bytes.size() > kMaxUserBlobBytes) {
+    return Status::InvalidArgument(log::kCkpt, "rank state of " + std::to_string(bytes.size()) +
+                                                   " bytes exceeds the limit of " + std::to_string(kMaxUserBlobBytes));
+  }
+  rank_state_ = std::move(bytes);
+  rank_state_set_ = true;
   return Status::OK();
 }
 

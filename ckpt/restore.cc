@@ -1,14 +1,16 @@
 // The Checkpointer's restore path (ckpt/checkpointer_impl.h).
 //
-// Restore: rank 0 lists the versions, reads the newest complete one's
-// manifest and broadcasts its text; every rank checks its registrations
-// against it, reads and verifies the chunks holding its rows
-// (ckpt/hdf5/shard_reader.h), replicated arrays are read in parts and
-// all-gathered; agreed; on any failure a warning naming the file, the
-// failure recorded beside the version (quarantine after
-// max_restore_failures), and the next older version.
+// Restore: rank 0 picks the newest candidate and broadcasts its manifest
+// (ckpt/candidates.cc); every rank checks its registrations against it,
+// reads and verifies the chunks holding its rows (ckpt/hdf5/shard_reader.h),
+// replicated arrays are read in parts and all-gathered; agreed, preferring
+// a corruption to other failures; on a failure a warning naming the file,
+// a corruption recorded beside the version (quarantine after
+// max_restore_failures; transient failures are not recorded), the version
+// reported in RestoreResult::fallbacks, and the next older version.
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -25,47 +27,26 @@
 
 namespace baton::ckpt {
 
-// Rank 0: the newest remaining candidate whose manifest reads and parses;
-// the ones that do not are recorded as failed. Empty name: none left.
-void CheckpointerImpl::NextCandidate(std::vector<ckpt::VersionInfo>* candidates, std::string* name,
-                                     std::string* text) {
-  name->clear();
-  while (!candidates->empty()) {
-    ckpt::VersionInfo v = candidates->back();
-    candidates->pop_back();
-    std::string path;
-    ckpt::Manifest m;
-    Status s = ckpt::ResolveInside(env_, v.path, ckpt::kManifestName, &path);
-    if (s.ok()) s = env_->ReadFile(path, kMaxManifestBytes, text);
-    if (s.ok()) s = ckpt::ParseManifestJson(*text, &m);
-    if (s.ok()) {
-      *name = v.name;
-      return;
-    }
-    BATON_LOG(kCkpt, warning) << "cannot restore " << v.path << ": " << s.message()
-                              << "; trying the next older version";
-    Status r = ckpt::RecordRestoreFailure(env_, v, s.message());
-    if (!r.ok()) {
-      BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
-    }
-    ++stats_.fallbacks;
-  }
-}
-
-// index_of[i]: the manifest's index of the i-th registered array.
-Status CheckpointerImpl::CompareWithManifest(const ckpt::Manifest& m, std::vector<int>* index_of) const {
+Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
+                                             std::vector<int>* index_of) const {
   std::vector<std::string> diffs;
   std::map<std::string, int> in_manifest;
-  for (size_t i = 0; i < m.arrays.size(); ++i) in_manifest[m.arrays[i].name] = static_cast<int>(i);
+  for (size_t i = 0; i < m.arrays.size(); ++i) {
+    if (!IsReservedName(m.arrays[i].name)) in_manifest[m.arrays[i].name] = static_cast<int>(i);
+  }
   index_of->clear();
   for (const auto& [name, r] : arrays_) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) {
+      index_of->push_back(-1);  // not restored: left as it is
+      continue;
+    }
     auto it = in_manifest.find(name);
     if (it == in_manifest.end()) {
       diffs.push_back(name + ": registered, not in the checkpoint");
       index_of->push_back(-1);
       continue;
     }
-    const ckpt::ArrayMeta& a = m.arrays[static_cast<size_t>(it->second)];
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(it->second)];
     if (a.dtype != r.meta.dtype) {
       diffs.push_back(name + ": dtype " + std::string(DTypeName(r.meta.dtype)) + " registered, " +
                       std::string(DTypeName(a.dtype)) + " in the checkpoint");
@@ -74,9 +55,15 @@ Status CheckpointerImpl::CompareWithManifest(const ckpt::Manifest& m, std::vecto
       diffs.push_back(name + ": shape " + ShapeText(r.meta.shape) + " registered, " + ShapeText(a.shape) +
                       " in the checkpoint");
     }
+    if (a.replicated != r.meta.replicated) {
+      diffs.push_back(name + std::string(": registered ") + (r.meta.replicated ? "replicated" : "sharded") +
+                      ", " + (a.replicated ? "replicated" : "sharded") + " in the checkpoint");
+    }
     index_of->push_back(it->second);
     in_manifest.erase(it);
   }
+  // A partial restore ignores the version's other arrays.
+  if (!only.empty()) in_manifest.clear();
   for (const auto& [name, i] : in_manifest) diffs.push_back(name + ": in the checkpoint, not registered");
   if (diffs.empty()) return Status::OK();
   std::string msg = "step " + std::to_string(m.step) + " does not match the registered arrays: ";
@@ -86,39 +73,96 @@ Status CheckpointerImpl::CompareWithManifest(const ckpt::Manifest& m, std::vecto
 
 // Replicated arrays are read in parts and all-gathered when every part's
 // byte count fits MPI's int; otherwise every rank reads all of it.
-bool CheckpointerImpl::GatherFits(const ckpt::Manifest& m) const {
-  for (const ckpt::ArrayMeta& a : m.arrays) {
+bool CheckpointerImpl::GatherFits(const Manifest& m, const std::vector<int>& index_of) const {
+  for (int i : index_of) {
+    if (i < 0) continue;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(i)];
     if (a.replicated && a.rows() * a.row_bytes() > static_cast<uint64_t>(INT_MAX)) return false;
   }
   return true;
 }
 
-Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const ckpt::Manifest& m,
-                                    const std::vector<int>& index_of, bool gather_replicated, uint64_t* bytes) {
-  std::map<size_t, std::unique_ptr<ckpt::h5::ShardReader>> readers;
+// Per-rank state goes back to the same rank at the same world size only.
+Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const {
+  *restore_it = false;
+  bool saved = false;
+  for (const ArrayMeta& a : m.arrays) saved = saved || a.name == kRankStateName;
+  if (!saved) return Status::OK();
+  if (m.world_size == size_) {
+    *restore_it = true;
+    return Status::OK();
+  }
+  if (o.drop_rank_state_on_resize) return Status::OK();
+  return Status::InvalidArgument(
+      log::kCkpt, "step " + std::to_string(m.step) + " holds per-rank state of " + std::to_string(m.world_size) +
+                      " ranks and this job has " + std::to_string(size_) +
+                      ": per-rank state goes back only to the same ranks; restore at " +
+                      std::to_string(m.world_size) + " ranks, or set RestoreOptions::drop_rank_state_on_resize "
+                      "to restore without it");
+}
+
+Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
+                                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state) {
+  std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
   std::vector<char> partial;  // a chunk that only partly holds my rows
+  // What to read: (array index in the manifest, the registration, the rows
+  // to read, the buffer and the global row of its first row).
+  struct Job {
+    int index;
+    std::string name;
+    uint64_t first, rows, buffer_first;
+    char* base;
+  };
+  std::vector<Job> jobs;
   size_t i = 0;
   for (const auto& [name, r] : arrays_) {
-    const ckpt::ArrayMeta& a = m.arrays[static_cast<size_t>(index_of[i++])];
-    const uint64_t rb = a.row_bytes();
+    const int index = index_of[i++];
+    if (index < 0) continue;
     uint64_t first = r.first_row, rows = r.rows;
     if (r.meta.replicated) {
       first = 0;
       rows = r.meta.rows();
-      if (gather_replicated) ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);
+      if (gather_replicated) ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);
     }
-    const uint64_t buffer_first = r.meta.replicated ? 0 : r.first_row;
-    char* base = static_cast<char*>(r.data);
-    std::vector<ckpt::ReadPiece> pieces;
-    BATON_RETURN_IF_ERROR(ckpt::PlanRead(m, static_cast<uint32_t>(index_of[i - 1]), first, rows, &pieces));
-    for (const ckpt::ReadPiece& p : pieces) {
-      const ckpt::ShardMeta& shard = m.shards[p.shard];
-      const ckpt::DatasetMeta& d = shard.datasets[p.dataset];
-      const ckpt::Chunk& c = d.chunks[p.chunk];
+    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
+  }
+  state->clear();
+  if (rank_state) {
+    // My own chunk of the per-rank state, wherever the manifest has it.
+    for (size_t a = 0; a < m.arrays.size(); ++a) {
+      if (m.arrays[a].name != kRankStateName) continue;
+      for (const ShardMeta& sh : m.shards) {
+        for (const DatasetMeta& d : sh.datasets) {
+          if (d.array != a) continue;
+          for (const Chunk& c : d.chunks) {
+            if (c.rank != rank_) continue;
+            if (c.rows > kMaxUserBlobBytes) {
+              return Status::Corruption(log::kCkpt, vdir + ": rank " + std::to_string(rank_) + "'s state of " +
+                                                        std::to_string(c.rows) + " bytes exceeds the limit");
+            }
+            state->resize(c.rows);
+            jobs.push_back(Job{static_cast<int>(a), kRankStateName, c.first_row, c.rows, c.first_row, state->data()});
+          }
+        }
+      }
+    }
+  }
+  for (const Job& job : jobs) {
+    const std::string& name = job.name;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
+    const uint64_t rb = a.row_bytes();
+    const uint64_t buffer_first = job.buffer_first;
+    char* base = job.base;
+    std::vector<ReadPiece> pieces;
+    BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
+    for (const ReadPiece& p : pieces) {
+      const ShardMeta& shard = m.shards[p.shard];
+      const DatasetMeta& d = shard.datasets[p.dataset];
+      const Chunk& c = d.chunks[p.chunk];
       auto& reader = readers[p.shard];
-      if (!reader) BATON_RETURN_IF_ERROR(ckpt::h5::ShardReader::Open(env_, vdir, shard.file, shard.bytes, &reader));
+      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, shard.file, shard.bytes, &reader));
       auto check = [&](const void* data) -> Status {
-        if (ckpt::Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
+        if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
                                                   std::to_string(c.first_row) + ", " +
                                                   std::to_string(c.first_row + c.rows) + ") written by rank " +
@@ -142,22 +186,23 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const ckpt::Manifes
       *bytes += p.rows * rb;
     }
   }
-  if (ckpt::Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
-    return Status::Corruption(log::kCkpt, vdir + "/" + ckpt::kManifestName + ": the user blob fails its checksum");
+  if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
+    return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
   }
   return Status::OK();
 }
 
-Status CheckpointerImpl::GatherReplicated(const ckpt::Manifest& m, const std::vector<int>& index_of) {
+Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<int>& index_of) {
   size_t i = 0;
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   for (const auto& [name, r] : arrays_) {
-    const ckpt::ArrayMeta& a = m.arrays[static_cast<size_t>(index_of[i++])];
-    if (!r.meta.replicated || size_ == 1) continue;
+    const int index = index_of[i++];
+    if (index < 0 || !r.meta.replicated || size_ == 1) continue;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(index)];
     const uint64_t rb = a.row_bytes();
     for (int k = 0; k < size_; ++k) {
       uint64_t first = 0, rows = 0;
-      ckpt::ReplicatedRows(a.rows(), size_, k, &first, &rows);
+      ReplicatedRows(a.rows(), size_, k, &first, &rows);
       counts[static_cast<size_t>(k)] = static_cast<int>(rows * rb);
       displs[static_cast<size_t>(k)] = static_cast<int>(first * rb);
     }
@@ -167,88 +212,93 @@ Status CheckpointerImpl::GatherReplicated(const ckpt::Manifest& m, const std::ve
   return Status::OK();
 }
 
-Status CheckpointerImpl::Restore(std::optional<int64_t>* step) {
+Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
   const double t0 = Now();
   stats_ = CheckpointStats();
-  step->reset();
+  *result = RestoreResult();
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
-  BATON_RETURN_IF_ERROR(AgreeOnCall("Restore", Status::OK()));
+  std::string call;
+  Status args = CheckRestoreOptions("Restore", options, &call);
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
 
-  std::vector<ckpt::VersionInfo> candidates;  // rank 0: complete versions, oldest first
+  std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
   Status local;
-  if (rank_ == 0) {
-    std::vector<ckpt::VersionInfo> versions;
-    local = ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions);
-    for (const ckpt::VersionInfo& v : versions) {
-      if (v.status == ckpt::VersionStatus::kComplete) candidates.push_back(v);
-      if (v.status == ckpt::VersionStatus::kQuarantined) {
-        ++quarantined;
-        BATON_LOG(kCkpt, warning) << "skipping " << v.path << ": quarantined after " << v.restore_failures
-                                  << " failed restores";
-      }
-    }
-  }
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
+  result->quarantined = quarantined;
+
+  auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
+    const std::string vdir = dir_ + "/" + name;
+    if (rank_ == 0) {
+      BATON_LOG(kCkpt, warning) << "cannot restore " << vdir << ": " << why.message() << " ("
+                                << (counted ? "corrupt: recorded toward its quarantine" : "transient: not recorded")
+                                << "); trying the next older version";
+    }
+    result->fallbacks.push_back(SkippedVersion{vdir, step, why, counted});
+    stats_.fallbacks = static_cast<int>(result->fallbacks.size());
+  };
 
   for (;;) {
-    std::string name, text;
-    if (rank_ == 0) NextCandidate(&candidates, &name, &text);
-    // Broadcast the version's name and manifest text (empty name: none
-    // left), and rank 0's counts of failed and quarantined versions.
-    long long lens[4] = {static_cast<long long>(name.size()), static_cast<long long>(text.size()),
-                         stats_.fallbacks, quarantined};
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(lens, 4, MPI_LONG_LONG, 0, comm_)));
-    stats_.fallbacks = static_cast<int>(lens[2]);
-    if (lens[0] == 0) {
-      const int failed = stats_.fallbacks, skipped = static_cast<int>(lens[3]);
-      stats_.seconds = Now() - t0;
-      if (failed + skipped == 0) return Status::OK();  // a first run
-      return Status::NotFound(log::kCkpt, "no version in " + dir_ + " could be restored: " +
-                                              std::to_string(failed) + " failed now, " +
-                                              std::to_string(skipped) + " quarantined before");
+    Candidate c;
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c));
+    if (c.kind == Candidate::kHardError) return c.failure;
+    if (c.kind == Candidate::kSkipped) {
+      skip(c.name, c.step, c.failure, c.counted);
+      continue;
     }
-    name.resize(static_cast<size_t>(lens[0]));
-    text.resize(static_cast<size_t>(lens[1]));
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), static_cast<int>(lens[0]), MPI_CHAR, 0, comm_)));
-    if (lens[1] > INT_MAX) return Status::Internal(log::kCkpt, "manifest too large to broadcast");
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(lens[1]), MPI_CHAR, 0, comm_)));
-    ckpt::Manifest m;
-    BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, &m));  // rank 0 parsed the same text
+    if (c.kind == Candidate::kNone) {
+      stats_.seconds = Now() - t0;
+      const int failed = static_cast<int>(result->fallbacks.size());
+      if (failed + quarantined == 0) return Status::OK();  // a first run
+      return Status::NotFound(log::kCkpt, "no version " +
+                                              (options.step ? "of step " + std::to_string(*options.step) + " " : "") +
+                                              "in " + dir_ + " could be restored: " + std::to_string(failed) +
+                                              " failed now, " + std::to_string(quarantined) + " quarantined before");
+    }
+    Manifest m;
+    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
     std::vector<int> index_of;
-    BATON_RETURN_IF_ERROR(CompareWithManifest(m, &index_of));
+    BATON_RETURN_IF_ERROR(CompareWithManifest(m, options.arrays, &index_of));
+    bool with_state = false;
+    BATON_RETURN_IF_ERROR(CheckRankState(m, options, &with_state));
 
-    const std::string vdir = dir_ + "/" + name;
-    const bool gather = GatherFits(m);
+    const std::string vdir = dir_ + "/" + c.name;
+    const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
-    Status read = ReadMyRows(vdir, m, index_of, gather, &bytes);
-    ckpt::Agreement ag;
-    Status agreed = Agree(comm_, read, &ag);
+    std::string state;
+    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &bytes, &state);
+    Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
     if (agreed.ok()) {
       if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
       blob_ = std::move(m.user_blob);
-      *step = m.step;
+      rank_state_ = std::move(state);
+      result->step = m.step;
+      result->version_path = vdir;
+      result->rank_state_dropped = !with_state && m.world_size != size_ &&
+                                   std::any_of(m.arrays.begin(), m.arrays.end(),
+                                               [](const ArrayMeta& a) { return a.name == kRankStateName; });
       stats_.step = m.step;
       stats_.version_path = vdir;
       stats_.bytes = bytes;
-      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-          MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+      BATON_RETURN_IF_ERROR(
+          BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
       stats_.seconds = Now() - t0;
       return Status::OK();
     }
-    if (rank_ == 0) {
-      BATON_LOG(kCkpt, warning) << "cannot restore " << vdir << ": " << agreed.message()
-                                << "; trying the next older version";
-      ckpt::VersionInfo v;
-      v.name = name;
+    const bool counted = agreed.code() == Code::kCorruption;
+    if (rank_ == 0 && counted) {
+      VersionInfo v;
+      v.name = c.name;
       v.path = vdir;
-      Status r = ckpt::RecordRestoreFailure(env_, v, agreed.message());
+      Status r = RecordRestoreFailure(env_, v, agreed.message());
       if (!r.ok()) {
         BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
       }
     }
-    ++stats_.fallbacks;
+    skip(c.name, c.step, agreed, counted);
   }
 }
 

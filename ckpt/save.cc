@@ -19,6 +19,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -255,9 +256,36 @@ Status CheckpointerImpl::Save(int64_t step) {
     }
     replicas = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
   }
-  bool diverged = false;
-  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, replicas, &diverged));
-  if (diverged) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+  CallExtra extra;
+  extra.value = replicas;
+  extra.flags = rank_state_set_ ? kFlagRankState : 0;
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, &extra));
+  if (extra.value_differs) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+
+  // Per-rank state, when any rank set it: a sharded u8 array of this Save
+  // only, the ranks' bytes in rank order (first row: an exclusive scan).
+  struct StateGuard {
+    std::map<std::string, Registered>* arrays;
+    ~StateGuard() {
+      if (arrays != nullptr) arrays->erase(kRankStateName);
+    }
+  } state_guard{nullptr};
+  if (extra.any_flags & kFlagRankState) {
+    uint64_t mine_bytes = rank_state_.size(), first = 0, total_bytes = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Exscan(&mine_bytes, &first, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    if (rank_ == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Allreduce(&mine_bytes, &total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    Registered r;
+    r.meta.name = kRankStateName;
+    r.meta.dtype = DType::kU8;
+    r.meta.shape = {total_bytes};
+    r.data = rank_state_.data();
+    r.first_row = first;
+    r.rows = mine_bytes;
+    arrays_[kRankStateName] = std::move(r);
+    state_guard.arrays = &arrays_;
+  }
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);

@@ -167,16 +167,26 @@ Status FaultEnv::RemoveTree(const std::string& path) {
 
 Status FaultEnv::ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) {
   if (crashed()) return Dead("pread", path);
+  Fault f = Fault::kFailRead;
+  if (Take({Fault::kFailRead, Fault::kDenyRead}, path, &f)) {
+    return Injected("pread", path, f == Fault::kDenyRead ? "Permission denied" : "Input/output error");
+  }
   return target()->ReadAt(path, offset, n, buf);
 }
 
 Status FaultEnv::ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) {
   if (crashed()) return Dead("read", path);
+  Fault f = Fault::kFailRead;
+  if (Take({Fault::kFailRead, Fault::kDenyRead}, path, &f)) {
+    return Injected("read", path, f == Fault::kDenyRead ? "Permission denied" : "Input/output error");
+  }
   return target()->ReadFile(path, max_bytes, out);
 }
 
 Status FaultEnv::Stat(const std::string& path, FileInfo* info) {
   if (crashed()) return Dead("lstat", path);
+  Fault f = Fault::kStaleStat;
+  if (Take({Fault::kStaleStat}, path, &f)) return Injected("lstat", path, "Stale file handle");
   return target()->Stat(path, info);
 }
 

@@ -29,7 +29,16 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std
                          uint64_t expected_bytes, std::unique_ptr<ShardReader>* out) {
   QuietHdf5Errors();
   std::unique_ptr<ShardReader> r(new ShardReader());
-  BATON_RETURN_IF_ERROR(ResolveInside(env, version_dir, file, &r->path_));
+  // A shard the committed manifest lists that is missing, a symlink or not
+  // a regular file: the version is damaged (kCorruption). Other failures
+  // (EIO, ESTALE, EACCES) may pass: they keep their code.
+  Status s = ResolveInside(env, version_dir, file, &r->path_);
+  if (s.code() == Code::kNotFound) {
+    return Status::Corruption(log::kCkpt, version_dir + "/" + file + ": missing, yet the manifest lists it (" +
+                                              s.message() + ")");
+  }
+  if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
+  BATON_RETURN_IF_ERROR(s);
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(r->path_, &info));
   if (info.size != expected_bytes) {

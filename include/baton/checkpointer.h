@@ -3,13 +3,20 @@
 //   baton::CheckpointOptions opts;            // dir defaults to $BATON_CKPT_DIR
 //   std::unique_ptr<baton::Checkpointer> ck;
 //   BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(*rt, opts, &ck));
-//   ck->RegisterSharded("w", w.data(), baton::DType::kF32, {rows, cols}, my_first_row, my_rows);
-//   ck->RegisterReplicated("bias", b.data(), baton::DType::kBF16, {cols});
-//   std::optional<int64_t> step;
-//   BATON_RETURN_IF_ERROR(ck->Restore(&step));   // all ranks agree; none on a first run
-//   ...
-//   ck->SetUserBlob(loader_state);                 // job-wide bytes, rank 0's are kept
-//   BATON_RETURN_IF_ERROR(ck->Save(step));
+//   ck->RegisterSharded("w", w, {rows, cols}, my_first_row, my_rows);   // std::vector<float> w
+//   ck->RegisterReplicated("bias", b, {cols});
+//   std::optional<int64_t> done;               // training steps completed
+//   BATON_RETURN_IF_ERROR(ck->Restore(&done)); // all ranks agree; nullopt on a first run
+//   if (done) rng.Load(ck->rank_state());
+//   for (int64_t step = done.value_or(0); step < steps; ++step) {
+//     train(step);
+//     ck->SetUserBlob(loader_state);           // job-wide bytes, rank 0's are kept
+//     ck->SetRankState(rng.Save());            // this rank's own bytes
+//     BATON_RETURN_IF_ERROR(ck->Save(step + 1));  // steps 0..step are done
+//   }
+//
+// A step is the number of training steps completed: Save(n) after steps
+// 0..n-1, so the step Restore gives back is the first one still to run.
 //
 // A version is a directory `<dir>/v<seq>-s<step>/` of HDF5 shard files plus
 // `manifest.json`; it exists if and only if its manifest does. Ranks form
@@ -119,7 +126,68 @@ struct CheckpointStats {
   uint64_t bytes = 0;        // array bytes written or read by this rank
   uint64_t total_bytes = 0;  // the same over all ranks
   double seconds = 0;        // wall time of the call on this rank
-  int fallbacks = 0;         // restore: versions skipped because a rank failed
+  int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
+};
+
+// Which version Restore (or ReadMetadata) takes and what it restores.
+struct RestoreOptions {
+  // The newest committed version of this step (when a step was saved more
+  // than once, the older copies are its fallbacks); nullopt: the newest
+  // version. A step with no committed version: NotFound naming the step.
+  std::optional<int64_t> step;
+  // A partial restore (evaluation, fine-tuning): only these registered
+  // arrays are read; the other registered arrays are left as they are and
+  // the version's other arrays are ignored. Each name must be registered
+  // (else InvalidArgument) and in the version (else InvalidArgument, as any
+  // mismatch). Empty: every registered array, and the version must hold
+  // exactly those.
+  std::vector<std::string> arrays;
+  // Per-rank state (SetRankState) is given back to the same rank at the same
+  // world size. A version saved with per-rank state at another world size:
+  // false (default): InvalidArgument naming both sizes (nothing restored,
+  // no fallback); true: restored without it (rank_state() empty,
+  // RestoreResult::rank_state_dropped).
+  bool drop_rank_state_on_resize = false;
+};
+
+// A version that a restore skipped, newest first.
+struct SkippedVersion {
+  std::string path;  // the version directory
+  int64_t step = 0;
+  // Why: kCorruption (a checksum, size or format mismatch) is recorded
+  // beside the version and counts toward its quarantine (counted = true);
+  // anything else (an I/O error, a stale handle, a permission, MPI) is
+  // transient and is not recorded (counted = false).
+  Status reason;
+  bool counted = false;
+};
+
+// What a Restore did, on every rank the same.
+struct RestoreResult {
+  std::optional<int64_t> step;  // nullopt: nothing restored (a first run)
+  std::string version_path;
+  std::vector<SkippedVersion> fallbacks;  // newer versions that could not be restored
+  int quarantined = 0;                    // versions skipped untried: quarantined before
+  bool rank_state_dropped = false;        // see RestoreOptions::drop_rank_state_on_resize
+};
+
+// One array of a saved version.
+struct CheckpointArray {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;  // global; empty: a scalar
+  bool replicated = false;
+};
+
+// What a version holds, read from its manifest (no shard is opened).
+struct CheckpointMetadata {
+  int64_t step = 0;
+  std::string version_path;
+  int world_size = 0;              // the ranks that saved it
+  std::string time;                // UTC, ISO 8601
+  std::vector<CheckpointArray> arrays;
+  uint64_t user_blob_bytes = 0;
+  bool has_rank_state = false;     // per-rank state was saved (SetRankState)
 };
 
 class Checkpointer {
@@ -129,8 +197,9 @@ class Checkpointer {
   static Status Create(Runtime& runtime, const CheckpointOptions& options, std::unique_ptr<Checkpointer>* out);
   virtual ~Checkpointer() = default;
 
-  // Array names become HDF5 dataset names: 1-255 bytes, no '/', not "." or
-  // "..". Registering a name again replaces the earlier registration.
+  // Array names become HDF5 dataset names: 1-255 bytes, no '/', not
+  // beginning with '.' (baton's own datasets do). Registering a name again
+  // replaces the earlier registration.
   //
   // A replicated array: the same on every rank; written once in total (its
   // rows spread over the ranks), restored on every rank. shape may be empty
@@ -194,19 +263,48 @@ class Checkpointer {
   // back to every rank by Restore. At most 64 MiB.
   virtual Status SetUserBlob(std::string bytes) = 0;
   virtual const std::string& user_blob() const = 0;
+  // Per-rank state (an RNG's state, a data loader's cursor): this rank's
+  // bytes, saved with every later Save and given back to this same rank by
+  // Restore when the world size is the same; at another world size see
+  // RestoreOptions::drop_rank_state_on_resize. At most 64 MiB per rank. Set
+  // on any rank, a version holds it for every rank (empty where not set).
+  virtual Status SetRankState(std::string bytes) = 0;
+  virtual const std::string& rank_state() const = 0;
 
-  // Writes every registered array as version `step` and commits it; then
-  // applies retention. On failure nothing is committed, every rank returns
+  // Writes every registered array (and the blobs) as version `step`, the
+  // number of training steps completed (>= 0; a negative step is refused on
+  // every rank before anything is written), and commits it; then applies
+  // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
   virtual Status Save(int64_t step) = 0;
   // Restores the newest committed version that every rank can read and
-  // verify into the registered buffers (and the user blob); *step is the
-  // version's step, or nullopt when there is none. Names or shapes that do
-  // not match the registered arrays: InvalidArgument listing the differences.
-  // Versions that exist but none of which can be restored (all failed now
-  // or quarantined before): NotFound with the counts, never a silent first
-  // run. A failed restore may leave the buffers partly overwritten.
-  virtual Status Restore(std::optional<int64_t>* step) = 0;
+  // verify into the registered buffers (and the user blob and per-rank
+  // state). result->step is the version's step: the number of training steps
+  // it holds as completed (Save(n) after n steps), so training continues
+  // with step n (counting from 0); nullopt when the directory holds no
+  // version (a first run). Names or shapes that do not match the registered
+  // arrays: InvalidArgument listing the differences, nothing skipped. A
+  // version that cannot be restored is skipped for the next older one and
+  // reported in result->fallbacks with its reason. Versions that exist but
+  // none of which can be restored (all failed now or quarantined before):
+  // NotFound with the counts, never a silent first run. A manifest written
+  // by a newer baton (a newer format): InvalidArgument saying so, no
+  // fallback (an older version would silently go back in time). A failed
+  // restore may leave the buffers partly overwritten.
+  virtual Status Restore(const RestoreOptions& options, RestoreResult* result) = 0;
+  // Restore({}, ...), giving only the step.
+  Status Restore(std::optional<int64_t>* step) {
+    RestoreResult result;
+    Status s = Restore(RestoreOptions(), &result);
+    *step = result.step;
+    return s;
+  }
+  // The metadata of the version Restore(options) would try first (the
+  // newest complete, not quarantined version, of options.step if given, whose
+  // manifest reads), so that a program can allocate and register its arrays
+  // from it; nullopt when there is none. Reads no shard, records nothing.
+  // Collective, like Restore.
+  virtual Status ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) = 0;
 
   virtual const CheckpointStats& last_stats() const = 0;
   virtual const std::string& dir() const = 0;

@@ -178,5 +178,165 @@ TEST_F(CkptTest, ReplicasThatDifferAreRefusedAtSave) {
   }
 }
 
+
+// Three versions; a restore of step 2 takes step 2, not the newest; a step
+// never saved is NotFound naming it and the newest step.
+TEST_F(CkptTest, RestoreOfAChosenStep) {
+  auto ck = MakeCheckpointer(Options());
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  for (int64_t step = 1; step <= 3; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(AllRanks(ck->Save(step).ok()));
+  }
+  ZeroAll(&arrays);
+  RestoreOptions o;
+  o.step = 2;
+  RestoreResult result;
+  Status s = ck->Restore(o, &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(2));
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+  EXPECT_TRUE(result.fallbacks.empty());
+
+  o.step = 7;
+  s = ck->Restore(o, &result);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find("no committed version of step 7"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("the newest is step 3"), std::string::npos) << s;
+  o.step = -2;
+  s = ck->Restore(o, &result);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+}
+
+// A program that does not know the shapes yet reads them first, allocates,
+// registers and restores; nothing saved: nullopt.
+TEST_F(CkptTest, ReadMetadataBeforeAllocating) {
+  {
+    auto empty = MakeCheckpointer(Options());
+    std::optional<CheckpointMetadata> md;
+    Status s = empty->ReadMetadata(RestoreOptions(), &md);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    EXPECT_FALSE(md.has_value());
+  }
+  auto arrays = MakeArrays(Size(), Rank());
+  {
+    auto ck = MakeCheckpointer(Options());
+    ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+    FillAll(&arrays, 5);
+    EXPECT_TRUE(ck->SetUserBlob("loader").ok());
+    ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
+  }
+  auto ck = MakeCheckpointer(Options());
+  std::optional<CheckpointMetadata> md;
+  Status s = ck->ReadMetadata(RestoreOptions(), &md);
+  ASSERT_TRUE(AllRanks(s.ok() && md.has_value())) << s;
+  EXPECT_EQ(md->step, 5);
+  EXPECT_EQ(md->world_size, Size());
+  EXPECT_EQ(md->user_blob_bytes, 6u);
+  EXPECT_FALSE(md->has_rank_state);
+  ASSERT_EQ(md->arrays.size(), arrays.size());
+  // Allocate from the metadata alone: replicated whole, sharded evenly.
+  std::vector<std::vector<char>> bufs;
+  for (const CheckpointArray& a : md->arrays) {
+    uint64_t row_elems = 1;
+    for (size_t d = 1; d < a.shape.size(); ++d) row_elems *= a.shape[d];
+    const uint64_t rows = a.shape.empty() ? 1 : a.shape[0];
+    uint64_t first = 0, mine = rows;
+    if (!a.replicated) EvenSplit(rows, Size(), Rank(), &first, &mine);
+    bufs.emplace_back(std::max<uint64_t>(1, mine * row_elems) * DTypeSize(a.dtype));
+    s = a.replicated ? ck->RegisterReplicated(a.name, bufs.back().data(), a.dtype, a.shape)
+                     : ck->RegisterSharded(a.name, bufs.back().data(), a.dtype, a.shape, first, mine);
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(5));
+  for (size_t i = 0; i < md->arrays.size(); ++i) {
+    // arrays (by name) and the metadata (in the manifest's name order) hold the same arrays.
+    for (size_t j = 0; j < arrays.size(); ++j) {
+      if (arrays[j].name == md->arrays[i].name) {
+        EXPECT_EQ(bufs[i], arrays[j].Expected(static_cast<int>(j), 5)) << arrays[j].name;
+      }
+    }
+  }
+}
+
+// Fine-tuning and evaluation: a subset of the saved arrays is restored,
+// the other registered arrays are left alone, the version's others ignored.
+TEST_F(CkptTest, PartialRestoreOfSomeArrays) {
+  auto arrays = MakeArrays(Size(), Rank());
+  {
+    auto ck = MakeCheckpointer(Options());
+    ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+    FillAll(&arrays, 4);
+    ASSERT_TRUE(AllRanks(ck->Save(4).ok()));
+  }
+  auto ck = MakeCheckpointer(Options());
+  // Registered: two of the saved arrays and a new head the version lacks.
+  TestArray& w = arrays[1];   // s_f32, sharded
+  TestArray& b = arrays[2];   // r_f64, replicated
+  std::vector<float> head(3, 9.0f);
+  std::fill(w.buf.begin(), w.buf.end(), 0);
+  std::fill(b.buf.begin(), b.buf.end(), 0);
+  EXPECT_TRUE(ck->RegisterSharded(w.name, w.buf.data(), w.dtype, w.shape, w.first_row, w.rows).ok());
+  EXPECT_TRUE(ck->RegisterReplicated(b.name, b.buf.data(), b.dtype, b.shape).ok());
+  EXPECT_TRUE(ck->RegisterReplicated("head", head, {3}).ok());
+  RestoreOptions o;
+  o.arrays = {w.name};
+  RestoreResult result;
+  Status s = ck->Restore(o, &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(4));
+  EXPECT_EQ(w.buf, w.Expected(1, 4));
+  EXPECT_EQ(b.buf, std::vector<char>(b.buf.size(), 0)) << "not asked for, yet restored";
+  EXPECT_EQ(head, std::vector<float>(3, 9.0f));
+
+  o.arrays = {w.name, b.name};
+  s = ck->Restore(o, &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(b.buf, b.Expected(2, 4));
+
+  o.arrays = {"head"};  // registered, not in the version
+  s = ck->Restore(o, &result);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("head: registered, not in the checkpoint"), std::string::npos) << s;
+  o.arrays = {"nope"};  // not registered
+  s = ck->Restore(o, &result);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("array nope is not registered"), std::string::npos) << s;
+}
+
+// Per-rank state: each rank's own bytes (of its own length, one rank's
+// empty) go back to the same rank.
+TEST_F(CkptTest, PerRankStateGoesBackToTheSameRank) {
+  auto ck = MakeCheckpointer(Options(2));
+  std::vector<float> w(4, 1.0f);
+  EXPECT_TRUE(ck->RegisterReplicated("w", w, {4}).ok());
+  auto state_of = [](int rank) {
+    return rank == 1 ? std::string() : "rng of rank " + std::to_string(rank) + std::string(rank * 100, 'x');
+  };
+  EXPECT_TRUE(ck->SetRankState(state_of(Rank())).ok());
+  EXPECT_EQ(ck->SetRankState(std::string((64u << 20) + 1, 'x')).code(), Code::kInvalidArgument);
+  Status s = ck->Save(8);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+
+  auto fresh = MakeCheckpointer(Options());
+  EXPECT_TRUE(fresh->RegisterReplicated("w", w, {4}).ok());
+  std::optional<CheckpointMetadata> md;
+  ASSERT_TRUE(AllRanks(fresh->ReadMetadata(RestoreOptions(), &md).ok() && md.has_value()));
+  EXPECT_TRUE(md->has_rank_state);
+  EXPECT_EQ(md->arrays.size(), 1u) << "the rank state is not one of the user's arrays";
+  RestoreResult result;
+  s = fresh->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(fresh->rank_state(), state_of(Rank()));
+  EXPECT_FALSE(result.rank_state_dropped);
+  // A name of baton's own cannot be registered.
+  s = fresh->RegisterReplicated(".rank_state", w, {4});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+}
+
 }  // namespace
 }  // namespace baton::ckpt_testing

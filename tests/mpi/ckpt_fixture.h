@@ -190,4 +190,47 @@ inline std::string Slurp(const std::string& path) {
   return text.str();
 }
 
+// Two versions (steps 1 and 2); `damage` runs on rank 0 against version 2's
+// directory; then a restore must fall back to step 1.
+class CkptDamage : public CkptTest {
+ protected:
+  void SaveTwo(int group_size = 1) {
+    ck_ = MakeCheckpointer(Options(group_size));
+    arrays_ = MakeArrays(Size(), Rank());
+    ASSERT_TRUE(AllRanks(RegisterAll(ck_.get(), &arrays_).ok()));
+    FillAll(&arrays_, 1);
+    ASSERT_TRUE(AllRanks(ck_->Save(1).ok()));
+    FillAll(&arrays_, 2);
+    ASSERT_TRUE(AllRanks(ck_->Save(2).ok()));
+    newest_ = ck_->last_stats().version_path;
+  }
+  // The restore falls back to step 1, reports the newest version in its
+  // result as corrupt with a reason naming `what`, and records it.
+  void ExpectFallback(const std::string& what) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    ZeroAll(&arrays_);
+    RestoreResult result;
+    Status s = ck_->Restore(RestoreOptions(), &result);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    EXPECT_EQ(result.step, std::optional<int64_t>(1));
+    EXPECT_EQ(ck_->last_stats().fallbacks, 1);
+    EXPECT_EQ(CheckAll(arrays_, 1), "");
+    ASSERT_EQ(result.fallbacks.size(), 1u);
+    const SkippedVersion& skipped = result.fallbacks[0];
+    EXPECT_EQ(skipped.path, newest_);
+    EXPECT_EQ(skipped.step, 2);
+    EXPECT_TRUE(skipped.counted);
+    EXPECT_EQ(skipped.reason.code(), Code::kCorruption) << skipped.reason;
+    EXPECT_NE(skipped.reason.message().find(what), std::string::npos) << skipped.reason;
+    if (Rank() == 0) {
+      const std::string failures = Slurp(newest_ + "/" + ckpt::kRestoreFailuresName);
+      EXPECT_NE(failures.find(what), std::string::npos) << failures;
+    }
+  }
+
+  std::unique_ptr<Checkpointer> ck_;
+  std::vector<TestArray> arrays_;
+  std::string newest_;
+};
+
 }  // namespace baton::ckpt_testing

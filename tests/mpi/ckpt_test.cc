@@ -471,40 +471,6 @@ TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
 
 // --- restore: verification, fallback, quarantine --------------------------------
 
-// Two versions (steps 1 and 2); `damage` runs on rank 0 against version 2's
-// directory; then a restore must fall back to step 1.
-class CkptDamage : public CkptTest {
- protected:
-  void SaveTwo(int group_size = 1) {
-    ck_ = MakeCheckpointer(Options(group_size));
-    arrays_ = MakeArrays(Size(), Rank());
-    ASSERT_TRUE(AllRanks(RegisterAll(ck_.get(), &arrays_).ok()));
-    FillAll(&arrays_, 1);
-    ASSERT_TRUE(AllRanks(ck_->Save(1).ok()));
-    FillAll(&arrays_, 2);
-    ASSERT_TRUE(AllRanks(ck_->Save(2).ok()));
-    newest_ = ck_->last_stats().version_path;
-  }
-  void ExpectFallback(const std::string& file) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    ZeroAll(&arrays_);
-    std::optional<int64_t> step;
-    Status s = ck_->Restore(&step);
-    ASSERT_TRUE(AllRanks(s.ok())) << s;
-    EXPECT_EQ(step, std::optional<int64_t>(1));
-    EXPECT_EQ(ck_->last_stats().fallbacks, 1);
-    EXPECT_EQ(CheckAll(arrays_, 1), "");
-    if (Rank() == 0) {
-      const std::string failures = Slurp(newest_ + "/" + ckpt::kRestoreFailuresName);
-      EXPECT_NE(failures.find(file), std::string::npos) << failures;
-    }
-  }
-
-  std::unique_ptr<Checkpointer> ck_;
-  std::vector<TestArray> arrays_;
-  std::string newest_;
-};
-
 // Where dataset `name`'s bytes begin in an HDF5 file.
 uint64_t DataOffset(const std::string& file, const std::string& name) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -571,7 +537,7 @@ TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
       text.replace(at, 12, "\"" + evil + "\"");
       std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
     }
-    ExpectFallback("");
+    ExpectFallback("shards[0].file");
     TearDown();
     SetUp();
   }
@@ -790,6 +756,7 @@ TEST(Reshard, Save) {
   FillAll(&arrays, 42);
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   EXPECT_TRUE(ck->SetUserBlob("saved by " + std::to_string(Size()) + " ranks").ok());
+  EXPECT_TRUE(ck->SetRankState("state of rank " + std::to_string(Rank())).ok());
   Status s = ck->Save(42);
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -801,9 +768,22 @@ TEST(Reshard, Restore) {
   auto ck = MakeCheckpointer(o);
   auto arrays = MakeArrays(Size(), Rank(), kReshardRows);
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  // The version holds per-rank state of another world size: refused unless
+  // the caller drops it, and nothing is skipped for it.
   std::optional<int64_t> step;
   Status s = ck->Restore(&step);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("per-rank state of "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("this job has " + std::to_string(Size())), std::string::npos) << s;
+  EXPECT_NE(s.message().find("drop_rank_state_on_resize"), std::string::npos) << s;
+  RestoreOptions drop;
+  drop.drop_rank_state_on_resize = true;
+  RestoreResult result;
+  s = ck->Restore(drop, &result);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
+  step = result.step;
+  EXPECT_TRUE(result.rank_state_dropped);
+  EXPECT_EQ(ck->rank_state(), "");
   EXPECT_EQ(step, std::optional<int64_t>(42));
   EXPECT_EQ(CheckAll(arrays, 42), "");
   EXPECT_EQ(ck->last_stats().fallbacks, 0);

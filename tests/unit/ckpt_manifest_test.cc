@@ -121,6 +121,24 @@ TEST_P(CkptManifestBad, IsCorruptionNamingPathAndValue) {
   EXPECT_NE(s.message().find(c.error), std::string::npos) << "expected \"" << c.error << "\" in: " << s.message();
 }
 
+// A newer format is not corruption (the version is not damaged, this
+// baton cannot read it): InvalidArgument saying so, even when the rest of
+// the text is nothing this baton could parse.
+TEST(CkptManifest, ANewerFormatIsReportedAsNewerNotCorrupt) {
+  Manifest m;
+  std::string text;
+  ASSERT_TRUE(WriteManifestJson(MakeManifest(2, 2, 2, 3), &text).ok());
+  const std::string newer = "\"format\": " + std::to_string(kManifestFormat + 1);
+  const size_t at = text.find("\"format\": ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, newer.size(), newer);
+  for (const std::string& t : {text, "{\"format\": " + std::to_string(kManifestFormat + 1) + ", \"chunks\": [[1,2,3,4,5,6]]}"}) {
+    Status s = ParseManifestJson(t, &m);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("written by a newer baton"), std::string::npos) << s;
+  }
+}
+
 const char* const kChunk00 = R"([[0, 0, 1, 0, "0123456789abcdef"])";
 const char* const kChunk01 = R"([1, 1, 1, 1, "0123456689abcdef"])";
 
@@ -134,7 +152,7 @@ const BadCase kBadCases[] = {
      "nested deeper than 16 levels"},
     // structure
     {"top_level_array", "", "[1, 2]", "(top level): expected an object, got an array"},
-    {"unknown_format", "\"format\": 1", "\"format\": 2", "format: 2 is not a manifest format this baton reads"},
+    {"unknown_format", "\"format\": 1", "\"format\": 0", "format: 0 is not a manifest format this baton reads"},
     {"format_as_string", "\"format\": 1", "\"format\": \"1\"", "format: \"1\" is not a manifest format"},
     {"missing_key", "\"step\": 400,", "", "step: missing"},
     {"unknown_key", "\"step\": 400,", "\"step\": 400, \"stpe\": 1,", "stpe: unknown key"},
