@@ -99,6 +99,28 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
   return Status::OK();
 }
 
+void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
+  attempt_ = Attempt{v, ""};
+  Status s = BeginRestoreAttempt(env_, v, &attempt_->token);
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "could not mark the restore attempt of " << v.path
+                              << " (a crash while reading it will not be counted): " << s;
+  }
+}
+
+void CheckpointerImpl::EndAttempt(const std::string* failure) {
+  if (!attempt_) return;
+  const Attempt a = std::move(*attempt_);
+  attempt_.reset();
+  Status s = !a.token.empty()     ? EndRestoreAttempt(env_, a.version, a.token, failure)
+             : failure != nullptr ? RecordRestoreFailure(env_, a.version, *failure)
+                                  : Status::OK();  // no mark was written: nothing to end
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "could not " << (failure ? "record the failure of " : "end the restore attempt of ")
+                              << a.version.path << ": " << s;
+  }
+}
+
 Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out) {
   *out = Candidate();
   if (rank_ == 0 && !candidates->empty()) {
@@ -106,10 +128,13 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
     candidates->pop_back();
     out->name = v.name;
     out->step = v.step;
+    // Marked before the manifest is read: parsing a hostile one may be
+    // what kills the process.
+    if (record) BeginAttempt(v);
     Manifest m;
     Status s = LoadManifest(env_, v, &out->text, &m);
     if (s.ok()) {
-      out->kind = Candidate::kManifest;
+      out->kind = Candidate::kManifest;  // the attempt stays open while the shards are read
     } else if (s.code() == Code::kInvalidArgument) {
       out->kind = Candidate::kHardError;
       out->failure = s;
@@ -118,12 +143,10 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
       out->failure = s;
       out->counted = s.code() == Code::kCorruption;
       out->text.clear();
-      if (record && out->counted) {
-        Status r = RecordRestoreFailure(env_, v, s.message());
-        if (!r.ok()) {
-          BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
-        }
-      }
+    }
+    if (record && out->kind != Candidate::kManifest) {
+      const std::string reason = s.message();
+      EndAttempt(out->counted ? &reason : nullptr);
     }
   }
   long long head[4] = {out->kind, out->step, static_cast<long long>(out->failure.code()), out->counted ? 1 : 0};

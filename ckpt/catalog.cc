@@ -125,22 +125,24 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions) {
   return next;
 }
 
-Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
+namespace {
+
+// Replaces the version's restore-failures file by `text` (removes it when
+// empty): a temporary of this process's own, fsync, rename, a directory
+// fsync, so a reader sees the old or the new file, never half of one.
+Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text) {
   const std::string path = version.path + "/" + kRestoreFailuresName;
-  std::string text;
-  Status s = env->ReadFile(path, kMaxRestoreFailuresBytes, &text);
-  if (!s.ok() && s.code() != Code::kNotFound) return s;
-  if (!text.empty() && text.back() != '\n') text += '\n';
-  std::string line = UtcNow() + " " + reason.substr(0, kMaxReasonBytes);
-  // One failure per line, whatever the reason holds.
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  text += line + "\n";
+  if (text.empty()) {
+    Status s = env->RemoveFile(path);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+    return env->SyncDir(version.path);
+  }
   // A name of this process's own, so that a leftover from a crash is never in the way.
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   std::unique_ptr<fs::WritableFile> f;
   BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, 0644, &f));
-  s = f->Append(text.data(), text.size());
+  Status s = f->Append(text.data(), text.size());
   if (s.ok()) s = f->Sync();
   if (s.ok()) s = f->Close();
   if (s.ok()) s = env->Rename(tmp, path);
@@ -149,6 +151,61 @@ Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std:
     return s;
   }
   return env->SyncDir(version.path);
+}
+
+Status ReadFailures(fs::Env* env, const VersionInfo& version, std::string* text) {
+  text->clear();
+  Status s = env->ReadFile(version.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, text);
+  if (!s.ok() && s.code() != Code::kNotFound) return s;
+  if (!text->empty() && text->back() != '\n') *text += '\n';
+  return Status::OK();
+}
+
+std::string FailureLine(const std::string& reason) {
+  std::string line = UtcNow() + " " + reason.substr(0, kMaxReasonBytes);
+  // One failure per line, whatever the reason holds.
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  return line + "\n";
+}
+
+std::string AttemptMarker(const std::string& token) { return " unfinished restore attempt " + token + " "; }
+
+}  // namespace
+
+Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  return RewriteFailures(env, version, text + FailureLine(reason));
+}
+
+Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  const std::string t = std::to_string(::getpid()) + "-" +
+                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  BATON_RETURN_IF_ERROR(RewriteFailures(
+      env, version,
+      text + FailureLine(AttemptMarker(t).substr(1) +
+                         "(the restoring process ended while reading this version: a crash, the OOM killer or a kill)")));
+  *token = t;
+  return Status::OK();
+}
+
+Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
+                         const std::string* failure) {
+  std::string text, kept;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  const std::string marker = AttemptMarker(token);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    if (line.find(marker) == std::string::npos && !line.empty()) kept += line + "\n";
+    start = end + 1;
+  }
+  if (failure != nullptr) kept += FailureLine(*failure);
+  return RewriteFailures(env, version, kept);
 }
 
 Status RemoveVersion(fs::Env* env, const VersionInfo& version) {

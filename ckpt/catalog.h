@@ -47,6 +47,19 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions);
 // restore-failures file, written through a temporary name and a rename.
 Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason);
 
+// A restore attempt, marked before the version is read: a line "<time>
+// unfinished restore attempt <token> (...)" in restore-failures, which
+// counts as a failure until EndRestoreAttempt removes it. A process that
+// dies while reading the version (a crash inside HDF5, the OOM killer, a
+// kill) leaves it behind, so a version that kills every restore is
+// quarantined after max_restore_failures attempts instead of looping.
+// *token names this attempt's line.
+Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token);
+// Ends the attempt: its line goes; with `failure` (a corruption found) the
+// failure's line takes its place.
+Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
+                         const std::string* failure);
+
 // What retention removes: all but the newest `keep` complete versions;
 // quarantined versions older than the newest complete one; incomplete
 // versions older than the newest complete one (crashed saves). Never an

@@ -141,6 +141,13 @@ class CheckpointerImpl : public Checkpointer {
   // corrupt one is recorded toward quarantine); every rank gets the same
   // Candidate.
   Status NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out);
+  // Rank 0, with `record`: the attempt mark (BeginRestoreAttempt) of the
+  // version being tried, from before its manifest is read until the
+  // outcome is known; ending it records `failure` when given. Failures of
+  // the marks themselves are logged: a mark is a safeguard, not a reason
+  // to refuse a restore.
+  void BeginAttempt(const VersionInfo& v);
+  void EndAttempt(const std::string* failure);
 
   // restore.cc
   // index_of[i]: the manifest's index of the i-th registered array, -1 when
@@ -165,6 +172,11 @@ class CheckpointerImpl : public Checkpointer {
   std::string blob_;
   std::string rank_state_;
   bool rank_state_set_ = false;  // SetRankState was called on this rank
+  struct Attempt {
+    VersionInfo version;
+    std::string token;  // empty: the mark could not be written
+  };
+  std::optional<Attempt> attempt_;  // rank 0: the restore attempt marked and not yet ended
   CheckpointStats stats_;
 };
 

@@ -6,7 +6,10 @@
 // replicated arrays are read in parts and all-gathered; agreed, preferring
 // a corruption to other failures; on a failure a warning naming the file,
 // a corruption recorded beside the version (quarantine after
-// max_restore_failures; transient failures are not recorded), the version
+// max_restore_failures; transient failures are not recorded; an attempt
+// mark written before the version is read counts as a failure if the
+// process dies before the outcome, so a version that crashes every restore
+// is quarantined instead of looping), the version
 // reported in RestoreResult::fallbacks, and the next older version.
 #include <mpi.h>
 
@@ -241,6 +244,15 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
     stats_.fallbacks = static_cast<int>(result->fallbacks.size());
   };
 
+  // An attempt still open when Restore returns (a mismatch with the
+  // registrations, an MPI error) did not find the version damaged.
+  struct EndOpenAttempt {
+    CheckpointerImpl* self;
+    ~EndOpenAttempt() {
+      if (self->attempt_) self->EndAttempt(nullptr);
+    }
+  } end_open_attempt{this};
+
   for (;;) {
     Candidate c;
     BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c));
@@ -269,9 +281,11 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
     const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
     std::string state;
+    env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
     Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &bytes, &state);
     Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
     if (agreed.ok()) {
+      if (rank_ == 0) EndAttempt(nullptr);
       if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
       blob_ = std::move(m.user_blob);
       rank_state_ = std::move(state);
@@ -289,14 +303,9 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
       return Status::OK();
     }
     const bool counted = agreed.code() == Code::kCorruption;
-    if (rank_ == 0 && counted) {
-      VersionInfo v;
-      v.name = c.name;
-      v.path = vdir;
-      Status r = RecordRestoreFailure(env_, v, agreed.message());
-      if (!r.ok()) {
-        BATON_LOG(kCkpt, warning) << "could not record the failure: " << r;
-      }
+    if (rank_ == 0) {
+      const std::string reason = agreed.message();
+      EndAttempt(counted ? &reason : nullptr);
     }
     skip(c.name, c.step, agreed, counted);
   }

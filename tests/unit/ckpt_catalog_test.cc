@@ -115,6 +115,38 @@ TEST_F(CkptCatalogDir, RestoreFailuresAreCountedAndQuarantine) {
   EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "restore-failures"}));
 }
 
+// An attempt counts as a failure until it ends; ended, it leaves nothing
+// (or the failure found); attempts that never end add up to quarantine.
+TEST_F(CkptCatalogDir, UnfinishedRestoreAttemptsCountAsFailures) {
+  Version(1, 10, true);
+  auto v = List();
+  ASSERT_EQ(v.size(), 1u);
+  std::string token;
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &token).ok());
+  EXPECT_EQ(List()[0].restore_failures, 1);
+  ASSERT_TRUE(EndRestoreAttempt(env, v[0], token, nullptr).ok());
+  EXPECT_EQ(List()[0].restore_failures, 0);
+  fs::FileInfo info;
+  EXPECT_EQ(env->Stat(v[0].path + "/" + kRestoreFailuresName, &info).code(), Code::kNotFound)
+      << "an ended attempt leaves no file";
+
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &token).ok());  // never ended: the process "died"
+  std::string second;
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &second).ok());
+  EXPECT_NE(second, token);
+  const std::string reason = "rank 1: shard-0.h5: fails its checksum";
+  ASSERT_TRUE(EndRestoreAttempt(env, v[0], second, &reason).ok());
+  v = List();
+  EXPECT_EQ(v[0].restore_failures, 2);
+  EXPECT_EQ(v[0].status, VersionStatus::kQuarantined);
+  std::string text;
+  ASSERT_TRUE(env->ReadFile(v[0].path + "/" + kRestoreFailuresName, 1 << 20, &text).ok());
+  EXPECT_NE(text.find("unfinished restore attempt " + token + " (the restoring process ended"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(second), std::string::npos) << text;
+  EXPECT_NE(text.find("Z " + reason + "\n"), std::string::npos) << text;
+}
+
 TEST_F(CkptCatalogDir, AFailedRecordLeavesNoTemporary) {
   Version(1, 10, true);
   auto v = List();
