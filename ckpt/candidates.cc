@@ -133,7 +133,14 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
     if (record) BeginAttempt(v);
     Manifest m;
     Status s = LoadManifest(env_, v, &out->text, &m);
-    if (s.ok()) {
+    if (s.ok() && !m.run_id.empty() && m.run_id != run_.run_id) {
+      // Another run's version (copied in, or written by a baton that took
+      // no lock): not this run's state, not damaged either.
+      out->kind = Candidate::kSkipped;
+      out->failure = Status::InvalidArgument(log::kCkpt, v.path + " was written by run " + m.run_id +
+                                                             "; this directory's run is " + run_.run_id);
+      out->text.clear();
+    } else if (s.ok()) {
       out->kind = Candidate::kManifest;  // the attempt stays open while the shards are read
     } else if (s.code() == Code::kInvalidArgument) {
       out->kind = Candidate::kHardError;
@@ -145,7 +152,7 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
       out->text.clear();
     }
     if (record && out->kind != Candidate::kManifest) {
-      const std::string reason = s.message();
+      const std::string reason = out->failure.message();
       EndAttempt(out->counted ? &reason : nullptr);
     }
   }

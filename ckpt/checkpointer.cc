@@ -4,14 +4,19 @@
 // registration: ckpt/registration.cc (the class: ckpt/checkpointer_impl.h).
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <string>
+#include <thread>
 
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/layout.h"
+#include "ckpt/run.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton {
@@ -39,6 +44,32 @@ CheckpointerImpl::~CheckpointerImpl() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
+// Rank 0: the writer lock, waiting up to lock_wait_seconds for a holder
+// that may be dead but not yet noticed (an NFS server frees a dead client's
+// lock only when its lease ends), polling once a second.
+Status CheckpointerImpl::LockDirectory() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on " + runtime_.host(0) + ", job " +
+                             (job != nullptr && *job != '\0' ? job : "-") + ", since " + UtcNow();
+  const std::string path = dir_ + "/" + kWriterLockName;
+  const double give_up = Now() + options_.lock_wait_seconds;
+  for (bool logged = false;; logged = true) {
+    Status s = env_->LockFile(path, options_.file_mode, holder, &lock_);
+    if (s.code() != Code::kUnavailable) return s;
+    if (Now() >= give_up) {
+      return Status::Unavailable(log::kCkpt, "checkpoint directory " + dir_ + " has another live writer (" +
+                                                 s.message() + "), still after " +
+                                                 std::to_string(static_cast<int>(options_.lock_wait_seconds)) +
+                                                 " s: one Checkpointer per directory at a time");
+    }
+    if (!logged) {
+      BATON_LOG(kCkpt, warning) << s.message() << "; waiting up to " << options_.lock_wait_seconds
+                                << " s for it to end (a dead holder's lock on NFS lasts until its lease ends)";
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 Status CheckpointerImpl::Init() {
   rank_ = runtime_.rank();
   size_ = runtime_.size();
@@ -50,8 +81,15 @@ Status CheckpointerImpl::Init() {
     if (local.ok() && info.type != fs::FileType::kDirectory && info.type != fs::FileType::kSymlink) {
       local = Status::InvalidArgument(log::kCkpt, "checkpoint directory " + dir_ + " is not a directory");
     }
+    if (local.ok()) local = LockDirectory();
+    if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);
   }
   BATON_RETURN_IF_ERROR(Agree(runtime_.world_comm(), local));
+  // Every rank knows the run id (run_id()); only rank 0 its sequence.
+  int len = static_cast<int>(run_.run_id.size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, runtime_.world_comm())));
+  run_.run_id.resize(static_cast<size_t>(len));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(run_.run_id.data(), len, MPI_CHAR, 0, runtime_.world_comm())));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(runtime_.world_comm(), &comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN)));
   group_of_ = ckpt::ShardGroups(runtime_.topology(), options_.group_size);
@@ -81,6 +119,13 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   if (options.max_restore_failures < 1) {
     return Status::InvalidArgument(log::kCkpt, "max_restore_failures = " +
                                                    std::to_string(options.max_restore_failures) + ": must be >= 1");
+  }
+  if (!(options.lock_wait_seconds >= 0)) {
+    return Status::InvalidArgument(log::kCkpt, "lock_wait_seconds = " + std::to_string(options.lock_wait_seconds) +
+                                                   ": must be >= 0");
+  }
+  if (!options.run_id.empty() && !ckpt::ValidRunId(options.run_id)) {
+    return Status::InvalidArgument(log::kCkpt, "run_id \"" + options.run_id + "\": must be 1-64 of [A-Za-z0-9._-]");
   }
   if (options.group_size < 0) {
     return Status::InvalidArgument(log::kCkpt, "group_size = " + std::to_string(options.group_size) +

@@ -27,6 +27,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/run.h"
 
 namespace baton::ckpt {
 
@@ -80,6 +81,7 @@ class CheckpointerImpl : public Checkpointer {
   ~CheckpointerImpl() override;
 
   Status Init();
+  const std::string& run_id() const override { return run_.run_id; }
 
   // registration.cc
   Status RegisterReplicated(const std::string& name, void* data, DType dtype,
@@ -102,6 +104,9 @@ class CheckpointerImpl : public Checkpointer {
   const std::string& dir() const override { return dir_; }
 
  private:
+  // checkpointer.cc
+  Status LockDirectory();
+
   // registration.cc
   Status Register(Registered r);
   // Collective, one MPI_Allreduce: every rank makes the same `call` (its
@@ -168,6 +173,8 @@ class CheckpointerImpl : public Checkpointer {
   MPI_Comm comm_ = MPI_COMM_NULL;   // a dup of the world: ckpt's messages stay apart
   MPI_Comm group_ = MPI_COMM_NULL;  // this rank's shard group
   std::vector<int> group_of_;       // shard group of every world rank
+  std::unique_ptr<fs::FileLock> lock_;  // rank 0: <dir>/writer.lock, held for the Checkpointer's life
+  RunInfo run_;                          // the directory's run (last_seq: rank 0 only)
   std::map<std::string, Registered> arrays_;  // by name: the same order on every rank
   std::string blob_;
   std::string rank_state_;

@@ -29,6 +29,7 @@
 
 #include "ckpt/base64.h"
 #include "ckpt/checksum.h"
+#include "ckpt/run.h"
 
 namespace baton::ckpt {
 
@@ -322,10 +323,15 @@ class ManifestSax : public nlohmann::json_sax<json> {
 // ---- the checks shared by writer and parser -----------------------------------
 
 Status CheckManifest(const Manifest& m, Code code) {
-  if (m.format != kManifestFormat) {
+  if (m.format < kOldestManifestFormat || m.format > kManifestFormat) {
     return Fail(code, "format", std::to_string(m.format) + " is not a manifest format this baton reads (it reads " +
-                                    std::to_string(kManifestFormat) + ")");
+                                    std::to_string(kOldestManifestFormat) + " to " + std::to_string(kManifestFormat) +
+                                    ")");
   }
+  if (m.format >= 2 && !ValidRunId(m.run_id)) {
+    return Fail(code, "run_id", Quote(m.run_id) + " is not a run id (1-64 of [A-Za-z0-9._-])");
+  }
+  if (m.format == 1 && !m.run_id.empty()) return Fail(code, "run_id", "format 1 has no run id");
   if (m.step < 0) return Fail(code, "step", std::to_string(m.step) + " is negative");
   if (m.world_size < 1) return Fail(code, "world_size", std::to_string(m.world_size) + " is not a world size");
   if (m.group_size < 0) return Fail(code, "group_size", std::to_string(m.group_size) + " is negative");
@@ -534,6 +540,7 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
   o.reserve(4096 + 64 * chunks + m.user_blob.size() / 3 * 4 + 64 * m.shards.size());
   o += "{\n  \"format\": ";
   AppendU64(&o, static_cast<uint64_t>(m.format));
+  if (m.format >= 2) o += ",\n  \"run_id\": \"" + m.run_id + "\"";  // ValidRunId: nothing to escape
   o += ",\n  \"step\": ";
   AppendU64(&o, static_cast<uint64_t>(m.step));
   o += ",\n  \"world_size\": ";
@@ -625,7 +632,7 @@ Status CheckNotNewer(std::string_view text) {
   auto r = std::from_chars(text.data() + i, text.data() + text.size(), format);
   if (r.ec == std::errc() && format > static_cast<uint64_t>(kManifestFormat)) {
     return Status::InvalidArgument("ckpt", "manifest format " + std::to_string(format) +
-                                               " was written by a newer baton; this baton reads formats 1 to " +
+                                               " was written by a newer baton; this baton reads formats " + std::to_string(kOldestManifestFormat) + " to " +
                                                std::to_string(kManifestFormat) + ": restore with a newer baton");
   }
   return Status::OK();
@@ -652,13 +659,22 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
   if (!root.contains("format")) return Fail(Code::kCorruption, "format", "missing");
   {
     const json& f = root["format"];
-    if (!f.is_number_unsigned() || f.get<uint64_t>() != static_cast<uint64_t>(kManifestFormat)) {
+    if (!f.is_number_unsigned() || f.get<uint64_t>() < static_cast<uint64_t>(kOldestManifestFormat) ||
+        f.get<uint64_t>() > static_cast<uint64_t>(kManifestFormat)) {
       return Fail(Code::kCorruption, "format", Describe(f) + " is not a manifest format this baton reads (it reads " +
+                                                   std::to_string(kOldestManifestFormat) + " to " +
                                                    std::to_string(kManifestFormat) + ")");
     }
+    m.format = static_cast<int>(f.get<uint64_t>());
   }
-  BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "world_size", "group_size", "time", "baton_version",
-                                             "arrays", "shards", "user_blob"}));
+  if (m.format == 1) {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "world_size", "group_size", "time", "baton_version",
+                                               "arrays", "shards", "user_blob"}));
+  } else {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "run_id", "step", "world_size", "group_size", "time",
+                                               "baton_version", "arrays", "shards", "user_blob"}));
+    BATON_RETURN_IF_ERROR(GetString(root, "", "run_id", &m.run_id));
+  }
   uint64_t step = 0;
   BATON_RETURN_IF_ERROR(GetU64(root, "", "step", INT64_MAX, &step));
   m.step = static_cast<int64_t>(step);

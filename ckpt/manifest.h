@@ -22,7 +22,9 @@
 
 namespace baton::ckpt {
 
-inline constexpr int kManifestFormat = 1;
+// The format written; 1 (before run ids) is still read.
+inline constexpr int kManifestFormat = 2;
+inline constexpr int kOldestManifestFormat = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
 
@@ -63,6 +65,7 @@ struct ShardMeta {
 
 struct Manifest {
   int format = kManifestFormat;
+  std::string run_id;          // format 2: the run that wrote it (ckpt/run.h); format 1: empty
   int64_t step = 0;
   int world_size = 0;
   int group_size = 0;          // as configured: 0 = one shard per node

@@ -237,7 +237,7 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
     const std::string vdir = dir_ + "/" + name;
     if (rank_ == 0) {
       BATON_LOG(kCkpt, warning) << "cannot restore " << vdir << ": " << why.message() << " ("
-                                << (counted ? "corrupt: recorded toward its quarantine" : "transient: not recorded")
+                                << (counted ? "corrupt: recorded toward its quarantine" : "not counted toward its quarantine")
                                 << "); trying the next older version";
     }
     result->fallbacks.push_back(SkippedVersion{vdir, step, why, counted});

@@ -5,8 +5,9 @@
 //      over the user's buffers) and sends (first_row, rows, xxh3) per array
 //      to rank 0 (one MPI_Gather of a fixed-size record);
 //   2. rank 0 checks that sharded rows tile their arrays, lists the
-//      versions and creates the fresh version directory (NextSeq: a save
-//      never writes into an existing directory), broadcasts its name;
+//      versions, reserves a sequence number never used before (ckpt/run.h)
+//      and creates the fresh version directory (a save never writes into
+//      an existing directory), broadcasts its name;
 //   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h),
 //      the group's first rank fsyncs it; agreed; Env::Mark("agreed");
 //   4. rank 0 writes manifest.json.tmp, fsyncs, renames it to
@@ -74,7 +75,9 @@ Status CheckpointerImpl::CheckTiling(const std::vector<ChunkRecord>& all) const 
 Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
   std::vector<ckpt::VersionInfo> versions;
   BATON_RETURN_IF_ERROR(ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions));
-  *name = ckpt::VersionName(ckpt::NextSeq(versions), step);
+  uint64_t seq = 0;
+  BATON_RETURN_IF_ERROR(ReserveSeq(env_, dir_, options_.file_mode, versions, &run_, &seq));
+  *name = ckpt::VersionName(seq, step);
   // exist_ok false: never into a directory someone else made.
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
@@ -111,6 +114,7 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, 
 
 Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
                                        const std::vector<uint64_t>& file_bytes, ckpt::Manifest* m) const {
+  m->run_id = run_.run_id;
   m->step = step;
   m->world_size = size_;
   m->group_size = options_.group_size;

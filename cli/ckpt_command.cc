@@ -166,7 +166,7 @@ int Inspect(const std::vector<std::string>& args) {
   if (Status s = PickVersion(versions, c, &v); !s.ok()) return Fail("inspect", s);
   if (Status s = LoadManifest(env, v, &m); !s.ok()) return Fail("inspect", s);
   if (c.json) {
-    nlohmann::json o = {{"step", m.step},        {"path", v.path},
+    nlohmann::json o = {{"step", m.step},        {"path", v.path},        {"run_id", m.run_id},
                         {"time", m.time},        {"world_size", m.world_size},
                         {"group_size", m.group_size}, {"baton_version", m.baton_version},
                         {"bytes", m.total_bytes()}, {"user_blob_bytes", m.user_blob.size()},
@@ -184,9 +184,9 @@ int Inspect(const std::vector<std::string>& args) {
     std::cout << o.dump() << "\n";
     return 0;
   }
-  std::printf("version     %s\nstep        %lld\nstatus      %s\ntime        %s\nworld size  %d\n"
+  std::printf("version     %s\nrun         %s\nstep        %lld\nstatus      %s\ntime        %s\nworld size  %d\n"
               "group size  %d%s\nbaton       %s\nbytes       %llu\nuser blob   %zu bytes\n\n",
-              v.path.c_str(), static_cast<long long>(m.step), std::string(ckpt::VersionStatusName(v.status)).c_str(),
+              v.path.c_str(), m.run_id.empty() ? "- (format 1)" : m.run_id.c_str(), static_cast<long long>(m.step), std::string(ckpt::VersionStatusName(v.status)).c_str(),
               m.time.c_str(), m.world_size, m.group_size, m.group_size == 0 ? " (one shard per node)" : "",
               m.baton_version.c_str(), static_cast<unsigned long long>(m.total_bytes()), m.user_blob.size());
   std::printf("%-32s  %-5s  %-10s  %s\n", "ARRAY", "DTYPE", "KIND", "SHAPE");

@@ -38,6 +38,14 @@ class WritableFile {
   virtual Status Close() = 0;  // also done by the destructor, ignoring errors
 };
 
+// An exclusive lock on a file, held until destroyed (or the process dies:
+// the kernel releases it, so a killed writer never keeps it). Not
+// thread-safe.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -68,6 +76,13 @@ class Env {
   virtual Status RemoveFile(const std::string& path) = 0;
   // Removes a directory and everything in it; never follows symlinks.
   virtual Status RemoveTree(const std::string& path) = 0;
+  // Takes an exclusive flock(2) on `path` (a regular file, created with
+  // `mode` when missing, never through a symlink) without waiting, and
+  // writes `holder` into it for whoever finds it taken. Taken by another
+  // open file (another process, or another lock of this one):
+  // kUnavailable whose message holds the holder's text.
+  virtual Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                          std::unique_ptr<FileLock>* lock) = 0;
 
   // A protocol step that is not a file operation ("agreed" once every rank's
   // shards are synced), so a recording Env can check the whole order. No-op.
@@ -101,6 +116,10 @@ class EnvWrapper : public Env {
   }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
   Status RemoveTree(const std::string& path) override { return target_->RemoveTree(path); }
+  Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                  std::unique_ptr<FileLock>* lock) override {
+    return target_->LockFile(path, mode, holder, lock);
+  }
   void Mark(const std::string& event) override { target_->Mark(event); }
 
  private:

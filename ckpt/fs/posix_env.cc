@@ -3,6 +3,7 @@
 // and O_CLOEXEC (ranks fork helpers; descriptors must not leak into them).
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -152,6 +153,15 @@ Status EmptyDirAt(int dir_fd, const std::string& path, int depth) {
   return Status::OK();
 }
 
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // releases the flock
+
+ private:
+  int fd_;
+};
+
 class PosixEnv : public Env {
  public:
   Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override {
@@ -256,6 +266,32 @@ class PosixEnv : public Env {
 
   Status RemoveFile(const std::string& path) override {
     return BATON_SYSCALL("unlink", path, ::unlink(path.c_str()));
+  }
+
+  Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                  std::unique_ptr<FileLock>* lock) override {
+    Fd fd;
+    // O_NONBLOCK: a FIFO planted under the name must not hang the open.
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL(
+        "open", path, fd.get() = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode)));
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+    if (!S_ISREG(st.st_mode)) return Status::IOError("ckpt", "lock " + path + ": not a regular file");
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      if (err != EWOULDBLOCK && err != EINTR) return SyscallError("flock", path, err, __FILE__, __LINE__);
+      char text[1024];
+      ssize_t n = ::pread(fd.get(), text, sizeof text - 1, 0);
+      std::string who = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string("(not said)");
+      while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+      return Status::Unavailable("ckpt", path + " is locked by " + who);
+    }
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("ftruncate", path, ::ftruncate(fd.get(), 0)));
+    const std::string text = holder + "\n";
+    ssize_t w = 0;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("pwrite", path, w = ::pwrite(fd.get(), text.data(), text.size(), 0)));
+    *lock = std::make_unique<PosixFileLock>(fd.release());
+    return Status::OK();
   }
 
   Status RemoveTree(const std::string& path) override {

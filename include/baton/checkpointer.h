@@ -88,6 +88,20 @@ struct CheckpointOptions {
   // rank (InvalidArgument naming the array and which ranks hold which copy)
   // before anything is written. false: not checked.
   bool verify_replicas = true;
+  // The run this directory belongs to (docs/checkpoint-format.md): empty:
+  // the directory's (made once, kept across requeues and chained jobs);
+  // given: the directory must belong to it (or be new), else
+  // InvalidArgument naming both, so that another experiment pointed at the
+  // same directory is refused instead of restoring its state. 1-64 of
+  // [A-Za-z0-9._-].
+  std::string run_id;
+  // One Checkpointer per directory at a time: Create takes an exclusive
+  // lock (<dir>/writer.lock, flock, released when the holder's process
+  // dies) and waits at most this long for it, so that a requeued job whose
+  // dead predecessor's lock an NFS server has not freed yet gets it once
+  // the lease ends (NFSv4: 90 s); then Unavailable naming the holder (pid,
+  // host, job, since when).
+  double lock_wait_seconds = 120;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;
@@ -193,7 +207,9 @@ struct CheckpointMetadata {
 class Checkpointer {
  public:
   // Collective over the runtime's world. Checks the options and the
-  // directory (created with dir_mode when missing).
+  // directory (created with dir_mode when missing), takes the directory's
+  // writer lock (Unavailable when another Checkpointer, in this or another
+  // process, holds it past lock_wait_seconds) and its run id.
   static Status Create(Runtime& runtime, const CheckpointOptions& options, std::unique_ptr<Checkpointer>* out);
   virtual ~Checkpointer() = default;
 
@@ -308,6 +324,8 @@ class Checkpointer {
 
   virtual const CheckpointStats& last_stats() const = 0;
   virtual const std::string& dir() const = 0;
+  // The directory's run id (CheckpointOptions::run_id), the same on every rank.
+  virtual const std::string& run_id() const = 0;
 
  protected:
   // The typed registrations' check: `elements` of `element_bytes` bytes

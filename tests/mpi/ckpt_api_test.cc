@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <array>
 #include <map>
 #include <optional>
@@ -27,6 +30,13 @@ namespace baton::ckpt_testing {
 namespace {
 
 using ckpt::fs::FaultEnv;
+
+// Rank 0's pid on every rank (rank 0 holds the writer lock).
+int BcastPid() {
+  int pid = getpid();
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return pid;
+}
 
 // Save(-1) on every rank, or on one rank only: refused on every rank
 // (InvalidArgument naming the step), nothing created, and no rank hangs.
@@ -322,6 +332,7 @@ TEST_F(CkptTest, PerRankStateGoesBackToTheSameRank) {
   Status s = ck->Save(8);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
 
+  ck.reset();  // one Checkpointer per directory at a time
   auto fresh = MakeCheckpointer(Options());
   EXPECT_TRUE(fresh->RegisterReplicated("w", w, {4}).ok());
   std::optional<CheckpointMetadata> md;
@@ -336,6 +347,73 @@ TEST_F(CkptTest, PerRankStateGoesBackToTheSameRank) {
   // A name of baton's own cannot be registered.
   s = fresh->RegisterReplicated(".rank_state", w, {4});
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+}
+
+
+// One Checkpointer per directory: a second one, in this process or
+// another, is refused on every rank, naming the holder; once the first is
+// gone the directory is free (a requeue, a chained job).
+TEST_F(CkptTest, ASecondLiveWriterIsRefused) {
+  auto first = MakeCheckpointer(Options());
+  std::unique_ptr<Checkpointer> second;
+  Status s = Checkpointer::Create(*testing::g_runtime, Options(), &second);
+  EXPECT_EQ(s.code(), Code::kUnavailable) << s;
+  EXPECT_NE(s.message().find("has another live writer"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("locked by pid " + std::to_string(BcastPid())), std::string::npos) << s;
+  EXPECT_EQ(second, nullptr);
+  first.reset();
+  s = Checkpointer::Create(*testing::g_runtime, Options(), &second);
+  EXPECT_TRUE(AllRanks(s.ok())) << s;
+}
+
+// The run id: made once and kept (the next job of the chain gets the same),
+// written into every manifest; another one is refused; a version of
+// another run is skipped, not counted.
+TEST_F(CkptTest, TheRunIdIsKeptAndChecked) {
+  std::string id;
+  std::vector<int64_t> w(8, 1);
+  {
+    auto ck = MakeCheckpointer(Options());
+    id = ck->run_id();
+    EXPECT_EQ(id.size(), 32u) << id;
+    EXPECT_EQ(BcastString(id), id) << "every rank has the same run id";
+    EXPECT_TRUE(ck->RegisterReplicated("w", w, {8}).ok());
+    ASSERT_TRUE(AllRanks(ck->Save(1).ok()));
+    ASSERT_TRUE(AllRanks(ck->Save(2).ok()));
+    ckpt::Manifest m;
+    ASSERT_TRUE(ReadManifest(ck->last_stats().version_path, &m).ok());
+    EXPECT_EQ(m.run_id, id);
+  }
+  CheckpointOptions o = Options();
+  o.run_id = "another-experiment";
+  std::unique_ptr<Checkpointer> other;
+  Status s = Checkpointer::Create(*testing::g_runtime, o, &other);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("belongs to run " + id + ", not to run another-experiment"), std::string::npos) << s;
+
+  o.run_id = id;  // asked for by name: the same run
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(ck != nullptr));
+  EXPECT_EQ(ck->run_id(), id);
+  EXPECT_TRUE(ck->RegisterReplicated("w", w, {8}).ok());
+  // Step 2's manifest claims another run (copied in from elsewhere).
+  const std::string newest = root_ + "/" + ckpt::VersionName(2, 2);
+  if (Rank() == 0) {
+    std::string text = Slurp(newest + "/manifest.json");
+    const size_t at = text.find(id);
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, id.size(), "someone-else");
+    std::ofstream(newest + "/manifest.json", std::ios::trunc) << text;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  RestoreResult result;
+  s = ck->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(1));
+  ASSERT_EQ(result.fallbacks.size(), 1u);
+  EXPECT_FALSE(result.fallbacks[0].counted);
+  EXPECT_NE(result.fallbacks[0].reason.message().find("was written by run someone-else"), std::string::npos)
+      << result.fallbacks[0].reason;
 }
 
 }  // namespace

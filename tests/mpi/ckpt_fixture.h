@@ -72,6 +72,7 @@ class CkptTest : public ::testing::Test {
     CheckpointOptions o;
     o.dir = root_;
     o.group_size = group_size;
+    o.lock_wait_seconds = 0;  // a test holds no lock it does not mean to
     return o;
   }
 

@@ -13,6 +13,7 @@ namespace {
 
 void ExpectSame(const Manifest& a, const Manifest& b) {
   EXPECT_EQ(a.format, b.format);
+  EXPECT_EQ(a.run_id, b.run_id);
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.group_size, b.group_size);
@@ -68,7 +69,7 @@ TEST(CkptManifest, RoundTrip) {
 // ---- hostile input: one row per kind, applied to the small manifest below ----
 //
 // {
-//   "format": 1, "step": 400, "world_size": 2, "group_size": 2, ...
+//   "format": 2, "run_id": "run-7", "step": 400, "world_size": 2, "group_size": 2, ...
 //   "arrays": [
 //     {"name": "layer0.weight", "dtype": "f32", "shape": [2, 3], "replicated": false},
 //     {"name": "layer1.weight", "dtype": "bf16", "shape": [2, 3], "replicated": true}
@@ -121,6 +122,23 @@ TEST_P(CkptManifestBad, IsCorruptionNamingPathAndValue) {
   EXPECT_NE(s.message().find(c.error), std::string::npos) << "expected \"" << c.error << "\" in: " << s.message();
 }
 
+// Format 1 (written before run ids) is still read: no run_id.
+TEST(CkptManifest, Format1IsStillRead) {
+  Manifest m = MakeManifest(2, 2, 2, 3);
+  m.format = 1;
+  m.run_id.clear();
+  std::string text;
+  ASSERT_TRUE(WriteManifestJson(m, &text).ok());
+  EXPECT_EQ(text.find("run_id"), std::string::npos) << text;
+  Manifest back;
+  Status s = ParseManifestJson(text, &back);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(back.format, 1);
+  EXPECT_EQ(back.run_id, "");
+  m.run_id = "x";
+  EXPECT_EQ(WriteManifestJson(m, &text).code(), Code::kInvalidArgument);
+}
+
 // A newer format is not corruption (the version is not damaged, this
 // baton cannot read it): InvalidArgument saying so, even when the rest of
 // the text is nothing this baton could parse.
@@ -152,8 +170,11 @@ const BadCase kBadCases[] = {
      "nested deeper than 16 levels"},
     // structure
     {"top_level_array", "", "[1, 2]", "(top level): expected an object, got an array"},
-    {"unknown_format", "\"format\": 1", "\"format\": 0", "format: 0 is not a manifest format this baton reads"},
-    {"format_as_string", "\"format\": 1", "\"format\": \"1\"", "format: \"1\" is not a manifest format"},
+    {"unknown_format", "\"format\": 2", "\"format\": 0", "format: 0 is not a manifest format this baton reads"},
+    {"format_as_string", "\"format\": 2", "\"format\": \"2\"", "format: \"2\" is not a manifest format"},
+    {"run_id_missing", "\"run_id\": \"run-7\",", "", "run_id: missing"},
+    {"run_id_bad", "\"run-7\"", "\"run 7\\u001b[2J\"", "run_id: \"run 7"},
+    {"run_id_in_format_1", "\"format\": 2", "\"format\": 1", "run_id: unknown key"},
     {"missing_key", "\"step\": 400,", "", "step: missing"},
     {"unknown_key", "\"step\": 400,", "\"step\": 400, \"stpe\": 1,", "stpe: unknown key"},
     {"duplicate_key", "\"step\": 400,", "\"step\": 400, \"step\": 400,", "step: duplicate key"},

@@ -1,12 +1,17 @@
-// A program for tests/mpi/test_ckpt_crash.sh: a process that dies while a
-// version is being restored (a crash inside HDF5, the OOM killer), as many
-// times as it is started, must not put the job in a crash loop.
+// A program for tests/mpi/test_ckpt_processes.sh: checkpoints across
+// processes. A process that dies while a version is being restored (a
+// crash inside HDF5, the OOM killer), as many times as it is started, must
+// not put the job in a crash loop; a second live writer of a directory is
+// refused, and the directory is free again once the first one is dead.
 //
-//   ckpt_crash_prog DIR save           saves steps 1 and 2
-//   ckpt_crash_prog DIR restore        restores; rank 0 prints "restored step=S fallbacks=F"
-//   ckpt_crash_prog DIR restore-crash  restores; the last rank kills itself (SIGKILL)
-//                                      when it is about to read step 2's shards
-// Exit 0 on success, 1 on an error, 3 on wrong content.
+//   ckpt_prog DIR save           saves steps 1 and 2
+//   ckpt_prog DIR restore        restores; rank 0 prints "restored step=S fallbacks=F"
+//   ckpt_prog DIR restore-crash  restores; the last rank kills itself (SIGKILL)
+//                                when it is about to read step 2's shards
+//   ckpt_prog DIR hold           saves step 1, rank 0 prints "holding pid P", then
+//                                every rank waits until it is killed
+// lock_wait_seconds is 0: a held directory fails at once. Exit 0 on
+// success, 1 on an error, 3 on wrong content.
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,7 +35,7 @@ class CrashingEnv : public baton::ckpt::fs::EnvWrapper {
   CrashingEnv() : EnvWrapper(baton::ckpt::fs::Env::Default()) {}
   void Mark(const std::string& event) override {
     if (event.rfind("restore-read ", 0) == 0 && event.size() > 3 && event.compare(event.size() - 3, 3, "-s2") == 0) {
-      std::fprintf(stderr, "ckpt_crash_prog: dying while reading %s\n", event.c_str() + 13);
+      std::fprintf(stderr, "ckpt_prog: dying while reading %s\n", event.c_str() + 13);
       kill(getpid(), SIGKILL);
     }
     EnvWrapper::Mark(event);
@@ -38,7 +43,7 @@ class CrashingEnv : public baton::ckpt::fs::EnvWrapper {
 };
 
 int Fail(const baton::Status& s, int rank) {
-  std::fprintf(stderr, "ckpt_crash_prog rank %d: %s\n", rank, s.ToString().c_str());
+  std::fprintf(stderr, "ckpt_prog rank %d: %s\n", rank, s.ToString().c_str());
   return 1;
 }
 
@@ -46,7 +51,7 @@ int Fail(const baton::Status& s, int rank) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: ckpt_crash_prog DIR save|restore|restore-crash\n");
+    std::fprintf(stderr, "usage: ckpt_prog DIR save|restore|restore-crash|hold\n");
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
@@ -56,11 +61,21 @@ int main(int argc, char** argv) {
   CrashingEnv crashing;
   baton::CheckpointOptions co;
   co.dir = dir;
+  co.lock_wait_seconds = 0;
   if (mode == "restore-crash" && rank == rt->size() - 1) co.env = &crashing;
   std::unique_ptr<baton::Checkpointer> ck;
   if (baton::Status s = baton::Checkpointer::Create(*rt, co, &ck); !s.ok()) return Fail(s, rank);
   std::vector<int64_t> w(64);
   if (baton::Status s = ck->RegisterReplicated("w", w, {64}); !s.ok()) return Fail(s, rank);
+  if (mode == "hold") {
+    for (size_t i = 0; i < w.size(); ++i) w[i] = 1000 + static_cast<int64_t>(i);
+    if (baton::Status s = ck->Save(1); !s.ok()) return Fail(s, rank);
+    if (rank == 0) {
+      std::printf("holding pid %d\n", static_cast<int>(getpid()));
+      std::fflush(stdout);
+    }
+    for (;;) pause();
+  }
   if (mode == "save") {
     for (int64_t step = 1; step <= 2; ++step) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = step * 1000 + static_cast<int64_t>(i);
