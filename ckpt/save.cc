@@ -8,8 +8,9 @@
 //      versions, reserves a sequence number never used before (ckpt/run.h)
 //      and creates the fresh version directory (a save never writes into
 //      an existing directory), broadcasts its name;
-//   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h),
-//      the group's first rank fsyncs it; agreed; Env::Mark("agreed");
+//   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h:
+//      datasets, rows, a group agreement before the collective close),
+//      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
 //   4. rank 0 writes manifest.json.tmp, fsyncs, renames it to
 //      manifest.json, fsyncs the version directory and the checkpoint
 //      directory; agreed (the commit);

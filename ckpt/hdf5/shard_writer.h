@@ -18,8 +18,15 @@
 //
 // The file is created by the group's first rank through the Env
 // (O_EXCL|O_NOFOLLOW, with file_mode) before HDF5 opens it, so the mode is
-// right and an existing file is never overwritten; after H5Fclose the first
-// rank fsyncs it (Env::SyncFile) and reports its size.
+// right and an existing file is never overwritten. Datasets are created
+// (collective), then each member writes its rows, then the group agrees
+// before anyone closes (collective), so one member's failed write (ENOSPC)
+// fails the group instead of hanging it. After H5Fclose every member that
+// wrote bytes fsyncs the file (Env::SyncFile: a member on another node
+// holds its own dirty pages), agreed; the first rank reports its size.
+// Collective transfers rely on MPI-IO to report a failed write: Open MPI
+// 4.1's ompio loses an aggregator's failed pwrite in its collective path
+// (the save then succeeds; the restore's checksums find the damage).
 //
 // Collective over `group`; every member passes the same arrays in the same
 // order (names, types, shapes), with its own rows (possibly none: a member
