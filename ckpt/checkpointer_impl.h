@@ -130,9 +130,11 @@ class CheckpointerImpl : public Checkpointer {
   // save.cc
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
-  Status WriteMyShard(const std::string& vdir, uint64_t* bytes, uint64_t* file_bytes);
-  Status BuildManifest(int64_t step, const std::vector<ChunkRecord>& records, const std::vector<uint64_t>& file_bytes,
-                       Manifest* m) const;
+  // *record: [file bytes, metadata xxh3, data offset of each array] of my
+  // shard (meaningful from the group's first rank).
+  Status WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record);
+  Status BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
+                       const std::vector<uint64_t>& shard_records, Manifest* m) const;
   Status CommitManifest(const std::string& vdir, const Manifest& m);
   void ApplyRetention();
 

@@ -350,6 +350,10 @@ Status CheckManifest(const Manifest& m, Code code) {
     if (!names.emplace(am.name, a).second) {
       return Fail(code, Field(path, "name"), Quote(am.name) + " is also arrays[" + std::to_string(names[am.name]) + "]");
     }
+    if (am.shape.size() > kMaxDims) {
+      return Fail(code, Field(path, "shape"), std::to_string(am.shape.size()) + " dimensions, more than HDF5's " +
+                                                std::to_string(kMaxDims));
+    }
     uint64_t rb = DTypeSize(am.dtype), bytes = 0;
     for (size_t d = 1; d < am.shape.size(); ++d) {
       if (MulOverflows(rb, am.shape[d], &rb)) return Fail(code, Field(path, "shape"), "a row of this shape overflows 64 bits");
@@ -385,6 +389,7 @@ Status CheckManifest(const Manifest& m, Code code) {
       if (i > 0 && r <= sh.ranks[i - 1]) return Fail(code, rpath, std::to_string(r) + " is not in ascending order");
       all_ranks.push_back(r);
     }
+    std::vector<std::pair<uint64_t, uint64_t>> extents;  // format 2: [offset, end) of each dataset's data
     for (size_t d = 0; d < sh.datasets.size(); ++d) {
       const DatasetMeta& ds = sh.datasets[d];
       auto dpath_fn = [&] { return Idx(path, "datasets", d); };
@@ -403,6 +408,14 @@ Status CheckManifest(const Manifest& m, Code code) {
       if (ds.rows > am.rows()) {
         return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
                                                     " rows of " + Quote(am.name));
+      }
+      if (m.format >= 2 && bytes > 0) {
+        uint64_t end = 0;
+        if (AddOverflows(ds.offset, bytes, &end) || end > sh.bytes) {
+          return Fail(code, Field(dpath_fn(), "offset"), std::to_string(ds.offset) + " + " + std::to_string(bytes) +
+                                                           " bytes go past the file's " + std::to_string(sh.bytes));
+        }
+        extents.emplace_back(ds.offset, end);
       }
       uint64_t next = 0;  // the dataset row the next chunk must start at
       for (size_t k = 0; k < ds.chunks.size(); ++k) {
@@ -432,6 +445,13 @@ Status CheckManifest(const Manifest& m, Code code) {
       }
       if (next != ds.rows) {
         return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
+      }
+    }
+    std::sort(extents.begin(), extents.end());
+    for (size_t i = 1; i < extents.size(); ++i) {
+      if (extents[i].first < extents[i - 1].second) {
+        return Fail(code, Field(path, "datasets"), "the data at bytes " + std::to_string(extents[i].first) +
+                                                   " overlaps another dataset's");
       }
     }
   }
@@ -576,6 +596,10 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
     }
     o += "], \"bytes\": ";
     AppendU64(&o, sh.bytes);
+    if (m.format >= 2) {
+      o += ", \"meta_xxh3\": ";
+      AppendHex(&o, sh.meta_xxh3);
+    }
     o += ", \"datasets\": [";
     for (size_t d = 0; d < sh.datasets.size(); ++d) {
       const DatasetMeta& ds = sh.datasets[d];
@@ -583,6 +607,10 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
       o += names[ds.array];
       o += ", \"rows\": ";
       AppendU64(&o, ds.rows);
+      if (m.format >= 2) {
+        o += ", \"offset\": ";
+        AppendU64(&o, ds.offset);
+      }
       o += ", \"chunks\": [";
       for (size_t k = 0; k < ds.chunks.size(); ++k) {
         const Chunk& c = ds.chunks[k];
@@ -700,6 +728,10 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
     }
     const json* shape = nullptr;
     BATON_RETURN_IF_ERROR(GetArray(j, path, "shape", &shape));
+    if (shape->size() > kMaxDims) {
+      return Fail(Code::kCorruption, Field(path, "shape"), std::to_string(shape->size()) +
+                                                           " dimensions, more than HDF5's " + std::to_string(kMaxDims));
+    }
     am.shape.resize(shape->size());
     for (size_t d = 0; d < shape->size(); ++d) {
       BATON_RETURN_IF_ERROR(GetU64Value((*shape)[d], Idx(path, "shape", d), UINT64_MAX, &am.shape[d]));
@@ -719,7 +751,16 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
     const json& j = (*shards)[s];
     const std::string path = Idx("", "shards", s);
     ShardMeta& sh = m.shards[s];
-    BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "datasets"}));
+    if (m.format == 1) {
+      BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "datasets"}));
+    } else {
+      BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "meta_xxh3", "datasets"}));
+      std::string hex;
+      BATON_RETURN_IF_ERROR(GetString(j, path, "meta_xxh3", &hex));
+      if (!ParseHexU64(hex, &sh.meta_xxh3)) {
+        return Fail(Code::kCorruption, Field(path, "meta_xxh3"), Quote(hex) + " is not 16 hex digits");
+      }
+    }
     BATON_RETURN_IF_ERROR(GetString(j, path, "file", &sh.file));
     BATON_RETURN_IF_ERROR(GetU64(j, path, "bytes", UINT64_MAX, &sh.bytes));
     const json* ranks = nullptr;
@@ -739,7 +780,12 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
       const json& dj = (*datasets)[d];
       const std::string dpath = Idx(path, "datasets", d);
       DatasetMeta& ds = sh.datasets[d];
-      BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
+      if (m.format == 1) {
+        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
+      } else {
+        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "offset", "chunks"}));
+        BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "offset", UINT64_MAX, &ds.offset));
+      }
       const json& name = dj["array"];
       if (!name.is_string()) return Fail(Code::kCorruption, Field(dpath, "array"), "expected an array name, got " + Describe(name));
       auto it = index.find(name.get_ref<const std::string&>());

@@ -27,6 +27,8 @@ inline constexpr int kManifestFormat = 2;
 inline constexpr int kOldestManifestFormat = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
+// HDF5 allows at most 32 dimensions (H5S_MAX_RANK).
+inline constexpr size_t kMaxDims = 32;
 
 struct ArrayMeta {
   std::string name;              // the HDF5 dataset name in every shard
@@ -53,6 +55,7 @@ struct Chunk {
 struct DatasetMeta {
   uint32_t array = 0;          // index into Manifest::arrays
   uint64_t rows = 0;
+  uint64_t offset = 0;         // format 2: where its data begins in the file (bytes)
   std::vector<Chunk> chunks;   // ascending dataset_row, tiling [0, rows)
 };
 
@@ -60,6 +63,11 @@ struct ShardMeta {
   std::string file;            // a plain name inside the version directory
   std::vector<int> ranks;      // the shard group's world ranks, ascending
   uint64_t bytes = 0;          // the file's size when committed
+  // Format 2: xxh3 of every byte of the file outside the datasets' data
+  // (HDF5's metadata: superblock, object headers, attributes, free space),
+  // checked before HDF5 parses the file (ParseManifestJson checks that the
+  // datasets' data lie inside the file without overlapping).
+  uint64_t meta_xxh3 = 0;
   std::vector<DatasetMeta> datasets;
 };
 

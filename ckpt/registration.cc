@@ -31,6 +31,11 @@ Status CheckpointerImpl::Register(Registered r) {
     return Status::InvalidArgument(log::kCkpt, "array name \"" + name +
                                                    "\": must be 1-255 bytes, not beginning with '.', without '/'");
   }
+  if (r.meta.shape.size() > kMaxDims) {
+    return Status::InvalidArgument(log::kCkpt, "array " + name + ": shape " + ShapeText(r.meta.shape) + " has " +
+                                                   std::to_string(r.meta.shape.size()) +
+                                                   " dimensions, more than HDF5's " + std::to_string(kMaxDims));
+  }
   uint64_t n = DTypeSize(r.meta.dtype);
   for (size_t i = 1; i < r.meta.shape.size(); ++i) {
     if (MulOverflows(n, r.meta.shape[i], &n)) {

@@ -163,7 +163,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
       const DatasetMeta& d = shard.datasets[p.dataset];
       const Chunk& c = d.chunks[p.chunk];
       auto& reader = readers[p.shard];
-      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, shard.file, shard.bytes, &reader));
+      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
       auto check = [&](const void* data) -> Status {
         if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +

@@ -11,7 +11,8 @@
 //   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h:
 //      datasets, rows, a group agreement before the collective close),
 //      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
-//   4. rank 0 writes manifest.json.tmp, fsyncs, renames it to
+//   4. rank 0 gathers each shard's size, metadata checksum and data offsets,
+//      writes manifest.json.tmp, fsyncs, renames it to
 //      manifest.json, fsyncs the version directory and the checkpoint
 //      directory; agreed (the commit);
 //   5. rank 0 applies retention (PlanRetention, RemoveTree).
@@ -83,7 +84,7 @@ Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
 
-Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, uint64_t* file_bytes) {
+Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record) {
   std::vector<ckpt::h5::ShardArray> shard;
   for (const auto& [name, r] : arrays_) {
     ckpt::h5::ShardArray a;
@@ -109,12 +110,15 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, 
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
-  *file_bytes = res.file_bytes;
+  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's count).
+  record->assign({res.file_bytes, res.meta_xxh3});
+  res.offsets.resize(arrays_.size(), UINT64_MAX);
+  record->insert(record->end(), res.offsets.begin(), res.offsets.end());
   return s;
 }
 
 Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
-                                       const std::vector<uint64_t>& file_bytes, ckpt::Manifest* m) const {
+                                       const std::vector<uint64_t>& shard_records, ckpt::Manifest* m) const {
   m->run_id = run_.run_id;
   m->step = step;
   m->world_size = size_;
@@ -126,18 +130,25 @@ Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkReco
   int groups = 0;
   for (int g : group_of_) groups = std::max(groups, g + 1);
   m->shards.resize(static_cast<size_t>(groups));
+  // Per shard, the record of its group's first rank: [bytes, meta_xxh3, offset per array].
+  std::vector<const uint64_t*> shard_record(m->shards.size());
   for (int k = 0; k < size_; ++k) {
     ckpt::ShardMeta& s = m->shards[static_cast<size_t>(group_of_[k])];
     if (s.ranks.empty()) {
+      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (n + 2)];
+      shard_record[static_cast<size_t>(group_of_[k])] = rec;
       s.file = ShardFileName(group_of_[k]);
-      s.bytes = file_bytes[static_cast<size_t>(k)];  // the group's first rank reported it
+      s.bytes = rec[0];
+      s.meta_xxh3 = rec[1];
     }
     s.ranks.push_back(k);
   }
-  for (ckpt::ShardMeta& s : m->shards) {
+  for (size_t g = 0; g < m->shards.size(); ++g) {
+    ckpt::ShardMeta& s = m->shards[g];
     for (size_t i = 0; i < n; ++i) {
       ckpt::DatasetMeta d;
       d.array = static_cast<uint32_t>(i);
+      d.offset = shard_record[g][2 + i];
       for (int k : s.ranks) {
         const ChunkRecord& c = records[static_cast<size_t>(k) * n + i];
         if (c.rows == 0) continue;
@@ -340,20 +351,21 @@ Status CheckpointerImpl::Save(int64_t step) {
   };
 
   // 3. The shards, written, synced and agreed.
-  uint64_t file_bytes = 0;
-  local = WriteMyShard(vdir, &stats_.bytes, &file_bytes);
+  std::vector<uint64_t> record;
+  local = WriteMyShard(vdir, &stats_.bytes, &record);
   Status agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   env_->Mark("agreed");
 
-  // 4. Rank 0 commits the manifest.
-  std::vector<uint64_t> sizes(rank_ == 0 ? static_cast<size_t>(size_) : 0);
-  BATON_RETURN_IF_ERROR(
-      BATON_MPI_CHECK(MPI_Gather(&file_bytes, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, 0, comm_)));
+  // 4. Rank 0 commits the manifest (the shards' records: one MPI_Gather).
+  const int per_rank = static_cast<int>(n + 2);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 2) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
+                                                   per_rank, MPI_UINT64_T, 0, comm_)));
   local = Status::OK();
   if (rank_ == 0) {
     ckpt::Manifest m;
-    local = BuildManifest(step, all, sizes, &m);
+    local = BuildManifest(step, all, shard_records, &m);
     if (local.ok()) local = CommitManifest(vdir, m);
   }
   agreed = Agree(comm_, local);

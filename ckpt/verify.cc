@@ -27,9 +27,10 @@ Status VerifyVersion(fs::Env* env, const std::string& version_path, const Manife
   uint64_t done = 0;
   *bytes = 0;
   std::vector<char> buf;
-  for (const ShardMeta& shard : manifest.shards) {
+  for (size_t shard_index = 0; shard_index < manifest.shards.size(); ++shard_index) {
+    const ShardMeta& shard = manifest.shards[shard_index];
     std::unique_ptr<h5::ShardReader> reader;
-    if (Status s = h5::ShardReader::Open(env, version_path, shard.file, shard.bytes, &reader); !s.ok()) {
+    if (Status s = h5::ShardReader::Open(env, version_path, manifest, shard_index, &reader); !s.ok()) {
       failures->push_back(shard.file + ": " + s.message());
       for (const DatasetMeta& ds : shard.datasets) done += ds.rows * manifest.arrays[ds.array].row_bytes();
       continue;

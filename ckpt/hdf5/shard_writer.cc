@@ -3,13 +3,16 @@
 #include <hdf5.h>
 #include <semaphore.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/metadata_checksum.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt::h5 {
@@ -46,6 +49,7 @@ struct Dataset {
   Hid ds, type;
   std::vector<hsize_t> dims;  // empty: a scalar dataspace
   uint64_t my_row = 0;        // where this member's rows begin
+  uint64_t offset = UINT64_MAX, bytes = 0;  // its data in the file
   const ShardArray* array = nullptr;
 };
 
@@ -101,6 +105,14 @@ Status CreateDataset(hid_t file, const ShardArray& a, const std::vector<MemberRo
   }
   uint8_t replicated = a.replicated ? 1 : 0;
   BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
+  // Allocated early: where the data lie is known now (the same on every
+  // member: metadata is collective).
+  out->bytes = ds_rows * a.row_bytes;
+  if (out->bytes > 0) {
+    const haddr_t offset = H5Dget_offset(ds.get());
+    if (offset == HADDR_UNDEF) return Status::Internal(log::kCkpt, "dataset " + a.name + " has no data address");
+    out->offset = offset;
+  }
   out->ds = std::move(ds);
   out->type = std::move(type);
   out->dims = scalar ? std::vector<hsize_t>() : dims;
@@ -183,7 +195,8 @@ Status AgreeInGroup(MPI_Comm group, const Status& local) {
 // writer, the group's first rank, out of space at the close) leaves a
 // half-destroyed file that HDF5's own clean-up at MPI_Finalize crashes on.
 Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
-                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer) {
+                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer,
+                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
   Hid fapl, file, dxpl;
   Status created = [&]() -> Status {
     BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -191,6 +204,9 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     // Metadata written collectively (one writer, aggregated) rather than by
     // whichever rank evicts it.
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true)));
+    // HDF5 1.8's file format: superblock and object headers version 2,
+    // which carry checksums of their own.
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
     BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
     BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
     return BATON_H5_CHECK(H5Pset_dxpl_mpio(
@@ -207,6 +223,12 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     phase = CreateDataset(file.get(), arrays[i], members_rows, me, &datasets[i]);
   }
   phase = AgreeInGroup(group, phase);
+  offsets->assign(n, UINT64_MAX);
+  for (size_t i = 0; i < n; ++i) {
+    if (!datasets[i].ds.valid() || datasets[i].bytes == 0) continue;
+    (*offsets)[i] = datasets[i].offset;
+    extents->emplace_back(datasets[i].offset, datasets[i].offset + datasets[i].bytes);
+  }
   if (phase.ok()) {
     Status wrote;
     for (const Dataset& d : datasets) {
@@ -257,7 +279,8 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   }
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
 
-  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer);
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, &extents, &result->offsets);
   if (!written.ok()) written = written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
   // Every member that wrote bytes syncs the file (the first member wrote
@@ -270,6 +293,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     fs::FileInfo info;
     BATON_RETURN_IF_ERROR(env->Stat(path, &info));
     result->file_bytes = info.size;
+    BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
   }
   return Status::OK();
 }

@@ -23,7 +23,10 @@
 // before anyone closes (collective), so one member's failed write (ENOSPC)
 // fails the group instead of hanging it. After H5Fclose every member that
 // wrote bytes fsyncs the file (Env::SyncFile: a member on another node
-// holds its own dirty pages), agreed; the first rank reports its size.
+// holds its own dirty pages), agreed; the first rank reports its size and
+// the checksum of its metadata. Files are written in HDF5 1.8's format
+// (H5Pset_libver_bounds V18): superblock v2 and object headers v2, whose
+// metadata HDF5 checksums itself too.
 // Collective transfers rely on MPI-IO to report a failed write: Open MPI
 // 4.1's ompio loses an aggregator's failed pwrite in its collective path
 // (the save then succeeds; the restore's checksums find the damage).
@@ -66,7 +69,13 @@ struct ShardWriteOptions {
 
 struct ShardWriteResult {
   uint64_t bytes_written = 0;  // this rank's array bytes
-  uint64_t file_bytes = 0;     // the file's size after the sync (group rank 0 only)
+  // Group rank 0 only: the file's size after the sync, the xxh3 of its bytes
+  // outside the datasets' data (ckpt/metadata_checksum.h), and per array
+  // (in the order given) where its dataset's data begin, UINT64_MAX for an
+  // array with no dataset (or no bytes) in this shard.
+  uint64_t file_bytes = 0;
+  uint64_t meta_xxh3 = 0;
+  std::vector<uint64_t> offsets;
 };
 
 Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,

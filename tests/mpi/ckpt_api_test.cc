@@ -126,6 +126,10 @@ TEST_F(CkptTest, TypedRegistrationsCheckTheLengthAndRoundTrip) {
   EXPECT_NE(s.message().find("5 elements given, 2 rows of shape [" + std::to_string(n) + ",3] hold 6"),
             std::string::npos)
       << s;
+  std::vector<uint64_t> dims33(33, 1);
+  s = ck->RegisterReplicated("bad", five.data(), DType::kF32, dims33);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("33 dimensions, more than HDF5's 32"), std::string::npos) << s;
   s = ck->RegisterReplicated("bad", Span<uint16_t>(emb), DType::kF32, {4});
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("elements of 2 bytes given as f32 (4 bytes)"), std::string::npos) << s;
