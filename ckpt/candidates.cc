@@ -44,7 +44,7 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
   s = env->ReadFile(path, kMaxManifestBytes, text);
-  // The only InvalidArgument of ReadFile: larger than the limit.
+  // ReadFile's InvalidArgument: larger than the limit, or not a regular file.
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
   // kCorruption, or kInvalidArgument for a newer format.

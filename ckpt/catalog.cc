@@ -91,7 +91,11 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
     fs::FileInfo info;
     Status s = env->Stat(v.path, &info);
     if (s.code() == Code::kNotFound) continue;  // removed since the listing (another rank's gc)
-    BATON_RETURN_IF_ERROR(s);
+    if (!s.ok()) {
+      v.problem = s.message();
+      out->push_back(std::move(v));
+      continue;
+    }
     if (info.type != fs::FileType::kDirectory) continue;
     s = env->Stat(v.path + "/" + kManifestName, &info);
     if (s.ok()) {
@@ -99,14 +103,16 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
     } else if (s.code() == Code::kNotFound) {
       v.status = VersionStatus::kIncomplete;
     } else {
-      return s;
+      v.problem = s.message();
+      out->push_back(std::move(v));
+      continue;
     }
     std::string failures;
     s = env->ReadFile(v.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, &failures);
     if (s.ok()) {
       v.restore_failures = CountLines(failures);
     } else if (s.code() != Code::kNotFound) {
-      return s.Annotate("version " + name);
+      v.problem = kRestoreFailuresName + std::string(": ") + s.message() + " (counted as no failures)";
     }
     if (v.status == VersionStatus::kComplete && max_restore_failures > 0 && v.restore_failures >= max_restore_failures) {
       v.status = VersionStatus::kQuarantined;
@@ -153,9 +159,16 @@ Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::stri
   return env->SyncDir(version.path);
 }
 
+// The file's lines; a restore-failures that is not a regular file (a FIFO
+// planted there) or larger than any baton writes counts as empty: the
+// rewrite replaces it.
 Status ReadFailures(fs::Env* env, const VersionInfo& version, std::string* text) {
   text->clear();
   Status s = env->ReadFile(version.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, text);
+  if (s.code() == Code::kInvalidArgument) {
+    text->clear();
+    return Status::OK();
+  }
   if (!s.ok() && s.code() != Code::kNotFound) return s;
   if (!text->empty() && text->back() != '\n') *text += '\n';
   return Status::OK();
@@ -209,19 +222,24 @@ Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::st
 }
 
 Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
-  if (version.status != VersionStatus::kIncomplete) {
-    Status s = env->RemoveFile(version.path + "/" + kManifestName);
-    if (!s.ok() && s.code() != Code::kNotFound) return s;
-    BATON_RETURN_IF_ERROR(env->SyncDir(version.path));
+  const size_t slash = version.path.rfind('/');
+  if (slash == std::string::npos || version.path.compare(slash + 1, std::string::npos, version.name) != 0) {
+    return Status::Internal("ckpt", "version " + version.name + " at " + version.path);
   }
-  return env->RemoveTree(version.path);
+  // Through descriptors (Env::RemoveTreeAt): the version directory swapped
+  // for a symlink after it was listed made a removal by path delete a
+  // manifest.json outside the checkpoint directory.
+  return env->RemoveTreeAt(version.path.substr(0, slash), version.name,
+                           version.status != VersionStatus::kIncomplete ? kManifestName : "");
 }
 
 std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep) {
   // Never the newest complete version: keep < 1 counts as 1.
   keep = std::max(keep, 1);
   std::vector<const VersionInfo*> sorted;
-  for (const VersionInfo& v : versions) sorted.push_back(&v);
+  for (const VersionInfo& v : versions) {
+    if (v.problem.empty() || v.problem.rfind(kRestoreFailuresName, 0) == 0) sorted.push_back(&v);
+  }
   std::sort(sorted.begin(), sorted.end(), [](const VersionInfo* a, const VersionInfo* b) { return a->seq < b->seq; });
   bool any_complete = false;
   uint64_t newest_complete = 0;

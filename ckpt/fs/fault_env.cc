@@ -165,6 +165,18 @@ Status FaultEnv::RemoveTree(const std::string& path) {
   return Status::OK();
 }
 
+Status FaultEnv::RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) {
+  const std::string path = parent + "/" + name;
+  if (crashed()) return Dead("rmtree", path);
+  BATON_RETURN_IF_ERROR(target()->RemoveTreeAt(parent, name, first));
+  if (!first.empty()) {
+    Record("remove " + path + "/" + first);
+    Record("syncdir " + path);
+  }
+  Record("remove " + path);
+  return Status::OK();
+}
+
 Status FaultEnv::ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) {
   if (crashed()) return Dead("pread", path);
   Fault f = Fault::kFailRead;

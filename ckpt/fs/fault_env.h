@@ -52,6 +52,10 @@ class FaultEnv : public EnvWrapper {
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override;
   Status RemoveFile(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  // Records "remove <parent/name/first>", "syncdir <parent/name>" (when
+  // first is given) and "remove <parent/name>": the order the POSIX Env
+  // keeps inside the one call.
+  Status RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) override;
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override;
   Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override;
   void Mark(const std::string& event) override;
