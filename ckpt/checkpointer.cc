@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <string>
 #include <thread>
@@ -75,17 +77,34 @@ Status CheckpointerImpl::Init() {
   size_ = runtime_.size();
   Status local;
   if (rank_ == 0) {
-    local = env_->CreateDir(dir_, options_.dir_mode, /*exist_ok=*/true);
+    // The directory as given may be a symlink (a link to scratch space):
+    // followed once, here, and every rank uses the real path, so that no
+    // later call (all O_NOFOLLOW) meets it.
     fs::FileInfo info;
+    local = env_->Stat(dir_, &info);
+    if (local.code() == Code::kNotFound) local = env_->CreateDir(dir_, options_.dir_mode, /*exist_ok=*/true);
+    char* real = local.ok() ? ::realpath(dir_.c_str(), nullptr) : nullptr;
+    if (local.ok() && real == nullptr) {
+      local = Status::IOError(log::kCkpt, "realpath(" + dir_ + "): " + std::strerror(errno));
+    }
+    if (real != nullptr) {
+      dir_ = real;
+      std::free(real);
+    }
     if (local.ok()) local = env_->Stat(dir_, &info);
-    if (local.ok() && info.type != fs::FileType::kDirectory && info.type != fs::FileType::kSymlink) {
+    if (local.ok() && info.type != fs::FileType::kDirectory) {
       local = Status::InvalidArgument(log::kCkpt, "checkpoint directory " + dir_ + " is not a directory");
     }
     if (local.ok()) local = LockDirectory();
     if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);
   }
   BATON_RETURN_IF_ERROR(Agree(runtime_.world_comm(), local));
-  // Every rank knows the run id (run_id()); only rank 0 its sequence.
+  // Every rank uses rank 0's resolved directory and knows the run id
+  // (run_id()); only rank 0 its sequence.
+  int dir_len = static_cast<int>(dir_.size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&dir_len, 1, MPI_INT, 0, runtime_.world_comm())));
+  dir_.resize(static_cast<size_t>(dir_len));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(dir_.data(), dir_len, MPI_CHAR, 0, runtime_.world_comm())));
   int len = static_cast<int>(run_.run_id.size());
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, runtime_.world_comm())));
   run_.run_id.resize(static_cast<size_t>(len));

@@ -31,10 +31,6 @@
 
 namespace baton::ckpt {
 
-// A manifest is small (arrays, chunks and the user blob in base64); a
-// larger file is not one baton wrote.
-inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
-
 // The dataset of per-rank state (SetRankState): a sharded u8 array whose
 // rows are the ranks' bytes in rank order. Users' names cannot begin with
 // '.', so it never meets one of theirs.
@@ -169,7 +165,7 @@ class CheckpointerImpl : public Checkpointer {
 
   Runtime& runtime_;
   const CheckpointOptions options_;
-  const std::string dir_;
+  std::string dir_;  // resolved by Init (a symlink as given is followed once, there)
   fs::Env* const env_;
   int rank_ = 0, size_ = 0;
   MPI_Comm comm_ = MPI_COMM_NULL;   // a dup of the world: ckpt's messages stay apart

@@ -27,6 +27,14 @@ inline constexpr int kManifestFormat = 2;
 inline constexpr int kOldestManifestFormat = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
+// The largest manifest read, refused before it is read. Replicated arrays
+// spread their rows over every rank, so a job of 16,384 ranks with 500
+// arrays has ~8M chunk tuples (~400 MB of text, parsed into 40 bytes each).
+// The rest of the text goes into a DOM at ~11 bytes of memory per byte
+// (measured: a 117 MB manifest of 700,000 arrays and datasets peaked at
+// 1.27 GB in `baton ckpt inspect`), so a hostile file of this size can
+// still cost several GB to parse.
+inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 // HDF5 allows at most 32 dimensions (H5S_MAX_RANK).
 inline constexpr size_t kMaxDims = 32;
 
