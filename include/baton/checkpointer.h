@@ -3,15 +3,15 @@
 //   baton::CheckpointOptions opts;            // dir defaults to $BATON_CKPT_DIR
 //   std::unique_ptr<baton::Checkpointer> ck;
 //   BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(*rt, opts, &ck));
-//   ck->RegisterSharded("w", w, {rows, cols}, my_first_row, my_rows);   // std::vector<float> w
-//   ck->RegisterReplicated("bias", b, {cols});
+//   BATON_RETURN_IF_ERROR(ck->RegisterSharded("w", w, {rows, cols}, my_first_row, my_rows));  // vector<float>
+//   BATON_RETURN_IF_ERROR(ck->RegisterReplicated("bias", b, {cols}));
 //   std::optional<int64_t> done;               // training steps completed
 //   BATON_RETURN_IF_ERROR(ck->Restore(&done)); // all ranks agree; nullopt on a first run
 //   if (done) rng.Load(ck->rank_state());
 //   for (int64_t step = done.value_or(0); step < steps; ++step) {
 //     train(step);
-//     ck->SetUserBlob(loader_state);           // job-wide bytes, rank 0's are kept
-//     ck->SetRankState(rng.Save());            // this rank's own bytes
+//     BATON_RETURN_IF_ERROR(ck->SetUserBlob(loader_state));  // job-wide bytes, rank 0's are kept
+//     BATON_RETURN_IF_ERROR(ck->SetRankState(rng.Save()));   // this rank's own bytes
 //     BATON_RETURN_IF_ERROR(ck->Save(step + 1));  // steps 0..step are done
 //   }
 //
