@@ -128,12 +128,12 @@ void SetLevel(Level level) { g_level.store(static_cast<int>(level), std::memory_
 Level GetLevel() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
 
 bool Enabled(Level level) {
-  Init();
+  Init().IgnoreError();  // a bad BATON_LOG_LEVEL is logged as a warning by SetUp itself
   return LevelAllows(level);
 }
 
 Logger& GetLogger() {
-  Init();
+  Init().IgnoreError();  // as in Enabled
   return LoggerInstance();
 }
 

@@ -23,7 +23,7 @@ Status MakeStatus(Code code, std::string_view message) {
   return Status::Internal(log::kCkpt, message);
 }
 
-Status Agree(MPI_Comm comm, const Status& local, Agreement* out) {
+Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
   Agreement result;
   int failed = local.ok() ? 0 : 1;
   int total = 0;
@@ -34,12 +34,14 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out) {
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     int size = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(comm, &size)));
-    // A rank that stopped because another one failed (kAborted) reports
-    // only when no rank has a failure of its own.
-    int key = !failed ? INT_MAX : local.code() == Code::kAborted ? size + rank : rank;
+    // Keys in three bands: the preferred code, failures of their own, and
+    // ranks that stopped because another one failed (kAborted), which
+    // report only when no rank has a failure of its own.
+    const int band = local.code() == prefer ? 0 : local.code() == Code::kAborted ? 2 : 1;
+    int key = !failed ? INT_MAX : band * size + rank;
     int first_key = INT_MAX;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&key, &first_key, 1, MPI_INT, MPI_MIN, comm)));
-    const int first = first_key >= size ? first_key - size : first_key;
+    const int first = first_key % size;
     // The first failing rank sends its code, world rank and message.
     std::string text;
     long long head[3] = {0, 0, 0};

@@ -26,7 +26,10 @@ struct Agreement {
   int first_failed = -1;  // the lowest failing rank of comm, -1 if none
 };
 
-Status Agree(MPI_Comm comm, const Status& local, Agreement* out = nullptr);
+// prefer: failures of this code come first, whatever their rank (a
+// restore prefers kCorruption: one rank's corrupt chunk decides the
+// version's quarantine even when a lower rank had a transient error).
+Status Agree(MPI_Comm comm, const Status& local, Agreement* out = nullptr, Code prefer = Code::kOk);
 
 // A Status of `code` (not kOk) with component ckpt and `message`.
 Status MakeStatus(Code code, std::string_view message);

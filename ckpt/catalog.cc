@@ -91,7 +91,11 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
     fs::FileInfo info;
     Status s = env->Stat(v.path, &info);
     if (s.code() == Code::kNotFound) continue;  // removed since the listing (another rank's gc)
-    BATON_RETURN_IF_ERROR(s);
+    if (!s.ok()) {
+      v.problem = s.message();
+      out->push_back(std::move(v));
+      continue;
+    }
     if (info.type != fs::FileType::kDirectory) continue;
     s = env->Stat(v.path + "/" + kManifestName, &info);
     if (s.ok()) {
@@ -99,14 +103,16 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
     } else if (s.code() == Code::kNotFound) {
       v.status = VersionStatus::kIncomplete;
     } else {
-      return s;
+      v.problem = s.message();
+      out->push_back(std::move(v));
+      continue;
     }
     std::string failures;
     s = env->ReadFile(v.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, &failures);
     if (s.ok()) {
       v.restore_failures = CountLines(failures);
     } else if (s.code() != Code::kNotFound) {
-      return s.Annotate("version " + name);
+      v.problem = kRestoreFailuresName + std::string(": ") + s.message() + " (counted as no failures)";
     }
     if (v.status == VersionStatus::kComplete && max_restore_failures > 0 && v.restore_failures >= max_restore_failures) {
       v.status = VersionStatus::kQuarantined;
@@ -125,46 +131,115 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions) {
   return next;
 }
 
-Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
+namespace {
+
+// Replaces the version's restore-failures file by `text` (removes it when
+// empty): a temporary of this process's own, fsync, rename, a directory
+// fsync, so a reader sees the old or the new file, never half of one.
+Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text) {
   const std::string path = version.path + "/" + kRestoreFailuresName;
-  std::string text;
-  Status s = env->ReadFile(path, kMaxRestoreFailuresBytes, &text);
-  if (!s.ok() && s.code() != Code::kNotFound) return s;
-  if (!text.empty() && text.back() != '\n') text += '\n';
-  std::string line = UtcNow() + " " + reason.substr(0, kMaxReasonBytes);
-  // One failure per line, whatever the reason holds.
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  text += line + "\n";
+  if (text.empty()) {
+    Status s = env->RemoveFile(path);
+    if (!s.ok() && s.code() != Code::kNotFound) return s;
+    return env->SyncDir(version.path);
+  }
   // A name of this process's own, so that a leftover from a crash is never in the way.
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   std::unique_ptr<fs::WritableFile> f;
   BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, 0644, &f));
-  s = f->Append(text.data(), text.size());
+  Status s = f->Append(text.data(), text.size());
   if (s.ok()) s = f->Sync();
   if (s.ok()) s = f->Close();
   if (s.ok()) s = env->Rename(tmp, path);
   if (!s.ok()) {
-    env->RemoveFile(tmp);  // best effort; the failure reported is the first one
+    env->RemoveFile(tmp).IgnoreError();  // best effort; the failure reported is the first one
     return s;
   }
   return env->SyncDir(version.path);
 }
 
-Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
-  if (version.status != VersionStatus::kIncomplete) {
-    Status s = env->RemoveFile(version.path + "/" + kManifestName);
-    if (!s.ok() && s.code() != Code::kNotFound) return s;
-    BATON_RETURN_IF_ERROR(env->SyncDir(version.path));
+// The file's lines; a restore-failures that is not a regular file (a FIFO
+// planted there) or larger than any baton writes counts as empty: the
+// rewrite replaces it.
+Status ReadFailures(fs::Env* env, const VersionInfo& version, std::string* text) {
+  text->clear();
+  Status s = env->ReadFile(version.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, text);
+  if (s.code() == Code::kInvalidArgument) {
+    text->clear();
+    return Status::OK();
   }
-  return env->RemoveTree(version.path);
+  if (!s.ok() && s.code() != Code::kNotFound) return s;
+  if (!text->empty() && text->back() != '\n') *text += '\n';
+  return Status::OK();
+}
+
+std::string FailureLine(const std::string& reason) {
+  std::string line = UtcNow() + " " + reason.substr(0, kMaxReasonBytes);
+  // One failure per line, whatever the reason holds.
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  return line + "\n";
+}
+
+std::string AttemptMarker(const std::string& token) { return " unfinished restore attempt " + token + " "; }
+
+}  // namespace
+
+Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  return RewriteFailures(env, version, text + FailureLine(reason));
+}
+
+Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  const std::string t = std::to_string(::getpid()) + "-" +
+                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  BATON_RETURN_IF_ERROR(RewriteFailures(
+      env, version,
+      text + FailureLine(AttemptMarker(t).substr(1) +
+                         "(the restoring process ended while reading this version: a crash, the OOM killer or a kill)")));
+  *token = t;
+  return Status::OK();
+}
+
+Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
+                         const std::string* failure) {
+  std::string text, kept;
+  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
+  const std::string marker = AttemptMarker(token);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    if (line.find(marker) == std::string::npos && !line.empty()) kept += line + "\n";
+    start = end + 1;
+  }
+  if (failure != nullptr) kept += FailureLine(*failure);
+  return RewriteFailures(env, version, kept);
+}
+
+Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
+  const size_t slash = version.path.rfind('/');
+  if (slash == std::string::npos || version.path.compare(slash + 1, std::string::npos, version.name) != 0) {
+    return Status::Internal("ckpt", "version " + version.name + " at " + version.path);
+  }
+  // Through descriptors (Env::RemoveTreeAt): the version directory swapped
+  // for a symlink after it was listed made a removal by path delete a
+  // manifest.json outside the checkpoint directory.
+  return env->RemoveTreeAt(version.path.substr(0, slash), version.name,
+                           version.status != VersionStatus::kIncomplete ? kManifestName : "");
 }
 
 std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep) {
   // Never the newest complete version: keep < 1 counts as 1.
   keep = std::max(keep, 1);
   std::vector<const VersionInfo*> sorted;
-  for (const VersionInfo& v : versions) sorted.push_back(&v);
+  for (const VersionInfo& v : versions) {
+    if (v.problem.empty() || v.problem.rfind(kRestoreFailuresName, 0) == 0) sorted.push_back(&v);
+  }
   std::sort(sorted.begin(), sorted.end(), [](const VersionInfo* a, const VersionInfo* b) { return a->seq < b->seq; });
   bool any_complete = false;
   uint64_t newest_complete = 0;

@@ -31,6 +31,11 @@ struct VersionInfo {
   int64_t step = 0;
   VersionStatus status = VersionStatus::kIncomplete;
   int restore_failures = 0;
+  // What could not be read about it ("" when all could): its directory or
+  // manifest could not be examined (status then kIncomplete), or its
+  // restore-failures file (then counted as 0). One unreadable version does
+  // not fail the listing of the others.
+  std::string problem;
 };
 
 std::string VersionName(uint64_t seq, int64_t step);
@@ -38,6 +43,8 @@ bool ParseVersionName(std::string_view name, uint64_t* seq, int64_t* step);
 
 // The versions under dir, ascending seq. Entries that are not version
 // directories (other files, symlinks, names that do not parse) are ignored.
+// Fails only when dir itself cannot be listed; a version that cannot be
+// examined is listed with its `problem`.
 Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failures,
                     std::vector<VersionInfo>* out);
 // One more than the highest seq in use (1 for an empty directory).
@@ -47,16 +54,32 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions);
 // restore-failures file, written through a temporary name and a rename.
 Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason);
 
+// A restore attempt, marked before the version is read: a line "<time>
+// unfinished restore attempt <token> (...)" in restore-failures, which
+// counts as a failure until EndRestoreAttempt removes it. A process that
+// dies while reading the version (a crash inside HDF5, the OOM killer, a
+// kill) leaves it behind, so a version that kills every restore is
+// quarantined after max_restore_failures attempts instead of looping.
+// *token names this attempt's line.
+Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token);
+// Ends the attempt: its line goes; with `failure` (a corruption found) the
+// failure's line takes its place.
+Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
+                         const std::string* failure);
+
 // What retention removes: all but the newest `keep` complete versions;
 // quarantined versions older than the newest complete one; incomplete
 // versions older than the newest complete one (crashed saves). Never an
-// incomplete version newer than every complete one (a save in progress).
+// incomplete version newer than every complete one (a save in progress),
+// nor a version with a problem (what it is is not known).
 std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep);
 
 // Removes a version so that no moment of it is a damaged committed one: the
 // manifest goes first (and the directory is synced), making the version
 // incomplete at once; then the rest. A removal killed half-way leaves an
 // incomplete version, which the next retention removes as a crashed save.
+// Through descriptors (Env::RemoveTreeAt): a version directory swapped for
+// a symlink since it was listed fails the removal, touching nothing.
 Status RemoveVersion(fs::Env* env, const VersionInfo& version);
 
 // dir + "/" + name after checking that name is a plain file name and that

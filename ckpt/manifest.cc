@@ -11,8 +11,10 @@
 // ranks) are in CheckManifest, shared by the writer and the parser.
 //
 // Every parse failure is Code::kCorruption (a manifest on disk that is not
-// what baton writes is a corrupt version, whatever is wrong with it); the
-// writer reports the same checks as kInvalidArgument (a caller's bug).
+// what baton writes is a corrupt version, whatever is wrong with it), except
+// a newer format, kInvalidArgument (not damaged, only unreadable by this
+// baton); the writer reports the same checks as kInvalidArgument (a
+// caller's bug).
 #include "ckpt/manifest.h"
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,7 @@
 
 #include "ckpt/base64.h"
 #include "ckpt/checksum.h"
+#include "ckpt/run.h"
 
 namespace baton::ckpt {
 
@@ -320,10 +323,15 @@ class ManifestSax : public nlohmann::json_sax<json> {
 // ---- the checks shared by writer and parser -----------------------------------
 
 Status CheckManifest(const Manifest& m, Code code) {
-  if (m.format != kManifestFormat) {
+  if (m.format < kOldestManifestFormat || m.format > kManifestFormat) {
     return Fail(code, "format", std::to_string(m.format) + " is not a manifest format this baton reads (it reads " +
-                                    std::to_string(kManifestFormat) + ")");
+                                    std::to_string(kOldestManifestFormat) + " to " + std::to_string(kManifestFormat) +
+                                    ")");
   }
+  if (m.format >= 2 && !ValidRunId(m.run_id)) {
+    return Fail(code, "run_id", Quote(m.run_id) + " is not a run id (1-64 of [A-Za-z0-9._-])");
+  }
+  if (m.format == 1 && !m.run_id.empty()) return Fail(code, "run_id", "format 1 has no run id");
   if (m.step < 0) return Fail(code, "step", std::to_string(m.step) + " is negative");
   if (m.world_size < 1) return Fail(code, "world_size", std::to_string(m.world_size) + " is not a world size");
   if (m.group_size < 0) return Fail(code, "group_size", std::to_string(m.group_size) + " is negative");
@@ -341,6 +349,10 @@ Status CheckManifest(const Manifest& m, Code code) {
     if (!IsPlainFileName(am.name)) return Fail(code, Field(path, "name"), Quote(am.name) + " is not a plain name");
     if (!names.emplace(am.name, a).second) {
       return Fail(code, Field(path, "name"), Quote(am.name) + " is also arrays[" + std::to_string(names[am.name]) + "]");
+    }
+    if (am.shape.size() > kMaxDims) {
+      return Fail(code, Field(path, "shape"), std::to_string(am.shape.size()) + " dimensions, more than HDF5's " +
+                                                std::to_string(kMaxDims));
     }
     uint64_t rb = DTypeSize(am.dtype), bytes = 0;
     for (size_t d = 1; d < am.shape.size(); ++d) {
@@ -377,6 +389,7 @@ Status CheckManifest(const Manifest& m, Code code) {
       if (i > 0 && r <= sh.ranks[i - 1]) return Fail(code, rpath, std::to_string(r) + " is not in ascending order");
       all_ranks.push_back(r);
     }
+    std::vector<std::pair<uint64_t, uint64_t>> extents;  // format 2: [offset, end) of each dataset's data
     for (size_t d = 0; d < sh.datasets.size(); ++d) {
       const DatasetMeta& ds = sh.datasets[d];
       auto dpath_fn = [&] { return Idx(path, "datasets", d); };
@@ -395,6 +408,14 @@ Status CheckManifest(const Manifest& m, Code code) {
       if (ds.rows > am.rows()) {
         return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
                                                     " rows of " + Quote(am.name));
+      }
+      if (m.format >= 2 && bytes > 0) {
+        uint64_t end = 0;
+        if (AddOverflows(ds.offset, bytes, &end) || end > sh.bytes) {
+          return Fail(code, Field(dpath_fn(), "offset"), std::to_string(ds.offset) + " + " + std::to_string(bytes) +
+                                                           " bytes go past the file's " + std::to_string(sh.bytes));
+        }
+        extents.emplace_back(ds.offset, end);
       }
       uint64_t next = 0;  // the dataset row the next chunk must start at
       for (size_t k = 0; k < ds.chunks.size(); ++k) {
@@ -424,6 +445,13 @@ Status CheckManifest(const Manifest& m, Code code) {
       }
       if (next != ds.rows) {
         return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
+      }
+    }
+    std::sort(extents.begin(), extents.end());
+    for (size_t i = 1; i < extents.size(); ++i) {
+      if (extents[i].first < extents[i - 1].second) {
+        return Fail(code, Field(path, "datasets"), "the data at bytes " + std::to_string(extents[i].first) +
+                                                   " overlaps another dataset's");
       }
     }
   }
@@ -532,6 +560,7 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
   o.reserve(4096 + 64 * chunks + m.user_blob.size() / 3 * 4 + 64 * m.shards.size());
   o += "{\n  \"format\": ";
   AppendU64(&o, static_cast<uint64_t>(m.format));
+  if (m.format >= 2) o += ",\n  \"run_id\": \"" + m.run_id + "\"";  // ValidRunId: nothing to escape
   o += ",\n  \"step\": ";
   AppendU64(&o, static_cast<uint64_t>(m.step));
   o += ",\n  \"world_size\": ";
@@ -567,6 +596,10 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
     }
     o += "], \"bytes\": ";
     AppendU64(&o, sh.bytes);
+    if (m.format >= 2) {
+      o += ", \"meta_xxh3\": ";
+      AppendHex(&o, sh.meta_xxh3);
+    }
     o += ", \"datasets\": [";
     for (size_t d = 0; d < sh.datasets.size(); ++d) {
       const DatasetMeta& ds = sh.datasets[d];
@@ -574,6 +607,10 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
       o += names[ds.array];
       o += ", \"rows\": ";
       AppendU64(&o, ds.rows);
+      if (m.format >= 2) {
+        o += ", \"offset\": ";
+        AppendU64(&o, ds.offset);
+      }
       o += ", \"chunks\": [";
       for (size_t k = 0; k < ds.chunks.size(); ++k) {
         const Chunk& c = ds.chunks[k];
@@ -601,7 +638,38 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
   return Status::OK();
 }
 
+namespace {
+
+// A manifest of a newer format is reported as such (InvalidArgument)
+// whatever else in it this baton cannot parse: baton writes "format" as the
+// first key, so it is read before the rest is parsed.
+Status CheckNotNewer(std::string_view text) {
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r')) ++i;
+  };
+  auto eat = [&](std::string_view t) {
+    ws();
+    if (text.substr(i, t.size()) != t) return false;
+    i += t.size();
+    return true;
+  };
+  if (!eat("{") || !eat("\"format\"") || !eat(":")) return Status::OK();  // the full parse says what is wrong
+  ws();
+  uint64_t format = 0;
+  auto r = std::from_chars(text.data() + i, text.data() + text.size(), format);
+  if (r.ec == std::errc() && format > static_cast<uint64_t>(kManifestFormat)) {
+    return Status::InvalidArgument("ckpt", "manifest format " + std::to_string(format) +
+                                               " was written by a newer baton; this baton reads formats " + std::to_string(kOldestManifestFormat) + " to " +
+                                               std::to_string(kManifestFormat) + ": restore with a newer baton");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status ParseManifestJson(std::string_view text, Manifest* out) {
+  BATON_RETURN_IF_ERROR(CheckNotNewer(text));
   ManifestSax sax;
   bool parsed = false;
   try {
@@ -619,13 +687,22 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
   if (!root.contains("format")) return Fail(Code::kCorruption, "format", "missing");
   {
     const json& f = root["format"];
-    if (!f.is_number_unsigned() || f.get<uint64_t>() != static_cast<uint64_t>(kManifestFormat)) {
+    if (!f.is_number_unsigned() || f.get<uint64_t>() < static_cast<uint64_t>(kOldestManifestFormat) ||
+        f.get<uint64_t>() > static_cast<uint64_t>(kManifestFormat)) {
       return Fail(Code::kCorruption, "format", Describe(f) + " is not a manifest format this baton reads (it reads " +
+                                                   std::to_string(kOldestManifestFormat) + " to " +
                                                    std::to_string(kManifestFormat) + ")");
     }
+    m.format = static_cast<int>(f.get<uint64_t>());
   }
-  BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "world_size", "group_size", "time", "baton_version",
-                                             "arrays", "shards", "user_blob"}));
+  if (m.format == 1) {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "world_size", "group_size", "time", "baton_version",
+                                               "arrays", "shards", "user_blob"}));
+  } else {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "run_id", "step", "world_size", "group_size", "time",
+                                               "baton_version", "arrays", "shards", "user_blob"}));
+    BATON_RETURN_IF_ERROR(GetString(root, "", "run_id", &m.run_id));
+  }
   uint64_t step = 0;
   BATON_RETURN_IF_ERROR(GetU64(root, "", "step", INT64_MAX, &step));
   m.step = static_cast<int64_t>(step);
@@ -651,6 +728,10 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
     }
     const json* shape = nullptr;
     BATON_RETURN_IF_ERROR(GetArray(j, path, "shape", &shape));
+    if (shape->size() > kMaxDims) {
+      return Fail(Code::kCorruption, Field(path, "shape"), std::to_string(shape->size()) +
+                                                           " dimensions, more than HDF5's " + std::to_string(kMaxDims));
+    }
     am.shape.resize(shape->size());
     for (size_t d = 0; d < shape->size(); ++d) {
       BATON_RETURN_IF_ERROR(GetU64Value((*shape)[d], Idx(path, "shape", d), UINT64_MAX, &am.shape[d]));
@@ -670,7 +751,16 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
     const json& j = (*shards)[s];
     const std::string path = Idx("", "shards", s);
     ShardMeta& sh = m.shards[s];
-    BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "datasets"}));
+    if (m.format == 1) {
+      BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "datasets"}));
+    } else {
+      BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "meta_xxh3", "datasets"}));
+      std::string hex;
+      BATON_RETURN_IF_ERROR(GetString(j, path, "meta_xxh3", &hex));
+      if (!ParseHexU64(hex, &sh.meta_xxh3)) {
+        return Fail(Code::kCorruption, Field(path, "meta_xxh3"), Quote(hex) + " is not 16 hex digits");
+      }
+    }
     BATON_RETURN_IF_ERROR(GetString(j, path, "file", &sh.file));
     BATON_RETURN_IF_ERROR(GetU64(j, path, "bytes", UINT64_MAX, &sh.bytes));
     const json* ranks = nullptr;
@@ -690,7 +780,12 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
       const json& dj = (*datasets)[d];
       const std::string dpath = Idx(path, "datasets", d);
       DatasetMeta& ds = sh.datasets[d];
-      BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
+      if (m.format == 1) {
+        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
+      } else {
+        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "offset", "chunks"}));
+        BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "offset", UINT64_MAX, &ds.offset));
+      }
       const json& name = dj["array"];
       if (!name.is_string()) return Fail(Code::kCorruption, Field(dpath, "array"), "expected an array name, got " + Describe(name));
       auto it = index.find(name.get_ref<const std::string&>());

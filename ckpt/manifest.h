@@ -22,9 +22,21 @@
 
 namespace baton::ckpt {
 
-inline constexpr int kManifestFormat = 1;
+// The format written; 1 (before run ids) is still read.
+inline constexpr int kManifestFormat = 2;
+inline constexpr int kOldestManifestFormat = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
+// The largest manifest read, refused before it is read. Replicated arrays
+// spread their rows over every rank, so a job of 16,384 ranks with 500
+// arrays has ~8M chunk tuples (~400 MB of text, parsed into 40 bytes each).
+// The rest of the text goes into a DOM at ~11 bytes of memory per byte
+// (measured: a 117 MB manifest of 700,000 arrays and datasets peaked at
+// 1.27 GB in `baton ckpt inspect`), so a hostile file of this size can
+// still cost several GB to parse.
+inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+// HDF5 allows at most 32 dimensions (H5S_MAX_RANK).
+inline constexpr size_t kMaxDims = 32;
 
 struct ArrayMeta {
   std::string name;              // the HDF5 dataset name in every shard
@@ -51,6 +63,7 @@ struct Chunk {
 struct DatasetMeta {
   uint32_t array = 0;          // index into Manifest::arrays
   uint64_t rows = 0;
+  uint64_t offset = 0;         // format 2: where its data begins in the file (bytes)
   std::vector<Chunk> chunks;   // ascending dataset_row, tiling [0, rows)
 };
 
@@ -58,11 +71,17 @@ struct ShardMeta {
   std::string file;            // a plain name inside the version directory
   std::vector<int> ranks;      // the shard group's world ranks, ascending
   uint64_t bytes = 0;          // the file's size when committed
+  // Format 2: xxh3 of every byte of the file outside the datasets' data
+  // (HDF5's metadata: superblock, object headers, attributes, free space),
+  // checked before HDF5 parses the file (ParseManifestJson checks that the
+  // datasets' data lie inside the file without overlapping).
+  uint64_t meta_xxh3 = 0;
   std::vector<DatasetMeta> datasets;
 };
 
 struct Manifest {
   int format = kManifestFormat;
+  std::string run_id;          // format 2: the run that wrote it (ckpt/run.h); format 1: empty
   int64_t step = 0;
   int world_size = 0;
   int group_size = 0;          // as configured: 0 = one shard per node
@@ -77,6 +96,9 @@ struct Manifest {
 };
 
 Status WriteManifestJson(const Manifest& m, std::string* out);
+// kCorruption for anything that is not a manifest this baton wrote, except
+// a newer format (a "format" above kManifestFormat): kInvalidArgument
+// saying so, since such a version is not damaged, only unreadable here.
 Status ParseManifestJson(std::string_view text, Manifest* out);
 
 // "a plain file name": not empty, no '/', not "." or "..", no NUL.

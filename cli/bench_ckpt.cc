@@ -38,6 +38,7 @@
 #include "baton/runtime.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
+#include "ckpt/run.h"
 #include "cli/byte_size.h"
 #include "cli/commands.h"
 
@@ -301,6 +302,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       for (const ckpt::VersionInfo& v : versions)
         if (Status rm = ckpt::RemoveVersion(env, v); !rm.ok()) ls = rm;
       if (!ls.ok()) std::cerr << kCmd << ": cleaning up: " << ls << "\n";
+      // The directory's run file and writer lock (ckpt/run.h) go with it.
+      unlink((ckpt_dir + "/" + ckpt::kRunFileName).c_str());
+      unlink((ckpt_dir + "/" + ckpt::kWriterLockName).c_str());
       rmdir(ckpt_dir.c_str());
       rmdir(bench_dir.c_str());
     } else if (!o.json) {

@@ -8,9 +8,13 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +23,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/run.h"
 #include "ckpt/verify.h"
 #include "cli/commands.h"
 
@@ -35,9 +40,6 @@ constexpr const char* kUsage =
     "       baton ckpt gc      [DIR] --keep K [--dry-run]\n"
     "DIR defaults to $BATON_CKPT_DIR. See baton(1).\n";
 
-// A manifest of 16,384 ranks is tens of MiB; this bounds what a hostile or
-// broken one can make the tool allocate.
-constexpr uint64_t kMaxManifestBytes = 1ull << 30;
 
 struct Common {
   std::string dir;
@@ -46,6 +48,29 @@ struct Common {
   int max_failures = 2;
 };
 
+// Text from a checkpoint directory (a manifest's time, names, error
+// messages quoting them) is untrusted: printed with every byte outside
+// printable ASCII, and the backslash, as \xNN, so that terminal escape
+// codes never reach the screen and a newline cannot forge an ls row.
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// JSON of untrusted text: invalid UTF-8 replaced, control characters
+// escaped (nlohmann's dump does that for \u0000-\u001f).
+std::string JsonDump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 int Usage(const std::string& why) {
   if (!why.empty()) std::cerr << "baton ckpt: " << why << "\n";
   std::cerr << kUsage;
@@ -53,8 +78,23 @@ int Usage(const std::string& why) {
 }
 
 int Fail(const char* sub, const Status& s) {
-  std::cerr << "baton ckpt " << sub << ": " << s << "\n";
+  std::cerr << "baton ckpt " << sub << ": " << Printable(s.ToString()) << "\n";
   return 1;
+}
+
+// The directory as given may be a symlink (a scratch link): resolved once
+// here, so every later call sees the real directory and none follows a
+// symlink inside it (they all open with O_NOFOLLOW).
+Status ResolveDir(std::string* dir) {
+  char* real = ::realpath(dir->c_str(), nullptr);
+  if (real == nullptr) {
+    const int err = errno;
+    return (err == ENOENT ? Status::NotFound("cli", *dir + ": no such directory")
+                          : Status::IOError("cli", *dir + ": " + std::strerror(err)));
+  }
+  *dir = real;
+  std::free(real);
+  return Status::OK();
 }
 
 // The options every subcommand shares, plus `extra`. Returns 0 to go on,
@@ -95,12 +135,13 @@ int ParseCommon(const char* sub, const std::vector<std::string>& args, po::optio
       return Usage("no checkpoint directory: give DIR or set BATON_CKPT_DIR");
     c->dir = env;
   }
+  if (Status s = ResolveDir(&c->dir); !s.ok()) return Fail(sub, s);
   return 0;
 }
 
 Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m) {
   std::string text;
-  BATON_RETURN_IF_ERROR(env->ReadFile(v.path + "/" + ckpt::kManifestName, kMaxManifestBytes, &text));
+  BATON_RETURN_IF_ERROR(env->ReadFile(v.path + "/" + ckpt::kManifestName, ckpt::kMaxManifestBytes, &text));
   return ckpt::ParseManifestJson(text, m).Annotate(v.path + "/" + ckpt::kManifestName);
 }
 
@@ -141,16 +182,19 @@ int Ls(const std::vector<std::string>& args) {
                         {"levels", nlohmann::json::array({"shared"})},
                         {"restore_failures", v.restore_failures}};
     if (!s.ok()) o["error"] = s.ToString();
+    if (!v.problem.empty()) o["problem"] = v.problem;
     if (c.json) {
       list.push_back(o);
       continue;
     }
+    std::string note = s.ok() ? "" : "  (" + s.message() + ")";
+    if (!v.problem.empty()) note += "  (" + v.problem + ")";
     std::printf("%10lld  %-11s  %-20s  %6s  %14s  %-7s  %s%s\n", static_cast<long long>(v.step),
-                std::string(ckpt::VersionStatusName(v.status)).c_str(), have ? m.time.c_str() : "-",
+                std::string(ckpt::VersionStatusName(v.status)).c_str(), have ? Printable(m.time).c_str() : "-",
                 have ? std::to_string(m.world_size).c_str() : "-", have ? std::to_string(m.total_bytes()).c_str() : "-",
-                "shared", v.path.c_str(), s.ok() ? "" : ("  (" + s.message() + ")").c_str());
+                "shared", Printable(v.path).c_str(), Printable(note).c_str());
   }
-  if (c.json) std::cout << list.dump() << "\n";
+  if (c.json) std::cout << JsonDump(list) << "\n";
   return 0;
 }
 
@@ -166,7 +210,7 @@ int Inspect(const std::vector<std::string>& args) {
   if (Status s = PickVersion(versions, c, &v); !s.ok()) return Fail("inspect", s);
   if (Status s = LoadManifest(env, v, &m); !s.ok()) return Fail("inspect", s);
   if (c.json) {
-    nlohmann::json o = {{"step", m.step},        {"path", v.path},
+    nlohmann::json o = {{"step", m.step},        {"path", v.path},        {"run_id", m.run_id},
                         {"time", m.time},        {"world_size", m.world_size},
                         {"group_size", m.group_size}, {"baton_version", m.baton_version},
                         {"bytes", m.total_bytes()}, {"user_blob_bytes", m.user_blob.size()},
@@ -181,19 +225,21 @@ int Inspect(const std::vector<std::string>& args) {
     for (const ckpt::ShardMeta& sh : m.shards)
       o["shards"].push_back(
           {{"file", sh.file}, {"ranks", sh.ranks}, {"bytes", sh.bytes}, {"datasets", sh.datasets.size()}});
-    std::cout << o.dump() << "\n";
+    std::cout << JsonDump(o) << "\n";
     return 0;
   }
-  std::printf("version     %s\nstep        %lld\nstatus      %s\ntime        %s\nworld size  %d\n"
+  std::printf("version     %s\nrun         %s\nstep        %lld\nstatus      %s\ntime        %s\nworld size  %d\n"
               "group size  %d%s\nbaton       %s\nbytes       %llu\nuser blob   %zu bytes\n\n",
-              v.path.c_str(), static_cast<long long>(m.step), std::string(ckpt::VersionStatusName(v.status)).c_str(),
-              m.time.c_str(), m.world_size, m.group_size, m.group_size == 0 ? " (one shard per node)" : "",
-              m.baton_version.c_str(), static_cast<unsigned long long>(m.total_bytes()), m.user_blob.size());
+              Printable(v.path).c_str(), m.run_id.empty() ? "- (format 1)" : m.run_id.c_str(),
+              static_cast<long long>(m.step), std::string(ckpt::VersionStatusName(v.status)).c_str(),
+              Printable(m.time).c_str(), m.world_size, m.group_size, m.group_size == 0 ? " (one shard per node)" : "",
+              Printable(m.baton_version).c_str(), static_cast<unsigned long long>(m.total_bytes()),
+              m.user_blob.size());
   std::printf("%-32s  %-5s  %-10s  %s\n", "ARRAY", "DTYPE", "KIND", "SHAPE");
   for (const ckpt::ArrayMeta& a : m.arrays) {
     std::string shape = "[";
     for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape[i]);
-    std::printf("%-32s  %-5s  %-10s  %s]\n", a.name.c_str(), std::string(DTypeName(a.dtype)).c_str(),
+    std::printf("%-32s  %-5s  %-10s  %s]\n", Printable(a.name).c_str(), std::string(DTypeName(a.dtype)).c_str(),
                 a.replicated ? "replicated" : "sharded", shape.c_str());
   }
   std::printf("\n%-24s  %14s  %8s  %s\n", "SHARD", "BYTES", "DATASETS", "RANKS");
@@ -207,7 +253,7 @@ int Inspect(const std::vector<std::string>& args) {
                (j > i ? "-" + std::to_string(sh.ranks[j]) : "");
       i = j + 1;
     }
-    std::printf("%-24s  %14llu  %8zu  %s\n", sh.file.c_str(), static_cast<unsigned long long>(sh.bytes),
+    std::printf("%-24s  %14llu  %8zu  %s\n", Printable(sh.file).c_str(), static_cast<unsigned long long>(sh.bytes),
                 sh.datasets.size(), ranks.c_str());
   }
   return 0;
@@ -263,17 +309,17 @@ int Verify(const std::vector<std::string>& args) {
     if (s.ok()) {
       Progress progress(!no_progress);
       s = ckpt::VerifyVersion(env, v.path, m, &failures, &bytes, [&](uint64_t done, uint64_t total) {
-        progress.Update(v.path.substr(v.path.find_last_of('/') + 1), done, total);
+        progress.Update(Printable(v.path.substr(v.path.find_last_of('/') + 1)), done, total);
       });
     }
     if (!s.ok()) failures.push_back(s.ToString());
     if (failures.empty()) {
-      std::printf("ok      %s  step %lld  %llu bytes\n", v.path.c_str(), static_cast<long long>(v.step),
+      std::printf("ok      %s  step %lld  %llu bytes\n", Printable(v.path).c_str(), static_cast<long long>(v.step),
                   static_cast<unsigned long long>(bytes));
     } else {
       ++bad;
-      std::printf("FAILED  %s  step %lld\n", v.path.c_str(), static_cast<long long>(v.step));
-      for (const std::string& f : failures) std::printf("  %s\n", f.c_str());
+      std::printf("FAILED  %s  step %lld\n", Printable(v.path).c_str(), static_cast<long long>(v.step));
+      for (const std::string& f : failures) std::printf("  %s\n", Printable(f).c_str());
     }
   }
   return bad == 0 ? 0 : 1;
@@ -293,23 +339,42 @@ int Gc(const std::vector<std::string>& args) {
   fs::Env* env = fs::Env::Default();
   std::vector<ckpt::VersionInfo> versions;
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("gc", s);
+  // `gc /` and `gc /etc` once succeeded silently: a directory with neither
+  // a version nor the run file of a Checkpointer is not cleaned.
+  fs::FileInfo run_info;
+  if (versions.empty() && !env->Stat(c.dir + "/" + ckpt::kRunFileName, &run_info).ok()) {
+    return Fail("gc", Status::InvalidArgument("cli", c.dir + " holds no checkpoint (no version directory, no " +
+                                                         ckpt::kRunFileName + " file): refusing to clean it"));
+  }
+  // A live writer may be saving or applying its own retention: its lock
+  // (ckpt/run.h) keeps gc out, as it keeps out a second writer.
+  std::unique_ptr<fs::FileLock> lock;
+  if (!dry_run) {
+    const std::string holder = "baton ckpt gc, pid " + std::to_string(::getpid());
+    Status s = env->LockFile(c.dir + "/" + ckpt::kWriterLockName, 0600, holder, &lock);
+    if (!s.ok()) return Fail("gc", s.Annotate("a live writer uses " + c.dir + "; gc when it has ended"));
+  }
+  for (const ckpt::VersionInfo& v : versions) {
+    if (!v.problem.empty()) {
+      std::cerr << "baton ckpt gc: left " << Printable(v.path) << ": " << Printable(v.problem) << "\n";
+    }
+  }
   int failed = 0;
   for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, keep)) {
     Status s = dry_run ? Status::OK() : ckpt::RemoveVersion(env, v);
     if (!s.ok()) {
       ++failed;
-      std::cerr << "baton ckpt gc: " << s << "\n";
+      std::cerr << "baton ckpt gc: " << Printable(s.ToString()) << "\n";
       continue;
     }
-    std::printf("%s %s  (step %lld, %s)\n", dry_run ? "would remove" : "removed", v.path.c_str(),
+    std::printf("%s %s  (step %lld, %s)\n", dry_run ? "would remove" : "removed", Printable(v.path).c_str(),
                 static_cast<long long>(v.step), std::string(ckpt::VersionStatusName(v.status)).c_str());
   }
   return failed == 0 ? 0 : 1;
 }
 
-}  // namespace
-
-int CkptCommand(const std::vector<std::string>& args) {
+// The subcommands, without the out-of-memory guard.
+int CkptSubcommand(const std::vector<std::string>& args) {
   if (args.empty()) return Usage("");
   const std::string sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -321,7 +386,20 @@ int CkptCommand(const std::vector<std::string>& args) {
     std::cout << kUsage;
     return 0;
   }
-  return Usage("unknown subcommand '" + sub + "'");
+  return Usage("unknown subcommand '" + Printable(sub) + "'");
+}
+
+}  // namespace
+
+int CkptCommand(const std::vector<std::string>& args) {
+  try {
+    return CkptSubcommand(args);
+  } catch (const std::bad_alloc&) {
+    // The sizes a hostile directory claims are checked against the files
+    // before anything is allocated; this is the last line if one is not.
+    std::cerr << "baton ckpt: out of memory\n";
+    return 1;
+  }
 }
 
 }  // namespace baton::cli

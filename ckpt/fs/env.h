@@ -38,6 +38,14 @@ class WritableFile {
   virtual Status Close() = 0;  // also done by the destructor, ignoring errors
 };
 
+// An exclusive lock on a file, held until destroyed (or the process dies:
+// the kernel releases it, so a killed writer never keeps it). Not
+// thread-safe.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -48,7 +56,8 @@ class Env {
   // Creates `path` exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) with `mode`.
   virtual Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) = 0;
   // Reads exactly n bytes at offset (a short file is an IOError naming the
-  // path, offset and size).
+  // path, offset and size). ReadAt, ReadFile and SyncFile open only regular
+  // files, without blocking: anything else (a FIFO) is InvalidArgument.
   virtual Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) = 0;
   // Reads the whole file, refusing one larger than max_bytes (nothing is
   // allocated for it then).
@@ -68,6 +77,20 @@ class Env {
   virtual Status RemoveFile(const std::string& path) = 0;
   // Removes a directory and everything in it; never follows symlinks.
   virtual Status RemoveTree(const std::string& path) = 0;
+  // Removes parent/name and everything in it through descriptors: the
+  // parent is opened, name opened relative to it without following a
+  // symlink (openat O_NOFOLLOW|O_DIRECTORY), `first` (unless empty) unlinked
+  // in it and the directory fsynced before the rest, then everything
+  // removed relative to those descriptors (unlinkat). A name swapped for a
+  // symlink at any moment fails the call; nothing outside is touched.
+  virtual Status RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) = 0;
+  // Takes an exclusive flock(2) on `path` (a regular file, created with
+  // `mode` when missing, never through a symlink) without waiting, and
+  // writes `holder` into it for whoever finds it taken. Taken by another
+  // open file (another process, or another lock of this one):
+  // kUnavailable whose message holds the holder's text.
+  virtual Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                          std::unique_ptr<FileLock>* lock) = 0;
 
   // A protocol step that is not a file operation ("agreed" once every rank's
   // shards are synced), so a recording Env can check the whole order. No-op.
@@ -101,6 +124,13 @@ class EnvWrapper : public Env {
   }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
   Status RemoveTree(const std::string& path) override { return target_->RemoveTree(path); }
+  Status RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) override {
+    return target_->RemoveTreeAt(parent, name, first);
+  }
+  Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                  std::unique_ptr<FileLock>* lock) override {
+    return target_->LockFile(path, mode, holder, lock);
+  }
   void Mark(const std::string& event) override { target_->Mark(event); }
 
  private:

@@ -165,18 +165,40 @@ Status FaultEnv::RemoveTree(const std::string& path) {
   return Status::OK();
 }
 
+Status FaultEnv::RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) {
+  const std::string path = parent + "/" + name;
+  if (crashed()) return Dead("rmtree", path);
+  BATON_RETURN_IF_ERROR(target()->RemoveTreeAt(parent, name, first));
+  if (!first.empty()) {
+    Record("remove " + path + "/" + first);
+    Record("syncdir " + path);
+  }
+  Record("remove " + path);
+  return Status::OK();
+}
+
 Status FaultEnv::ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) {
   if (crashed()) return Dead("pread", path);
+  Fault f = Fault::kFailRead;
+  if (Take({Fault::kFailRead, Fault::kDenyRead}, path, &f)) {
+    return Injected("pread", path, f == Fault::kDenyRead ? "Permission denied" : "Input/output error");
+  }
   return target()->ReadAt(path, offset, n, buf);
 }
 
 Status FaultEnv::ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) {
   if (crashed()) return Dead("read", path);
+  Fault f = Fault::kFailRead;
+  if (Take({Fault::kFailRead, Fault::kDenyRead}, path, &f)) {
+    return Injected("read", path, f == Fault::kDenyRead ? "Permission denied" : "Input/output error");
+  }
   return target()->ReadFile(path, max_bytes, out);
 }
 
 Status FaultEnv::Stat(const std::string& path, FileInfo* info) {
   if (crashed()) return Dead("lstat", path);
+  Fault f = Fault::kStaleStat;
+  if (Take({Fault::kStaleStat}, path, &f)) return Injected("lstat", path, "Stale file handle");
   return target()->Stat(path, info);
 }
 

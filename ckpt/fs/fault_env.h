@@ -1,5 +1,6 @@
 // A fault-injecting, recording Env for tests (leveldb's EnvWrapper idea):
-// fails writes, writes short, runs out of space, fails a sync or a rename,
+// fails writes, writes short, runs out of space, fails a sync, a rename, a
+// read (EIO, EACCES) or a stat (ESTALE),
 // or "crashes" before a rename (every later call fails, as if the process
 // had died there), and records the order of creates, syncs, renames and
 // marks so a test can assert the commit protocol.
@@ -24,6 +25,9 @@ class FaultEnv : public EnvWrapper {
     kFailSync,            // Sync / SyncFile / SyncDir fails with EIO
     kFailRename,          // Rename fails with EIO
     kCrashBeforeRename,   // Rename and every later call fail: the process is "dead"
+    kFailRead,            // ReadFile / ReadAt fail with EIO (transient: the bytes may be fine)
+    kStaleStat,           // Stat fails with ESTALE (an NFS handle gone stale)
+    kDenyRead,            // ReadFile / ReadAt fail with EACCES
   };
 
   explicit FaultEnv(Env* target = Env::Default()) : EnvWrapper(target) {}
@@ -48,6 +52,10 @@ class FaultEnv : public EnvWrapper {
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override;
   Status RemoveFile(const std::string& path) override;
   Status RemoveTree(const std::string& path) override;
+  // Records "remove <parent/name/first>", "syncdir <parent/name>" (when
+  // first is given) and "remove <parent/name>": the order the POSIX Env
+  // keeps inside the one call.
+  Status RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) override;
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override;
   Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override;
   void Mark(const std::string& event) override;

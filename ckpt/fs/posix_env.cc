@@ -1,8 +1,11 @@
 // Env::Default(): the POSIX file layer. Every path is opened with O_NOFOLLOW
 // (a checkpoint directory must not be redirected by a symlink planted in it)
-// and O_CLOEXEC (ranks fork helpers; descriptors must not leak into them).
+// and O_CLOEXEC (ranks fork helpers; descriptors must not leak into them);
+// files are read only when they are regular files, opened O_NONBLOCK so
+// that a FIFO in their place is refused instead of hanging the reader.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,7 +31,9 @@ Status SyscallError(std::string_view call, std::string_view path, int err, const
 
 namespace {
 
-constexpr int kReadFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC;
+// O_NONBLOCK: a FIFO (or a device) planted where a file is expected must
+// not hang the open; OpenRegular then refuses it.
+constexpr int kReadFlags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK;
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 // A tree deeper than this is not a checkpoint version; RemoveTree refuses it
 // rather than run out of descriptors.
@@ -59,10 +64,24 @@ Status CloseFd(int fd, const std::string& path) {
   return SyscallError("close", path, errno, __FILE__, __LINE__);
 }
 
+// Opens `path` for reading, never blocking, and only as a regular file
+// (InvalidArgument naming it otherwise); *size: its size.
+Status OpenRegular(const std::string& path, Fd* fd, uint64_t* size) {
+  BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd->get() = ::open(path.c_str(), kReadFlags)));
+  struct stat st;
+  BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd->get(), &st)));
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument("ckpt", path + " is not a regular file (" +
+                                               (S_ISFIFO(st.st_mode) ? std::string("a FIFO") : "mode " + std::to_string(st.st_mode & S_IFMT)) + ")");
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return Status::OK();
+}
+
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  ~PosixWritableFile() override { Close(); }
+  ~PosixWritableFile() override { Close().IgnoreError(); }  // a destructor cannot report
 
   Status Append(const void* data, size_t n) override {
     if (fd_ < 0) return Status::IOError("ckpt", "write(" + path_ + "): file is closed");
@@ -152,6 +171,15 @@ Status EmptyDirAt(int dir_fd, const std::string& path, int depth) {
   return Status::OK();
 }
 
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // releases the flock
+
+ private:
+  int fd_;
+};
+
 class PosixEnv : public Env {
  public:
   Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override {
@@ -166,7 +194,8 @@ class PosixEnv : public Env {
 
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override {
     Fd fd;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
+    uint64_t size = 0;
+    BATON_RETURN_IF_ERROR(OpenRegular(path, &fd, &size));
     char* p = static_cast<char*>(buf);
     size_t done = 0;
     while (done < n) {
@@ -185,10 +214,8 @@ class PosixEnv : public Env {
 
   Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override {
     Fd fd;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
-    struct stat st;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    uint64_t size = 0;
+    BATON_RETURN_IF_ERROR(OpenRegular(path, &fd, &size));
     if (size > max_bytes) {
       return Status::InvalidArgument("ckpt", "read " + path + ": " + std::to_string(size) +
                                                  " bytes, more than the limit of " + std::to_string(max_bytes));
@@ -217,7 +244,8 @@ class PosixEnv : public Env {
 
   Status SyncFile(const std::string& path) override {
     Fd fd;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), kReadFlags)));
+    uint64_t size = 0;
+    BATON_RETURN_IF_ERROR(OpenRegular(path, &fd, &size));
     return BATON_SYSCALL("fsync", path, ::fsync(fd.get()));
   }
 
@@ -256,6 +284,53 @@ class PosixEnv : public Env {
 
   Status RemoveFile(const std::string& path) override {
     return BATON_SYSCALL("unlink", path, ::unlink(path.c_str()));
+  }
+
+  Status RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) override {
+    const std::string path = parent + "/" + name;
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+      return Status::InvalidArgument("ckpt", "remove " + path + ": not a plain name");
+    }
+    Fd parent_fd, fd;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("open", parent, parent_fd.get() = ::open(parent.c_str(), kDirFlags)));
+    // O_NOFOLLOW on a symlink fails with ELOOP: the link's target is never touched.
+    BATON_RETURN_IF_ERROR(
+        BATON_SYSCALL("openat", path, fd.get() = ::openat(parent_fd.get(), name.c_str(), kDirFlags)));
+    if (!first.empty()) {
+      if (::unlinkat(fd.get(), first.c_str(), 0) != 0 && errno != ENOENT) {
+        return SyscallError("unlinkat", path + "/" + first, errno, __FILE__, __LINE__);
+      }
+      BATON_RETURN_IF_ERROR(BATON_SYSCALL("fsync", path, ::fsync(fd.get())));
+    }
+    BATON_RETURN_IF_ERROR(EmptyDirAt(fd.get(), path, 0));
+    fd.Reset();
+    return BATON_SYSCALL("unlinkat", path, ::unlinkat(parent_fd.get(), name.c_str(), AT_REMOVEDIR));
+  }
+
+  Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                  std::unique_ptr<FileLock>* lock) override {
+    Fd fd;
+    // O_NONBLOCK: a FIFO planted under the name must not hang the open.
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL(
+        "open", path, fd.get() = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode)));
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+    if (!S_ISREG(st.st_mode)) return Status::IOError("ckpt", "lock " + path + ": not a regular file");
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      if (err != EWOULDBLOCK && err != EINTR) return SyscallError("flock", path, err, __FILE__, __LINE__);
+      char text[1024];
+      ssize_t n = ::pread(fd.get(), text, sizeof text - 1, 0);
+      std::string who = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string("(not said)");
+      while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+      return Status::Unavailable("ckpt", path + " is locked by " + who);
+    }
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("ftruncate", path, ::ftruncate(fd.get(), 0)));
+    const std::string text = holder + "\n";
+    ssize_t w = 0;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("pwrite", path, w = ::pwrite(fd.get(), text.data(), text.size(), 0)));
+    *lock = std::make_unique<PosixFileLock>(fd.release());
+    return Status::OK();
   }
 
   Status RemoveTree(const std::string& path) override {

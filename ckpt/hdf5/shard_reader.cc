@@ -3,24 +3,48 @@
 #include <hdf5.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "baton/log.h"
 #include "ckpt/catalog.h"
+#include "ckpt/checksum.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/metadata_checksum.h"
 
 namespace baton::ckpt::h5 {
+namespace {
+
+std::string ShapeText(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
 
 ShardReader::~ShardReader() {
   datasets_.clear();
   file_.Reset();
 }
 
-Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std::string& file,
-                         uint64_t expected_bytes, std::unique_ptr<ShardReader>* out) {
+Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const Manifest& m, size_t shard,
+                         std::unique_ptr<ShardReader>* out) {
   QuietHdf5Errors();
+  const ShardMeta& meta = m.shards.at(shard);
+  const std::string& file = meta.file;
+  const uint64_t expected_bytes = meta.bytes;
   std::unique_ptr<ShardReader> r(new ShardReader());
-  BATON_RETURN_IF_ERROR(ResolveInside(env, version_dir, file, &r->path_));
+  // A shard the committed manifest lists that is missing, a symlink or not
+  // a regular file: the version is damaged (kCorruption). Other failures
+  // (EIO, ESTALE, EACCES) may pass: they keep their code.
+  Status s = ResolveInside(env, version_dir, file, &r->path_);
+  if (s.code() == Code::kNotFound) {
+    return Status::Corruption(log::kCkpt, version_dir + "/" + file + ": missing, yet the manifest lists it (" +
+                                              s.message() + ")");
+  }
+  if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
+  BATON_RETURN_IF_ERROR(s);
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(r->path_, &info));
   if (info.size != expected_bytes) {
@@ -29,6 +53,22 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std
                                               (info.size < expected_bytes ? " (truncated)" : ""));
   }
   r->file_bytes_ = info.size;
+  if (m.format >= 2) {
+    // Every byte HDF5 will parse, checked first: one damaged metadata byte
+    // once made verify die inside H5Dopen2.
+    std::vector<std::pair<uint64_t, uint64_t>> extents;
+    for (const DatasetMeta& d : meta.datasets) {
+      const uint64_t bytes = d.rows * m.arrays[d.array].row_bytes();  // the parser checked: no overflow
+      r->offsets_[m.arrays[d.array].name] = d.offset;
+      if (bytes > 0) extents.emplace_back(d.offset, d.offset + bytes);
+    }
+    uint64_t xxh3 = 0;
+    BATON_RETURN_IF_ERROR(HashOutsideExtents(env, r->path_, info.size, extents, &xxh3));
+    if (xxh3 != meta.meta_xxh3) {
+      return Status::Corruption(log::kCkpt, r->path_ + ": its HDF5 metadata fail their checksum (xxh3 " +
+                                                HexU64(xxh3) + ", the manifest says " + HexU64(meta.meta_xxh3) + ")");
+    }
+  }
   Hid fapl;
   BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
@@ -39,15 +79,30 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const std
   return Status::OK();
 }
 
-Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* out) {
+Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, const Checked** out) {
   auto it = datasets_.find(array.name);
   if (it != datasets_.end()) {
-    *out = it->second.get();
+    *out = &it->second;
     return Status::OK();
   }
   const std::string where = path_ + ", dataset " + array.name;
   auto bad = [&](const std::string& what) { return Status::Corruption(log::kCkpt, where + ": " + what); };
   Hid ds, space, dcpl;
+  // The dataset's link must be a hard link in this file: HDF5 would follow
+  // a soft link elsewhere in the file, or an external link into another
+  // file (outside the version directory: what verify then checked was
+  // not this version's data).
+  const htri_t exists = H5Lexists(file_.get(), array.name.c_str(), H5P_DEFAULT);
+  if (exists == 0) return bad("no such dataset, yet the manifest lists it");
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(exists));
+  H5L_info_t link;
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Lget_info(file_.get(), array.name.c_str(), &link, H5P_DEFAULT)));
+  if (link.type != H5L_TYPE_HARD) {
+    const char* kind = link.type == H5L_TYPE_SOFT       ? "a soft"
+                       : link.type == H5L_TYPE_EXTERNAL ? "an external"
+                                                        : "a user-defined";
+    return bad(std::string(kind) + " link, not a dataset of this file");
+  }
   hid_t id = H5Dopen2(file_.get(), array.name.c_str(), H5P_DEFAULT);
   if (id < 0) return CheckH5(-1, "H5Dopen2", __FILE__, __LINE__).Annotate(where);
   ds = Hid(id, H5Dclose);
@@ -65,27 +120,39 @@ Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, h
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(ndims));
   std::vector<hsize_t> dims(static_cast<size_t>(ndims));
   if (ndims > 0) BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr)));
+  const bool scalar_space = H5Sget_simple_extent_type(space.get()) == H5S_SCALAR;
+  if (array.shape.empty() && scalar_space && dataset_rows == 1) {
+    want.clear();  // a scalar: dims [] (its one row); [1] in older files
+  } else if (scalar_space) {
+    return bad("a scalar dataspace, the manifest says " + ShapeText(want));
+  }
   if (dims != want) {
-    auto text = [](const std::vector<hsize_t>& d) {
-      std::string s = "[";
-      for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-      return s + "]";
-    };
-    return bad("dims " + text(dims) + ", the manifest says " + text(want));
+    return bad("dims " + ShapeText(dims) + ", the manifest says " + ShapeText(want));
   }
 
   BATON_H5_OPEN(dcpl, H5Dget_create_plist(ds.get()), H5Pclose);
   if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS) return bad("not a contiguous dataset");
+  // Contiguous data kept in external files (H5Pset_external) is outside too.
+  const int external = H5Pget_external_count(dcpl.get());
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(external));
+  if (external > 0) return bad("its data is in " + std::to_string(external) + " external file(s)");
   // The rows must lie within the file: no read (or buffer) beyond what is on disk.
   const uint64_t bytes = dataset_rows * array.row_bytes();
   const haddr_t offset = H5Dget_offset(ds.get());
+  auto want_offset = offsets_.find(array.name);
+  if (want_offset != offsets_.end() && bytes > 0 && offset != want_offset->second) {
+    return bad("data at byte " + (offset == HADDR_UNDEF ? std::string("(none)") : std::to_string(offset)) +
+               ", the manifest says " + std::to_string(want_offset->second));
+  }
   if (bytes > 0 && (offset == HADDR_UNDEF || offset > file_bytes_ || bytes > file_bytes_ - offset)) {
     return bad(std::to_string(bytes) + " bytes at offset " +
                (offset == HADDR_UNDEF ? std::string("(none)") : std::to_string(offset)) + " exceed the file's " +
                std::to_string(file_bytes_) + " bytes");
   }
-  *out = ds.get();
-  datasets_.emplace(array.name, std::move(ds));
+  Checked& checked = datasets_[array.name];
+  checked.ds = std::move(ds);
+  checked.scalar_space = scalar_space;
+  *out = &checked;
   return Status::OK();
 }
 
@@ -96,10 +163,15 @@ Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint
                                               ", +" + std::to_string(rows) + ") outside its " +
                                               std::to_string(dataset_rows) + " rows");
   }
-  hid_t ds = H5I_INVALID_HID;
-  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &ds));
+  const Checked* checked = nullptr;
+  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &checked));
+  const hid_t ds = checked->ds.get();
   Hid type, fspace, mspace;
   BATON_RETURN_IF_ERROR(MakeH5Type(array.dtype, &type));
+  if (checked->scalar_space) {  // its one element (rows == 1, first == 0: checked above)
+    Status s = BATON_H5_CHECK(H5Dread(ds, type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf));
+    return s.ok() ? s : s.Annotate(path_ + ", dataset " + array.name);
+  }
   BATON_H5_OPEN(fspace, H5Dget_space(ds), H5Sclose);
   std::vector<hsize_t> start{first}, count{rows};
   for (size_t i = 1; i < array.shape.size(); ++i) {

@@ -2,7 +2,10 @@
 // one rank (sec2 driver, read-only: restore reads need no collective I/O).
 //
 // Hostile files: the shard is found through ResolveInside (a plain name,
-// a regular file, no symlink), its size must equal the manifest's; before
+// a regular file, no symlink), its size must equal the manifest's and
+// (manifest format 2) the checksum of its metadata bytes the manifest's,
+// all before HDF5 opens it; a dataset must be a hard link (no soft or
+// external link, no external storage) at the manifest's offset; before
 // the first read of a dataset its type, dims, layout (contiguous) and
 // extent within the file are checked against what the manifest says, so a
 // read never asks for, or allocates, more than the file on disk holds.
@@ -25,9 +28,12 @@ namespace baton::ckpt::h5 {
 
 class ShardReader {
  public:
-  // Opens version_dir/file, which the manifest says is expected_bytes long.
-  static Status Open(fs::Env* env, const std::string& version_dir, const std::string& file,
-                     uint64_t expected_bytes, std::unique_ptr<ShardReader>* out);
+  // Opens shards[shard] of manifest m in version_dir: its size must be the
+  // manifest's and (format 2) its bytes outside the datasets' data must
+  // match meta_xxh3 before HDF5 opens it, so HDF5 never parses an
+  // unverified byte.
+  static Status Open(fs::Env* env, const std::string& version_dir, const Manifest& m, size_t shard,
+                     std::unique_ptr<ShardReader>* out);
   ~ShardReader();
 
   // Reads dataset rows [first, first + rows) of `array`'s dataset, which the
@@ -37,7 +43,7 @@ class ShardReader {
   // Checks the dataset (type, dims, layout, extent within the file) without
   // reading; ReadRows does it on its first read of a dataset.
   Status CheckDataset(const ArrayMeta& array, uint64_t dataset_rows) {
-    hid_t unused;
+    const Checked* unused;
     return OpenDataset(array, dataset_rows, &unused);
   }
 
@@ -45,12 +51,19 @@ class ShardReader {
 
  private:
   ShardReader() = default;
-  Status OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, hid_t* ds);
+  struct Checked {
+    Hid ds;
+    // A scalar array's dataset: an HDF5 scalar dataspace (true), or, in
+    // files written before scalars were stored as such, dims [1].
+    bool scalar_space = false;
+  };
+  Status OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, const Checked** ds);
 
   std::string path_;
   uint64_t file_bytes_ = 0;
+  std::map<std::string, uint64_t> offsets_;  // format 2: where each dataset's data begin
   Hid file_;
-  std::map<std::string, Hid> datasets_;  // checked ones, by name
+  std::map<std::string, Checked> datasets_;  // checked ones, by name
 };
 
 }  // namespace baton::ckpt::h5

@@ -3,13 +3,16 @@
 #include <hdf5.h>
 #include <semaphore.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/metadata_checksum.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt::h5 {
@@ -41,10 +44,18 @@ Status WriteStringAttribute(hid_t obj, const char* name, const std::string& valu
   return WriteAttribute(obj, name, type.get(), 0, nullptr, value.c_str());
 }
 
-// One array's dataset: created by every member (collective metadata), then
-// each member's rows written into its hyperslab.
-Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vector<MemberRows>& members,
-                    int me, Transfer transfer) {
+// One array's dataset in the shard, created by every member.
+struct Dataset {
+  Hid ds, type;
+  std::vector<hsize_t> dims;  // empty: a scalar dataspace
+  uint64_t my_row = 0;        // where this member's rows begin
+  uint64_t offset = UINT64_MAX, bytes = 0;  // its data in the file
+  const ShardArray* array = nullptr;
+};
+
+// Phase 1, collective metadata: the dataset and its attributes (the same
+// values on every member). *out stays invalid when the group holds no row.
+Status CreateDataset(hid_t file, const ShardArray& a, const std::vector<MemberRows>& members, int me, Dataset* out) {
   uint64_t ds_rows = 0, my_row = 0;
   for (size_t m = 0; m < members.size(); ++m) {
     if (static_cast<int>(m) == me) my_row = ds_rows;
@@ -52,11 +63,18 @@ Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vect
   }
   if (ds_rows == 0) return Status::OK();  // the group holds none of it
 
+  // A scalar (global shape {}) is an HDF5 scalar dataspace, as h5py writes
+  // one; its one "row" is written by the member that holds it.
+  const bool scalar = a.global_shape.empty();
   std::vector<hsize_t> dims{ds_rows};
   for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
   Hid type, fspace, dcpl, ds;
   BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
-  BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  if (scalar) {
+    BATON_H5_OPEN(fspace, H5Screate(H5S_SCALAR), H5Sclose);
+  } else {
+    BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  }
   BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
@@ -87,28 +105,49 @@ Status WriteDataset(hid_t file, hid_t dxpl, const ShardArray& a, const std::vect
   }
   uint8_t replicated = a.replicated ? 1 : 0;
   BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
+  // Allocated early: where the data lie is known now (the same on every
+  // member: metadata is collective).
+  out->bytes = ds_rows * a.row_bytes;
+  if (out->bytes > 0) {
+    const haddr_t offset = H5Dget_offset(ds.get());
+    if (offset == HADDR_UNDEF) return Status::Internal(log::kCkpt, "dataset " + a.name + " has no data address");
+    out->offset = offset;
+  }
+  out->ds = std::move(ds);
+  out->type = std::move(type);
+  out->dims = scalar ? std::vector<hsize_t>() : dims;
+  out->my_row = my_row;
+  out->array = &a;
+  return Status::OK();
+}
 
-  // The data, straight from the caller's buffer.
-  if (a.rows == 0 && transfer == Transfer::kIndependent) return BATON_H5_CHECK(ds.Close());
-  Hid mspace;
+// Phase 2, this member's rows, straight from the caller's buffer
+// (independent: only members with rows write; collective: every member
+// takes part in every H5Dwrite, a member with nothing to write too).
+Status WriteRows(const Dataset& d, hid_t dxpl, Transfer transfer) {
+  const ShardArray& a = *d.array;
+  if (a.rows == 0 && transfer == Transfer::kIndependent) return Status::OK();
+  Hid fspace, mspace;
+  BATON_H5_OPEN(fspace, H5Dget_space(d.ds.get()), H5Sclose);
   if (a.rows == 0) {
-    // Collective: a member with nothing to write still takes part.
     hsize_t one = 1;
     BATON_H5_OPEN(mspace, H5Screate_simple(1, &one, nullptr), H5Sclose);
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sselect_none(mspace.get())));
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Sselect_none(fspace.get())));
     static const char kNothing = 0;
-    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, &kNothing)));
-  } else {
-    std::vector<hsize_t> start(dims.size(), 0), count = dims;
-    start[0] = my_row;
-    count[0] = a.rows;
-    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(
-        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr)));
-    BATON_H5_OPEN(mspace, H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
-    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), dxpl, a.data)));
+    return BATON_H5_CHECK(H5Dwrite(d.ds.get(), d.type.get(), mspace.get(), fspace.get(), dxpl, &kNothing));
   }
-  return BATON_H5_CHECK(ds.Close());
+  if (d.dims.empty()) {  // a scalar
+    BATON_H5_OPEN(mspace, H5Screate(H5S_SCALAR), H5Sclose);
+    return BATON_H5_CHECK(H5Dwrite(d.ds.get(), d.type.get(), mspace.get(), fspace.get(), dxpl, a.data));
+  }
+  std::vector<hsize_t> start(d.dims.size(), 0), count = d.dims;
+  start[0] = d.my_row;
+  count[0] = a.rows;
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr)));
+  BATON_H5_OPEN(mspace, H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+  return BATON_H5_CHECK(H5Dwrite(d.ds.get(), d.type.get(), mspace.get(), fspace.get(), dxpl, a.data));
 }
 
 // The group agrees; a member that did not fail itself stops as kAborted, so
@@ -142,25 +181,71 @@ Status AgreeInGroup(MPI_Comm group, const Status& local) {
   return Status::Aborted(log::kCkpt, "shard group member failed: " + agreed.message());
 }
 
+// The file in three phases, so that one member's failure never leaves the
+// others in a collective HDF5 call it skips (item 5 of issue 15: a member
+// returning early from a failed H5Dwrite closed the file, collectively,
+// while the others created the next dataset, and the group hung):
+//   1. create the file and every dataset (collective metadata); agreed;
+//   2. write this member's rows (the data; with collective transfers every
+//      member still makes every H5Dwrite after a failure of its own);
+//      agreed, so a failed write (ENOSPC, EIO) on one member reaches all;
+//   3. close every dataset and the file (collective), on every member,
+//      whatever phase 2 gave.
+// What HDF5 1.10 cannot survive: an H5Fclose that fails (the metadata
+// writer, the group's first rank, out of space at the close) leaves a
+// half-destroyed file that HDF5's own clean-up at MPI_Finalize crashes on.
 Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
-                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer) {
+                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer,
+                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
   Hid fapl, file, dxpl;
-  BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), group, MPI_INFO_NULL)));
-  // Metadata written collectively (one writer, aggregated) rather than by
-  // whichever rank evicts it.
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true)));
-  BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_dxpl_mpio(
-      dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT)));
+  Status created = [&]() -> Status {
+    BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_mpio(fapl.get(), group, MPI_INFO_NULL)));
+    // Metadata written collectively (one writer, aggregated) rather than by
+    // whichever rank evicts it.
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true)));
+    // HDF5 1.8's file format: superblock and object headers version 2,
+    // which carry checksums of their own.
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
+    BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    return BATON_H5_CHECK(H5Pset_dxpl_mpio(
+        dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
+  }();
+  BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));  // H5Fcreate is collective: all have it, or none
+
   const size_t n = arrays.size();
-  for (size_t i = 0; i < n; ++i) {
+  std::vector<Dataset> datasets(n);
+  Status phase;
+  for (size_t i = 0; i < n && phase.ok(); ++i) {
     std::vector<MemberRows> members_rows(static_cast<size_t>(members));
     for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];
-    BATON_RETURN_IF_ERROR(WriteDataset(file.get(), dxpl.get(), arrays[i], members_rows, me, transfer));
+    phase = CreateDataset(file.get(), arrays[i], members_rows, me, &datasets[i]);
   }
-  return BATON_H5_CHECK(file.Close());
+  phase = AgreeInGroup(group, phase);
+  offsets->assign(n, UINT64_MAX);
+  for (size_t i = 0; i < n; ++i) {
+    if (!datasets[i].ds.valid() || datasets[i].bytes == 0) continue;
+    (*offsets)[i] = datasets[i].offset;
+    extents->emplace_back(datasets[i].offset, datasets[i].offset + datasets[i].bytes);
+  }
+  if (phase.ok()) {
+    Status wrote;
+    for (const Dataset& d : datasets) {
+      if (!d.ds.valid()) continue;
+      if (!wrote.ok() && transfer == Transfer::kIndependent) break;  // nothing collective to keep in step
+      Status w = WriteRows(d, dxpl.get(), transfer);
+      if (wrote.ok() && !w.ok()) wrote = w.Annotate("dataset " + d.array->name);
+    }
+    phase = AgreeInGroup(group, wrote);
+  }
+  // Every member closes what it opened, collectively, in the same order.
+  Status closed;
+  for (Dataset& d : datasets) {
+    if (d.ds.valid() && d.ds.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Dclose", __FILE__, __LINE__);
+  }
+  if (file.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Fclose", __FILE__, __LINE__);
+  return phase.ok() ? closed : phase;
 }
 
 }  // namespace
@@ -194,15 +279,21 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   }
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
 
-  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer);
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, &extents, &result->offsets);
   if (!written.ok()) written = written.Annotate("writing " + path);
-  // Everyone's bytes are in the file before the first member syncs it.
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+  // Every member that wrote bytes syncs the file (the first member wrote
+  // the metadata): a member on another node has its own dirty pages of it,
+  // which only its own fsync makes durable. Agreed, then the size.
+  Status synced;
+  if (me == 0 || result->bytes_written > 0) synced = env->SyncFile(path);
+  BATON_RETURN_IF_ERROR(AgreeInGroup(group, synced));
   if (me == 0) {
-    BATON_RETURN_IF_ERROR(env->SyncFile(path));
     fs::FileInfo info;
     BATON_RETURN_IF_ERROR(env->Stat(path, &info));
     result->file_bytes = info.size;
+    BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
   }
   return Status::OK();
 }

@@ -5,7 +5,7 @@
 //
 // File content: for each array that the group holds rows of, a dataset
 // named after the array, of shape [rows the group holds, global_shape[1:]...]
-// (a scalar: [1]), contiguous, allocated early, never filled: the group
+// (a scalar: an HDF5 scalar dataspace), contiguous, allocated early, never filled: the group
 // members' rows concatenated in group rank order (a member's rows: one
 // chunk of the manifest). Attributes of each dataset:
 //   dtype         string    baton's name ("bf16")
@@ -18,8 +18,18 @@
 //
 // The file is created by the group's first rank through the Env
 // (O_EXCL|O_NOFOLLOW, with file_mode) before HDF5 opens it, so the mode is
-// right and an existing file is never overwritten; after H5Fclose the first
-// rank fsyncs it (Env::SyncFile) and reports its size.
+// right and an existing file is never overwritten. Datasets are created
+// (collective), then each member writes its rows, then the group agrees
+// before anyone closes (collective), so one member's failed write (ENOSPC)
+// fails the group instead of hanging it. After H5Fclose every member that
+// wrote bytes fsyncs the file (Env::SyncFile: a member on another node
+// holds its own dirty pages), agreed; the first rank reports its size and
+// the checksum of its metadata. Files are written in HDF5 1.8's format
+// (H5Pset_libver_bounds V18): superblock v2 and object headers v2, whose
+// metadata HDF5 checksums itself too.
+// Collective transfers rely on MPI-IO to report a failed write: Open MPI
+// 4.1's ompio loses an aggregator's failed pwrite in its collective path
+// (the save then succeeds; the restore's checksums find the damage).
 //
 // Collective over `group`; every member passes the same arrays in the same
 // order (names, types, shapes), with its own rows (possibly none: a member
@@ -59,7 +69,13 @@ struct ShardWriteOptions {
 
 struct ShardWriteResult {
   uint64_t bytes_written = 0;  // this rank's array bytes
-  uint64_t file_bytes = 0;     // the file's size after the sync (group rank 0 only)
+  // Group rank 0 only: the file's size after the sync, the xxh3 of its bytes
+  // outside the datasets' data (ckpt/metadata_checksum.h), and per array
+  // (in the order given) where its dataset's data begin, UINT64_MAX for an
+  // array with no dataset (or no bytes) in this shard.
+  uint64_t file_bytes = 0;
+  uint64_t meta_xxh3 = 0;
+  std::vector<uint64_t> offsets;
 };
 
 Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,

@@ -3,13 +3,20 @@
 //   baton::CheckpointOptions opts;            // dir defaults to $BATON_CKPT_DIR
 //   std::unique_ptr<baton::Checkpointer> ck;
 //   BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(*rt, opts, &ck));
-//   ck->RegisterSharded("w", w.data(), baton::DType::kF32, {rows, cols}, my_first_row, my_rows);
-//   ck->RegisterReplicated("bias", b.data(), baton::DType::kBF16, {cols});
-//   std::optional<int64_t> step;
-//   BATON_RETURN_IF_ERROR(ck->Restore(&step));   // all ranks agree; none on a first run
-//   ...
-//   ck->SetUserBlob(loader_state);                 // job-wide bytes, rank 0's are kept
-//   BATON_RETURN_IF_ERROR(ck->Save(step));
+//   BATON_RETURN_IF_ERROR(ck->RegisterSharded("w", w, {rows, cols}, my_first_row, my_rows));  // vector<float>
+//   BATON_RETURN_IF_ERROR(ck->RegisterReplicated("bias", b, {cols}));
+//   std::optional<int64_t> done;               // training steps completed
+//   BATON_RETURN_IF_ERROR(ck->Restore(&done)); // all ranks agree; nullopt on a first run
+//   if (done) rng.Load(ck->rank_state());
+//   for (int64_t step = done.value_or(0); step < steps; ++step) {
+//     train(step);
+//     BATON_RETURN_IF_ERROR(ck->SetUserBlob(loader_state));  // job-wide bytes, rank 0's are kept
+//     BATON_RETURN_IF_ERROR(ck->SetRankState(rng.Save()));   // this rank's own bytes
+//     BATON_RETURN_IF_ERROR(ck->Save(step + 1));  // steps 0..step are done
+//   }
+//
+// A step is the number of training steps completed: Save(n) after steps
+// 0..n-1, so the step Restore gives back is the first one still to run.
 //
 // A version is a directory `<dir>/v<seq>-s<step>/` of HDF5 shard files plus
 // `manifest.json`; it exists if and only if its manifest does. Ranks form
@@ -28,13 +35,16 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "baton/dtype.h"
 #include "baton/runtime.h"
+#include "baton/span.h"
 #include "baton/status.h"
 
 namespace baton {
@@ -70,9 +80,57 @@ struct CheckpointOptions {
   mode_t file_mode = 0600;
   mode_t dir_mode = 0700;
   Transfer transfer = Transfer::kIndependent;
+  // A replicated array is written once in total, its rows spread over the
+  // ranks, so copies that drifted apart would be stitched from several
+  // ranks. true (default): at Save every rank hashes its whole copy (one
+  // xxh3 pass over each replicated array) and the ranks compare the hashes
+  // in Save's first MPI_Allreduce; copies that differ fail the Save on every
+  // rank (InvalidArgument naming the array and which ranks hold which copy)
+  // before anything is written. false: not checked.
+  bool verify_replicas = true;
+  // The run this directory belongs to (docs/checkpoint-format.md): empty:
+  // the directory's (made once, kept across requeues and chained jobs);
+  // given: the directory must belong to it (or be new), else
+  // InvalidArgument naming both, so that another experiment pointed at the
+  // same directory is refused instead of restoring its state. 1-64 of
+  // [A-Za-z0-9._-].
+  std::string run_id;
+  // One Checkpointer per directory at a time: Create takes an exclusive
+  // lock (<dir>/writer.lock, flock, released when the holder's process
+  // dies) and waits at most this long for it, so that a requeued job whose
+  // dead predecessor's lock an NFS server has not freed yet gets it once
+  // the lease ends (NFSv4: 90 s); then Unavailable naming the holder (pid,
+  // host, job, since when).
+  double lock_wait_seconds = 120;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;
+};
+
+// The DType of a C++ element type, for the typed registrations: float
+// f32, double f64, int32_t i32, int64_t i64, uint8_t u8. bf16 and f16 have
+// no standard C++ type: pass their bits as a Span<uint16_t> with the DType.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kU8;
 };
 
 // What the last Save or Restore did, for the program and the benchmark.
@@ -82,18 +140,82 @@ struct CheckpointStats {
   uint64_t bytes = 0;        // array bytes written or read by this rank
   uint64_t total_bytes = 0;  // the same over all ranks
   double seconds = 0;        // wall time of the call on this rank
-  int fallbacks = 0;         // restore: versions skipped because a rank failed
+  int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
+};
+
+// Which version Restore (or ReadMetadata) takes and what it restores.
+struct RestoreOptions {
+  // The newest committed version of this step (when a step was saved more
+  // than once, the older copies are its fallbacks); nullopt: the newest
+  // version. A step with no committed version: NotFound naming the step.
+  std::optional<int64_t> step;
+  // A partial restore (evaluation, fine-tuning): only these registered
+  // arrays are read; the other registered arrays are left as they are and
+  // the version's other arrays are ignored. Each name must be registered
+  // (else InvalidArgument) and in the version (else InvalidArgument, as any
+  // mismatch). Empty: every registered array, and the version must hold
+  // exactly those.
+  std::vector<std::string> arrays;
+  // Per-rank state (SetRankState) is given back to the same rank at the same
+  // world size. A version saved with per-rank state at another world size:
+  // false (default): InvalidArgument naming both sizes (nothing restored,
+  // no fallback); true: restored without it (rank_state() empty,
+  // RestoreResult::rank_state_dropped).
+  bool drop_rank_state_on_resize = false;
+};
+
+// A version that a restore skipped, newest first.
+struct SkippedVersion {
+  std::string path;  // the version directory
+  int64_t step = 0;
+  // Why: kCorruption (a checksum, size or format mismatch) is recorded
+  // beside the version and counts toward its quarantine (counted = true);
+  // anything else (an I/O error, a stale handle, a permission, MPI) is
+  // transient and is not recorded (counted = false).
+  Status reason;
+  bool counted = false;
+};
+
+// What a Restore did, on every rank the same.
+struct RestoreResult {
+  std::optional<int64_t> step;  // nullopt: nothing restored (a first run)
+  std::string version_path;
+  std::vector<SkippedVersion> fallbacks;  // newer versions that could not be restored
+  int quarantined = 0;                    // versions skipped untried: quarantined before
+  bool rank_state_dropped = false;        // see RestoreOptions::drop_rank_state_on_resize
+};
+
+// One array of a saved version.
+struct CheckpointArray {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<uint64_t> shape;  // global; empty: a scalar
+  bool replicated = false;
+};
+
+// What a version holds, read from its manifest (no shard is opened).
+struct CheckpointMetadata {
+  int64_t step = 0;
+  std::string version_path;
+  int world_size = 0;              // the ranks that saved it
+  std::string time;                // UTC, ISO 8601
+  std::vector<CheckpointArray> arrays;
+  uint64_t user_blob_bytes = 0;
+  bool has_rank_state = false;     // per-rank state was saved (SetRankState)
 };
 
 class Checkpointer {
  public:
   // Collective over the runtime's world. Checks the options and the
-  // directory (created with dir_mode when missing).
+  // directory (created with dir_mode when missing), takes the directory's
+  // writer lock (Unavailable when another Checkpointer, in this or another
+  // process, holds it past lock_wait_seconds) and its run id.
   static Status Create(Runtime& runtime, const CheckpointOptions& options, std::unique_ptr<Checkpointer>* out);
   virtual ~Checkpointer() = default;
 
-  // Array names become HDF5 dataset names: 1-255 bytes, no '/', not "." or
-  // "..". Registering a name again replaces the earlier registration.
+  // Array names become HDF5 dataset names: 1-255 bytes, no '/', not
+  // beginning with '.' (baton's own datasets do). Registering a name again
+  // replaces the earlier registration.
   //
   // A replicated array: the same on every rank; written once in total (its
   // rows spread over the ranks), restored on every rank. shape may be empty
@@ -106,26 +228,111 @@ class Checkpointer {
   virtual Status RegisterSharded(const std::string& name, void* data, DType dtype,
                                  const std::vector<uint64_t>& global_shape, uint64_t first_row,
                                  uint64_t rows) = 0;
+
+  // Typed registrations: the dtype follows the element type (DTypeOf) or is
+  // given (a Span<uint16_t> as bf16 or f16), and the span must hold exactly
+  // the registered elements (replicated: the product of shape, 1 for a
+  // scalar; sharded: rows times the product of global_shape[1:]), else
+  // InvalidArgument naming both counts. A container with data() and size()
+  // (std::vector, std::array) stands for its span; a const one does not
+  // compile (Restore writes into it).
+  //
+  //   std::vector<float> bias(cols);
+  //   ck->RegisterReplicated("bias", bias, {cols});
+  //   ck->RegisterSharded("w", w, {rows, cols}, first_row, my_rows);
+  //   ck->RegisterReplicated("emb", baton::Span<uint16_t>(e), baton::DType::kBF16, {n, d});
+  template <typename T>
+  Status RegisterReplicated(const std::string& name, Span<T> data, DType dtype, const std::vector<uint64_t>& shape) {
+    static_assert(!std::is_const_v<T>, "Restore writes into a registered array: it cannot be const");
+    BATON_RETURN_IF_ERROR(CheckElements(name, data.size(), sizeof(T), dtype, shape, std::nullopt));
+    return RegisterReplicated(name, static_cast<void*>(data.data()), dtype, shape);
+  }
+  template <typename T>
+  Status RegisterReplicated(const std::string& name, Span<T> data, const std::vector<uint64_t>& shape) {
+    return RegisterReplicated(name, data, DTypeOf<std::remove_cv_t<T>>::value, shape);
+  }
+  template <typename C, typename T = std::remove_pointer_t<decltype(std::data(std::declval<C&>()))>,
+            typename = decltype(DTypeOf<T>::value)>
+  Status RegisterReplicated(const std::string& name, C& data, const std::vector<uint64_t>& shape) {
+    return RegisterReplicated(name, Span<T>(data), shape);
+  }
+  template <typename T>
+  Status RegisterSharded(const std::string& name, Span<T> data, DType dtype, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    static_assert(!std::is_const_v<T>, "Restore writes into a registered array: it cannot be const");
+    BATON_RETURN_IF_ERROR(CheckElements(name, data.size(), sizeof(T), dtype, global_shape, rows));
+    return RegisterSharded(name, static_cast<void*>(data.data()), dtype, global_shape, first_row, rows);
+  }
+  template <typename T>
+  Status RegisterSharded(const std::string& name, Span<T> data, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    return RegisterSharded(name, data, DTypeOf<std::remove_cv_t<T>>::value, global_shape, first_row, rows);
+  }
+  template <typename C, typename T = std::remove_pointer_t<decltype(std::data(std::declval<C&>()))>,
+            typename = decltype(DTypeOf<T>::value)>
+  Status RegisterSharded(const std::string& name, C& data, const std::vector<uint64_t>& global_shape,
+                         uint64_t first_row, uint64_t rows) {
+    return RegisterSharded(name, Span<T>(data), global_shape, first_row, rows);
+  }
+
   // Job-wide bytes saved with the next Save (rank 0's are kept) and given
   // back to every rank by Restore. At most 64 MiB.
   virtual Status SetUserBlob(std::string bytes) = 0;
   virtual const std::string& user_blob() const = 0;
+  // Per-rank state (an RNG's state, a data loader's cursor): this rank's
+  // bytes, saved with every later Save and given back to this same rank by
+  // Restore when the world size is the same; at another world size see
+  // RestoreOptions::drop_rank_state_on_resize. At most 64 MiB per rank. Set
+  // on any rank, a version holds it for every rank (empty where not set).
+  virtual Status SetRankState(std::string bytes) = 0;
+  virtual const std::string& rank_state() const = 0;
 
-  // Writes every registered array as version `step` and commits it; then
-  // applies retention. On failure nothing is committed, every rank returns
+  // Writes every registered array (and the blobs) as version `step`, the
+  // number of training steps completed (>= 0; a negative step is refused on
+  // every rank before anything is written), and commits it; then applies
+  // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
   virtual Status Save(int64_t step) = 0;
   // Restores the newest committed version that every rank can read and
-  // verify into the registered buffers (and the user blob); *step is the
-  // version's step, or nullopt when there is none. Names or shapes that do
-  // not match the registered arrays: InvalidArgument listing the differences.
-  // Versions that exist but none of which can be restored (all failed now
-  // or quarantined before): NotFound with the counts, never a silent first
-  // run. A failed restore may leave the buffers partly overwritten.
-  virtual Status Restore(std::optional<int64_t>* step) = 0;
+  // verify into the registered buffers (and the user blob and per-rank
+  // state). result->step is the version's step: the number of training steps
+  // it holds as completed (Save(n) after n steps), so training continues
+  // with step n (counting from 0); nullopt when the directory holds no
+  // version (a first run). Names or shapes that do not match the registered
+  // arrays: InvalidArgument listing the differences, nothing skipped. A
+  // version that cannot be restored is skipped for the next older one and
+  // reported in result->fallbacks with its reason. Versions that exist but
+  // none of which can be restored (all failed now or quarantined before):
+  // NotFound with the counts, never a silent first run. A manifest written
+  // by a newer baton (a newer format): InvalidArgument saying so, no
+  // fallback (an older version would silently go back in time). A failed
+  // restore may leave the buffers partly overwritten.
+  virtual Status Restore(const RestoreOptions& options, RestoreResult* result) = 0;
+  // Restore({}, ...), giving only the step.
+  Status Restore(std::optional<int64_t>* step) {
+    RestoreResult result;
+    Status s = Restore(RestoreOptions(), &result);
+    *step = result.step;
+    return s;
+  }
+  // The metadata of the version Restore(options) would try first (the
+  // newest complete, not quarantined version, of options.step if given, whose
+  // manifest reads), so that a program can allocate and register its arrays
+  // from it; nullopt when there is none. Reads no shard, records nothing.
+  // Collective, like Restore.
+  virtual Status ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) = 0;
 
   virtual const CheckpointStats& last_stats() const = 0;
   virtual const std::string& dir() const = 0;
+  // The directory's run id (CheckpointOptions::run_id), the same on every rank.
+  virtual const std::string& run_id() const = 0;
+
+ protected:
+  // The typed registrations' check: `elements` of `element_bytes` bytes
+  // are exactly a registration of dtype and shape (rows: a sharded rank's
+  // rows; nullopt: replicated, the whole shape).
+  static Status CheckElements(const std::string& name, size_t elements, size_t element_bytes, DType dtype,
+                              const std::vector<uint64_t>& shape, std::optional<uint64_t> rows);
 };
 
 }  // namespace baton

@@ -1,6 +1,8 @@
 // baton::Status: the result of every call that crosses a library boundary.
 //
 // Modelled on leveldb's Status: a cheap value, OK or a code plus a message.
+// [[nodiscard]]: ignoring one is a compile error (-Werror); IgnoreError()
+// states that a caller drops it on purpose.
 // A failed Status also records where it was made (component, rank, host,
 // job), so that a message read in one rank's log of a thousand still says
 // which rank and which value were wrong. baton never aborts the process on
@@ -28,7 +30,7 @@ enum class Code {
 
 std::string_view CodeName(Code code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() noexcept = default;  // OK
 
@@ -72,6 +74,11 @@ class Status {
   // Adds context in front of the message, keeping code and origin:
   // s.Annotate("restoring step 40") -> "restoring step 40: <message>".
   Status Annotate(std::string_view context) const;
+
+  // Status is [[nodiscard]]: a failure dropped by accident does not compile.
+  // Where dropping it is the point (a best-effort cleanup whose failure
+  // changes nothing, a destructor), say so: s.IgnoreError().
+  void IgnoreError() const {}
 
  private:
   Status(Code code, std::string_view component, std::string_view msg);

@@ -26,7 +26,7 @@ class NcclRequest : public Request {
   NcclRequest(std::shared_ptr<NcclState> state, std::shared_ptr<NcclOp> op)
       : state_(std::move(state)), op_(std::move(op)) {}
   ~NcclRequest() override {
-    if (!done_ && !on_stream_) (void)Wait();
+    if (!done_ && !on_stream_) Wait().IgnoreError();  // a destructor cannot report the result
   }
 
   Status Wait() override {

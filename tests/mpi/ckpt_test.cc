@@ -36,174 +36,12 @@
 #include "ckpt/checksum.h"
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/manifest.h"
-#include "tests/lib/mpi_world.h"
-#include "tests/lib/test_runtime.h"
+#include "tests/mpi/ckpt_fixture.h"
 
-namespace baton {
+namespace baton::ckpt_testing {
 namespace {
 
 using ckpt::fs::FaultEnv;
-namespace stdfs = std::filesystem;
-
-int Rank() { return testing::WorldRank(); }
-int Size() { return testing::WorldSize(); }
-
-std::string BcastString(std::string s) {
-  int n = static_cast<int>(s.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  s.resize(static_cast<size_t>(n));
-  MPI_Bcast(s.data(), n, MPI_CHAR, 0, MPI_COMM_WORLD);
-  return s;
-}
-
-bool AllRanks(bool mine) {
-  int v = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-
-// A fresh directory per test, made by rank 0, removed after the test.
-class CkptTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string path;
-    if (Rank() == 0) {
-      const char* tmp = std::getenv("TMPDIR");
-      std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/baton-ckpt-XXXXXX";
-      char* made = mkdtemp(templ.data());
-      path = made ? std::string(made) + "/ck" : "";
-    }
-    root_ = BcastString(path);
-    ASSERT_FALSE(root_.empty());
-  }
-  void TearDown() override {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (Rank() == 0) {
-      std::error_code ec;
-      stdfs::remove_all(stdfs::path(root_).parent_path(), ec);
-    }
-  }
-
-  CheckpointOptions Options(int group_size = 0) const {
-    CheckpointOptions o;
-    o.dir = root_;
-    o.group_size = group_size;
-    return o;
-  }
-
-  std::string root_;
-};
-
-// --- arrays with known contents ----------------------------------------------
-
-// Small integers: exact in every dtype, bf16 and u8 included.
-double Value(int array, uint64_t element, int64_t step) {
-  return static_cast<double>((array * 7 + element * 13 + static_cast<uint64_t>(step) * 5) % 97);
-}
-
-struct TestArray {
-  std::string name;
-  DType dtype;
-  std::vector<uint64_t> shape;
-  bool replicated;
-  uint64_t first_row = 0, rows = 0;  // this rank's (all rows when replicated)
-  uint64_t row_elems = 1;
-  std::vector<char> buf;
-
-  void Fill(int id, int64_t step) {
-    for (uint64_t i = 0; i < rows * row_elems; ++i) {
-      StoreValue(dtype, Value(id, first_row * row_elems + i, step), buf.data(), i);
-    }
-  }
-  std::vector<char> Expected(int id, int64_t step) const {
-    TestArray copy = *this;
-    copy.Fill(id, step);
-    return copy.buf;
-  }
-};
-
-void EvenSplit(uint64_t rows, int world, int rank, uint64_t* first, uint64_t* count) {
-  const uint64_t base = rows / world, extra = rows % world;
-  *first = rank * base + std::min<uint64_t>(rank, extra);
-  *count = base + (static_cast<uint64_t>(rank) < extra ? 1 : 0);
-}
-
-const DType kAllTypes[] = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8};
-
-// Every dtype replicated (5 rows: at 8 ranks some write none) and sharded
-// (uneven rows), plus a replicated scalar.
-std::vector<TestArray> MakeArrays(int world, int rank, uint64_t sharded_rows = 0) {
-  std::vector<TestArray> out;
-  if (sharded_rows == 0) sharded_rows = 3 * static_cast<uint64_t>(world) + 2;
-  for (DType t : kAllTypes) {
-    TestArray r{"r_" + std::string(DTypeName(t)), t, {5, 3}, true, 0, 0, 1, {}};
-    r.rows = 5;
-    r.row_elems = 3;
-    out.push_back(r);
-    TestArray s{"s_" + std::string(DTypeName(t)), t, {sharded_rows, 4}, false, 0, 0, 1, {}};
-    EvenSplit(sharded_rows, world, rank, &s.first_row, &s.rows);
-    s.row_elems = 4;
-    out.push_back(s);
-  }
-  TestArray scalar{"scalar", DType::kI64, {}, true, 0, 0, 1, {}};
-  scalar.rows = 1;
-  out.push_back(scalar);
-  for (TestArray& a : out) a.buf.assign(std::max<uint64_t>(1, a.rows * a.row_elems) * DTypeSize(a.dtype), 0);
-  return out;
-}
-
-void FillAll(std::vector<TestArray>* arrays, int64_t step) {
-  for (size_t i = 0; i < arrays->size(); ++i) (*arrays)[i].Fill(static_cast<int>(i), step);
-}
-
-void ZeroAll(std::vector<TestArray>* arrays) {
-  for (TestArray& a : *arrays) std::fill(a.buf.begin(), a.buf.end(), 0);
-}
-
-Status RegisterAll(Checkpointer* ck, std::vector<TestArray>* arrays) {
-  for (TestArray& a : *arrays) {
-    Status s = a.replicated ? ck->RegisterReplicated(a.name, a.buf.data(), a.dtype, a.shape)
-                            : ck->RegisterSharded(a.name, a.buf.data(), a.dtype, a.shape, a.first_row, a.rows);
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
-}
-
-// The arrays hold step's values; "" or the first array that does not.
-std::string CheckAll(const std::vector<TestArray>& arrays, int64_t step) {
-  for (size_t i = 0; i < arrays.size(); ++i) {
-    if (arrays[i].buf != arrays[i].Expected(static_cast<int>(i), step)) return arrays[i].name;
-  }
-  return "";
-}
-
-std::unique_ptr<Checkpointer> MakeCheckpointer(const CheckpointOptions& o) {
-  std::unique_ptr<Checkpointer> ck;
-  Status s = Checkpointer::Create(*testing::g_runtime, o, &ck);
-  EXPECT_TRUE(s.ok()) << s;
-  return ck;
-}
-
-Status ReadManifest(const std::string& vdir, ckpt::Manifest* m) {
-  std::ifstream in(vdir + "/manifest.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ckpt::ParseManifestJson(text.str(), m);
-}
-
-std::vector<ckpt::VersionInfo> Versions(const std::string& dir) {
-  std::vector<ckpt::VersionInfo> v;
-  Status s = ckpt::ListVersions(ckpt::fs::Env::Default(), dir, 2, &v);
-  EXPECT_TRUE(s.ok()) << s;
-  return v;
-}
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // --- round trips ------------------------------------------------------------------
 
@@ -243,6 +81,7 @@ TEST_P(CkptRoundTrip, EveryDTypeReplicatedAndSharded) {
 
   ZeroAll(&arrays);
   std::optional<int64_t> step;
+  ck.reset();  // one Checkpointer per directory at a time
   auto ck2 = MakeCheckpointer(o);  // a fresh process's view
   ASSERT_TRUE(AllRanks(RegisterAll(ck2.get(), &arrays).ok()));
   s = ck2->Restore(&step);
@@ -282,13 +121,14 @@ TEST_F(CkptTest, UserBlobAloneRoundTrips) {
   EXPECT_TRUE(ck->SetUserBlob(Rank() == 0 ? blob : "ignored").ok());
   Status s = ck->Save(11);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(ck->SetUserBlob(std::string((64u << 20) + 1, 'x')).code(), Code::kInvalidArgument);
+  ck.reset();  // one Checkpointer per directory at a time
   auto ck2 = MakeCheckpointer(Options());
   std::optional<int64_t> step;
   s = ck2->Restore(&step);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
   EXPECT_EQ(step, std::optional<int64_t>(11));
   EXPECT_TRUE(ck2->user_blob() == blob);
-  EXPECT_EQ(ck->SetUserBlob(std::string((64u << 20) + 1, 'x')).code(), Code::kInvalidArgument);
 }
 
 // Open MPI's ompio names a semaphore after the shard's base name; one left
@@ -334,7 +174,9 @@ TEST_F(CkptTest, RanksMustPassTheSameStep) {
   EXPECT_TRUE(ck->RegisterReplicated("w", w.data(), DType::kF32, {3}).ok());
   Status s = ck->Save(Rank() == 0 ? 1 : 2);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
-  EXPECT_NE(s.message().find("different steps"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("different arguments (Save(" + std::to_string(Rank() == 0 ? 1 : 2) + ") here)"),
+            std::string::npos)
+      << s;
 }
 
 // --- what is in the files -------------------------------------------------------
@@ -504,8 +346,10 @@ TEST_F(CkptTest, CommitOrderIsShardsAgreedManifestRenameDirectories) {
   ASSERT_TRUE(AllRanks(s.ok())) << s;
   const std::string vdir = ck->last_stats().version_path;
   const std::vector<std::string> ev = env.events();
-  auto find = [&](const std::string& e) {
-    for (size_t i = 0; i < ev.size(); ++i) {
+  // The first such event at or after index `from` (the run file's update
+  // before the version exists also syncs the checkpoint directory).
+  auto find = [&](const std::string& e, int from = 0) {
+    for (size_t i = static_cast<size_t>(from); i < ev.size(); ++i) {
       if (ev[i] == e) return static_cast<int>(i);
     }
     return -1;
@@ -518,7 +362,7 @@ TEST_F(CkptTest, CommitOrderIsShardsAgreedManifestRenameDirectories) {
     const int manifest = find("sync " + vdir + "/manifest.json.tmp");
     const int rename = find("rename " + vdir + "/manifest.json.tmp -> " + vdir + "/manifest.json");
     const int syncdir = find("syncdir " + vdir);
-    const int syncparent = find("syncdir " + root_);
+    const int syncparent = find("syncdir " + root_, syncdir);
     EXPECT_GT(manifest, agreed);
     EXPECT_GT(rename, manifest);
     EXPECT_GT(syncdir, rename);
@@ -631,40 +475,6 @@ TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
 
 // --- restore: verification, fallback, quarantine --------------------------------
 
-// Two versions (steps 1 and 2); `damage` runs on rank 0 against version 2's
-// directory; then a restore must fall back to step 1.
-class CkptDamage : public CkptTest {
- protected:
-  void SaveTwo(int group_size = 1) {
-    ck_ = MakeCheckpointer(Options(group_size));
-    arrays_ = MakeArrays(Size(), Rank());
-    ASSERT_TRUE(AllRanks(RegisterAll(ck_.get(), &arrays_).ok()));
-    FillAll(&arrays_, 1);
-    ASSERT_TRUE(AllRanks(ck_->Save(1).ok()));
-    FillAll(&arrays_, 2);
-    ASSERT_TRUE(AllRanks(ck_->Save(2).ok()));
-    newest_ = ck_->last_stats().version_path;
-  }
-  void ExpectFallback(const std::string& file) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    ZeroAll(&arrays_);
-    std::optional<int64_t> step;
-    Status s = ck_->Restore(&step);
-    ASSERT_TRUE(AllRanks(s.ok())) << s;
-    EXPECT_EQ(step, std::optional<int64_t>(1));
-    EXPECT_EQ(ck_->last_stats().fallbacks, 1);
-    EXPECT_EQ(CheckAll(arrays_, 1), "");
-    if (Rank() == 0) {
-      const std::string failures = Slurp(newest_ + "/" + ckpt::kRestoreFailuresName);
-      EXPECT_NE(failures.find(file), std::string::npos) << failures;
-    }
-  }
-
-  std::unique_ptr<Checkpointer> ck_;
-  std::vector<TestArray> arrays_;
-  std::string newest_;
-};
-
 // Where dataset `name`'s bytes begin in an HDF5 file.
 uint64_t DataOffset(const std::string& file, const std::string& name) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -731,7 +541,7 @@ TEST_F(CkptDamage, ManifestPathsOutsideTheVersionAreRejected) {
       text.replace(at, 12, "\"" + evil + "\"");
       std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
     }
-    ExpectFallback("");
+    ExpectFallback("shards[0].file");
     TearDown();
     SetUp();
   }
@@ -796,6 +606,7 @@ TEST_F(CkptTest, MismatchedArraysAreListed) {
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   ASSERT_TRUE(AllRanks(ck->Save(1).ok()));
 
+  ck.reset();  // one Checkpointer per directory at a time
   auto other = MakeCheckpointer(Options());
   std::vector<float> w(5 * 4);
   std::vector<double> extra(2);
@@ -950,6 +761,7 @@ TEST(Reshard, Save) {
   FillAll(&arrays, 42);
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   EXPECT_TRUE(ck->SetUserBlob("saved by " + std::to_string(Size()) + " ranks").ok());
+  EXPECT_TRUE(ck->SetRankState("state of rank " + std::to_string(Rank())).ok());
   Status s = ck->Save(42);
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -961,9 +773,22 @@ TEST(Reshard, Restore) {
   auto ck = MakeCheckpointer(o);
   auto arrays = MakeArrays(Size(), Rank(), kReshardRows);
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  // The version holds per-rank state of another world size: refused unless
+  // the caller drops it, and nothing is skipped for it.
   std::optional<int64_t> step;
   Status s = ck->Restore(&step);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("per-rank state of "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("this job has " + std::to_string(Size())), std::string::npos) << s;
+  EXPECT_NE(s.message().find("drop_rank_state_on_resize"), std::string::npos) << s;
+  RestoreOptions drop;
+  drop.drop_rank_state_on_resize = true;
+  RestoreResult result;
+  s = ck->Restore(drop, &result);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
+  step = result.step;
+  EXPECT_TRUE(result.rank_state_dropped);
+  EXPECT_EQ(ck->rank_state(), "");
   EXPECT_EQ(step, std::optional<int64_t>(42));
   EXPECT_EQ(CheckAll(arrays, 42), "");
   EXPECT_EQ(ck->last_stats().fallbacks, 0);
@@ -973,4 +798,4 @@ TEST(Reshard, Restore) {
 }
 
 }  // namespace
-}  // namespace baton
+}  // namespace baton::ckpt_testing

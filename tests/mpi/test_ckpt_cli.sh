@@ -145,3 +145,87 @@ test_bench_ckpt_json_has_the_documented_fields() {
     $seen{save} == 1 && $seen{restore} == 1 or die "expected one save and one restore line"'
   expect_eq "$(ls -A "$d")" "" "what bench ckpt left without --no-cleanup"
 }
+
+# A manifest's strings are untrusted: an escape code or a newline in its
+# "time" must not reach the terminal raw, nor forge an ls row.
+test_untrusted_text_is_printed_escaped() {
+  local d m out
+  d=$(scratch)
+  saves "$d" 1
+  m=$(ls "$d"/v*/manifest.json | head -n 1)
+  perl -0pi -e 's/"time": "[^"]*"/"time": "\\u001b[2J\\nfake      1  complete"/' "$m"
+  out=$("$BATON" ckpt ls "$d")
+  echo "$out"
+  ! grep -q $'\x1b' <<<"$out" || fail "ls printed a raw escape code"
+  ! grep -q '^fake' <<<"$out" || fail "a newline in the manifest forged an ls row"
+  grep -q '\\x1b\[2J\\x0afake' <<<"$out" || fail "the time is not shown escaped"
+  out=$("$BATON" ckpt inspect "$d")
+  ! grep -q $'\x1b' <<<"$out" || fail "inspect printed a raw escape code"
+  "$BATON" ckpt ls "$d" --json | perl -MJSON::PP -e 'decode_json(join "", <STDIN>)' || fail "ls --json is not JSON"
+}
+
+# gc of a directory that holds no checkpoint (`gc /`, `gc /etc` once
+# succeeded silently) is refused, and nothing in it is touched.
+test_gc_refuses_a_directory_without_checkpoints() {
+  local d rc out
+  d=$(scratch)
+  touch "$d/passwd"
+  rc=0; out=$("$BATON" ckpt gc "$d" --keep 1 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of gc on a directory without checkpoints"
+  grep -q "holds no checkpoint" <<<"$out" || fail "the refusal does not say why"
+  expect_eq "$(ls -A "$d")" "passwd" "what gc left"
+}
+
+# While a writer lives, gc keeps out (its lock); a version whose
+# restore-failures is a FIFO neither hangs nor fails ls and gc.
+test_gc_keeps_out_of_a_live_writer_and_past_an_unreadable_version() {
+  local d w rc out
+  d=$(scratch)
+  saves "$d" 3
+  mkfifo "$(ls -d "$d"/v* | sort | head -n 1)/restore-failures"
+  out=$(timeout 20 "$BATON" ckpt ls "$d") || fail "ls failed or hung on a FIFO: $out"
+  echo "$out"
+  grep -q 'not a regular file (a FIFO)' <<<"$out" || fail "ls does not show the problem"
+  "$REPO/tests/lib/mpirun-ranks" 3 "$WORKER" --dir "$d" --saves 1000 --sleep-ms 200 >"$d.worker" 2>&1 &
+  w=$!
+  for _ in $(seq 600); do grep -q 'saved step=' "$d.worker" && break; sleep 0.1; done
+  grep -q 'saved step=' "$d.worker" || { kill "$w"; fail "the writer never saved"; }
+  rc=0; out=$(timeout 20 "$BATON" ckpt gc "$d" --keep 1 2>&1) || rc=$?
+  kill "$w"; wait "$w" || true
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of gc beside a live writer"
+  grep -q "a live writer uses" <<<"$out" || fail "the refusal does not name the writer"
+  rc=0; out=$(timeout 20 "$BATON" ckpt gc "$d" --keep 1 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 0 "exit status of gc once the writer is gone"
+}
+
+# A directory given as a symlink is the directory it names, with or
+# without a trailing slash (it said "Not a directory" without one).
+test_a_symlinked_directory_is_the_directory_it_names() {
+  local d
+  d=$(scratch)
+  saves "$d/real" 1
+  ln -s "$d/real" "$d/link"
+  expect_eq "$("$BATON" ckpt ls "$d/link" --json | json_field path)" "$("$BATON" ckpt ls "$d/real" --json | json_field path)" \
+    "ls of the link and of the directory"
+  expect_eq "$("$BATON" ckpt ls "$d/link/" --json | json_field step)" "1" "ls of the link with a slash"
+  "$BATON" ckpt verify "$d/link" --no-progress >/dev/null || fail "verify through the link"
+}
+
+# A manifest larger than any baton writes (a sparse 1.1 GiB file) is
+# refused before it is read: an error naming the limit, little memory.
+test_a_huge_manifest_is_refused_before_it_is_read() {
+  local d m rc out kb
+  d=$(scratch)
+  saves "$d" 1
+  m=$(ls "$d"/v*/manifest.json | head -n 1)
+  truncate -s 1100M "$m"
+  rc=0; out=$(/usr/bin/time -f '%M' "$BATON" ckpt inspect "$d" 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of inspect"
+  grep -q "more than the limit of 1073741824" <<<"$out" || fail "the limit is not named"
+  kb=$(tail -n 1 <<<"$out")
+  [ "$kb" -lt 100000 ] || fail "inspect took $kb KiB for a manifest it refused"
+}

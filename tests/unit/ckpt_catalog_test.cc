@@ -1,9 +1,13 @@
 #include "ckpt/catalog.h"
 
-#include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -115,6 +119,92 @@ TEST_F(CkptCatalogDir, RestoreFailuresAreCountedAndQuarantine) {
   EXPECT_EQ(names, (std::vector<std::string>{"manifest.json", "restore-failures"}));
 }
 
+// An attempt counts as a failure until it ends; ended, it leaves nothing
+// (or the failure found); attempts that never end add up to quarantine.
+TEST_F(CkptCatalogDir, UnfinishedRestoreAttemptsCountAsFailures) {
+  Version(1, 10, true);
+  auto v = List();
+  ASSERT_EQ(v.size(), 1u);
+  std::string token;
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &token).ok());
+  EXPECT_EQ(List()[0].restore_failures, 1);
+  ASSERT_TRUE(EndRestoreAttempt(env, v[0], token, nullptr).ok());
+  EXPECT_EQ(List()[0].restore_failures, 0);
+  fs::FileInfo info;
+  EXPECT_EQ(env->Stat(v[0].path + "/" + kRestoreFailuresName, &info).code(), Code::kNotFound)
+      << "an ended attempt leaves no file";
+
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &token).ok());  // never ended: the process "died"
+  std::string second;
+  ASSERT_TRUE(BeginRestoreAttempt(env, v[0], &second).ok());
+  EXPECT_NE(second, token);
+  const std::string reason = "rank 1: shard-0.h5: fails its checksum";
+  ASSERT_TRUE(EndRestoreAttempt(env, v[0], second, &reason).ok());
+  v = List();
+  EXPECT_EQ(v[0].restore_failures, 2);
+  EXPECT_EQ(v[0].status, VersionStatus::kQuarantined);
+  std::string text;
+  ASSERT_TRUE(env->ReadFile(v[0].path + "/" + kRestoreFailuresName, 1 << 20, &text).ok());
+  EXPECT_NE(text.find("unfinished restore attempt " + token + " (the restoring process ended"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find(second), std::string::npos) << text;
+  EXPECT_NE(text.find("Z " + reason + "\n"), std::string::npos) << text;
+}
+
+// Runs fn, failing (and ending) the test binary if it blocks 10 s: a FIFO
+// opened for reading without O_NONBLOCK waits for a writer for ever.
+template <typename Fn>
+void WithoutBlocking(Fn&& fn) {
+  auto done = std::async(std::launch::async, std::forward<Fn>(fn));
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "blocked";
+    std::_Exit(1);
+  }
+  done.get();
+}
+
+// A FIFO as restore-failures (or the manifest) neither hangs nor fails the
+// listing; the version's problem says so; a restore attempt replaces it.
+TEST_F(CkptCatalogDir, AFifoInAVersionIsRefusedWithoutBlocking) {
+  const std::string v1 = Version(1, 10, true);
+  const std::string v2 = Version(2, 20, false);
+  ASSERT_EQ(::mkfifo((v1 + "/" + kRestoreFailuresName).c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((v2 + "/" + kManifestName).c_str(), 0600), 0);
+  std::vector<VersionInfo> v;
+  WithoutBlocking([&] { v = List(); });
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].status, VersionStatus::kComplete);
+  EXPECT_EQ(v[0].restore_failures, 0);
+  EXPECT_NE(v[0].problem.find("not a regular file (a FIFO)"), std::string::npos) << v[0].problem;
+  EXPECT_EQ(v[1].status, VersionStatus::kIncomplete) << "a FIFO is no manifest";
+  std::string text;
+  Status s;
+  WithoutBlocking([&] { s = env->ReadFile(v2 + "/" + kManifestName, 1 << 20, &text); });
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  std::string token;
+  WithoutBlocking([&] { s = BeginRestoreAttempt(env, v[0], &token); });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(List()[0].restore_failures, 1) << "the FIFO was replaced by the attempt's mark";
+}
+
+// One version that cannot be examined (here a stale handle) does not fail
+// the listing; it is listed with its problem, and retention leaves it.
+TEST_F(CkptCatalogDir, OneUnreadableVersionDoesNotFailTheListing) {
+  for (uint64_t seq = 1; seq <= 4; ++seq) Version(seq, static_cast<int64_t>(seq * 10), true);
+  fs::FaultEnv fenv;
+  fenv.Inject(fs::FaultEnv::Fault::kStaleStat, VersionName(2, 20));
+  std::vector<VersionInfo> v;
+  Status s = ListVersions(&fenv, dir.path(), 2, &v);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_NE(v[1].problem.find("Stale file handle"), std::string::npos) << v[1].problem;
+  EXPECT_EQ(v[1].status, VersionStatus::kIncomplete);
+  const auto remove = PlanRetention(v, 1);
+  ASSERT_EQ(remove.size(), 2u);
+  EXPECT_EQ(remove[0].seq, 1u);
+  EXPECT_EQ(remove[1].seq, 3u);
+}
+
 TEST_F(CkptCatalogDir, AFailedRecordLeavesNoTemporary) {
   Version(1, 10, true);
   auto v = List();
@@ -162,10 +252,28 @@ TEST_F(CkptCatalogDir, RemoveVersionTakesTheManifestFirst) {
   Status s = RemoveVersion(&faults, List().back());
   ASSERT_TRUE(s.ok()) << s;
   const std::vector<std::string> ev = faults.events();
-  ASSERT_GE(ev.size(), 3u);
+  ASSERT_EQ(ev.size(), 3u);
   EXPECT_EQ(ev[0], "remove " + q + "/" + kManifestName);
   EXPECT_EQ(ev[1], "syncdir " + q);
+  EXPECT_EQ(ev[2], "remove " + q);
   EXPECT_EQ(List().size(), 1u);
+}
+
+// The version directory swapped for a symlink between the listing and the
+// removal (gc's race, hit 3 times in 7 tries by the review): the removal
+// fails and the manifest.json the link leads to is still there.
+TEST_F(CkptCatalogDir, AVersionSwappedForASymlinkIsNotFollowed) {
+  const std::string p = Version(4, 40, true);
+  const VersionInfo v = List()[0];
+  TempDir outside;
+  ASSERT_TRUE(WriteWholeFile(env, outside / kManifestName, "precious").ok());
+  ASSERT_TRUE(env->RemoveTree(p).ok());
+  ASSERT_EQ(::symlink(outside.path().c_str(), p.c_str()), 0);
+  Status s = RemoveVersion(env, v);
+  EXPECT_FALSE(s.ok());
+  std::string text;
+  ASSERT_TRUE(env->ReadFile(outside / kManifestName, 100, &text).ok()) << "the file outside was removed";
+  EXPECT_EQ(text, "precious");
 }
 
 TEST(CkptRetention, KeepsTheNewestKComplete) {

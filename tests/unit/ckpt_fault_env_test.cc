@@ -68,6 +68,28 @@ TEST_F(CkptFaultEnv, PathPartAndSkipChooseTheOperation) {
   EXPECT_TRUE(WriteWholeFile(&env, dir / "shard-2", "x").ok());   // one-shot
 }
 
+// Transient read-side failures, one-shot: EIO and EACCES on reads, ESTALE
+// on a stat; the file itself is untouched.
+TEST_F(CkptFaultEnv, ReadAndStatFaults) {
+  ASSERT_TRUE(WriteWholeFile(&env, dir / "a", "abc").ok());
+  std::string text;
+  char buf[3];
+  env.Inject(FaultEnv::Fault::kFailRead, "a");
+  Status s = env.ReadFile(dir / "a", 100, &text);
+  EXPECT_EQ(s.code(), Code::kIOError) << s;
+  EXPECT_NE(s.message().find("Input/output error (injected)"), std::string::npos) << s;
+  env.Inject(FaultEnv::Fault::kDenyRead, "a");
+  s = env.ReadAt(dir / "a", 0, 3, buf);
+  EXPECT_NE(s.message().find("Permission denied (injected)"), std::string::npos) << s;
+  env.Inject(FaultEnv::Fault::kStaleStat, "a");
+  FileInfo info;
+  s = env.Stat(dir / "a", &info);
+  EXPECT_NE(s.message().find("Stale file handle (injected)"), std::string::npos) << s;
+  EXPECT_TRUE(env.ReadFile(dir / "a", 100, &text).ok());
+  EXPECT_EQ(text, "abc");
+  EXPECT_TRUE(env.Stat(dir / "a", &info).ok());
+}
+
 TEST_F(CkptFaultEnv, FailRename) {
   ASSERT_TRUE(WriteWholeFile(&env, dir / "a", "x").ok());
   env.Inject(FaultEnv::Fault::kFailRename);

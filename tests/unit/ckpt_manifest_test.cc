@@ -13,6 +13,7 @@ namespace {
 
 void ExpectSame(const Manifest& a, const Manifest& b) {
   EXPECT_EQ(a.format, b.format);
+  EXPECT_EQ(a.run_id, b.run_id);
   EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.world_size, b.world_size);
   EXPECT_EQ(a.group_size, b.group_size);
@@ -68,7 +69,7 @@ TEST(CkptManifest, RoundTrip) {
 // ---- hostile input: one row per kind, applied to the small manifest below ----
 //
 // {
-//   "format": 1, "step": 400, "world_size": 2, "group_size": 2, ...
+//   "format": 2, "run_id": "run-7", "step": 400, "world_size": 2, "group_size": 2, ...
 //   "arrays": [
 //     {"name": "layer0.weight", "dtype": "f32", "shape": [2, 3], "replicated": false},
 //     {"name": "layer1.weight", "dtype": "bf16", "shape": [2, 3], "replicated": true}
@@ -121,6 +122,41 @@ TEST_P(CkptManifestBad, IsCorruptionNamingPathAndValue) {
   EXPECT_NE(s.message().find(c.error), std::string::npos) << "expected \"" << c.error << "\" in: " << s.message();
 }
 
+// Format 1 (written before run ids) is still read: no run_id.
+TEST(CkptManifest, Format1IsStillRead) {
+  Manifest m = MakeManifest(2, 2, 2, 3);
+  m.format = 1;
+  m.run_id.clear();
+  std::string text;
+  ASSERT_TRUE(WriteManifestJson(m, &text).ok());
+  EXPECT_EQ(text.find("run_id"), std::string::npos) << text;
+  Manifest back;
+  Status s = ParseManifestJson(text, &back);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(back.format, 1);
+  EXPECT_EQ(back.run_id, "");
+  m.run_id = "x";
+  EXPECT_EQ(WriteManifestJson(m, &text).code(), Code::kInvalidArgument);
+}
+
+// A newer format is not corruption (the version is not damaged, this
+// baton cannot read it): InvalidArgument saying so, even when the rest of
+// the text is nothing this baton could parse.
+TEST(CkptManifest, ANewerFormatIsReportedAsNewerNotCorrupt) {
+  Manifest m;
+  std::string text;
+  ASSERT_TRUE(WriteManifestJson(MakeManifest(2, 2, 2, 3), &text).ok());
+  const std::string newer = "\"format\": " + std::to_string(kManifestFormat + 1);
+  const size_t at = text.find("\"format\": ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, newer.size(), newer);
+  for (const std::string& t : {text, "{\"format\": " + std::to_string(kManifestFormat + 1) + ", \"chunks\": [[1,2,3,4,5,6]]}"}) {
+    Status s = ParseManifestJson(t, &m);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("written by a newer baton"), std::string::npos) << s;
+  }
+}
+
 const char* const kChunk00 = R"([[0, 0, 1, 0, "0123456789abcdef"])";
 const char* const kChunk01 = R"([1, 1, 1, 1, "0123456689abcdef"])";
 
@@ -134,8 +170,11 @@ const BadCase kBadCases[] = {
      "nested deeper than 16 levels"},
     // structure
     {"top_level_array", "", "[1, 2]", "(top level): expected an object, got an array"},
-    {"unknown_format", "\"format\": 1", "\"format\": 2", "format: 2 is not a manifest format this baton reads"},
-    {"format_as_string", "\"format\": 1", "\"format\": \"1\"", "format: \"1\" is not a manifest format"},
+    {"unknown_format", "\"format\": 2", "\"format\": 0", "format: 0 is not a manifest format this baton reads"},
+    {"format_as_string", "\"format\": 2", "\"format\": \"2\"", "format: \"2\" is not a manifest format"},
+    {"run_id_missing", "\"run_id\": \"run-7\",", "", "run_id: missing"},
+    {"run_id_bad", "\"run-7\"", "\"run 7\\u001b[2J\"", "run_id: \"run 7"},
+    {"run_id_in_format_1", "\"format\": 2", "\"format\": 1", "run_id: unknown key"},
     {"missing_key", "\"step\": 400,", "", "step: missing"},
     {"unknown_key", "\"step\": 400,", "\"step\": 400, \"stpe\": 1,", "stpe: unknown key"},
     {"duplicate_key", "\"step\": 400,", "\"step\": 400, \"step\": 400,", "step: duplicate key"},
@@ -160,7 +199,7 @@ const BadCase kBadCases[] = {
      "arrays[0].shape: 2305843009213693952 rows of 12 bytes overflow 64 bits"},
     {"chunk_overflow", kChunk00, R"([[0, 0, 18446744073709551615, 0, "0123456789abcdef"])",
      "shards[0].datasets[0].chunks[0].rows: 18446744073709551615 rows of 12 bytes overflow 64 bits"},
-    {"dataset_overflow", "\"rows\": 2, \"chunks\": [[0", "\"rows\": 18446744073709551615, \"chunks\": [[0",
+    {"dataset_overflow", "\"rows\": 2, \"offset\": 96,", "\"rows\": 18446744073709551615, \"offset\": 96,",
      "shards[0].datasets[0].rows: 18446744073709551615 rows of 12 bytes overflow 64 bits"},
     // arrays
     {"bad_dtype", "\"dtype\": \"f32\"", "\"dtype\": \"f33\"", "arrays[0].dtype: \"f33\" is not a dtype"},
@@ -198,10 +237,19 @@ const BadCase kBadCases[] = {
     {"chunk_hex_number", R"("0123456789abcdef"])", "5]", "chunks[0].xxh3: expected \"xxh3\" hex digits, got 5"},
     {"chunk_gap_in_dataset", kChunk01, R"([1, 1, 1, 2, "0123456689abcdef"])",
      "chunks[1].dataset_row: 2, expected 1 (chunks tile the dataset in order)"},
-    {"dataset_rows_not_chunks", "\"rows\": 2, \"chunks\": [[0", "\"rows\": 1, \"chunks\": [[0",
+    {"dataset_rows_not_chunks", "\"rows\": 2, \"offset\": 96,", "\"rows\": 1, \"offset\": 96,",
      "shards[0].datasets[0].chunks[1].rows: 1 rows go past the dataset's 1"},
-    {"dataset_rows_more", "\"rows\": 2, \"chunks\": [[0", "\"rows\": 3, \"chunks\": [[0",
+    {"dataset_rows_more", "\"rows\": 2, \"offset\": 96,", "\"rows\": 3, \"offset\": 96,",
      "shards[0].datasets[0].rows: 3 is more than the 2 rows of \"layer0.weight\""},
+    // format 2: where the data lie, the metadata's checksum, the dimensions
+    {"dataset_past_file", "\"offset\": 96,", "\"offset\": 9999,",
+     "shards[0].datasets[0].offset: 9999 + 24 bytes go past the file's"},
+    {"datasets_overlap", "\"offset\": 120,", "\"offset\": 100,", "shards[0].datasets: the data at bytes 100 overlaps"},
+    {"offset_missing", "\"offset\": 96, ", "", "shards[0].datasets[0].offset: missing"},
+    {"meta_xxh3_bad", "\"meta_xxh3\": \"feedface00000000\"", "\"meta_xxh3\": \"nope\"",
+     "shards[0].meta_xxh3: \"nope\" is not 16 hex digits"},
+    {"too_many_dims", "\"shape\": [2, 3]", "\"shape\": [2, 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,3]",
+     "arrays[0].shape: 33 dimensions, more than HDF5's 32"},
     {"chunk_past_array", kChunk01, R"([1, 2, 1, 1, "0123456689abcdef"])",
      "chunks[1].first_row: 2 + 1 rows go past the 2 rows of \"layer0.weight\""},
     {"array_rows_in_two_chunks", kChunk01, R"([1, 0, 1, 1, "0123456689abcdef"])",

@@ -13,6 +13,7 @@ namespace baton::ckpt {
 // (world * rows_per_rank / 2 + 1 rows spread evenly), rows of 3 f32.
 inline Manifest MakeManifest(int world, int group, int arrays, uint64_t rows_per_rank) {
   Manifest m;
+  m.run_id = "run-7";
   m.step = 400;
   m.world_size = world;
   m.group_size = group;
@@ -31,7 +32,6 @@ inline Manifest MakeManifest(int world, int group, int arrays, uint64_t rows_per
     ShardMeta sh;
     sh.file = "shard-" + std::to_string(g) + ".h5";
     for (int r = g * group; r < std::min(world, (g + 1) * group); ++r) sh.ranks.push_back(r);
-    sh.bytes = 1000 + static_cast<uint64_t>(g);
     for (int a = 0; a < arrays; ++a) {
       DatasetMeta ds;
       ds.array = static_cast<uint32_t>(a);
@@ -55,6 +55,15 @@ inline Manifest MakeManifest(int world, int group, int arrays, uint64_t rows_per
       }
       sh.datasets.push_back(ds);
     }
+    // Format 2: the datasets' data one after the other after 96 bytes of
+    // "metadata", 64 more at the end.
+    uint64_t at = 96;
+    for (DatasetMeta& ds : sh.datasets) {
+      ds.offset = at;
+      at += ds.rows * m.arrays[ds.array].row_bytes();
+    }
+    sh.bytes = at + 64;
+    sh.meta_xxh3 = 0xfeedface00000000ull + static_cast<uint64_t>(g);
     m.shards.push_back(sh);
   }
   return m;

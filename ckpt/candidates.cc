@@ -1,0 +1,210 @@
+// Which version a restore tries next (ckpt/checkpointer_impl.h), and
+// ReadMetadata, which asks the same question without reading shards.
+//
+// Rank 0 lists the versions and reads the manifests; every other rank
+// learns the outcome from one broadcast per version tried, so that every
+// rank walks the same versions and returns the same RestoreResult.
+//
+// What a failure to read a manifest means:
+//   corruption (counted toward quarantine, recorded beside the version): a
+//     manifest that is not a regular file, larger than any baton writes, or
+//     that does not parse;
+//   newer (a hard error, no fallback): a manifest format newer than this
+//     baton reads; restoring an older version instead would silently go back
+//     in time;
+//   transient (skipped, not recorded): anything else (I/O errors, stale
+//     handles, permissions): the version may well be good.
+#include <mpi.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+namespace {
+
+Status BcastString(MPI_Comm comm, std::string* s) {
+  long long n = static_cast<long long>(s->size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm)));
+  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a string of " + std::to_string(n) + " bytes to broadcast");
+  s->resize(static_cast<size_t>(n));
+  if (n == 0) return Status::OK();
+  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, 0, comm));
+}
+
+// Rank 0: the manifest of v, read and parsed; failures classified as above.
+Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manifest* m) {
+  std::string path;
+  Status s = ResolveInside(env, v.path, kManifestName, &path);
+  if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
+  BATON_RETURN_IF_ERROR(s);
+  s = env->ReadFile(path, kMaxManifestBytes, text);
+  // ReadFile's InvalidArgument: larger than the limit, or not a regular file.
+  if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
+  BATON_RETURN_IF_ERROR(s);
+  // kCorruption, or kInvalidArgument for a newer format.
+  return ParseManifestJson(*text, m).Annotate(path);
+}
+
+}  // namespace
+
+Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const {
+  *call = std::string(what) + "(step=" + (o.step ? std::to_string(*o.step) : "newest") + ", arrays=";
+  for (size_t i = 0; i < o.arrays.size(); ++i) *call += (i ? "," : "") + o.arrays[i];
+  *call += o.arrays.empty() ? "all" : "";
+  *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") + ")";
+  if (o.step && *o.step < 0) {
+    return Status::InvalidArgument(log::kCkpt, *call + ": step " + std::to_string(*o.step) + " is negative");
+  }
+  for (size_t i = 0; i < o.arrays.size(); ++i) {
+    if (arrays_.count(o.arrays[i]) == 0) {
+      return Status::InvalidArgument(log::kCkpt, *call + ": array " + o.arrays[i] + " is not registered");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (o.arrays[j] == o.arrays[i]) {
+        return Status::InvalidArgument(log::kCkpt, *call + ": array " + o.arrays[i] + " is named twice");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates,
+                                        int* quarantined) {
+  std::vector<VersionInfo> versions;
+  BATON_RETURN_IF_ERROR(ListVersions(env_, dir_, options_.max_restore_failures, &versions));
+  int of_step = 0;
+  std::string newest;
+  for (const VersionInfo& v : versions) {
+    if (v.status == VersionStatus::kIncomplete) continue;
+    newest = std::to_string(v.step);
+    if (o.step && v.step != *o.step) continue;
+    ++of_step;
+    if (v.status == VersionStatus::kComplete) candidates->push_back(v);
+    if (v.status == VersionStatus::kQuarantined) {
+      ++*quarantined;
+      BATON_LOG(kCkpt, warning) << "skipping " << v.path << ": quarantined after " << v.restore_failures
+                                << " failed restores";
+    }
+  }
+  if (o.step && of_step == 0) {
+    return Status::NotFound(log::kCkpt, "no committed version of step " + std::to_string(*o.step) + " in " + dir_ +
+                                            (newest.empty() ? " (it holds none)" : " (the newest is step " + newest + ")"));
+  }
+  return Status::OK();
+}
+
+void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
+  attempt_ = Attempt{v, ""};
+  Status s = BeginRestoreAttempt(env_, v, &attempt_->token);
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "could not mark the restore attempt of " << v.path
+                              << " (a crash while reading it will not be counted): " << s;
+  }
+}
+
+void CheckpointerImpl::EndAttempt(const std::string* failure) {
+  if (!attempt_) return;
+  const Attempt a = std::move(*attempt_);
+  attempt_.reset();
+  Status s = !a.token.empty()     ? EndRestoreAttempt(env_, a.version, a.token, failure)
+             : failure != nullptr ? RecordRestoreFailure(env_, a.version, *failure)
+                                  : Status::OK();  // no mark was written: nothing to end
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "could not " << (failure ? "record the failure of " : "end the restore attempt of ")
+                              << a.version.path << ": " << s;
+  }
+}
+
+Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out) {
+  *out = Candidate();
+  if (rank_ == 0 && !candidates->empty()) {
+    const VersionInfo v = candidates->back();
+    candidates->pop_back();
+    out->name = v.name;
+    out->step = v.step;
+    // Marked before the manifest is read: parsing a hostile one may be
+    // what kills the process.
+    if (record) BeginAttempt(v);
+    Manifest m;
+    Status s = LoadManifest(env_, v, &out->text, &m);
+    if (s.ok() && !m.run_id.empty() && m.run_id != run_.run_id) {
+      // Another run's version (copied in, or written by a baton that took
+      // no lock): not this run's state, not damaged either.
+      out->kind = Candidate::kSkipped;
+      out->failure = Status::InvalidArgument(log::kCkpt, v.path + " was written by run " + m.run_id +
+                                                             "; this directory's run is " + run_.run_id);
+      out->text.clear();
+    } else if (s.ok()) {
+      out->kind = Candidate::kManifest;  // the attempt stays open while the shards are read
+    } else if (s.code() == Code::kInvalidArgument) {
+      out->kind = Candidate::kHardError;
+      out->failure = s;
+    } else {
+      out->kind = Candidate::kSkipped;
+      out->failure = s;
+      out->counted = s.code() == Code::kCorruption;
+      out->text.clear();
+    }
+    if (record && out->kind != Candidate::kManifest) {
+      const std::string reason = out->failure.message();
+      EndAttempt(out->counted ? &reason : nullptr);
+    }
+  }
+  long long head[4] = {out->kind, out->step, static_cast<long long>(out->failure.code()), out->counted ? 1 : 0};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(head, 4, MPI_LONG_LONG, 0, comm_)));
+  out->kind = static_cast<Candidate::Kind>(head[0]);
+  out->step = head[1];
+  out->counted = head[3] != 0;
+  BATON_RETURN_IF_ERROR(BcastString(comm_, &out->name));
+  std::string message = out->failure.message();
+  if (out->kind == Candidate::kSkipped || out->kind == Candidate::kHardError) {
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &message));
+    if (rank_ != 0) out->failure = MakeStatus(static_cast<Code>(head[2]), message);
+  }
+  if (out->kind == Candidate::kManifest) BATON_RETURN_IF_ERROR(BcastString(comm_, &out->text));
+  return Status::OK();
+}
+
+Status CheckpointerImpl::ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) {
+  out->reset();
+  std::string call;
+  Status args = CheckRestoreOptions("ReadMetadata", options, &call);
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
+  std::vector<VersionInfo> candidates;
+  int quarantined = 0;
+  Status local;
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(call + " in " + dir_));
+  for (;;) {
+    Candidate c;
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
+    if (c.kind == Candidate::kNone) return Status::OK();
+    if (c.kind == Candidate::kHardError) return c.failure;
+    if (c.kind == Candidate::kSkipped) continue;
+    Manifest m;
+    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    CheckpointMetadata md;
+    md.step = m.step;
+    md.version_path = dir_ + "/" + c.name;
+    md.world_size = m.world_size;
+    md.time = m.time;
+    md.user_blob_bytes = m.user_blob.size();
+    for (const ArrayMeta& a : m.arrays) {
+      if (a.name == kRankStateName) {
+        md.has_rank_state = true;
+        continue;
+      }
+      md.arrays.push_back(CheckpointArray{a.name, a.dtype, a.shape, a.replicated});
+    }
+    *out = std::move(md);
+    return Status::OK();
+  }
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,314 @@
+// The Checkpointer's restore path (ckpt/checkpointer_impl.h).
+//
+// Restore: rank 0 picks the newest candidate and broadcasts its manifest
+// (ckpt/candidates.cc); every rank checks its registrations against it,
+// reads and verifies the chunks holding its rows (ckpt/hdf5/shard_reader.h),
+// replicated arrays are read in parts and all-gathered; agreed, preferring
+// a corruption to other failures; on a failure a warning naming the file,
+// a corruption recorded beside the version (quarantine after
+// max_restore_failures; transient failures are not recorded; an attempt
+// mark written before the version is read counts as a failure if the
+// process dies before the outcome, so a version that crashes every restore
+// is quarantined instead of looping), the version
+// reported in RestoreResult::fallbacks, and the next older version.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
+#include "ckpt/hdf5/shard_reader.h"
+#include "ckpt/layout.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
+                                             std::vector<int>* index_of) const {
+  std::vector<std::string> diffs;
+  std::map<std::string, int> in_manifest;
+  for (size_t i = 0; i < m.arrays.size(); ++i) {
+    if (!IsReservedName(m.arrays[i].name)) in_manifest[m.arrays[i].name] = static_cast<int>(i);
+  }
+  index_of->clear();
+  for (const auto& [name, r] : arrays_) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) {
+      index_of->push_back(-1);  // not restored: left as it is
+      continue;
+    }
+    auto it = in_manifest.find(name);
+    if (it == in_manifest.end()) {
+      diffs.push_back(name + ": registered, not in the checkpoint");
+      index_of->push_back(-1);
+      continue;
+    }
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(it->second)];
+    if (a.dtype != r.meta.dtype) {
+      diffs.push_back(name + ": dtype " + std::string(DTypeName(r.meta.dtype)) + " registered, " +
+                      std::string(DTypeName(a.dtype)) + " in the checkpoint");
+    }
+    if (a.shape != r.meta.shape) {
+      diffs.push_back(name + ": shape " + ShapeText(r.meta.shape) + " registered, " + ShapeText(a.shape) +
+                      " in the checkpoint");
+    }
+    if (a.replicated != r.meta.replicated) {
+      diffs.push_back(name + std::string(": registered ") + (r.meta.replicated ? "replicated" : "sharded") +
+                      ", " + (a.replicated ? "replicated" : "sharded") + " in the checkpoint");
+    }
+    index_of->push_back(it->second);
+    in_manifest.erase(it);
+  }
+  // A partial restore ignores the version's other arrays.
+  if (!only.empty()) in_manifest.clear();
+  for (const auto& [name, i] : in_manifest) diffs.push_back(name + ": in the checkpoint, not registered");
+  if (diffs.empty()) return Status::OK();
+  std::string msg = "step " + std::to_string(m.step) + " does not match the registered arrays: ";
+  for (size_t i = 0; i < diffs.size(); ++i) msg += (i ? "; " : "") + diffs[i];
+  return Status::InvalidArgument(log::kCkpt, msg);
+}
+
+// Replicated arrays are read in parts and all-gathered when every part's
+// byte count fits MPI's int; otherwise every rank reads all of it.
+bool CheckpointerImpl::GatherFits(const Manifest& m, const std::vector<int>& index_of) const {
+  for (int i : index_of) {
+    if (i < 0) continue;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(i)];
+    if (a.replicated && a.rows() * a.row_bytes() > static_cast<uint64_t>(INT_MAX)) return false;
+  }
+  return true;
+}
+
+// Per-rank state goes back to the same rank at the same world size only.
+Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const {
+  *restore_it = false;
+  bool saved = false;
+  for (const ArrayMeta& a : m.arrays) saved = saved || a.name == kRankStateName;
+  if (!saved) return Status::OK();
+  if (m.world_size == size_) {
+    *restore_it = true;
+    return Status::OK();
+  }
+  if (o.drop_rank_state_on_resize) return Status::OK();
+  return Status::InvalidArgument(
+      log::kCkpt, "step " + std::to_string(m.step) + " holds per-rank state of " + std::to_string(m.world_size) +
+                      " ranks and this job has " + std::to_string(size_) +
+                      ": per-rank state goes back only to the same ranks; restore at " +
+                      std::to_string(m.world_size) + " ranks, or set RestoreOptions::drop_rank_state_on_resize "
+                      "to restore without it");
+}
+
+Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
+                                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state) {
+  std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
+  std::vector<char> partial;  // a chunk that only partly holds my rows
+  // What to read: (array index in the manifest, the registration, the rows
+  // to read, the buffer and the global row of its first row).
+  struct Job {
+    int index;
+    std::string name;
+    uint64_t first, rows, buffer_first;
+    char* base;
+  };
+  std::vector<Job> jobs;
+  size_t i = 0;
+  for (const auto& [name, r] : arrays_) {
+    const int index = index_of[i++];
+    if (index < 0) continue;
+    uint64_t first = r.first_row, rows = r.rows;
+    if (r.meta.replicated) {
+      first = 0;
+      rows = r.meta.rows();
+      if (gather_replicated) ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);
+    }
+    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
+  }
+  state->clear();
+  if (rank_state) {
+    // My own chunk of the per-rank state, wherever the manifest has it.
+    for (size_t a = 0; a < m.arrays.size(); ++a) {
+      if (m.arrays[a].name != kRankStateName) continue;
+      for (const ShardMeta& sh : m.shards) {
+        for (const DatasetMeta& d : sh.datasets) {
+          if (d.array != a) continue;
+          for (const Chunk& c : d.chunks) {
+            if (c.rank != rank_) continue;
+            if (c.rows > kMaxUserBlobBytes) {
+              return Status::Corruption(log::kCkpt, vdir + ": rank " + std::to_string(rank_) + "'s state of " +
+                                                        std::to_string(c.rows) + " bytes exceeds the limit");
+            }
+            state->resize(c.rows);
+            jobs.push_back(Job{static_cast<int>(a), kRankStateName, c.first_row, c.rows, c.first_row, state->data()});
+          }
+        }
+      }
+    }
+  }
+  for (const Job& job : jobs) {
+    const std::string& name = job.name;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
+    const uint64_t rb = a.row_bytes();
+    const uint64_t buffer_first = job.buffer_first;
+    char* base = job.base;
+    std::vector<ReadPiece> pieces;
+    BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
+    for (const ReadPiece& p : pieces) {
+      const ShardMeta& shard = m.shards[p.shard];
+      const DatasetMeta& d = shard.datasets[p.dataset];
+      const Chunk& c = d.chunks[p.chunk];
+      auto& reader = readers[p.shard];
+      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
+      auto check = [&](const void* data) -> Status {
+        if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
+        return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
+                                                  std::to_string(c.first_row) + ", " +
+                                                  std::to_string(c.first_row + c.rows) + ") written by rank " +
+                                                  std::to_string(c.rank) + " fail their checksum");
+      };
+      char* dst = base + (p.first_row - buffer_first) * rb;
+      if (p.first_row == c.first_row && p.rows == c.rows) {
+        // The whole chunk is mine: straight into the user's buffer.
+        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, dst));
+        BATON_RETURN_IF_ERROR(check(dst));
+      } else {
+        // Verify the whole chunk, keep my part. The reader has checked
+        // (first ReadRows of the dataset) that the chunk lies in the file
+        // before we size the buffer for it.
+        BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
+        partial.resize(c.rows * rb);
+        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, partial.data()));
+        BATON_RETURN_IF_ERROR(check(partial.data()));
+        std::memcpy(dst, partial.data() + (p.first_row - c.first_row) * rb, p.rows * rb);
+      }
+      *bytes += p.rows * rb;
+    }
+  }
+  if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
+    return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
+  }
+  return Status::OK();
+}
+
+Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<int>& index_of) {
+  size_t i = 0;
+  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  for (const auto& [name, r] : arrays_) {
+    const int index = index_of[i++];
+    if (index < 0 || !r.meta.replicated || size_ == 1) continue;
+    const ArrayMeta& a = m.arrays[static_cast<size_t>(index)];
+    const uint64_t rb = a.row_bytes();
+    for (int k = 0; k < size_; ++k) {
+      uint64_t first = 0, rows = 0;
+      ReplicatedRows(a.rows(), size_, k, &first, &rows);
+      counts[static_cast<size_t>(k)] = static_cast<int>(rows * rb);
+      displs[static_cast<size_t>(k)] = static_cast<int>(first * rb);
+    }
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r.data, counts.data(),
+                                                         displs.data(), MPI_BYTE, comm_)));
+  }
+  return Status::OK();
+}
+
+Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+  const double t0 = Now();
+  stats_ = CheckpointStats();
+  *result = RestoreResult();
+  // Every rank must compare the same registrations with the manifest, or
+  // some would stop at the comparison while others read.
+  std::string call;
+  Status args = CheckRestoreOptions("Restore", options, &call);
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
+
+  std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
+  int quarantined = 0;
+  Status local;
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
+  result->quarantined = quarantined;
+
+  auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
+    const std::string vdir = dir_ + "/" + name;
+    if (rank_ == 0) {
+      BATON_LOG(kCkpt, warning) << "cannot restore " << vdir << ": " << why.message() << " ("
+                                << (counted ? "corrupt: recorded toward its quarantine" : "not counted toward its quarantine")
+                                << "); trying the next older version";
+    }
+    result->fallbacks.push_back(SkippedVersion{vdir, step, why, counted});
+    stats_.fallbacks = static_cast<int>(result->fallbacks.size());
+  };
+
+  // An attempt still open when Restore returns (a mismatch with the
+  // registrations, an MPI error) did not find the version damaged.
+  struct EndOpenAttempt {
+    CheckpointerImpl* self;
+    ~EndOpenAttempt() {
+      if (self->attempt_) self->EndAttempt(nullptr);
+    }
+  } end_open_attempt{this};
+
+  for (;;) {
+    Candidate c;
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c));
+    if (c.kind == Candidate::kHardError) return c.failure;
+    if (c.kind == Candidate::kSkipped) {
+      skip(c.name, c.step, c.failure, c.counted);
+      continue;
+    }
+    if (c.kind == Candidate::kNone) {
+      stats_.seconds = Now() - t0;
+      const int failed = static_cast<int>(result->fallbacks.size());
+      if (failed + quarantined == 0) return Status::OK();  // a first run
+      return Status::NotFound(log::kCkpt, "no version " +
+                                              (options.step ? "of step " + std::to_string(*options.step) + " " : "") +
+                                              "in " + dir_ + " could be restored: " + std::to_string(failed) +
+                                              " failed now, " + std::to_string(quarantined) + " quarantined before");
+    }
+    Manifest m;
+    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    std::vector<int> index_of;
+    BATON_RETURN_IF_ERROR(CompareWithManifest(m, options.arrays, &index_of));
+    bool with_state = false;
+    BATON_RETURN_IF_ERROR(CheckRankState(m, options, &with_state));
+
+    const std::string vdir = dir_ + "/" + c.name;
+    const bool gather = GatherFits(m, index_of);
+    uint64_t bytes = 0;
+    std::string state;
+    env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
+    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &bytes, &state);
+    Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+    if (agreed.ok()) {
+      if (rank_ == 0) EndAttempt(nullptr);
+      if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+      blob_ = std::move(m.user_blob);
+      rank_state_ = std::move(state);
+      result->step = m.step;
+      result->version_path = vdir;
+      result->rank_state_dropped = !with_state && m.world_size != size_ &&
+                                   std::any_of(m.arrays.begin(), m.arrays.end(),
+                                               [](const ArrayMeta& a) { return a.name == kRankStateName; });
+      stats_.step = m.step;
+      stats_.version_path = vdir;
+      stats_.bytes = bytes;
+      BATON_RETURN_IF_ERROR(
+          BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+      stats_.seconds = Now() - t0;
+      return Status::OK();
+    }
+    const bool counted = agreed.code() == Code::kCorruption;
+    if (rank_ == 0) {
+      const std::string reason = agreed.message();
+      EndAttempt(counted ? &reason : nullptr);
+    }
+    skip(c.name, c.step, agreed, counted);
+  }
+}
+
+}  // namespace baton::ckpt

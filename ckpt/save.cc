@@ -1,0 +1,381 @@
+// The Checkpointer's save path (ckpt/checkpointer_impl.h).
+//
+// Save, in order (each step agreed by all ranks before the next):
+//   1. registrations agree (a hash), every rank checksums its rows (xxh3
+//      over the user's buffers) and sends (first_row, rows, xxh3) per array
+//      to rank 0 (one MPI_Gather of a fixed-size record);
+//   2. rank 0 checks that sharded rows tile their arrays, lists the
+//      versions, reserves a sequence number never used before (ckpt/run.h)
+//      and creates the fresh version directory (a save never writes into
+//      an existing directory), broadcasts its name;
+//   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h:
+//      datasets, rows, a group agreement before the collective close),
+//      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
+//   4. rank 0 gathers each shard's size, metadata checksum and data offsets,
+//      writes manifest.json.tmp, fsyncs, renames it to
+//      manifest.json, fsyncs the version directory and the checkpoint
+//      directory; agreed (the commit);
+//   5. rank 0 applies retention (PlanRetention, RemoveTree).
+// A failure abandons the version on every rank (rank 0 removes its
+// directory, best effort) and every rank returns the failure of the lowest
+// failing rank, naming it and the file.
+#include <mpi.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "baton/version.h"
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
+#include "ckpt/hdf5/shard_writer.h"
+#include "ckpt/layout.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+// Rank 0: the sharded arrays' rows over all ranks tile each array exactly.
+Status CheckpointerImpl::CheckTiling(const std::vector<ChunkRecord>& all) const {
+  const size_t n = arrays_.size();
+  size_t i = 0;
+  for (const auto& [name, r] : arrays_) {
+    if (!r.meta.replicated) {
+      std::vector<std::pair<uint64_t, int>> starts;  // (first_row, rank)
+      for (int k = 0; k < size_; ++k) {
+        const ChunkRecord& c = all[static_cast<size_t>(k) * n + i];
+        if (c.rows > 0) starts.emplace_back(c.first_row, k);
+      }
+      std::sort(starts.begin(), starts.end());
+      uint64_t next = 0;
+      for (const auto& [first, k] : starts) {
+        const ChunkRecord& c = all[static_cast<size_t>(k) * n + i];
+        if (first != next) {
+          return Status::InvalidArgument(
+              log::kCkpt, "sharded array " + name + ": " +
+                              (first > next ? "rows [" + std::to_string(next) + ", " + std::to_string(first) +
+                                                  ") are held by no rank"
+                                            : "rank " + std::to_string(k) + "'s rows [" + std::to_string(first) +
+                                                  ", " + std::to_string(first + c.rows) +
+                                                  ") overlap another rank's"));
+        }
+        next = first + c.rows;
+      }
+      if (next != r.meta.rows()) {
+        return Status::InvalidArgument(log::kCkpt, "sharded array " + name + ": rows [" + std::to_string(next) +
+                                                       ", " + std::to_string(r.meta.rows()) +
+                                                       ") are held by no rank");
+      }
+    }
+    ++i;
+  }
+  return Status::OK();
+}
+
+Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
+  std::vector<ckpt::VersionInfo> versions;
+  BATON_RETURN_IF_ERROR(ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions));
+  uint64_t seq = 0;
+  BATON_RETURN_IF_ERROR(ReserveSeq(env_, dir_, options_.file_mode, versions, &run_, &seq));
+  *name = ckpt::VersionName(seq, step);
+  // exist_ok false: never into a directory someone else made.
+  return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
+}
+
+Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record) {
+  std::vector<ckpt::h5::ShardArray> shard;
+  for (const auto& [name, r] : arrays_) {
+    ckpt::h5::ShardArray a;
+    a.name = name;
+    a.dtype = r.meta.dtype;
+    a.global_shape = r.meta.shape;
+    a.replicated = r.meta.replicated;
+    a.row_bytes = r.meta.row_bytes();
+    if (r.meta.replicated) {
+      ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &a.first_row, &a.rows);
+    } else {
+      a.first_row = r.first_row;
+      a.rows = r.rows;
+    }
+    uint64_t buffer_first = r.meta.replicated ? a.first_row : 0;
+    a.data = static_cast<const char*>(r.data) + buffer_first * a.row_bytes;
+    shard.push_back(std::move(a));
+  }
+  ckpt::h5::ShardWriteOptions wo;
+  wo.transfer = options_.transfer;
+  wo.file_mode = options_.file_mode;
+  wo.env = env_;
+  ckpt::h5::ShardWriteResult res;
+  Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
+  *bytes = res.bytes_written;
+  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's count).
+  record->assign({res.file_bytes, res.meta_xxh3});
+  res.offsets.resize(arrays_.size(), UINT64_MAX);
+  record->insert(record->end(), res.offsets.begin(), res.offsets.end());
+  return s;
+}
+
+Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
+                                       const std::vector<uint64_t>& shard_records, ckpt::Manifest* m) const {
+  m->run_id = run_.run_id;
+  m->step = step;
+  m->world_size = size_;
+  m->group_size = options_.group_size;
+  m->time = UtcNow();
+  m->baton_version = kVersion;
+  for (const auto& [name, r] : arrays_) m->arrays.push_back(r.meta);
+  const size_t n = arrays_.size();
+  int groups = 0;
+  for (int g : group_of_) groups = std::max(groups, g + 1);
+  m->shards.resize(static_cast<size_t>(groups));
+  // Per shard, the record of its group's first rank: [bytes, meta_xxh3, offset per array].
+  std::vector<const uint64_t*> shard_record(m->shards.size());
+  for (int k = 0; k < size_; ++k) {
+    ckpt::ShardMeta& s = m->shards[static_cast<size_t>(group_of_[k])];
+    if (s.ranks.empty()) {
+      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (n + 2)];
+      shard_record[static_cast<size_t>(group_of_[k])] = rec;
+      s.file = ShardFileName(group_of_[k]);
+      s.bytes = rec[0];
+      s.meta_xxh3 = rec[1];
+    }
+    s.ranks.push_back(k);
+  }
+  for (size_t g = 0; g < m->shards.size(); ++g) {
+    ckpt::ShardMeta& s = m->shards[g];
+    for (size_t i = 0; i < n; ++i) {
+      ckpt::DatasetMeta d;
+      d.array = static_cast<uint32_t>(i);
+      d.offset = shard_record[g][2 + i];
+      for (int k : s.ranks) {
+        const ChunkRecord& c = records[static_cast<size_t>(k) * n + i];
+        if (c.rows == 0) continue;
+        ckpt::Chunk chunk;
+        chunk.rank = k;
+        chunk.first_row = c.first_row;
+        chunk.rows = c.rows;
+        chunk.dataset_row = d.rows;
+        chunk.xxh3 = c.xxh3;
+        d.chunks.push_back(chunk);
+        d.rows += c.rows;
+      }
+      if (d.rows > 0) s.datasets.push_back(std::move(d));
+    }
+  }
+  m->user_blob = blob_;
+  m->user_blob_xxh3 = ckpt::Xxh3(blob_.data(), blob_.size());
+  return Status::OK();
+}
+
+// Rank 0: the manifest becomes visible atomically and durably.
+Status CheckpointerImpl::CommitManifest(const std::string& vdir, const ckpt::Manifest& m) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(ckpt::WriteManifestJson(m, &text));
+  const std::string final_path = vdir + "/" + ckpt::kManifestName;
+  const std::string tmp = final_path + ".tmp";
+  std::unique_ptr<fs::WritableFile> f;
+  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, options_.file_mode, &f));
+  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
+  BATON_RETURN_IF_ERROR(f->Sync());
+  BATON_RETURN_IF_ERROR(f->Close());
+  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
+  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  return env_->SyncDir(dir_);
+}
+
+void CheckpointerImpl::ApplyRetention() {
+  std::vector<ckpt::VersionInfo> versions;
+  Status s = ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions);
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "retention skipped: " << s;
+    return;
+  }
+  for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, options_.keep)) {
+    s = ckpt::RemoveVersion(env_, v);
+    if (!s.ok()) {
+      BATON_LOG(kCkpt, warning) << "retention could not remove " << v.path << ": " << s;
+    }
+  }
+}
+
+// Rare path: which array differs (one MPI_Allreduce over the arrays'
+// hashes), then every rank's hash of it (one MPI_Allgather), grouped into
+// the same message on every rank.
+Status CheckpointerImpl::DescribeDivergedReplicas(const std::vector<uint64_t>& replica_xxh3) {
+  const size_t n = replica_xxh3.size();
+  std::vector<uint64_t> mine, most(2 * n);
+  for (uint64_t v : replica_xxh3) mine.insert(mine.end(), {v, ~v});
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allreduce(mine.data(), most.data(), static_cast<int>(2 * n), MPI_UINT64_T, MPI_MAX, comm_)));
+  size_t first = n;
+  for (size_t i = 0; i < n && first == n; ++i) {
+    if (most[2 * i] != replica_xxh3[i] || most[2 * i + 1] != ~replica_xxh3[i]) first = i;
+  }
+  // Every rank reaches the same `first` (the MAX is the same everywhere).
+  if (first == n) return Status::Internal(log::kCkpt, "replicas differ, but no replicated array does");
+  std::vector<uint64_t> all(static_cast<size_t>(size_));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allgather(&replica_xxh3[first], 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, comm_)));
+  std::string name;
+  size_t i = 0;
+  for (const auto& [array, r] : arrays_) {
+    if (r.meta.replicated && i++ == first) name = array;
+  }
+  // "ranks 0-1,3 hold xxh3 ...; rank 2 holds xxh3 ...": at most 4 copies
+  // and 8 ranks each, so that a large job's message stays short.
+  std::vector<std::pair<uint64_t, std::vector<int>>> copies;
+  for (int k = 0; k < size_; ++k) {
+    auto it = std::find_if(copies.begin(), copies.end(), [&](const auto& c) { return c.first == all[k]; });
+    if (it == copies.end()) {
+      copies.push_back({all[k], {}});
+      it = copies.end() - 1;
+    }
+    it->second.push_back(k);
+  }
+  std::string msg = "replicated array " + name + " differs between ranks (" + std::to_string(copies.size()) +
+                    " different copies; nothing was written): ";
+  for (size_t c = 0; c < copies.size() && c < 4; ++c) {
+    const std::vector<int>& ranks = copies[c].second;
+    msg += c ? "; " : "";
+    msg += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t k = 0; k < ranks.size() && k < 8; ++k) msg += (k ? "," : "") + std::to_string(ranks[k]);
+    if (ranks.size() > 8) msg += ",... (" + std::to_string(ranks.size()) + " ranks)";
+    msg += (ranks.size() == 1 ? " holds xxh3 " : " hold xxh3 ") + HexU64(copies[c].first);
+  }
+  if (copies.size() > 4) msg += "; ...";
+  return Status::InvalidArgument(log::kCkpt, msg);
+}
+
+Status CheckpointerImpl::Save(int64_t step) {
+  const double t0 = Now();
+  stats_ = CheckpointStats();
+  stats_.step = step;
+
+  // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
+  // A negative step is refused before anything is written, on every rank
+  // even when only one rank passed it.
+  const std::string call = "Save(" + std::to_string(step) + ")";
+  Status args;
+  if (step < 0) {
+    args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
+                                                   " is negative; a step counts the training steps completed (>= 0)");
+  }
+  // Replicas must agree: one hash over every replicated array's whole copy,
+  // compared in the same MPI_Allreduce.
+  std::vector<uint64_t> replica_xxh3;
+  uint64_t replicas = 0;
+  if (options_.verify_replicas) {
+    for (const auto& [name, r] : arrays_) {
+      if (r.meta.replicated) replica_xxh3.push_back(Xxh3(r.data, r.meta.rows() * r.meta.row_bytes()));
+    }
+    replicas = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
+  }
+  CallExtra extra;
+  extra.value = replicas;
+  extra.flags = rank_state_set_ ? kFlagRankState : 0;
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, &extra));
+  if (extra.value_differs) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+
+  // Per-rank state, when any rank set it: a sharded u8 array of this Save
+  // only, the ranks' bytes in rank order (first row: an exclusive scan).
+  struct StateGuard {
+    std::map<std::string, Registered>* arrays;
+    ~StateGuard() {
+      if (arrays != nullptr) arrays->erase(kRankStateName);
+    }
+  } state_guard{nullptr};
+  if (extra.any_flags & kFlagRankState) {
+    uint64_t mine_bytes = rank_state_.size(), first = 0, total_bytes = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Exscan(&mine_bytes, &first, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    if (rank_ == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Allreduce(&mine_bytes, &total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    Registered r;
+    r.meta.name = kRankStateName;
+    r.meta.dtype = DType::kU8;
+    r.meta.shape = {total_bytes};
+    r.data = rank_state_.data();
+    r.first_row = first;
+    r.rows = mine_bytes;
+    arrays_[kRankStateName] = std::move(r);
+    state_guard.arrays = &arrays_;
+  }
+  const size_t n = arrays_.size();
+  std::vector<ChunkRecord> mine;
+  mine.reserve(n);
+  uint64_t total = 0;
+  for (const auto& [name, r] : arrays_) {
+    ChunkRecord c{0, 0, 0};
+    const uint64_t rb = r.meta.row_bytes();
+    if (r.meta.replicated) {
+      ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &c.first_row, &c.rows);
+      c.xxh3 = ckpt::Xxh3(static_cast<const char*>(r.data) + c.first_row * rb, c.rows * rb);
+    } else {
+      c.first_row = r.first_row;
+      c.rows = r.rows;
+      c.xxh3 = ckpt::Xxh3(r.data, r.rows * rb);
+    }
+    total += r.meta.rows() * rb;
+    mine.push_back(c);
+  }
+  std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
+  static_assert(sizeof(ChunkRecord) == 3 * sizeof(uint64_t));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(3 * n), MPI_UINT64_T, all.data(),
+                                                   static_cast<int>(3 * n), MPI_UINT64_T, 0, comm_)));
+
+  // 2. Rank 0: tiling, the fresh version directory.
+  std::string name;
+  Status local;
+  if (rank_ == 0) {
+    local = CheckTiling(all);
+    if (local.ok()) local = CreateVersionDir(step, &name);
+  }
+  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step)));
+  int len = static_cast<int>(name.size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
+  name.resize(static_cast<size_t>(len));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
+  const std::string vdir = dir_ + "/" + name;
+  stats_.version_path = vdir;
+
+  auto abandon = [&](const Status& failed) {
+    if (rank_ == 0) {
+      Status rm = env_->RemoveTree(vdir);
+      if (!rm.ok()) {
+        BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
+      }
+    }
+    return failed.Annotate("saving step " + std::to_string(step) + " (" + vdir + ", abandoned)");
+  };
+
+  // 3. The shards, written, synced and agreed.
+  std::vector<uint64_t> record;
+  local = WriteMyShard(vdir, &stats_.bytes, &record);
+  Status agreed = Agree(comm_, local);
+  if (!agreed.ok()) return abandon(agreed);
+  env_->Mark("agreed");
+
+  // 4. Rank 0 commits the manifest (the shards' records: one MPI_Gather).
+  const int per_rank = static_cast<int>(n + 2);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 2) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
+                                                   per_rank, MPI_UINT64_T, 0, comm_)));
+  local = Status::OK();
+  if (rank_ == 0) {
+    ckpt::Manifest m;
+    local = BuildManifest(step, all, shard_records, &m);
+    if (local.ok()) local = CommitManifest(vdir, m);
+  }
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) return abandon(agreed);
+
+  // 5. Retention, only after the commit.
+  if (rank_ == 0) ApplyRetention();
+  stats_.total_bytes = total;
+  stats_.seconds = Now() - t0;
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,84 @@
+# Shell cases (tests/mpi/ckpt-procs-np3.sh): checkpoints across processes.
+# A restore that dies while reading a version is counted, so a version that
+# kills every restore ends in quarantine instead of a crash loop (issue 15,
+# item 2); a second live writer of a directory is refused and a dead
+# writer's lock is free, so a requeued or chained job resumes (item 3).
+
+PROG=${BATON_BUILD_DIR:?}/tests/mpi/baton_ckpt_prog
+BATON=${BATON_BUILD_DIR:?}/cli/baton
+
+run3() { "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$@"; }
+
+# A scratch directory per case (each case runs in its own subshell).
+scratch() {
+  SCRATCH=$(mktemp -d)
+  trap 'rm -rf "$SCRATCH"' EXIT
+}
+
+# The program's result line (logging shares its output).
+restored() { grep '^restored step=' <<<"$1" || true; }
+
+test_a_version_that_kills_every_restore_is_quarantined() {
+  local dir rc out
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" save || fail "the save failed"
+  for attempt in 1 2; do
+    rc=0
+    run3 "$dir/ck" restore-crash >"$dir/out" 2>&1 || rc=$?
+    cat "$dir/out"
+    [ "$rc" -ne 0 ] || fail "attempt $attempt: the restore did not die"
+    grep -q "dying while reading" "$dir/out" || fail "attempt $attempt died elsewhere"
+  done
+  "$BATON" ckpt ls "$dir/ck"
+  # The third start: step 2 is skipped untried, step 1 restores.
+  out=$(run3 "$dir/ck" restore) || fail "the restore after two crashes failed: $out"
+  echo "$out"
+  expect_eq "$(restored "$out")" "restored step=1 fallbacks=0" "restore after two crashes while reading step 2"
+  "$BATON" ckpt ls "$dir/ck" --json | /usr/bin/python3 -c '
+import json, sys
+v = {x["step"]: x for x in json.load(sys.stdin)}
+assert v[2]["status"] == "quarantined" and v[2]["restore_failures"] == 2, v[2]
+assert v[1]["status"] == "complete" and v[1]["restore_failures"] == 0, v[1]
+' || fail "step 2 is not quarantined after two unfinished attempts"
+}
+
+test_a_restore_that_finishes_leaves_no_mark() {
+  local dir out
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" save || fail "the save failed"
+  for attempt in 1 2 3; do
+    out=$(run3 "$dir/ck" restore) || fail "restore $attempt failed: $out"
+    expect_eq "$(restored "$out")" "restored step=2 fallbacks=0" "restore $attempt"
+  done
+  [ ! -e "$dir/ck/v00000002-s2/restore-failures" ] || fail "a finished restore left $(cat "$dir/ck/v00000002-s2/restore-failures")"
+}
+
+test_a_second_live_writer_is_refused_and_a_dead_ones_lock_is_free() {
+  local dir holder pid out rc
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" hold >"$dir/holder.out" 2>&1 &
+  holder=$!
+  # Wait (at most 60 s) for the holder's line: it holds the lock from then on.
+  for _ in $(seq 600); do
+    grep -q '^holding pid ' "$dir/holder.out" && break
+    kill -0 "$holder" 2>/dev/null || { cat "$dir/holder.out"; fail "the holder ended"; }
+    sleep 0.1
+  done
+  pid=$(sed -n 's/^holding pid //p' "$dir/holder.out")
+  [ -n "$pid" ] || { cat "$dir/holder.out"; fail "the holder never held the directory"; }
+  rc=0
+  out=$(run3 "$dir/ck" restore 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" -ne 0 ] || fail "a second writer opened the directory"
+  grep -q "has another live writer (.*locked by pid $pid on " <<<"$out" ||
+    fail "the refusal does not name the holder (pid $pid)"
+  # The holder dies (SIGKILL: no clean-up); the next job resumes at once.
+  kill -9 "$pid"
+  wait "$holder" || true
+  out=$(run3 "$dir/ck" restore) || fail "the directory stayed locked after its writer died: $out"
+  expect_eq "$(restored "$out")" "restored step=1 fallbacks=0" "the next job's restore"
+  grep -q '^run_id [0-9a-f]\{32\}$' "$dir/ck/run" || fail "no run id in $dir/ck/run: $(cat "$dir/ck/run")"
+}
