@@ -57,8 +57,10 @@ std::string WhyAsked(const launch::Env& env) {
 }
 
 // Gathers the step's facts and the user's options as the plugin would.
-bool Gather(const char* command, const std::string& port_range, bool hostfile, launch::StepInfo* info,
-            launch::LaunchOptions* opts, launch::PluginConfig* config) {
+// `hostfile`: also what only the hostfile needs (node addresses, and for
+// `deepspeed` the GPUs per node).
+bool Gather(const char* command, const std::string& port_range, std::optional<launch::HostfileFormat> hostfile,
+            launch::StepInfo* info, launch::LaunchOptions* opts, launch::PluginConfig* config) {
   const launch::Env env = ProcessEnvironment();
   Status s = launch::ParsePluginConfig({"port_range=" + port_range}, config);
   if (!s.ok()) return Fail(command, s);
@@ -74,6 +76,7 @@ bool Gather(const char* command, const std::string& port_range, bool hostfile, l
   std::unique_ptr<launch::SlurmQueries> slurm = launch::WithDeadline(launch::Libslurm(), kSlurmLimit, WhyAsked(env));
   s = launch::StepInfoFromEnvironment(env, *slurm, info);
   if (s.ok() && hostfile) s = launch::ResolveHostfileHosts(env, *slurm, info);
+  if (s.ok() && hostfile == launch::HostfileFormat::kDeepSpeed) s = launch::ResolveHostfileGpus(env, *slurm, info);
   if (!s.ok()) return Fail(command, s);
   if (auto it = env.find("BATON_HOSTFILE"); it != env.end()) info->hostfile_path = it->second;
   return true;
@@ -108,7 +111,7 @@ int EnvCommand(const std::vector<std::string>& args) {
   launch::StepInfo info;
   launch::LaunchOptions opts;
   launch::PluginConfig config;
-  if (!Gather("env", port_range, /*hostfile=*/false, &info, &opts, &config)) return 1;
+  if (!Gather("env", port_range, std::nullopt, &info, &opts, &config)) return 1;
   launch::EnvList env;
   if (Status s = launch::DeriveLaunchEnv(info, opts, config, &env); !s.ok()) return Fail("env", s), 1;
   if (format == "json") {
@@ -134,9 +137,11 @@ int HostfileCommand(const std::vector<std::string>& args) {
     if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
   }
   launch::LaunchOptions from_env;
-  if (!Gather("hostfile", DefaultPortRange(), /*hostfile=*/true, &info, &from_env, &config)) return 1;
+  if (Status s = launch::OptionsFromEnvironment(ProcessEnvironment(), &from_env); !s.ok()) return Fail("hostfile", s), 1;
   opts = launch::Merge(opts, from_env);
-  std::cout << launch::FormatHostfile(opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi), info);
+  const launch::HostfileFormat chosen = opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
+  if (!Gather("hostfile", DefaultPortRange(), chosen, &info, &from_env, &config)) return 1;
+  std::cout << launch::FormatHostfile(chosen, info);
   return 0;
 }
 

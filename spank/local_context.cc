@@ -10,6 +10,7 @@
 
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
+#include "baton/identity.h"
 #include "spank/plugin.h"
 
 namespace baton::spank {
@@ -28,8 +29,12 @@ Status LocalUserInit(spank_t sp) {
     if (rc != ESPANK_SUCCESS)
       return Status::Internal(launch::kComponent, std::string("srun: spank_get_item(") + name + "): " + spank_strerror(rc));
   }
+  launch::LaunchOptions resolved;
+  BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &resolved));
   launch::EnvList vars;
-  BATON_RETURN_IF_ERROR(launch::SrunHandOver(std::to_string(job), step, launch::Libslurm(), &vars));
+  BATON_RETURN_IF_ERROR(launch::SrunHandOver(std::to_string(job), step,
+                                             resolved.hostfile.value_or(launch::HostfileFormat::kOpenMpi),
+                                             launch::Libslurm(), &vars));
   for (const auto& [name, value] : vars) BATON_RETURN_IF_ERROR(SetProcessEnv(name, value));
   return Status::OK();
 }

@@ -64,7 +64,7 @@ constexpr const char* kJobVariables[] = {
     "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_RESV_PORTS",
     "SLURM_JOB_NODELIST",  "SLURM_JOB_NUM_NODES",  "SLURM_NNODES",              "SLURM_TASKS_PER_NODE",
     "SLURM_JOB_CPUS_PER_NODE", "SLURM_GPUS_PER_NODE", "SLURM_TRES_PER_NODE", launch::kTaskMapVar,
-    launch::kMasterAddrVar, launch::kNodeAddrsVar};
+    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar};
 
 // Where the hostfile's directory goes: a fresh one in the node's temporary
 // directory by default, else the administrator's template.
@@ -124,13 +124,15 @@ Status UserInit(spank_t sp) {
   }
   BATON_RETURN_IF_ERROR(launch::StepInfoFromEnvironment(env, launch::Libslurm(), &st.step));
   BATON_RETURN_IF_ERROR(launch::ResolveHostfileHosts(env, launch::Libslurm(), &st.step));
+  const launch::HostfileFormat format = st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
+  if (format == launch::HostfileFormat::kDeepSpeed)
+    BATON_RETURN_IF_ERROR(launch::ResolveHostfileGpus(env, launch::Libslurm(), &st.step));
 
   // user_init runs with the job user's privileges: the directory and file
   // belong to the user, and root never writes into a path a user controls.
   launch::OpenDir dir;
   BATON_RETURN_IF_ERROR(MakeHostfileDir(sp, st, job, step, &dir));
-  Status written = launch::WriteFileIn(
-      dir, "hostfile", launch::FormatHostfile(st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi), st.step));
+  Status written = launch::WriteFileIn(dir, "hostfile", launch::FormatHostfile(format, st.step));
   if (!written.ok()) {
     if (dir.created) unlinkat(dir.parent_fd, dir.leaf.c_str(), AT_REMOVEDIR);
     launch::CloseDir(&dir);

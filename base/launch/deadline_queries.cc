@@ -49,6 +49,15 @@ class DeadlineQueries : public SlurmQueries {
     return s;
   }
 
+  Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) override {
+    auto out = std::make_shared<std::optional<int>>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the GPUs per node of job " + job_id + " (slurm_load_job)",
+                       [&inner, out, job_id, step_id] { return inner.GpusPerNode(job_id, step_id, out.get()); });
+    if (s.ok()) *gpus = *out;
+    return s;
+  }
+
  private:
   // Runs `call` on a thread that owns everything it touches (captured by
   // value or shared), so that it may outlive this wait.

@@ -25,7 +25,8 @@ bool Untag(const std::string& tagged, const std::string& job_step, std::string* 
   return true;
 }
 
-Status SrunHandOver(const std::string& job_id, long step_id, SlurmQueries& queries, EnvList* vars) {
+Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
+                    EnvList* vars) {
   const std::string job_step = job_id + "." + std::to_string(step_id);
   std::vector<std::string> nodes;
   std::vector<std::vector<int>> tids;
@@ -45,6 +46,11 @@ Status SrunHandOver(const std::string& job_id, long step_id, SlurmQueries& queri
   vars->emplace_back(kTaskMapVar, Bounded(job_step, kTaskMapVar, distribution ? *distribution : EncodeTaskMap(layout.task_node)));
   vars->emplace_back(kNodeAddrsVar, Bounded(job_step, kNodeAddrsVar, addr_list));
   vars->emplace_back(kMasterAddrVar, Tag(job_step, addrs[static_cast<size_t>(layout.MasterNode())]));
+  if (format == HostfileFormat::kDeepSpeed) {
+    std::optional<int> gpus;
+    BATON_RETURN_IF_ERROR(queries.GpusPerNode(job_id, step_id, &gpus));
+    vars->emplace_back(kGpusPerNodeVar, Tag(job_step, gpus ? std::to_string(*gpus) : kNoGpus));
+  }
   return Status::OK();
 }
 

@@ -31,16 +31,23 @@ inline constexpr const char* kMasterAddrVar = "BATON_STEP_MASTER_ADDR";
 // (the addresses in node order), "17.0:=ask".
 inline constexpr const char* kNodeAddrsVar = "BATON_STEP_NODE_ADDRS";
 
+// "17.0:4": the GPUs per node (DeepSpeed's slots), "17.0:=none" when the
+// request is not per node. Only for --baton-hostfile=deepspeed.
+inline constexpr const char* kGpusPerNodeVar = "BATON_STEP_GPUS_PER_NODE";
+
 inline constexpr size_t kMaxHandOverBytes = 16 * 1024;
 inline constexpr const char* kAsk = "=ask";
 inline constexpr const char* kSameAsNames = "=names";
+inline constexpr const char* kNoGpus = "=none";
 
 // "17.0:" + value; Untag gives the value if the tag matches `job_step`.
 std::string Tag(const std::string& job_step, const std::string& value);
 bool Untag(const std::string& tagged, const std::string& job_step, std::string* value);
 
 // srun's side: asks Slurm for the step's layout and its nodes' addresses
-// (one query each) and returns the variables above.
-Status SrunHandOver(const std::string& job_id, long step_id, SlurmQueries& queries, EnvList* vars);
+// (one query each), and for a deepspeed hostfile its GPUs per node, and
+// returns the variables above.
+Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
+                    EnvList* vars);
 
 }  // namespace baton::launch

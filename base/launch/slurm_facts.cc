@@ -166,39 +166,56 @@ Status ParsePortList(const std::string& name, const std::string& text, std::vect
   return Status::OK();
 }
 
+Status ParseGpuCount(const std::string& source, const std::string& text, bool tres, std::optional<int>* gpus) {
+  gpus->reset();
+  long long total = 0;
+  bool any = false;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    // Items are separated by "," (or ";" in Slurm's TRES lists).
+    size_t end = text.find_first_of(",;", start);
+    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() + 1 : end + 1;
+    if (tres) {
+      // "gres:gpu:2", "gres:gpu:a100:2", "gres/gpu:2"; other TRES are not GPUs.
+      if (item.rfind("gres:gpu", 0) != 0 && item.rfind("gres/gpu", 0) != 0) continue;
+      item = item.substr(8);
+      if (item.empty() || item[0] != ':') continue;  // "gres:gpumem..." is not a GPU count
+    }
+    const size_t colon = item.rfind(':');
+    const std::string count = colon == std::string::npos ? item : item.substr(colon + 1);
+    long long n = 0;
+    if (!ParseDecimal(count, 0, 1 << 16, &n))
+      return Status::InvalidArgument(kComponent, source + "=" + Quoted(text) + ": " + Quoted(item) +
+                                                     " does not end in a GPU count");
+    total += n;
+    any = true;
+  }
+  if (any && total > 0) *gpus = static_cast<int>(total);
+  return Status::OK();
+}
+
 Status GpusPerNodeFromEnvironment(const Env& env, std::optional<int>* gpus) {
   gpus->reset();
-  // Each item's count is its last ":"-field; only gpu items count.
-  auto sum = [&](const char* name, bool gres_items) -> Status {
-    const std::string text = Get(env, name);
-    if (text.empty()) return Status::OK();
-    long long total = 0;
-    bool any = false;
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t comma = text.find(',', start);
-      std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-      if (gres_items) {
-        // "gres:gpu:2", "gres:gpu:a100:2", "gres/gpu:2"; other TRES are not GPUs.
-        if (item.rfind("gres:gpu", 0) != 0 && item.rfind("gres/gpu", 0) != 0) continue;
-        item = item.substr(8);
-        if (!item.empty() && item[0] != ':') continue;  // "gres:gpumem..." is not a GPU count
-      }
-      const size_t colon = item.rfind(':');
-      const std::string count = colon == std::string::npos ? item : item.substr(colon + 1);
-      long long n = 0;
-      if (!ParseDecimal(count, 0, 1 << 16, &n))
-        return Status::InvalidArgument(kComponent, std::string(name) + "=" + Quoted(text) + ": " + Quoted(item) +
-                                                       " does not end in a GPU count");
-      total += n;
-      any = true;
-    }
-    if (any && total > 0 && !*gpus) *gpus = static_cast<int>(total);
+  BATON_RETURN_IF_ERROR(ParseGpuCount("SLURM_GPUS_PER_NODE", Get(env, "SLURM_GPUS_PER_NODE"), false, gpus));
+  if (*gpus) return Status::OK();
+  return ParseGpuCount("SLURM_TRES_PER_NODE", Get(env, "SLURM_TRES_PER_NODE"), true, gpus);
+}
+
+Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info) {
+  if (info->gpus_per_node) return Status::OK();  // the job's own variable said
+  const std::string tagged = Get(env, kGpusPerNodeVar);
+  std::string value;
+  if (info->step_id && Untag(tagged, JobStepName(*info), &value)) {
+    if (value == kNoGpus) return Status::OK();
+    long long n = 0;
+    if (!ParseDecimal(value, 1, 1 << 16, &n))
+      return Status::InvalidArgument(kComponent, std::string(kGpusPerNodeVar) + "=" + Quoted(tagged) +
+                                                     " is not a GPU count");
+    info->gpus_per_node = static_cast<int>(n);
     return Status::OK();
-  };
-  BATON_RETURN_IF_ERROR(sum("SLURM_GPUS_PER_NODE", false));
-  return sum("SLURM_TRES_PER_NODE", true);
+  }
+  return queries.GpusPerNode(info->job_id, info->step_id, &info->gpus_per_node);
 }
 
 Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* info) {

@@ -58,9 +58,21 @@ Status ResolveHostfileHosts(const Env& env, SlurmQueries& queries, StepInfo* inf
 std::string JobStepName(const StepInfo& info);
 
 // The GPUs per node a job asked for, from SLURM_GPUS_PER_NODE
-// ("[type:]N[,[type:]N]") or the gpu entries of SLURM_TRES_PER_NODE
-// ("gres:gpu[:type]:N,..."); none when neither names any.
+// (--gpus-per-node: "[type:]N[,[type:]N]") or the gpu entries of
+// SLURM_TRES_PER_NODE ("gres:gpu[:type]:N,..."); none when neither names
+// any (--gres=gpu:N sets neither: see ResolveHostfileGpus).
 Status GpusPerNodeFromEnvironment(const Env& env, std::optional<int>* gpus);
+
+// A GPU count from `text`: "[type:]N" items, or with `tres` Slurm's TRES
+// items ("gres:gpu:2", "gres/gpu:a100:8"; others skipped). None when no
+// item counts a GPU. `source` names the text in errors.
+Status ParseGpuCount(const std::string& source, const std::string& text, bool tres, std::optional<int>* gpus);
+
+// Fills info->gpus_per_node for DeepSpeed's hostfile when the variables
+// did not: from the hand-over, else with one question to `queries` (the
+// step's, else the job's, TresPerNode). Stays none for a request that is
+// not per node (--gpus=N), whose nodes may hold different counts.
+Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info);
 
 // SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12005-12006") as ports.
 Status ParsePortList(const std::string& name, const std::string& text, std::vector<int>* ports);

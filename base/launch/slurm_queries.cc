@@ -126,6 +126,35 @@ class LibslurmQueries : public SlurmQueries {
     }
     return Status::OK();
   }
+
+  Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) override {
+    gpus->reset();
+    long long job = 0;
+    if (!ParseDecimal(job_id, 1, 0xffffffffLL, &job))
+      return Status::InvalidArgument(kComponent, "job id " + Quoted(job_id) + " is not a number");
+    if (step_id) {
+      job_step_info_response_msg_t* steps = nullptr;
+      if (slurm_get_job_steps(0, static_cast<uint32_t>(job), static_cast<uint32_t>(*step_id), &steps, SHOW_ALL) !=
+              SLURM_SUCCESS ||
+          steps == nullptr) {
+        return Status::Unavailable(kComponent, SlurmError("slurm_get_job_steps") + " for step " + job_id + "." +
+                                                   std::to_string(*step_id));
+      }
+      const std::string tres = steps->job_step_count > 0 && steps->job_steps[0].tres_per_node
+                                   ? steps->job_steps[0].tres_per_node
+                                   : "";
+      slurm_free_job_step_info_response_msg(steps);
+      BATON_RETURN_IF_ERROR(ParseGpuCount("the step's TresPerNode", tres, true, gpus));
+      // A step that asked for no GPU has all of the job's (srun --gres).
+      if (*gpus || !tres.empty()) return Status::OK();
+    }
+    job_info_msg_t* jobs = nullptr;
+    if (slurm_load_job(&jobs, static_cast<uint32_t>(job), SHOW_ALL) != SLURM_SUCCESS || jobs == nullptr)
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_job") + " for job " + job_id);
+    const std::string tres = jobs->record_count > 0 && jobs->job_array[0].tres_per_node ? jobs->job_array[0].tres_per_node : "";
+    slurm_free_job_info_msg(jobs);
+    return ParseGpuCount("the job's TresPerNode", tres, true, gpus);
+  }
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ class SlurmQueries {
   // the administrator set another), in the order of `nodes`. Every node of
   // the cluster reaches it; node names need not resolve.
   virtual Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) = 0;
+  // The GPUs per node of a step (its TresPerNode; a step that asked for
+  // none has the job's) or, without a step, of the job; none when the
+  // request is not per node.
+  virtual Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) = 0;
 };
 
 // The real answers, from libslurm (slurm_hostlist_*, slurm_job_step_layout_get,

@@ -20,7 +20,8 @@ class FakeSlurm : public SlurmQueries {
   std::vector<std::string> nodes = {"n1", "n2"};
   std::vector<std::vector<int>> tids = {{0, 2}, {1, 3}};
   std::map<std::string, std::string> addr;  // unset: "addr-of-<node>"
-  int layout_calls = 0, address_calls = 0;
+  std::optional<int> gpus_per_node;
+  int layout_calls = 0, address_calls = 0, gpu_calls = 0;
 
   Status ExpandHostlist(const std::string& h, size_t max_hosts, std::vector<std::string>* hosts) override {
     return Libslurm().ExpandHostlist(h, max_hosts, hosts);
@@ -43,6 +44,13 @@ class FakeSlurm : public SlurmQueries {
       auto it = addr.find(node);
       addrs->push_back(it == addr.end() ? "addr-of-" + node : it->second);
     }
+    return Status::OK();
+  }
+
+  Status GpusPerNode(const std::string&, std::optional<long>, std::optional<int>* gpus) override {
+    Hang();
+    ++gpu_calls;
+    *gpus = gpus_per_node;
     return Status::OK();
   }
 

@@ -66,7 +66,7 @@ TEST(MasterAddr, IsRankZerosNodeUnderArbitraryLayouts) {
   EXPECT_EQ(info.master_addr, "addr-of-n2") << "baton env without the hand-over";
 
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("9", 1, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, slurm, &vars).ok());
   std::map<std::string, std::string> handed(vars.begin(), vars.end());
   EXPECT_EQ(handed[kMasterAddrVar], "9.1:addr-of-n2") << "the plugin's srun side";
   AddHandOver(vars, &env);
@@ -94,7 +94,7 @@ TEST(HandOver, FromSrunAvoidsQueriesButOnlyForItsOwnStep) {
   FakeSlurm slurm;
   slurm.tids = {{0, 1}, {2, 3}};
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("9", 1, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, slurm, &vars).ok());
   Env env = TaskEnv();
   AddHandOver(vars, &env);
   FakeSlurm silent;
@@ -115,7 +115,7 @@ TEST(HandOver, NodeAddressesReachTheHostfileWithoutAQuestion) {
   FakeSlurm slurm;
   slurm.addr = {{"n1", "10.1.0.11"}, {"n2", "10.1.0.12"}};
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("9", 1, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, slurm, &vars).ok());
   std::map<std::string, std::string> m(vars.begin(), vars.end());
   EXPECT_EQ(m[kNodeAddrsVar], "9.1:10.1.0.[11-12]");
   Env env = TaskEnv();
@@ -130,7 +130,7 @@ TEST(HandOver, NodeAddressesReachTheHostfileWithoutAQuestion) {
   // Where NodeAddr is the node name (no NodeAddr in slurm.conf), one word says so.
   FakeSlurm plain;
   plain.addr = {{"n1", "n1"}, {"n2", "n2"}};
-  ASSERT_TRUE(SrunHandOver("9", 1, plain, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, plain, &vars).ok());
   m = std::map<std::string, std::string>(vars.begin(), vars.end());
   EXPECT_EQ(m[kNodeAddrsVar], "9.1:=names");
 
@@ -141,6 +141,47 @@ TEST(HandOver, NodeAddressesReachTheHostfileWithoutAQuestion) {
   ASSERT_TRUE(ResolveHostfileHosts(env, slurm, &info).ok());
   EXPECT_EQ(slurm.address_calls, before + 1);
   EXPECT_EQ(info.hosts, (std::vector<std::string>{"10.1.0.11", "10.1.0.12"}));
+}
+
+TEST(HandOver, DeepSpeedsSlotsAreTheStepsGpusPerNode) {
+  // srun --gres=gpu:4 sets no variable that says 4 per node on every node
+  // (SLURM_GPUS_ON_NODE is this node's): srun's side asks once.
+  FakeSlurm slurm;
+  slurm.gpus_per_node = 4;
+  EnvList vars;
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kDeepSpeed, slurm, &vars).ok());
+  std::map<std::string, std::string> m(vars.begin(), vars.end());
+  EXPECT_EQ(m[kGpusPerNodeVar], "9.1:4");
+  Env env = TaskEnv();
+  AddHandOver(vars, &env);
+  FakeSlurm silent;
+  StepInfo info;
+  ASSERT_TRUE(StepInfoFromEnvironment(env, silent, &info).ok());
+  ASSERT_TRUE(ResolveHostfileGpus(env, silent, &info).ok());
+  EXPECT_EQ(info.gpus_per_node, 4);
+  EXPECT_EQ(silent.gpu_calls, 0);
+  EXPECT_EQ(FormatHostfile(HostfileFormat::kDeepSpeed, info), "n1 slots=4\nn2 slots=4\n");
+  // --gpus=N over the step: not per node, the slots stay the tasks.
+  slurm.gpus_per_node.reset();
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kDeepSpeed, slurm, &vars).ok());
+  m = std::map<std::string, std::string>(vars.begin(), vars.end());
+  EXPECT_EQ(m[kGpusPerNodeVar], "9.1:=none");
+  // Other formats do not ask.
+  const int before = slurm.gpu_calls;
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, slurm, &vars).ok());
+  EXPECT_EQ(slurm.gpu_calls, before);
+  // The batch script (no hand-over) asks itself; SLURM_GPUS_PER_NODE spares the question.
+  Env batch = {{"SLURM_JOB_ID", "9"}, {"SLURM_JOB_NODELIST", "n[1-2]"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}};
+  slurm.gpus_per_node = 8;
+  ASSERT_TRUE(StepInfoFromEnvironment(batch, slurm, &info).ok());
+  ASSERT_TRUE(ResolveHostfileGpus(batch, slurm, &info).ok());
+  EXPECT_EQ(info.gpus_per_node, 8);
+  batch["SLURM_GPUS_PER_NODE"] = "2";
+  const int asked = slurm.gpu_calls;
+  ASSERT_TRUE(StepInfoFromEnvironment(batch, slurm, &info).ok());
+  ASSERT_TRUE(ResolveHostfileGpus(batch, slurm, &info).ok());
+  EXPECT_EQ(info.gpus_per_node, 2);
+  EXPECT_EQ(slurm.gpu_calls, asked);
 }
 
 // --- item 4: no E2BIG at scale ------------------------------------------------------
@@ -169,8 +210,9 @@ TEST(HandOverAtScale, CyclicLayoutOf4096NodesStaysSmallAndRebuildsExactly) {
   slurm.addr.clear();
   for (int n = 1; n <= kNodes; ++n)
     slurm.addr["n" + std::to_string(n)] = "10.1." + std::to_string(n / 256) + "." + std::to_string(n % 256);
+  slurm.gpus_per_node = 8;
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("77", 0, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("77", 0, HostfileFormat::kDeepSpeed, slurm, &vars).ok());
   for (const auto& [k, v] : vars) {
     EXPECT_LT(k.size() + 1 + v.size(), kMaxHandOverBytes) << k;
     EXPECT_NE(v, "77.0:=ask") << k << " fell back to asking at every node";
@@ -224,7 +266,7 @@ TEST(HandOverAtScale, AnIrregularLayoutTooLargeToHandOverIsAskedFor) {
   for (size_t i = 0; i < ranks.size(); ++i) slurm.tids[i % 4096][i / 4096] = ranks[i];
   for (auto& t : slurm.tids) std::sort(t.begin(), t.end());
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("77", 0, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("77", 0, HostfileFormat::kOpenMpi, slurm, &vars).ok());
   std::map<std::string, std::string> m(vars.begin(), vars.end());
   EXPECT_EQ(m[kTaskMapVar], "77.0:=ask");
   EXPECT_LT(Bytes(vars), 1024u);
@@ -243,7 +285,7 @@ TEST(HandOverAtScale, ASmallIrregularLayoutIsHandedOverAsItsMap) {
   slurm.nodes = {"n1", "n2", "n3"};
   slurm.tids = {{1, 2}, {3}, {0, 4}};
   EnvList vars;
-  ASSERT_TRUE(SrunHandOver("9", 1, slurm, &vars).ok());
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kOpenMpi, slurm, &vars).ok());
   std::map<std::string, std::string> m(vars.begin(), vars.end());
   EXPECT_EQ(m[kTaskMapVar], "9.1:2,0*2,1,2");
 }

@@ -112,6 +112,11 @@ TEST(GpusPerNode, FromSlurmsPerNodeRequests) {
   EXPECT_EQ(gpus({{"SLURM_TRES_PER_NODE", "gres:gpu:2"}}), 2);
   EXPECT_EQ(gpus({{"SLURM_TRES_PER_NODE", "gres/gpu:a100:8,gres/nic:1"}}), 8);
   EXPECT_EQ(gpus({{"SLURM_TRES_PER_NODE", "gres:nic:1"}}), std::nullopt);
+  std::optional<int> tres;
+  ASSERT_TRUE(ParseGpuCount("TresPerNode", "gres:gpu:2", true, &tres).ok()) << "scontrol show job's TresPerNode";
+  EXPECT_EQ(tres, 2);
+  ASSERT_TRUE(ParseGpuCount("TresPerNode", "gres:gpumem:4G", true, &tres).ok());
+  EXPECT_EQ(tres, std::nullopt) << "GPU memory is not GPUs";
   std::optional<int> g;
   Status s = GpusPerNodeFromEnvironment({{"SLURM_GPUS_PER_NODE", "a100:lots"}}, &g);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
