@@ -76,8 +76,15 @@ Status MakeHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       return Status::InvalidArgument(kComponent, "TMPDIR=" + launch::Quoted(*tmpdir) + " holds a control character");
   const std::string job_id = std::to_string(job), step_name = launch::StepName(step);
-  if (st.config.hostfile_dir.empty())
-    return launch::MakeFreshDir(*tmpdir, "baton." + job_id + "." + step_name + ".", dir);
+  if (st.config.hostfile_dir.empty()) {
+    const std::string prefix = "baton." + job_id + "." + step_name + ".";
+    Status s = launch::MakeFreshDir(*tmpdir, prefix, dir);
+    // A TMPDIR that fails the safety rule (say, the user's own, group-writable
+    // under a umask of 002) is passed over for /tmp: the directory's place
+    // does not matter to the job, BATON_HOSTFILE says where it is.
+    if (s.code() == Code::kInvalidArgument && *tmpdir != "/tmp") s = launch::MakeFreshDir("/tmp", prefix, dir);
+    return s;
+  }
   const struct passwd* pw = getpwuid(st.uid);
   const std::string user = pw ? pw->pw_name : std::to_string(st.uid);
   const std::string& node = st.step.layout.nodes[static_cast<size_t>(st.step.node_index.value_or(0))];

@@ -82,6 +82,20 @@ TEST_F(PluginTest, EachTaskGetsItsVariablesAndTheHostfileGoesAtExit) {
   EXPECT_NE(access(hostfile.substr(0, hostfile.rfind('/')).c_str(), F_OK), 0);
 }
 
+TEST_F(PluginTest, AnUnsafeTmpdirIsPassedOverForTmp) {
+  // The user's own TMPDIR, group-writable (umask 002): not safe, and not
+  // worth failing the step for; the fresh directory goes to /tmp instead.
+  const std::string mine = tmp_ + "/mine";
+  ASSERT_EQ(mkdir(mine.c_str(), 0775), 0);
+  ASSERT_EQ(chmod(mine.c_str(), 0775), 0);
+  Fake().job_env["TMPDIR"] = mine;
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["BATON_HOSTFILE"].rfind("/tmp/baton.9.1.", 0), 0u) << Fake().set_env["BATON_HOSTFILE"];
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+}
+
 TEST_F(PluginTest, AUserInitFailureFailsEveryTaskVisibly) {
   // The hostfile directory is refused (world-writable, not sticky). A
   // failed user_init makes slurmstepd start no task and srun exit 0; the
