@@ -84,6 +84,7 @@ class DeadlineQueries : public SlurmQueries {
       return Status::Timeout(kComponent, std::string("Slurm did not answer within ") + seconds + " s when asked for " +
                                              what + ": " + context_);
     }
+    if (!shared->result.ok()) return shared->result.Annotate("asking Slurm for " + what + " (" + context_ + ")");
     return shared->result;
   }
 

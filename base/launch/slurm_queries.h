@@ -44,9 +44,10 @@ class SlurmQueries {
 // slurmstepd that loaded it; the CLI links libslurm.
 SlurmQueries& Libslurm();
 
-// `inner`'s questions to the controller (StepTasks, NodeAddresses), each
-// given up after `limit` with a Timeout that names the call and `context`
-// (what the caller lacks that would have spared the question). For a
+// `inner`'s questions to the controller (StepTasks, NodeAddresses,
+// GpusPerNode), each given up after `limit` with a Timeout that names the
+// call and `context` (what the caller lacks that would have spared the
+// question); a failed answer is annotated with both as well. For a
 // one-shot process (the CLI): libslurm waits up to a minute for a missing
 // slurm.conf or an unreachable controller, and the abandoned call keeps its
 // thread until the process exits.
