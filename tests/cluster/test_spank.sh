@@ -104,7 +104,7 @@ test_tcp_rendezvous_where_rank_0_is_not_on_the_first_node() {
 
 test_plain_hostfile_lists_ranks_in_order_for_cyclic() {
   local d; d=$(case_dir)
-  srun -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
+  srun -w 'n[1-2]' -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
   expect_eq "$(tr '\n' ' ' <"$d/out")" "$(addrs n1 n2 n1 n2 | tr '\n' ' ')" "plain hostfile of a cyclic step"
 }
 
@@ -118,11 +118,11 @@ test_hostfile_formats() {
       openmpi|deepspeed|horovod) expected="$a1 slots=2|$a2 slots=1|" ;;
       mpich) expected="$a1:2|$a2:1|" ;;
     esac
-    got=$(srun -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+    got=$(srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
     expect_eq "$got" "$expected" "hostfile format $f"
   done
   # DeepSpeed's slots are GPUs: --gres=gpu:2 on every node.
-  got=$(srun -N2 -n3 --gres=gpu:2 --baton --baton-hostfile=deepspeed bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+  got=$(srun -w 'n[1-2]' -N2 -n3 --gres=gpu:2 --baton --baton-hostfile=deepspeed bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
   expect_eq "$got" "$a1 slots=2|$a2 slots=2|" "deepspeed hostfile of a step with 2 GPUs per node"
 }
 
@@ -130,7 +130,7 @@ test_cli_hostfile_and_json_match_the_plugin() {
   local out
   local d; d=$(case_dir)
   addrs n1 n1 n2 >"$d/plain"
-  out=$(PLAIN="$d/plain" srun -N2 -n3 --baton --baton-hostfile=mpich bash -c \
+  out=$(PLAIN="$d/plain" srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=mpich bash -c \
     '[ "$RANK" = 0 ] || exit 0; diff "$BATON_HOSTFILE" <("$BATON_BIN" hostfile) && echo HOSTFILE_SAME;
      diff <("$BATON_BIN" hostfile --format=plain) "$PLAIN" && echo PLAIN_SAME;
      "$BATON_BIN" env --format=json')
@@ -213,7 +213,7 @@ test_options_reach_the_tasks_with_precedence() {
   expect_eq "$out" 45678 "--baton-master-port 45678 (value as the next word)"
   out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-mas=45678 bash -c 'echo "$MASTER_PORT"')
   expect_eq "$out" 45678 "--baton-mas=45678 (an abbreviation)"
-  out=$(BATON_HOSTFILE_FORMAT=plain srun -N1 -n2 --baton --baton-host mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true')
+  out=$(BATON_HOSTFILE_FORMAT=plain srun -w n1 -N1 -n2 --baton --baton-host mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true')
   expect_eq "$out" "$(node_addr n1):2" "--baton-host mpich (an abbreviation, value as the next word)"
   out=$(srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
   expect_eq "$out" UNSET "without --baton nothing is set (default=off)"
@@ -403,7 +403,7 @@ JOB
 test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
   # salloc's shell runs here, on no node of the allocation (no SLURMD_NODENAME).
   local out
-  out=$(salloc -N2 -n4 bash -c '"$BATON_BIN" env && echo --- && "$BATON_BIN" hostfile --format=mpich' 2>&1)
+  out=$(salloc -w 'n[1-2]' -N2 -n4 bash -c '"$BATON_BIN" env && echo --- && "$BATON_BIN" hostfile --format=mpich' 2>&1)
   echo "$out"
   grep -qx "export MASTER_ADDR='$(node_addr n1)'" <<<"$out" || fail "MASTER_ADDR of the allocation"
   grep -q "^export RANK=" <<<"$out" && fail "the allocation's shell has no rank"
