@@ -3,8 +3,14 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <iostream>
 
+#include "base/launch/component.h"
+#include "base/launch/hand_over.h"
+#include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 #include "baton/identity.h"
 #include "cli/commands.h"
@@ -32,15 +38,45 @@ bool Fail(const char* command, const Status& s) {
   return false;
 }
 
+// How long a question to the controller may take before baton env gives
+// up: libslurm itself retries a missing slurm.conf for a minute.
+constexpr std::chrono::seconds kSlurmLimit(15);
+
+// What the questions to Slurm would have been spared by, and where the
+// configuration they need is, for the message when Slurm does not answer.
+std::string WhyAsked(const launch::Env& env) {
+  std::string missing;
+  for (const char* var : {launch::kTaskMapVar, launch::kMasterAddrVar, launch::kNodeAddrsVar})
+    if (env.count(var) == 0) missing += std::string(missing.empty() ? "" : ", ") + var;
+  auto conf = env.find("SLURM_CONF");
+  std::string out = conf != env.end() ? "SLURM_CONF=" + launch::Quoted(conf->second)
+                                      : "SLURM_CONF is not set (libslurm's default slurm.conf, or configless)";
+  out += "; the controller must answer";
+  if (!missing.empty()) out += " because the plugin's hand-over variables are not set (" + missing + ")";
+  return out;
+}
+
 // Gathers the step's facts and the user's options as the plugin would.
-bool Gather(const char* command, const std::string& port_range, launch::StepInfo* info,
-            launch::LaunchOptions* opts, launch::PluginConfig* config) {
+// `hostfile`: also what only the hostfile needs (node addresses, and for
+// `deepspeed` the GPUs per node).
+bool Gather(const char* command, const std::string& port_range, std::optional<launch::HostfileFormat> hostfile,
+            launch::StepInfo* info, launch::LaunchOptions* opts, launch::PluginConfig* config) {
   const launch::Env env = ProcessEnvironment();
   Status s = launch::ParsePluginConfig({"port_range=" + port_range}, config);
   if (!s.ok()) return Fail(command, s);
   s = launch::OptionsFromEnvironment(env, opts);
   if (!s.ok()) return Fail(command, s);
-  s = launch::StepInfoFromEnvironment(env, launch::Libslurm(), info);
+  // A SLURM_CONF that names no file makes libslurm retry for a minute.
+  if (auto conf = env.find("SLURM_CONF"); conf != env.end()) {
+    struct stat st;
+    if (stat(conf->second.c_str(), &st) != 0)
+      return Fail(command, Status::NotFound(launch::kComponent, "SLURM_CONF=" + launch::Quoted(conf->second) +
+                                                                    " names no file; baton needs Slurm's configuration to ask the controller"));
+  }
+  std::unique_ptr<launch::SlurmQueries> slurm = launch::WithDeadline(launch::Libslurm(), kSlurmLimit, WhyAsked(env));
+  s = launch::StepInfoFromEnvironment(env, *slurm, info);
+  if (s.ok() && hostfile) s = launch::ResolveHostfileHosts(env, *slurm, info);
+  if (s.ok() && hostfile == launch::HostfileFormat::kDeepSpeed) s = launch::ResolveHostfileGpus(env, *slurm, info);
   if (!s.ok()) return Fail(command, s);
   if (auto it = env.find("BATON_HOSTFILE"); it != env.end()) info->hostfile_path = it->second;
   return true;
@@ -75,7 +111,7 @@ int EnvCommand(const std::vector<std::string>& args) {
   launch::StepInfo info;
   launch::LaunchOptions opts;
   launch::PluginConfig config;
-  if (!Gather("env", port_range, &info, &opts, &config)) return 1;
+  if (!Gather("env", port_range, std::nullopt, &info, &opts, &config)) return 1;
   launch::EnvList env;
   if (Status s = launch::DeriveLaunchEnv(info, opts, config, &env); !s.ok()) return Fail("env", s), 1;
   if (format == "json") {
@@ -101,9 +137,11 @@ int HostfileCommand(const std::vector<std::string>& args) {
     if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
   }
   launch::LaunchOptions from_env;
-  if (!Gather("hostfile", DefaultPortRange(), &info, &from_env, &config)) return 1;
+  if (Status s = launch::OptionsFromEnvironment(ProcessEnvironment(), &from_env); !s.ok()) return Fail("hostfile", s), 1;
   opts = launch::Merge(opts, from_env);
-  std::cout << launch::FormatHostfile(opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi), info.layout);
+  const launch::HostfileFormat chosen = opts.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
+  if (!Gather("hostfile", DefaultPortRange(), chosen, &info, &from_env, &config)) return 1;
+  std::cout << launch::FormatHostfile(chosen, info);
   return 0;
 }
 

@@ -37,19 +37,21 @@ int OnOption(int index, const char* optarg, int /*remote*/) {
   return 0;
 }
 
-std::vector<std::string> OwnCommandLine() {
+// The words of this process's command line, without the program itself.
+Status OwnCommandLine(std::vector<std::string>* args) {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  if (!in) return Status::IOError(launch::kComponent, std::string("cannot read /proc/self/cmdline: ") + std::strerror(errno));
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
+  args->clear();
   size_t start = 0;
   while (start < all.size()) {
     size_t end = all.find('\0', start);
     if (end == std::string::npos) end = all.size();
-    args.push_back(all.substr(start, end - start));
+    args->push_back(all.substr(start, end - start));
     start = end + 1;
   }
-  if (!args.empty()) args.erase(args.begin());  // the program itself
-  return args;
+  if (!args->empty()) args->erase(args->begin());
+  return Status::OK();
 }
 
 }  // namespace
@@ -61,9 +63,9 @@ PluginState& State() {
 
 Status RegisterOptions(spank_t sp) {
   const auto& specs = launch::UserOptions();
+  // Slurm keeps the pointers: the table lives as long as the plugin.
+  static std::vector<struct spank_option> table(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
-    // Slurm keeps the pointer: the table lives as long as the plugin.
-    static std::vector<struct spank_option> table(specs.size());
     table[i] = {const_cast<char*>(specs[i].name), const_cast<char*>(specs[i].arginfo),
                 const_cast<char*>(specs[i].usage), specs[i].has_arg, static_cast<int>(i), OnOption};
     spank_err_t rc = spank_option_register(sp, &table[i]);
@@ -81,28 +83,19 @@ Status ParseArguments(int ac, char** av) {
 }
 
 Status ExportResolvedOptions() {
-  // A --baton word in /proc/self/cmdline is srun's (or sbatch's) own only if
-  // an option callback received it: Slurm stops parsing at the program, so
-  // "srun ./train --baton-ckpt-dir=x" never calls back for the program's word.
-  std::vector<launch::Occurrence> unconfirmed = State().callback_log, own;
-  for (const launch::Occurrence& o : launch::ScanCommandLine(OwnCommandLine())) {
-    for (auto it = unconfirmed.begin(); it != unconfirmed.end(); ++it) {
-      if (it->name == o.name && it->has_value == o.has_value && it->value == o.value) {
-        own.push_back(o);
-        unconfirmed.erase(it);
-        break;
-      }
-    }
-  }
-  launch::LaunchOptions cmdline, env;
-  BATON_RETURN_IF_ERROR(launch::OptionsFromOccurrences(own, &cmdline));
-  BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &env));
-  launch::LaunchOptions resolved = launch::Merge(cmdline, launch::Merge(env, State().from_callbacks));
-  if (!resolved.enabled) resolved.enabled = State().config.default_on;
-  for (const auto& [name, value] : launch::OptionsAsEnvironment(resolved)) {
-    if (setenv(name.c_str(), value.c_str(), 1) != 0)
-      return Status::IOError(launch::kComponent, "setenv(" + name + "=" + value + "): " + std::strerror(errno));
-  }
+  std::vector<std::string> args;
+  BATON_RETURN_IF_ERROR(OwnCommandLine(&args));
+  launch::LaunchOptions resolved;
+  BATON_RETURN_IF_ERROR(launch::ResolveSubmitOptions(args, State().callback_log, ProcessEnvironment(),
+                                                     State().from_callbacks, State().config, &resolved));
+  for (const auto& [name, value] : launch::OptionsAsEnvironment(resolved))
+    BATON_RETURN_IF_ERROR(SetProcessEnv(name, value));
+  return Status::OK();
+}
+
+Status SetProcessEnv(const std::string& name, const std::string& value) {
+  if (setenv(name.c_str(), value.c_str(), 1) != 0)
+    return Status::IOError(launch::kComponent, "setenv(" + name + "): " + std::strerror(errno));
   return Status::OK();
 }
 
@@ -111,6 +104,5 @@ void LogError(const Status& s) {
   // component, where it happened and the bad value.
   slurm_error("%s", s.ToString().c_str());
 }
-
 
 }  // namespace baton::spank

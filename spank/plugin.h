@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/launch/hostfile_dir.h"
 #include "base/launch/launch_env.h"
 #include "base/launch/options.h"
 #include "baton/status.h"
@@ -27,11 +28,14 @@ struct PluginState {
 
   // Remote context, filled by user_init for task_init and exit.
   bool active = false;
-  Status init_error;  // user_init's failure, repeated by every task_init
+  // user_init's failure. Slurm starts no task when a required plugin's
+  // user_init fails, and srun then exits 0 without a word; user_init
+  // therefore keeps the failure and every task_init returns it, which
+  // fails each task (exit 1) with the message on the user's terminal.
+  Status init_error;
   launch::StepInfo step;
   launch::LaunchOptions options;
-  std::string hostfile_dir;  // created by user_init; removed at exit
-  bool created_dir = false;
+  launch::OpenDir hostfile_dir;  // made by user_init; removed at exit
   uid_t uid = 0;
   gid_t gid = 0;
 };
@@ -55,13 +59,15 @@ Status RemoteTaskInit(spank_t sp);      // remote_context.cc
 Status RemoteExit(spank_t sp);          // remote_context.cc
 
 // On the submitting side (srun, sbatch, salloc): resolves the user's
-// options, the command line first, then BATON_* variables, then the values
-// the callbacks saw (#SBATCH lines, options inherited from the batch job),
-// then the plugstack.conf default, and writes the result into the
+// options (launch::ResolveSubmitOptions) and writes the result into the
 // environment as BATON_* variables, which the job (and slurmstepd) inherit.
 Status ExportResolvedOptions();
 
-// A failed Status through Slurm's logger (srun's stderr, slurmd's log).
+// setenv(3) in the plugin's own process (srun, sbatch, salloc), as a Status.
+Status SetProcessEnv(const std::string& name, const std::string& value);
+
+// A failed Status through Slurm's logger (srun's stderr, slurmd's log, or
+// in task_init the task's stderr, which is the user's terminal).
 void LogError(const Status& s);
 
 }  // namespace baton::spank

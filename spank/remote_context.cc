@@ -3,20 +3,18 @@
 // hostfile; task_init (in each task, just before exec) sets the task's
 // variables; exit removes the hostfile, again as the user.
 #include <fcntl.h>
-#include <grp.h>
 #include <pwd.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <slurm/slurm.h>
 #include "spank/spank_api.h"
 
-#include <cerrno>
-#include <cstdio>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "base/launch/component.h"
+#include "base/launch/hand_over.h"
+#include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 #include "spank/plugin.h"
 
@@ -25,13 +23,31 @@ namespace {
 
 using launch::kComponent;
 
-std::string JobEnv(spank_t sp, const char* name) {
+// How long slurmstepd waits, at the step's end, for the hostfile's removal
+// (a hung NFS TMPDIR must not hang the step's end).
+constexpr std::chrono::seconds kCleanupLimit(10);
+
+// Largest job variable read (a task map is bounded far below it).
+constexpr size_t kMaxJobEnvBytes = 1 << 20;
+
+// The job's variable `name`: none when it is not set; any other failure is
+// an error naming it, never an empty value.
+Status JobEnv(spank_t sp, const char* name, std::optional<std::string>* value) {
+  value->reset();
   std::vector<char> buf(4096);
   while (true) {
     spank_err_t rc = spank_getenv(sp, name, buf.data(), static_cast<int>(buf.size()));
-    if (rc == ESPANK_SUCCESS) return buf.data();
-    if (rc != ESPANK_NOSPACE || buf.size() > (1u << 20)) return "";
-    buf.resize(buf.size() * 4);  // a task map of a large cyclic step
+    if (rc == ESPANK_SUCCESS) {
+      *value = std::string(buf.data());
+      return Status::OK();
+    }
+    if (rc == ESPANK_ENV_NOEXIST) return Status::OK();
+    if (rc != ESPANK_NOSPACE)
+      return Status::Internal(kComponent, std::string("spank_getenv(") + name + "): " + spank_strerror(rc));
+    if (buf.size() >= kMaxJobEnvBytes)
+      return Status::InvalidArgument(kComponent, std::string(name) + " is longer than " +
+                                                     std::to_string(kMaxJobEnvBytes) + " bytes");
+    buf.resize(buf.size() * 4);
   }
 }
 
@@ -43,81 +59,37 @@ Status Item(spank_t sp, spank_item_t item, const char* what, T* value) {
   return Status::OK();
 }
 
-Status Errno(const std::string& what, const std::string& path) {
-  return Status::IOError(kComponent, what + " '" + path + "': " + std::strerror(errno));
-}
+// The job variables the derivation reads (slurm_facts.h), as the job has them.
+constexpr const char* kJobVariables[] = {
+    "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_RESV_PORTS",
+    "SLURM_JOB_NODELIST",  "SLURM_JOB_NUM_NODES",  "SLURM_NNODES",              "SLURM_TASKS_PER_NODE",
+    "SLURM_JOB_CPUS_PER_NODE", "SLURM_GPUS_PER_NODE", "SLURM_TRES_PER_NODE", launch::kTaskMapVar,
+    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar};
 
-// mkdir -p with 0700 for what it creates; runs as the job's user. A
-// directory that already exists is used only if it cannot be turned against
-// the user: a real directory (not a link), owned by the user and writable
-// by nobody else, or owned by root and, if world-writable, sticky (/tmp).
-// Otherwise another user could have made /tmp/baton-alice and swap the
-// hostfile that alice's launcher reads.
-Status MakeDirs(const std::string& path, bool* created_leaf) {
-  *created_leaf = false;
-  const uid_t me = geteuid();
-  for (size_t pos = 1; pos <= path.size(); ++pos) {
-    if (pos != path.size() && path[pos] != '/') continue;
-    const std::string prefix = path.substr(0, pos);
-    if (mkdir(prefix.c_str(), 0700) == 0) {
-      if (pos == path.size()) *created_leaf = true;
-      continue;
-    }
-    if (errno != EEXIST) return Errno("cannot create hostfile directory", prefix);
-    struct stat st;
-    if (lstat(prefix.c_str(), &st) != 0) return Errno("cannot inspect hostfile directory", prefix);
-    const bool dir = S_ISDIR(st.st_mode);
-    const bool mine = st.st_uid == me && (st.st_mode & 022) == 0;
-    const bool roots = st.st_uid == 0 && ((st.st_mode & 002) == 0 || (st.st_mode & S_ISVTX) != 0);
-    if (!dir || !(mine || roots)) {
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-      return Status::InvalidArgument(
-          kComponent, "hostfile directory '" + prefix + "' is not safe to use: " +
-                          (!dir ? std::string("not a directory (a link or a file)")
-                                : "owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
-                                      "; it must belong to uid " + std::to_string(me) +
-                                      " and be writable by nobody else"));
-    }
-  }
-  return Status::OK();
-}
-
-// Writes the hostfile under a temporary name, then renames it into place:
-// a task never reads half a file. O_NOFOLLOW|O_EXCL: never through a link.
-Status WriteHostfile(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  unlink(tmp.c_str());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("cannot create hostfile", tmp);
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Status s = Errno("cannot write hostfile", tmp);
-      close(fd);
-      unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) {
-    Status s = Errno("cannot close hostfile", tmp);
-    unlink(tmp.c_str());
+// Where the hostfile's directory goes: a fresh one in the node's temporary
+// directory by default, else the administrator's template.
+Status MakeHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t step, launch::OpenDir* dir) {
+  std::optional<std::string> tmpdir;
+  BATON_RETURN_IF_ERROR(JobEnv(sp, "TMPDIR", &tmpdir));
+  if (!tmpdir || tmpdir->empty() || (*tmpdir)[0] != '/') tmpdir = "/tmp";
+  for (char c : *tmpdir)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      return Status::InvalidArgument(kComponent, "TMPDIR=" + launch::Quoted(*tmpdir) + " holds a control character");
+  const std::string job_id = std::to_string(job), step_name = launch::StepName(step);
+  if (st.config.hostfile_dir.empty()) {
+    const std::string prefix = "baton." + job_id + "." + step_name + ".";
+    Status s = launch::MakeFreshDir(*tmpdir, prefix, dir);
+    // A TMPDIR that fails the safety rule (say, the user's own, group-writable
+    // under a umask of 002) is passed over for /tmp: the directory's place
+    // does not matter to the job, BATON_HOSTFILE says where it is.
+    if (s.code() == Code::kInvalidArgument && *tmpdir != "/tmp") s = launch::MakeFreshDir("/tmp", prefix, dir);
     return s;
   }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Errno("cannot rename hostfile into", path);
-    unlink(tmp.c_str());
-    return s;
-  }
-  return Status::OK();
-}
-
-bool IsUserStep(uint32_t step) {
-  // The extern and interactive steps run no task of the user's program.
-  return step != SLURM_EXTERN_CONT && step != SLURM_INTERACTIVE_STEP && step != SLURM_PENDING_STEP;
+  const struct passwd* pw = getpwuid(st.uid);
+  const std::string user = pw ? pw->pw_name : std::to_string(st.uid);
+  const std::string& node = st.step.layout.nodes[static_cast<size_t>(st.step.node_index.value_or(0))];
+  return launch::OpenSafeDir(launch::ExpandHostfileDir(st.config.hostfile_dir, user, job_id, step_name, node, *tmpdir),
+                             /*create=*/true, dir);
 }
 
 Status UserInit(spank_t sp) {
@@ -125,13 +97,17 @@ Status UserInit(spank_t sp) {
   uint32_t job = 0, step = 0, node_id = 0, restarts = 0;
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_STEPID, "S_JOB_STEPID", &step));
-  if (!IsUserStep(step)) return Status::OK();
+  const launch::StepKind kind = launch::KindOfStep(step);
+  if (kind == launch::StepKind::kNone) return Status::OK();  // the extern step runs nothing of the user's
 
   // The submitting side resolved the options into BATON_* variables; the
   // replayed callbacks and the plugstack default only fill what is unset.
   launch::Env input;
-  for (const auto& spec : launch::UserOptions())
-    if (std::string v = JobEnv(sp, spec.env); !v.empty()) input[spec.env] = v;
+  for (const auto& spec : launch::UserOptions()) {
+    std::optional<std::string> v;
+    BATON_RETURN_IF_ERROR(JobEnv(sp, spec.env, &v));
+    if (v && !v->empty()) input[spec.env] = *v;
+  }
   launch::LaunchOptions from_env;
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(input, &from_env));
   st.options = launch::Merge(from_env, st.from_callbacks);
@@ -140,38 +116,37 @@ Status UserInit(spank_t sp) {
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_NODEID, "S_JOB_NODEID", &node_id));
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_UID, "S_JOB_UID", &st.uid));
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_GID, "S_JOB_GID", &st.gid));
-  if (spank_get_item(sp, S_SLURM_RESTART_COUNT, &restarts) != ESPANK_SUCCESS) restarts = 0;
+  // BATON_RESTART_COUNT tells a requeued job it is one: never guessed.
+  BATON_RETURN_IF_ERROR(Item(sp, S_SLURM_RESTART_COUNT, "S_SLURM_RESTART_COUNT", &restarts));
 
   launch::Env env;
   env["SLURM_JOB_ID"] = std::to_string(job);
-  if (step != SLURM_BATCH_SCRIPT) env["SLURM_STEP_ID"] = std::to_string(step);
+  if (kind == launch::StepKind::kTasks) env["SLURM_STEP_ID"] = std::to_string(step);
   env["SLURM_NODEID"] = std::to_string(node_id);
   env["SLURM_RESTART_COUNT"] = std::to_string(restarts);
-  for (const char* name : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_TASKS_PER_NODE",
-                           "SLURM_JOB_CPUS_PER_NODE", launch::kTaskMapVar,
-                           launch::kMasterAddrVar}) {
-    if (std::string v = JobEnv(sp, name); !v.empty()) env[name] = v;
+  for (const char* name : kJobVariables) {
+    std::optional<std::string> v;
+    BATON_RETURN_IF_ERROR(JobEnv(sp, name, &v));
+    if (v) env[name] = *v;
   }
   BATON_RETURN_IF_ERROR(launch::StepInfoFromEnvironment(env, launch::Libslurm(), &st.step));
+  BATON_RETURN_IF_ERROR(launch::ResolveHostfileHosts(env, launch::Libslurm(), &st.step));
+  const launch::HostfileFormat format = st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
+  if (format == launch::HostfileFormat::kDeepSpeed)
+    BATON_RETURN_IF_ERROR(launch::ResolveHostfileGpus(env, launch::Libslurm(), &st.step));
 
-  const struct passwd* pw = getpwuid(st.uid);
-  const std::string user = pw ? pw->pw_name : std::to_string(st.uid);
-  std::string tmpdir = JobEnv(sp, "TMPDIR");
-  if (tmpdir.empty() || tmpdir[0] != '/') tmpdir = "/tmp";
-  st.hostfile_dir = launch::ExpandHostfileDir(st.config.hostfile_dir, user, std::to_string(job),
-                                              step == SLURM_BATCH_SCRIPT ? "batch" : std::to_string(step),
-                                              st.step.layout.nodes[st.step.node_index], tmpdir);
-  st.step.hostfile_path = st.hostfile_dir + "/hostfile";
   // user_init runs with the job user's privileges: the directory and file
   // belong to the user, and root never writes into a path a user controls.
-  BATON_RETURN_IF_ERROR(MakeDirs(st.hostfile_dir, &st.created_dir));
-  Status written = WriteHostfile(
-      st.step.hostfile_path,
-      launch::FormatHostfile(st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi), st.step.layout));
+  launch::OpenDir dir;
+  BATON_RETURN_IF_ERROR(MakeHostfileDir(sp, st, job, step, &dir));
+  Status written = launch::WriteFileIn(dir, "hostfile", launch::FormatHostfile(format, st.step));
   if (!written.ok()) {
-    if (st.created_dir) rmdir(st.hostfile_dir.c_str());
+    if (dir.created) unlinkat(dir.parent_fd, dir.leaf.c_str(), AT_REMOVEDIR);
+    launch::CloseDir(&dir);
     return written;
   }
+  st.hostfile_dir = dir;
+  st.step.hostfile_path = dir.path + "/hostfile";
   st.active = true;
   return Status::OK();
 }
@@ -179,12 +154,16 @@ Status UserInit(spank_t sp) {
 }  // namespace
 
 Status RemoteUserInit(spank_t sp) {
-  // Slurm logs a failed user_init but still runs the tasks (spank(7)); the
-  // failure is kept so that every task_init fails with it, which ends the
-  // step with the message on the user's terminal.
+  // A failed user_init of a required plugin makes slurmstepd start no task
+  // and srun exit 0, the message only in slurmd's log (spank_user in
+  // slurmstepd's mgr.c). Kept for task_init instead, which fails every
+  // task with it on the user's terminal.
   Status s = UserInit(sp);
-  if (!s.ok()) State().init_error = s;
-  return s;
+  if (!s.ok()) {
+    State().init_error = s;
+    LogError(s.Annotate("user_init (the step's tasks will fail with this)"));
+  }
+  return Status::OK();
 }
 
 Status RemoteTaskInit(spank_t sp) {
@@ -194,10 +173,15 @@ Status RemoteTaskInit(spank_t sp) {
   launch::StepInfo info = st.step;
   if (info.step_id) {
     uint32_t rank = 0;
+    int local = 0;
     BATON_RETURN_IF_ERROR(Item(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID", &rank));
+    BATON_RETURN_IF_ERROR(Item(sp, S_TASK_ID, "S_TASK_ID", &local));
     info.rank = static_cast<int>(rank);
+    info.local_rank = local;
     // Slurm's GPU plugin sets the step's devices per task; read them here.
-    info.node_gpus = launch::SplitDeviceList(JobEnv(sp, "CUDA_VISIBLE_DEVICES"));
+    std::optional<std::string> devices;
+    BATON_RETURN_IF_ERROR(JobEnv(sp, "CUDA_VISIBLE_DEVICES", &devices));
+    info.node_gpus = launch::SplitDeviceList(devices.value_or(""));
   }
   launch::EnvList env;
   BATON_RETURN_IF_ERROR(launch::DeriveLaunchEnv(info, st.options, st.config, &env));
@@ -213,33 +197,12 @@ Status RemoteExit(spank_t) {
   PluginState& st = State();
   if (!st.active) return Status::OK();
   st.active = false;
-  // exit runs as root: remove the user's files as the user, in a child, so
-  // that a link the user planted cannot point root's unlink elsewhere.
-  pid_t pid = fork();
-  if (pid < 0) return Status::IOError(kComponent, std::string("fork to remove the hostfile: ") + std::strerror(errno));
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and _exit (slurmstepd has
-    // threads). The exit code carries errno for the parent's message.
-    if (setgroups(0, nullptr) != 0 || setgid(st.gid) != 0 || setuid(st.uid) != 0) _exit(100 + (errno & 0x3f));
-    if (unlink(st.step.hostfile_path.c_str()) != 0 && errno != ENOENT) _exit(errno & 0x3f);
-    if (st.created_dir) rmdir(st.hostfile_dir.c_str());
-    _exit(0);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status)) {
-    return Status::IOError(kComponent, "removing hostfile '" + st.step.hostfile_path + "': the child ended with status " +
-                                           std::to_string(status));
-  }
-  const int code = WEXITSTATUS(status);
-  if (code >= 100) {
-    return Status::IOError(kComponent, "removing hostfile '" + st.step.hostfile_path + "': cannot become uid " +
-                                           std::to_string(st.uid) + ": " + std::strerror(code - 100));
-  }
-  if (code != 0)
-    return Status::IOError(kComponent, "cannot remove hostfile '" + st.step.hostfile_path + "': " + std::strerror(code));
-  return Status::OK();
+  // exit runs as root: the user's files are removed as the user, in a
+  // child, so that a link the user planted cannot point root's unlink
+  // elsewhere, and with a bound on the wait.
+  Status s = launch::RemoveAsUser(st.hostfile_dir, "hostfile", st.uid, st.gid, kCleanupLimit);
+  launch::CloseDir(&st.hostfile_dir);
+  return s;
 }
 
 }  // namespace baton::spank

@@ -3,6 +3,14 @@
 #include "base/launch/component.h"
 
 namespace baton::launch {
+namespace {
+
+// The name each node goes by in a hostfile.
+const std::string& HostOf(const StepInfo& info, int node) {
+  return info.hosts.empty() ? info.layout.nodes[static_cast<size_t>(node)] : info.hosts[static_cast<size_t>(node)];
+}
+
+}  // namespace
 
 int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, int hi) {
   // FNV-1a over the job id spreads jobs over the range; the step's slot is
@@ -14,29 +22,37 @@ int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, i
   return lo + static_cast<int>((h + slot) % span);
 }
 
-std::string FormatHostfile(HostfileFormat format, const StepLayout& layout) {
+int MasterPortFor(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config) {
+  if (opts.master_port) return *opts.master_port;
+  if (!info.resv_ports.empty()) return info.resv_ports.front();
+  return MasterPort(info.job_id, info.step_id, config.port_lo, config.port_hi);
+}
+
+std::string FormatHostfile(HostfileFormat format, const StepInfo& info) {
+  const StepLayout& layout = info.layout;
   const std::vector<int> counts = layout.TasksPerNode();
   std::string out;
   switch (format) {
     case HostfileFormat::kOpenMpi:
-    case HostfileFormat::kDeepSpeed:
+    case HostfileFormat::kHorovod:
       for (int n = 0; n < layout.num_nodes(); ++n)
-        if (counts[n] > 0) out += layout.nodes[n] + " slots=" + std::to_string(counts[n]) + "\n";
+        if (counts[n] > 0) out += HostOf(info, n) + " slots=" + std::to_string(counts[n]) + "\n";
+      break;
+    case HostfileFormat::kDeepSpeed:
+      // DeepSpeed's launcher starts one process per slot and gives each a
+      // GPU: slots are GPUs when Slurm says how many each node has.
+      for (int n = 0; n < layout.num_nodes(); ++n) {
+        if (counts[n] == 0) continue;
+        const int slots = info.gpus_per_node.value_or(counts[n]);
+        out += HostOf(info, n) + " slots=" + std::to_string(slots) + "\n";
+      }
       break;
     case HostfileFormat::kMpich:
       for (int n = 0; n < layout.num_nodes(); ++n)
-        if (counts[n] > 0) out += layout.nodes[n] + ":" + std::to_string(counts[n]) + "\n";
-      break;
-    case HostfileFormat::kHorovod:
-      for (int n = 0; n < layout.num_nodes(); ++n) {
-        if (counts[n] == 0) continue;
-        if (!out.empty()) out += ',';
-        out += layout.nodes[n] + ":" + std::to_string(counts[n]);
-      }
-      out += "\n";
+        if (counts[n] > 0) out += HostOf(info, n) + ":" + std::to_string(counts[n]) + "\n";
       break;
     case HostfileFormat::kPlain:
-      for (int node : layout.task_node) out += layout.nodes[node] + "\n";
+      for (int node : layout.task_node) out += HostOf(info, node) + "\n";
       break;
   }
   return out;
@@ -81,59 +97,78 @@ Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const Pl
   const StepLayout& layout = info.layout;
   if (layout.num_nodes() == 0)
     return Status::InvalidArgument(kComponent, "job " + info.job_id + ": the step has no nodes");
-  if (info.node_index < 0 || info.node_index >= layout.num_nodes()) {
-    return Status::InvalidArgument(kComponent, "node index " + std::to_string(info.node_index) +
+  if (info.node_index && (*info.node_index < 0 || *info.node_index >= layout.num_nodes())) {
+    return Status::InvalidArgument(kComponent, "node index " + std::to_string(*info.node_index) +
                                                    " is outside the step's " +
                                                    std::to_string(layout.num_nodes()) + " nodes");
   }
-  if (info.master_addr.empty())
-    return Status::InvalidArgument(kComponent, "no address known for the first node " + layout.nodes[0]);
+  if (info.master_addr.empty()) {
+    return Status::InvalidArgument(kComponent, "no address known for rank 0's node " +
+                                                   layout.nodes[static_cast<size_t>(layout.MasterNode())]);
+  }
 
   env->clear();
   auto set = [env](const std::string& k, const std::string& v) { env->emplace_back(k, v); };
-  const int port = opts.master_port ? *opts.master_port
-                                    : MasterPort(info.job_id, info.step_id, config.port_lo, config.port_hi);
   set("MASTER_ADDR", info.master_addr);
-  set("MASTER_PORT", std::to_string(port));
+  set("MASTER_PORT", std::to_string(MasterPortFor(info, opts, config)));
 
   if (info.rank) {
     const int rank = *info.rank;
+    if (!info.node_index)
+      return Status::InvalidArgument(kComponent, "rank " + std::to_string(rank) + " runs on no node of the step");
+    const int node = *info.node_index;
     if (rank < 0 || rank >= layout.num_tasks()) {
       return Status::InvalidArgument(kComponent, "rank " + std::to_string(rank) + " is outside the step's " +
                                                      std::to_string(layout.num_tasks()) + " tasks");
     }
-    if (layout.task_node[rank] != info.node_index) {
+    if (layout.task_node[rank] != node) {
       return Status::InvalidArgument(kComponent, "rank " + std::to_string(rank) + " runs on node " +
-                                                     layout.nodes[info.node_index] +
-                                                     " but the task map places it on " +
+                                                     layout.nodes[node] + " but the task map places it on " +
                                                      layout.nodes[layout.task_node[rank]]);
     }
-    const std::vector<int> local = layout.RanksOn(info.node_index);
+    const int local_size = layout.TasksPerNode()[static_cast<size_t>(node)];
     int local_rank = 0;
-    while (local[local_rank] != rank) ++local_rank;
+    if (info.local_rank) {
+      local_rank = *info.local_rank;
+    } else {
+      for (int r = 0; r < rank; ++r) local_rank += layout.task_node[r] == node;
+    }
+    if (local_rank < 0 || local_rank >= local_size) {
+      return Status::InvalidArgument(kComponent, "local rank " + std::to_string(local_rank) + " of rank " +
+                                                     std::to_string(rank) + " is outside the " +
+                                                     std::to_string(local_size) + " tasks on " + layout.nodes[node]);
+    }
     set("RANK", std::to_string(rank));
     set("WORLD_SIZE", std::to_string(layout.num_tasks()));
     set("LOCAL_RANK", std::to_string(local_rank));
-    set("LOCAL_WORLD_SIZE", std::to_string(local.size()));
-    set("NODE_RANK", std::to_string(info.node_index));
+    set("LOCAL_WORLD_SIZE", std::to_string(local_size));
+    set("NODE_RANK", std::to_string(node));
     // torchrun's names: one agent group per node.
-    set("GROUP_RANK", std::to_string(info.node_index));
+    set("GROUP_RANK", std::to_string(node));
     set("GROUP_WORLD_SIZE", std::to_string(layout.num_nodes()));
 
+    // BATON_DEVICE: the index, among the devices this task sees, of the
+    // GPU it should use. LOCAL_RANK keeps torchrun's meaning (the position
+    // on the node) whatever the binding, so set_device(LOCAL_RANK) is right
+    // only without binding; set_device(BATON_DEVICE) is right always.
     const GpuBind bind = opts.gpu_bind.value_or(config.gpu_bind);
+    const size_t gpus = info.node_gpus.size();
     if (bind == GpuBind::kLocalRank) {
-      if (info.node_gpus.empty()) {
+      if (gpus == 0) {
         return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: Slurm gave this step no GPUs on " +
-                                                   layout.nodes[info.node_index] + " (ask with --gpus or --gres)");
+                                                   layout.nodes[node] + " (ask with --gpus or --gres)");
       }
       // Each local rank gets its own GPU; sharing one would be a silent
       // oversubscription the user did not ask for.
-      if (local.size() > info.node_gpus.size()) {
-        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: " + std::to_string(local.size()) +
-                                                   " tasks on " + layout.nodes[info.node_index] + " but Slurm gave the step " +
-                                                   std::to_string(info.node_gpus.size()) + " GPUs there");
+      if (static_cast<size_t>(local_size) > gpus) {
+        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: " + std::to_string(local_size) +
+                                                   " tasks on " + layout.nodes[node] + " but Slurm gave the step " +
+                                                   std::to_string(gpus) + " GPUs there");
       }
       set("CUDA_VISIBLE_DEVICES", info.node_gpus[static_cast<size_t>(local_rank)]);
+      set("BATON_DEVICE", "0");
+    } else if (gpus >= static_cast<size_t>(local_size)) {
+      set("BATON_DEVICE", std::to_string(local_rank));
     }
   }
   if (!info.hostfile_path.empty()) set("BATON_HOSTFILE", info.hostfile_path);

@@ -21,14 +21,29 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 struct StepInfo {
   std::string job_id;
-  std::optional<long> step_id;  // none: the batch script (or an allocation's shell)
+  // None: the allocation itself (the batch script, salloc's shell or its
+  // interactive step), which has a hostfile and a master but no ranks.
+  std::optional<long> step_id;
   int restart_count = 0;        // SLURM_RESTART_COUNT
-  StepLayout layout;            // the step's, or the allocation's for the batch script
-  int node_index = 0;           // this node's index in layout.nodes
-  std::string master_addr;      // the address of layout.nodes[0]
-  std::optional<int> rank;      // this task's global rank; none for the batch script
+  StepLayout layout;            // the step's, or the allocation's
+  // This node's index in layout.nodes; none where the caller runs on no
+  // node of the allocation (salloc's shell on a login node).
+  std::optional<int> node_index;
+  std::string master_addr;      // the address of rank 0's node
+  std::optional<int> rank;      // this task's global rank; none for the allocation
+  // This task's index among its node's tasks as Slurm numbers them
+  // (SLURM_LOCALID, S_TASK_ID); none: its position among the node's ranks.
+  std::optional<int> local_rank;
   // The GPUs Slurm gave this step on this node (its CUDA_VISIBLE_DEVICES).
   std::vector<std::string> node_gpus;
+  // GPUs on every node when the job asked for the same number on each
+  // (--gpus-per-node, --gres=gpu:N); DeepSpeed's hostfile slots.
+  std::optional<int> gpus_per_node;
+  // The ports Slurm reserved for the step on its nodes (SLURM_STEP_RESV_PORTS).
+  std::vector<int> resv_ports;
+  // Per node, the name a launcher reaches it by (its NodeAddr); empty: the
+  // node names themselves.
+  std::vector<std::string> hosts;
   std::string hostfile_path;    // where this node's hostfile is; empty: none
 };
 
@@ -38,15 +53,23 @@ struct StepInfo {
 Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config,
                        EnvList* env);
 
-// MASTER_PORT: a pure function of job and step within [lo, hi]. The batch
-// script and each step of one job get different ports, so launchers of two
-// steps running at once do not collide.
+// MASTER_PORT when neither the user nor Slurm's port reservation gives one:
+// a pure function of job and step within [lo, hi]. The batch script and
+// each step of one job get different ports; two jobs may draw the same one
+// (see MasterPortFor).
 int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, int hi);
 
-// The hostfile of a layout. openmpi and deepspeed: "host slots=N"; mpich:
-// "host:N"; horovod: one line "host:N,host:N"; plain: one line per rank in
-// rank order.
-std::string FormatHostfile(HostfileFormat format, const StepLayout& layout);
+// MASTER_PORT of a step: --baton-master-port, else the first port Slurm
+// reserved for the step (no other step on its nodes holds it at the same
+// time), else MasterPort's hash.
+int MasterPortFor(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config);
+
+// The hostfile of a step. Each node is named by info.hosts (else its node
+// name). openmpi: "host slots=N" (N: tasks on the node); deepspeed: "host
+// slots=N" with N the GPUs per node when Slurm gave the same on every node,
+// else the tasks; horovod: "host slots=N" (horovodrun --hostfile); mpich:
+// "host:N"; plain: one line per rank in rank order.
+std::string FormatHostfile(HostfileFormat format, const StepInfo& info);
 
 // Expands a hostfile_dir template (%u %j %s %n %t %%).
 std::string ExpandHostfileDir(const std::string& tmpl, const std::string& user,

@@ -1,23 +1,21 @@
 #include "base/launch/options.h"
 
-#include <charconv>
-
 #include "base/launch/component.h"
+#include "base/launch/decimal.h"
+#include "base/launch/quote.h"
 
 namespace baton::launch {
 namespace {
 
 Status Bad(std::string_view what, std::string_view value, std::string_view expected) {
-  return Status::InvalidArgument(kComponent, std::string(what) + ": invalid value '" +
-                                                 std::string(value) + "' (expected " +
-                                                 std::string(expected) + ")");
+  return Status::InvalidArgument(kComponent, std::string(what) + ": invalid value " + Quoted(value) +
+                                                 " (expected " + std::string(expected) + ")");
 }
 
 bool ParsePort(std::string_view text, int* port) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 1 || v > 65535) return false;
-  *port = v;
+  long long v = 0;
+  if (!ParseDecimal(text, 1, 65535, &v)) return false;
+  *port = static_cast<int>(v);
   return true;
 }
 
@@ -25,7 +23,8 @@ bool ParsePort(std::string_view text, int* port) {
 // directory, and a relative path would silently mean something else there.
 Status CheckPath(std::string_view what, std::string_view value) {
   if (value.empty() || value.front() != '/') return Bad(what, value, "an absolute path");
-  if (value.find('\n') != std::string_view::npos) return Bad(what, value, "a path without newlines");
+  for (char c : value)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return Bad(what, value, "a path without control characters");
   return Status::OK();
 }
 
@@ -67,6 +66,21 @@ const OptionSpec* FindOption(std::string_view name) {
   for (const OptionSpec& spec : UserOptions())
     if (name == spec.name) return &spec;
   return nullptr;
+}
+
+// The option a command-line word names as getopt_long reads it: the exact
+// name, or a prefix of exactly one option's name ("--baton-host" is
+// --baton-hostfile). srun and sbatch accept such abbreviations and call
+// the option's callback with its full name.
+const OptionSpec* FindAbbreviated(std::string_view name) {
+  if (const OptionSpec* exact = FindOption(name)) return exact;
+  const OptionSpec* found = nullptr;
+  for (const OptionSpec& spec : UserOptions()) {
+    if (std::string_view(spec.name).substr(0, name.size()) != name) continue;
+    if (found != nullptr) return nullptr;  // ambiguous: srun rejects it itself
+    found = &spec;
+  }
+  return found;
 }
 
 }  // namespace
@@ -121,16 +135,22 @@ Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, Lau
 std::vector<Occurrence> ScanCommandLine(const std::vector<std::string>& args) {
   std::vector<Occurrence> found;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].rfind("--baton", 0) != 0) continue;
-    Occurrence o;
-    o.name = args[i].substr(2);
-    if (auto eq = o.name.find('='); eq != std::string::npos) {
-      o.value = o.name.substr(eq + 1);
-      o.name.resize(eq);
-      o.has_value = true;
+    if (args[i].rfind("--", 0) != 0 || args[i].size() == 2) continue;
+    std::string word = args[i].substr(2), value;
+    bool has_value = false;
+    if (auto eq = word.find('='); eq != std::string::npos) {
+      value = word.substr(eq + 1);
+      word.resize(eq);
+      has_value = true;
     }
-    const OptionSpec* spec = FindOption(o.name);
-    if (spec == nullptr) continue;  // srun itself rejects unknown options
+    const OptionSpec* spec = FindAbbreviated(word);
+    if (spec == nullptr) continue;  // not a baton option; srun judges it
+    Occurrence o;
+    o.name = spec->name;
+    o.value = std::move(value);
+    o.has_value = has_value;
+    // An optional value (--baton) only ever comes with "="; a required one
+    // may be the next word, as getopt_long takes it.
     if (!o.has_value && spec->has_arg == 1 && i + 1 < args.size()) {
       o.value = args[++i];
       o.has_value = true;
@@ -140,9 +160,36 @@ std::vector<Occurrence> ScanCommandLine(const std::vector<std::string>& args) {
   return found;
 }
 
+std::vector<Occurrence> ConfirmedOccurrences(const std::vector<Occurrence>& scanned,
+                                             const std::vector<Occurrence>& callbacks) {
+  std::vector<Occurrence> unconfirmed = callbacks, own;
+  for (const Occurrence& o : scanned) {
+    for (auto it = unconfirmed.begin(); it != unconfirmed.end(); ++it) {
+      if (it->name == o.name && it->has_value == o.has_value && it->value == o.value) {
+        own.push_back(o);
+        unconfirmed.erase(it);
+        break;
+      }
+    }
+  }
+  return own;
+}
+
+Status ResolveSubmitOptions(const std::vector<std::string>& own_args, const std::vector<Occurrence>& callbacks,
+                            const std::map<std::string, std::string>& env, const LaunchOptions& from_callbacks,
+                            const PluginConfig& config, LaunchOptions* out) {
+  LaunchOptions cmdline, from_env;
+  BATON_RETURN_IF_ERROR(OptionsFromOccurrences(ConfirmedOccurrences(ScanCommandLine(own_args), callbacks), &cmdline));
+  BATON_RETURN_IF_ERROR(OptionsFromEnvironment(env, &from_env));
+  LaunchOptions resolved = Merge(cmdline, Merge(from_env, from_callbacks));
+  if (!resolved.enabled) resolved.enabled = config.default_on;
+  *out = resolved;
+  return Status::OK();
+}
+
 Status OptionsFromOccurrences(const std::vector<Occurrence>& occurrences, LaunchOptions* opts) {
   std::map<std::string, const Occurrence*> seen;
-  auto show = [](const Occurrence& o) { return o.has_value ? "'" + o.value + "'" : std::string("(no value)"); };
+  auto show = [](const Occurrence& o) { return o.has_value ? Quoted(o.value) : std::string("(no value)"); };
   for (const Occurrence& o : occurrences) {
     auto [it, inserted] = seen.emplace(o.name, &o);
     if (!inserted && (it->second->has_value != o.has_value || it->second->value != o.value)) {
@@ -210,6 +257,8 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
           return Bad(what, value, "a template whose tokens are %u %j %s %n %t %%");
         ++i;
       }
+      for (char ch : value)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return Bad(what, value, "a template without control characters");
       if (value.empty() || (value[0] != '/' && value.rfind("%t", 0) != 0))
         return Bad(what, value, "an absolute path or one starting with %t");
       for (const char* token : {"%j", "%s", "%n"})

@@ -55,10 +55,19 @@ struct Occurrence {
   bool has_value = false;
 };
 
-// Every --baton... word of a command line, with its value ("--x=v" or
-// "--x v"). The caller keeps only srun's or sbatch's own options: a word
-// after the program is the program's (see spank/plugin.cc).
+// Every --baton... word of a command line in each form getopt_long takes
+// ("--x=v", "--x v" for a required value, and any abbreviation that names
+// one option alone: "--baton-host=mpich"), with its full option name and
+// value. The caller keeps only srun's or sbatch's own options: a word after
+// the program is the program's (ConfirmedOccurrences).
 std::vector<Occurrence> ScanCommandLine(const std::vector<std::string>& args);
+
+// The scanned occurrences that srun's (or sbatch's) own option parser also
+// reported through an option callback: Slurm stops parsing at the program,
+// so "srun ./train --baton-ckpt-dir=x" never calls back for the program's
+// word, and a word the callbacks did not see is not an option of srun's.
+std::vector<Occurrence> ConfirmedOccurrences(const std::vector<Occurrence>& scanned,
+                                             const std::vector<Occurrence>& callbacks);
 
 // Sets options from command-line occurrences. The same option twice with
 // different values is an error naming both; twice with the same value is
@@ -72,16 +81,30 @@ LaunchOptions Merge(const LaunchOptions& first, const LaunchOptions& second);
 // (slurmstepd) and child steps see exactly what the submitting side chose.
 std::vector<std::pair<std::string, std::string>> OptionsAsEnvironment(const LaunchOptions& opts);
 
+struct PluginConfig;
+
+// The submitting side's choice (srun, sbatch, salloc): the options on its
+// own command line (`own_args`, confirmed by `callbacks`), then the BATON_*
+// variables of `env`, then the other callback values (#SBATCH lines,
+// options a step inherits from its batch job), then the plugstack default.
+Status ResolveSubmitOptions(const std::vector<std::string>& own_args, const std::vector<Occurrence>& callbacks,
+                            const std::map<std::string, std::string>& env, const LaunchOptions& from_callbacks,
+                            const PluginConfig& config, LaunchOptions* out);
+
 // plugstack.conf arguments.
 struct PluginConfig {
   bool default_on = false;
   int port_lo = 61000;  // above Linux's ephemeral range (32768-60999)
   int port_hi = 65535;
-  // Tokens: %u user, %j job, %s step ("batch" for the batch script), %n node,
-  // %t the node's temporary directory (TMPDIR of the job, else /tmp). %j, %s
-  // and %n are required: two steps, or two nodes on a shared file system,
-  // must never share (and then delete) one hostfile.
-  std::string hostfile_dir = "%t/baton-%u/%j.%s.%n";
+  // Empty (the default): a fresh directory with an unpredictable name,
+  // made by the user in the node's temporary directory (the job's TMPDIR,
+  // else /tmp), so that no other user can take its place beforehand.
+  // Else a template. Tokens: %u user, %j job, %s step ("batch" for the
+  // batch script, "interactive" for salloc's interactive step), %n node, %t
+  // the node's temporary directory. %j, %s and %n are required: two steps,
+  // or two nodes on a shared file system, must never share (and then
+  // delete) one hostfile.
+  std::string hostfile_dir;
   GpuBind gpu_bind = GpuBind::kNone;
 };
 

@@ -1,14 +1,24 @@
 #include "base/launch/slurm_facts.h"
 
-#include <charconv>
+#include <set>
 
 #include "base/launch/component.h"
+#include "base/launch/decimal.h"
+#include "base/launch/hand_over.h"
+#include "base/launch/quote.h"
 
 namespace baton::launch {
 namespace {
 
-// Slurm's step id of the batch script (SLURM_BATCH_SCRIPT in slurm.h).
-constexpr long kBatchStep = 0xfffffffbL;
+// Slurm's special step ids (slurm.h; slurm_queries.cc checks them against it).
+constexpr uint32_t kMaxNormalStep = 0xfffffff0u;
+constexpr uint32_t kInteractiveStep = 0xfffffffau;
+constexpr uint32_t kBatchStep = 0xfffffffbu;
+
+std::string Get(const Env& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? std::string() : it->second;
+}
 
 Status Need(const Env& env, const char* name, std::string* value) {
   auto it = env.find(name);
@@ -18,19 +28,60 @@ Status Need(const Env& env, const char* name, std::string* value) {
   return Status::OK();
 }
 
-Status NeedNumber(const Env& env, const char* name, long max, long* value) {
+Status NeedNumber(const Env& env, const char* name, long long lo, long long hi, long long* value) {
   std::string text;
   BATON_RETURN_IF_ERROR(Need(env, name, &text));
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  if (ec != std::errc() || end != text.data() + text.size() || *value < 0 || *value > max)
-    return Status::InvalidArgument(kComponent, std::string(name) + "='" + text + "' is not a number in 0.." +
-                                                   std::to_string(max));
+  if (!ParseDecimal(text, lo, hi, value))
+    return Status::InvalidArgument(kComponent, std::string(name) + "=" + Quoted(text) + " is not a number in " +
+                                                   std::to_string(lo) + ".." + std::to_string(hi));
   return Status::OK();
 }
 
-std::string Get(const Env& env, const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
+// A host name or address that is about to be written into a hostfile line
+// or the environment: one word, no control character, nothing a hostfile
+// grammar or a host list reads as syntax.
+Status CheckHost(const std::string& source, const std::string& host) {
+  if (host.empty() || HasControlOrBlank(host) || host.find_first_of("#,[]=") != std::string::npos)
+    return Status::InvalidArgument(kComponent, source + ": " + Quoted(host) +
+                                                   " is not a host name (control characters, blanks and #,[]= are refused)");
+  return Status::OK();
+}
+
+// The hosts of `list_var`, at most `count_var` of them when Slurm stated
+// the count (and then exactly that many), else at most kMaxNodes.
+Status Hosts(const Env& env, const char* list_var, std::vector<const char*> count_vars, SlurmQueries& queries,
+             std::vector<std::string>* hosts) {
+  std::string list;
+  BATON_RETURN_IF_ERROR(Need(env, list_var, &list));
+  long long expected = 0;
+  const char* count_var = nullptr;
+  for (const char* v : count_vars) {
+    if (Get(env, v).empty()) continue;
+    BATON_RETURN_IF_ERROR(NeedNumber(env, v, 1, static_cast<long long>(kMaxNodes), &expected));
+    count_var = v;
+    break;
+  }
+  const std::string what = std::string(list_var) + "=" + Quoted(list);
+  // Slurm never writes a blank or a control character into a node list;
+  // libslurm would read them as separators and make hosts of the rest.
+  if (HasControlOrBlank(list))
+    return Status::InvalidArgument(kComponent, what + " holds a blank or a control character");
+  const size_t max = count_var ? static_cast<size_t>(expected) : kMaxNodes;
+  Status s = queries.ExpandHostlist(list, max, hosts);
+  if (!s.ok()) {
+    return s.Annotate(what + (count_var ? " (" + std::string(count_var) + "=" + std::to_string(expected) + ")"
+                                        : " (at most " + std::to_string(kMaxNodes) + " nodes)"));
+  }
+  if (count_var && hosts->size() != static_cast<size_t>(expected)) {
+    return Status::InvalidArgument(kComponent, what + " names " + std::to_string(hosts->size()) + " hosts but " +
+                                                   count_var + "=" + std::to_string(expected));
+  }
+  std::set<std::string_view> seen;
+  for (const std::string& h : *hosts) {
+    BATON_RETURN_IF_ERROR(CheckHost(what, h));
+    if (!seen.insert(h).second) return Status::InvalidArgument(kComponent, what + " names " + Quoted(h) + " twice");
+  }
+  return Status::OK();
 }
 
 int IndexOf(const std::vector<std::string>& nodes, const std::string& node) {
@@ -39,88 +90,235 @@ int IndexOf(const std::vector<std::string>& nodes, const std::string& node) {
   return -1;
 }
 
+Status MasterAddress(SlurmQueries& queries, const StepLayout& layout, std::string* addr) {
+  std::vector<std::string> addrs;
+  const std::string& node = layout.nodes[static_cast<size_t>(layout.MasterNode())];
+  BATON_RETURN_IF_ERROR(queries.NodeAddresses({node}, &addrs));
+  BATON_RETURN_IF_ERROR(CheckHost("the NodeAddr of " + node, addrs.at(0)));
+  *addr = addrs[0];
+  return Status::OK();
+}
+
+// The layout of an ordinary step: from the hand-over when srun's side of
+// the plugin gave one for this very step, else from Slurm.
+Status StepLayoutOf(const Env& env, const std::string& job_id, long step, std::vector<std::string> nodes,
+                    SlurmQueries& queries, StepLayout* layout) {
+  const std::string job_step = job_id + "." + std::to_string(step);
+  const std::string tagged = Get(env, kTaskMapVar);
+  std::string map;
+  if (!Untag(tagged, job_step, &map) || map == kAsk) {
+    std::vector<std::string> layout_nodes;
+    std::vector<std::vector<int>> tids;
+    BATON_RETURN_IF_ERROR(queries.StepTasks(job_id, step, &layout_nodes, &tids));
+    return LayoutFromNodeTasks(std::move(layout_nodes), tids, layout);
+  }
+  const std::string what = std::string(kTaskMapVar) + "=" + Quoted(tagged);
+  if (map.empty() || (map[0] >= '0' && map[0] <= '9')) {
+    BATON_RETURN_IF_ERROR(DecodeTaskMap(map, static_cast<int>(nodes.size()), &layout->task_node).Annotate(what));
+    layout->nodes = std::move(nodes);
+    return Status::OK();
+  }
+  std::string counts_text;
+  BATON_RETURN_IF_ERROR(Need(env, "SLURM_STEP_TASKS_PER_NODE", &counts_text).Annotate(what + " needs it"));
+  std::vector<int> counts;
+  BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate("SLURM_STEP_TASKS_PER_NODE"));
+  return LayoutFromDistribution(std::move(nodes), counts, map, layout)
+      .Annotate(what + " with SLURM_STEP_TASKS_PER_NODE=" + Quoted(counts_text));
+}
+
 }  // namespace
 
-std::string Tag(const std::string& job_step, const std::string& value) { return job_step + ":" + value; }
+StepKind KindOfStep(uint32_t step_id) {
+  if (step_id <= kMaxNormalStep) return StepKind::kTasks;
+  if (step_id == kBatchStep || step_id == kInteractiveStep) return StepKind::kAllocation;
+  return StepKind::kNone;
+}
 
-bool Untag(const std::string& tagged, const std::string& job_step, std::string* value) {
-  if (tagged.size() <= job_step.size() || tagged.compare(0, job_step.size(), job_step) != 0 ||
-      tagged[job_step.size()] != ':')
-    return false;
-  *value = tagged.substr(job_step.size() + 1);
-  return true;
+std::string StepName(uint32_t step_id) {
+  if (step_id == kBatchStep) return "batch";
+  if (step_id == kInteractiveStep) return "interactive";
+  return std::to_string(step_id);
 }
 
 std::string JobStepName(const StepInfo& info) {
   return info.step_id ? info.job_id + "." + std::to_string(*info.step_id) : info.job_id;
 }
 
+Status ParsePortList(const std::string& name, const std::string& text, std::vector<int>* ports) {
+  ports->clear();
+  auto bad = [&] {
+    return Status::InvalidArgument(kComponent, name + "=" + Quoted(text) + " is not a list of ports (\"12000-12003\")");
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string_view item = std::string_view(text).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t dash = item.find('-');
+    long long lo = 0, hi = 0;
+    if (!ParseDecimal(item.substr(0, dash), 1, 65535, &lo)) return bad();
+    hi = lo;
+    if (dash != std::string_view::npos && (!ParseDecimal(item.substr(dash + 1), lo, 65535, &hi))) return bad();
+    if (ports->size() + static_cast<size_t>(hi - lo + 1) > 65535) return bad();
+    for (long long p = lo; p <= hi; ++p) ports->push_back(static_cast<int>(p));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return Status::OK();
+}
+
+Status ParseGpuCount(const std::string& source, const std::string& text, bool tres, std::optional<int>* gpus) {
+  gpus->reset();
+  long long total = 0;
+  bool any = false;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    // Items are separated by "," (or ";" in Slurm's TRES lists).
+    size_t end = text.find_first_of(",;", start);
+    std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? text.size() + 1 : end + 1;
+    if (tres) {
+      // "gres:gpu:2", "gres:gpu:a100:2", "gres/gpu:2"; other TRES are not GPUs.
+      if (item.rfind("gres:gpu", 0) != 0 && item.rfind("gres/gpu", 0) != 0) continue;
+      item = item.substr(8);
+      if (item.empty() || item[0] != ':') continue;  // "gres:gpumem..." is not a GPU count
+    }
+    const size_t colon = item.rfind(':');
+    const std::string count = colon == std::string::npos ? item : item.substr(colon + 1);
+    long long n = 0;
+    if (!ParseDecimal(count, 0, 1 << 16, &n))
+      return Status::InvalidArgument(kComponent, source + "=" + Quoted(text) + ": " + Quoted(item) +
+                                                     " does not end in a GPU count");
+    total += n;
+    any = true;
+  }
+  if (any && total > 0) *gpus = static_cast<int>(total);
+  return Status::OK();
+}
+
+Status GpusPerNodeFromEnvironment(const Env& env, std::optional<int>* gpus) {
+  gpus->reset();
+  BATON_RETURN_IF_ERROR(ParseGpuCount("SLURM_GPUS_PER_NODE", Get(env, "SLURM_GPUS_PER_NODE"), false, gpus));
+  if (*gpus) return Status::OK();
+  return ParseGpuCount("SLURM_TRES_PER_NODE", Get(env, "SLURM_TRES_PER_NODE"), true, gpus);
+}
+
+Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info) {
+  if (info->gpus_per_node) return Status::OK();  // the job's own variable said
+  const std::string tagged = Get(env, kGpusPerNodeVar);
+  std::string value;
+  if (info->step_id && Untag(tagged, JobStepName(*info), &value)) {
+    if (value == kNoGpus) return Status::OK();
+    long long n = 0;
+    if (!ParseDecimal(value, 1, 1 << 16, &n))
+      return Status::InvalidArgument(kComponent, std::string(kGpusPerNodeVar) + "=" + Quoted(tagged) +
+                                                     " is not a GPU count");
+    info->gpus_per_node = static_cast<int>(n);
+    return Status::OK();
+  }
+  return queries.GpusPerNode(info->job_id, info->step_id, &info->gpus_per_node);
+}
+
 Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* info) {
   StepInfo out;
-  BATON_RETURN_IF_ERROR(Need(env, "SLURM_JOB_ID", &out.job_id));
-  if (std::string restarts = Get(env, "SLURM_RESTART_COUNT"); !restarts.empty()) {
-    long n = 0;
-    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_RESTART_COUNT", 1 << 30, &n));
+  long long job = 0;
+  BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_JOB_ID", 1, 0xffffffffLL, &job));
+  out.job_id = std::to_string(job);
+  if (!Get(env, "SLURM_RESTART_COUNT").empty()) {
+    long long n = 0;
+    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_RESTART_COUNT", 0, 1 << 30, &n));
     out.restart_count = static_cast<int>(n);
   }
   out.node_gpus = SplitDeviceList(Get(env, "CUDA_VISIBLE_DEVICES"));
+  BATON_RETURN_IF_ERROR(GpusPerNodeFromEnvironment(env, &out.gpus_per_node));
 
-  long step = kBatchStep;
-  if (!Get(env, "SLURM_STEP_ID").empty()) BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_STEP_ID", 0xffffffffL, &step));
+  long long step = kBatchStep;
+  if (!Get(env, "SLURM_STEP_ID").empty()) BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_STEP_ID", 0, 0xffffffffLL, &step));
+  const StepKind kind = KindOfStep(static_cast<uint32_t>(step));
+  if (kind == StepKind::kNone) {
+    return Status::InvalidArgument(kComponent, "SLURM_STEP_ID=" + std::to_string(step) +
+                                                   " is a step that runs none of the user's tasks");
+  }
 
-  if (step != kBatchStep) {
-    out.step_id = step;
-    const std::string job_step = JobStepName(out);
-    std::string nodelist, map_text;
-    BATON_RETURN_IF_ERROR(Need(env, "SLURM_STEP_NODELIST", &nodelist));
+  if (kind == StepKind::kTasks) {
+    out.step_id = static_cast<long>(step);
     std::vector<std::string> nodes;
-    BATON_RETURN_IF_ERROR(queries.ExpandHostlist(nodelist, &nodes));
-    if (Untag(Get(env, kTaskMapVar), job_step, &map_text)) {
-      out.layout.nodes = nodes;
-      BATON_RETURN_IF_ERROR(DecodeTaskMap(map_text, static_cast<int>(nodes.size()), &out.layout.task_node));
-    } else {
-      std::vector<std::string> layout_nodes;
-      std::vector<std::vector<int>> tids;
-      BATON_RETURN_IF_ERROR(queries.StepTasks(out.job_id, step, &layout_nodes, &tids));
-      BATON_RETURN_IF_ERROR(LayoutFromNodeTasks(layout_nodes, tids, &out.layout));
-    }
-    long node_id = 0;
-    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", out.layout.num_nodes() - 1, &node_id));
-    out.node_index = static_cast<int>(node_id);
+    BATON_RETURN_IF_ERROR(Hosts(env, "SLURM_STEP_NODELIST", {"SLURM_STEP_NUM_NODES"}, queries, &nodes));
+    BATON_RETURN_IF_ERROR(StepLayoutOf(env, out.job_id, static_cast<long>(step), std::move(nodes), queries, &out.layout));
+    if (out.layout.num_tasks() == 0 || out.layout.num_nodes() == 0)
+      return Status::InvalidArgument(kComponent, "step " + JobStepName(out) + " has no tasks");
+    long long v = 0;
+    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, out.layout.num_nodes() - 1LL, &v));
+    out.node_index = static_cast<int>(v);
     if (!Get(env, "SLURM_PROCID").empty()) {
-      long rank = 0;
-      BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_PROCID", out.layout.num_tasks() - 1, &rank));
-      out.rank = static_cast<int>(rank);
+      BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_PROCID", 0, out.layout.num_tasks() - 1LL, &v));
+      out.rank = static_cast<int>(v);
     }
-    if (!Untag(Get(env, kMasterAddrVar), job_step, &out.master_addr))
-      BATON_RETURN_IF_ERROR(queries.NodeAddress(out.layout.nodes[0], &out.master_addr));
+    if (!Get(env, "SLURM_LOCALID").empty()) {
+      BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_LOCALID", 0, out.layout.num_tasks() - 1LL, &v));
+      out.local_rank = static_cast<int>(v);
+    }
+    const std::string tagged = Get(env, kMasterAddrVar);
+    if (Untag(tagged, JobStepName(out), &out.master_addr)) {
+      BATON_RETURN_IF_ERROR(CheckHost(std::string(kMasterAddrVar) + "=" + Quoted(tagged), out.master_addr));
+    } else {
+      BATON_RETURN_IF_ERROR(MasterAddress(queries, out.layout, &out.master_addr));
+    }
+    if (std::string ports = Get(env, "SLURM_STEP_RESV_PORTS"); !ports.empty())
+      BATON_RETURN_IF_ERROR(ParsePortList("SLURM_STEP_RESV_PORTS", ports, &out.resv_ports));
   } else {
-    // The batch script: the whole allocation, slots from the task counts
-    // when the job asked for tasks, else from its CPUs.
-    std::string nodelist, counts_text, self;
-    BATON_RETURN_IF_ERROR(Need(env, "SLURM_JOB_NODELIST", &nodelist));
+    // The allocation: slots from the task counts when the job asked for
+    // tasks, else from its CPUs.
     std::vector<std::string> nodes;
-    BATON_RETURN_IF_ERROR(queries.ExpandHostlist(nodelist, &nodes));
+    BATON_RETURN_IF_ERROR(Hosts(env, "SLURM_JOB_NODELIST", {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, queries, &nodes));
     const char* counts_var = Get(env, "SLURM_TASKS_PER_NODE").empty() ? "SLURM_JOB_CPUS_PER_NODE"
                                                                       : "SLURM_TASKS_PER_NODE";
+    std::string counts_text;
     BATON_RETURN_IF_ERROR(Need(env, counts_var, &counts_text));
     std::vector<int> counts;
     BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate(counts_var));
     BATON_RETURN_IF_ERROR(LayoutFromCounts(nodes, counts, &out.layout).Annotate(counts_var));
+    if (out.layout.num_tasks() == 0)
+      return Status::InvalidArgument(kComponent, std::string(counts_var) + "=" + Quoted(counts_text) + " counts no task");
     if (!Get(env, "SLURM_NODEID").empty()) {
-      long node_id = 0;
-      BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", out.layout.num_nodes() - 1, &node_id));
-      out.node_index = static_cast<int>(node_id);
-    } else {
-      BATON_RETURN_IF_ERROR(Need(env, "SLURMD_NODENAME", &self));
-      out.node_index = IndexOf(nodes, self);
-      if (out.node_index < 0)
-        return Status::InvalidArgument(kComponent, "SLURMD_NODENAME='" + self +
-                                                       "' is not in SLURM_JOB_NODELIST='" + nodelist + "'");
-    }
-    BATON_RETURN_IF_ERROR(queries.NodeAddress(nodes[0], &out.master_addr));
+      long long v = 0;
+      BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, out.layout.num_nodes() - 1LL, &v));
+      out.node_index = static_cast<int>(v);
+    } else if (std::string self = Get(env, "SLURMD_NODENAME"); !self.empty()) {
+      const int index = IndexOf(out.layout.nodes, self);
+      if (index < 0)
+        return Status::InvalidArgument(kComponent, "SLURMD_NODENAME=" + Quoted(self) +
+                                                       " is not in SLURM_JOB_NODELIST=" + Quoted(Get(env, "SLURM_JOB_NODELIST")));
+      out.node_index = index;
+    }  // else: salloc's shell on a login node, on no node of the allocation
+    BATON_RETURN_IF_ERROR(MasterAddress(queries, out.layout, &out.master_addr));
   }
   *info = std::move(out);
+  return Status::OK();
+}
+
+Status ResolveHostfileHosts(const Env& env, SlurmQueries& queries, StepInfo* info) {
+  const std::vector<std::string>& nodes = info->layout.nodes;
+  std::vector<std::string> hosts;
+  std::string list;
+  const std::string tagged = Get(env, kNodeAddrsVar);
+  const bool handed = info->step_id && Untag(tagged, JobStepName(*info), &list) && list != kAsk;
+  if (handed && list == kSameAsNames) {
+    info->hosts.clear();
+    return Status::OK();
+  }
+  std::string source;
+  if (handed) {
+    source = std::string(kNodeAddrsVar) + "=" + Quoted(tagged);
+    BATON_RETURN_IF_ERROR(queries.ExpandHostlist(list, nodes.size(), &hosts).Annotate(source));
+    if (hosts.size() != nodes.size())
+      return Status::InvalidArgument(kComponent, source + " names " + std::to_string(hosts.size()) +
+                                                     " addresses for " + std::to_string(nodes.size()) + " nodes");
+  } else {
+    source = "the NodeAddr of the step's nodes";
+    BATON_RETURN_IF_ERROR(queries.NodeAddresses(nodes, &hosts));
+  }
+  for (const std::string& h : hosts) BATON_RETURN_IF_ERROR(CheckHost(source, h));
+  info->hosts = hosts == nodes ? std::vector<std::string>() : std::move(hosts);
   return Status::OK();
 }
 

@@ -1,59 +1,80 @@
 // Gathering a StepInfo from what Slurm tells a process: its SLURM_*
-// variables, plus two questions only Slurm itself can answer (the exact
-// task-to-node map of a step, and a node's address). The questions go
-// through SlurmQueries so unit tests answer them without a cluster.
+// variables, the plugin's hand-over (hand_over.h), and, only for what
+// neither gives, a question to Slurm (slurm_queries.h).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "base/launch/launch_env.h"
+#include "base/launch/slurm_queries.h"
 #include "baton/status.h"
 
 namespace baton::launch {
 
-class SlurmQueries {
- public:
-  virtual ~SlurmQueries() = default;
-  // "n[1-3,7],gpu-[01-04]" -> n1 n2 n3 n7 gpu-01 ... (libslurm's hostlist API).
-  virtual Status ExpandHostlist(const std::string& hostlist, std::vector<std::string>* hosts) = 0;
-  // The step layout Slurm made: its nodes and the global task ids on each.
-  virtual Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
-                           std::vector<std::vector<int>>* tids) = 0;
-  // The address slurm.conf gives a node (NodeAddr), which every node of the
-  // cluster can reach; node names need not resolve.
-  virtual Status NodeAddress(const std::string& node, std::string* addr) = 0;
-};
-
-// The real answers, from libslurm (slurm_hostlist_*, slurm_job_step_layout_get,
-// slurm_load_node_single). In the plugin these symbols come from the srun
-// or slurmstepd that loaded it; the CLI links libslurm.
-SlurmQueries& Libslurm();
-
-// Hand-over variables: the plugin's srun side asks Slurm once per step and
-// passes the answers to every task, tagged with the job.step they belong to
-// so that a nested srun never trusts its parent's.
-inline constexpr const char* kTaskMapVar = "BATON_STEP_TASK_MAP";      // "17.0:0*2,1*2"
-inline constexpr const char* kMasterAddrVar = "BATON_STEP_MASTER_ADDR";  // "17.0:127.0.0.11"
-
-// "17.0:" + value; Untag gives the value if the tag matches `job_step`.
-std::string Tag(const std::string& job_step, const std::string& value);
-bool Untag(const std::string& tagged, const std::string& job_step, std::string* value);
-
 using Env = std::map<std::string, std::string>;
 
-// Fills everything but hostfile_path from a task's or batch script's
-// environment. In a step (SLURM_STEP_ID set and not the batch script):
-// SLURM_JOB_ID, SLURM_STEP_ID, SLURM_STEP_NODELIST, SLURM_NODEID,
-// SLURM_PROCID (absent: a node-level call, no rank), the task map and
-// master address from the hand-over variables or else from `queries`.
-// In a batch script: SLURM_JOB_NODELIST with SLURM_TASKS_PER_NODE (or
-// SLURM_JOB_CPUS_PER_NODE) and SLURM_NODEID or SLURMD_NODENAME. A missing or malformed
-// variable is an error naming it and its value.
+// What a Slurm step id stands for. The plugin and `baton env` decide alike.
+enum class StepKind {
+  kTasks,       // an ordinary step: srun's tasks, with ranks
+  kAllocation,  // the batch script, or salloc's interactive step: the
+                // allocation's hostfile and master, no ranks
+  kNone,        // the extern step, a pending step: nothing of the user's runs
+};
+StepKind KindOfStep(uint32_t step_id);
+// The step's name in hostfile paths (%s): the number, "batch" or "interactive".
+std::string StepName(uint32_t step_id);
+
+// Fills everything but hosts and hostfile_path from a task's, batch
+// script's or allocation shell's environment.
+//
+// In a step (SLURM_STEP_ID set and an ordinary step): SLURM_JOB_ID,
+// SLURM_STEP_ID, SLURM_STEP_NODELIST (at most SLURM_STEP_NUM_NODES hosts
+// when set), SLURM_NODEID, SLURM_PROCID and SLURM_LOCALID (absent: a
+// node-level call, no rank), the layout from the hand-over with
+// SLURM_STEP_TASKS_PER_NODE, else from `queries`, the master address from
+// the hand-over, else from `queries`; SLURM_STEP_RESV_PORTS when Slurm
+// reserved ports.
+//
+// In the allocation (the batch script, salloc's shell, the interactive
+// step): SLURM_JOB_NODELIST with SLURM_TASKS_PER_NODE (or
+// SLURM_JOB_CPUS_PER_NODE), this node from SLURM_NODEID or SLURMD_NODENAME
+// when either is set (neither on a login node), the master address from
+// `queries`.
+//
+// Also SLURM_RESTART_COUNT, CUDA_VISIBLE_DEVICES and the GPUs per node
+// (SLURM_GPUS_PER_NODE, else a gpu count in SLURM_TRES_PER_NODE). A
+// missing or malformed variable is an error naming it and its value.
 Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* info);
 
-// "17.0" for a step, "17" for the batch script.
+// Fills info->hosts, the name of each node in a hostfile (its NodeAddr),
+// from the hand-over, else with one question to `queries`. Every name must
+// be one a hostfile line can hold (no control character or blank).
+Status ResolveHostfileHosts(const Env& env, SlurmQueries& queries, StepInfo* info);
+
+// "17.0" for a step, "17" for the allocation.
 std::string JobStepName(const StepInfo& info);
+
+// The GPUs per node a job asked for, from SLURM_GPUS_PER_NODE
+// (--gpus-per-node: "[type:]N[,[type:]N]") or the gpu entries of
+// SLURM_TRES_PER_NODE ("gres:gpu[:type]:N,..."); none when neither names
+// any (--gres=gpu:N sets neither: see ResolveHostfileGpus).
+Status GpusPerNodeFromEnvironment(const Env& env, std::optional<int>* gpus);
+
+// A GPU count from `text`: "[type:]N" items, or with `tres` Slurm's TRES
+// items ("gres:gpu:2", "gres/gpu:a100:8"; others skipped). None when no
+// item counts a GPU. `source` names the text in errors.
+Status ParseGpuCount(const std::string& source, const std::string& text, bool tres, std::optional<int>* gpus);
+
+// Fills info->gpus_per_node for DeepSpeed's hostfile when the variables
+// did not: from the hand-over, else with one question to `queries` (the
+// step's, else the job's, TresPerNode). Stays none for a request that is
+// not per node (--gpus=N), whose nodes may hold different counts.
+Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info);
+
+// SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12005-12006") as ports.
+Status ParsePortList(const std::string& name, const std::string& text, std::vector<int>* ports);
 
 }  // namespace baton::launch

@@ -2,16 +2,27 @@
 // linking libslurm: srun, sbatch and slurmstepd already carry Slurm's
 // library, and a second copy in the same process would have its own,
 // unconfigured state.
+#include "base/launch/slurm_queries.h"
+
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
 #include <cstdlib>
+#include <map>
 
 #include "base/launch/component.h"
+#include "base/launch/decimal.h"
+#include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 
 namespace baton::launch {
 namespace {
+
+// slurm_facts.cc knows Slurm's special step ids without Slurm's headers.
+static_assert(SLURM_MAX_NORMAL_STEP_ID == 0xfffffff0u && SLURM_BATCH_SCRIPT == 0xfffffffbu &&
+                  SLURM_INTERACTIVE_STEP == 0xfffffffau && SLURM_EXTERN_CONT == 0xfffffffcu &&
+                  SLURM_PENDING_STEP == 0xfffffffdu,
+              "Slurm's special step ids moved");
 
 std::string SlurmError(const char* call) {
   const int err = slurm_get_errno();
@@ -20,31 +31,64 @@ std::string SlurmError(const char* call) {
 
 class LibslurmQueries : public SlurmQueries {
  public:
-  Status ExpandHostlist(const std::string& hostlist, std::vector<std::string>* hosts) override {
+  Status ExpandHostlist(const std::string& hostlist, size_t max_hosts, std::vector<std::string>* hosts) override {
     hosts->clear();
     hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
-    if (hl == nullptr)
-      return Status::InvalidArgument(kComponent, "hostlist '" + hostlist + "' is malformed");
-    while (char* host = slurm_hostlist_shift(hl)) {
-      hosts->emplace_back(host);
-      free(host);
+    if (hl == nullptr) return Status::InvalidArgument(kComponent, "host list " + Quoted(hostlist) + " is malformed");
+    // Counted from the ranges, before a single host is made.
+    const int count = slurm_hostlist_count(hl);
+    Status s;
+    if (count <= 0) {
+      s = Status::InvalidArgument(kComponent, "host list " + Quoted(hostlist) + " names no host");
+    } else if (static_cast<size_t>(count) > max_hosts) {
+      s = Status::InvalidArgument(kComponent, "host list " + Quoted(hostlist) + " names " + std::to_string(count) +
+                                                  " hosts, more than the " + std::to_string(max_hosts) +
+                                                  " it can hold");
+    } else {
+      hosts->reserve(static_cast<size_t>(count));
+      while (char* host = slurm_hostlist_shift(hl)) {
+        hosts->emplace_back(host);
+        free(host);
+      }
     }
     slurm_hostlist_destroy(hl);
-    if (hosts->empty()) return Status::InvalidArgument(kComponent, "hostlist '" + hostlist + "' names no host");
-    return Status::OK();
+    return s;
+  }
+
+  Status CompressHostlist(const std::vector<std::string>& hosts, std::string* hostlist) override {
+    hostlist_t hl = slurm_hostlist_create("");
+    if (hl == nullptr) return Status::Internal(kComponent, "slurm_hostlist_create(\"\") failed");
+    Status s;
+    for (const std::string& h : hosts) {
+      if (slurm_hostlist_push_host(hl, h.c_str()) != 1) {
+        s = Status::InvalidArgument(kComponent, "cannot add " + Quoted(h) + " to a host list");
+        break;
+      }
+    }
+    if (s.ok()) {
+      char* text = slurm_hostlist_ranged_string_malloc(hl);
+      if (text == nullptr) s = Status::Internal(kComponent, "slurm_hostlist_ranged_string_malloc failed");
+      else *hostlist = text;
+      free(text);
+    }
+    slurm_hostlist_destroy(hl);
+    return s;
   }
 
   Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
                    std::vector<std::vector<int>>* tids) override {
+    long long job = 0;
+    if (!ParseDecimal(job_id, 1, 0xffffffffLL, &job))
+      return Status::InvalidArgument(kComponent, "job id " + Quoted(job_id) + " is not a number");
     slurm_step_id_t id = {};
-    id.job_id = static_cast<uint32_t>(std::strtoul(job_id.c_str(), nullptr, 10));
+    id.job_id = static_cast<uint32_t>(job);
     id.step_id = static_cast<uint32_t>(step_id);
     id.step_het_comp = NO_VAL;
     slurm_step_layout_t* layout = slurm_job_step_layout_get(&id);
     if (layout == nullptr)
       return Status::Unavailable(kComponent, SlurmError("slurm_job_step_layout_get") + " for step " + job_id +
                                                  "." + std::to_string(step_id));
-    Status s = ExpandHostlist(layout->node_list ? layout->node_list : "", nodes);
+    Status s = ExpandHostlist(layout->node_list ? layout->node_list : "", layout->node_cnt, nodes);
     if (s.ok() && nodes->size() != layout->node_cnt) {
       s = Status::Internal(kComponent, "step layout lists " + std::to_string(nodes->size()) +
                                            " nodes but counts " + std::to_string(layout->node_cnt));
@@ -58,17 +102,58 @@ class LibslurmQueries : public SlurmQueries {
     return s;
   }
 
-  Status NodeAddress(const std::string& node, std::string* addr) override {
+  Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) override {
+    addrs->clear();
     node_info_msg_t* msg = nullptr;
-    if (slurm_load_node_single(&msg, const_cast<char*>(node.c_str()), SHOW_ALL) != SLURM_SUCCESS || msg == nullptr)
-      return Status::Unavailable(kComponent, SlurmError("slurm_load_node_single") + " for node " + node);
-    Status s;
-    if (msg->record_count < 1 || msg->node_array[0].node_addr == nullptr)
-      s = Status::NotFound(kComponent, "Slurm has no address for node " + node);
-    else
-      *addr = msg->node_array[0].node_addr;
+    // One node: ask for it alone; more: one query for the whole table.
+    const int rc = nodes.size() == 1 ? slurm_load_node_single(&msg, const_cast<char*>(nodes[0].c_str()), SHOW_ALL)
+                                     : slurm_load_node(0, &msg, SHOW_ALL);
+    if (rc != SLURM_SUCCESS || msg == nullptr) {
+      return Status::Unavailable(kComponent, SlurmError(nodes.size() == 1 ? "slurm_load_node_single" : "slurm_load_node") +
+                                                 " for node " + (nodes.empty() ? std::string("(none)") : nodes[0]) +
+                                                 (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : ""));
+    }
+    std::map<std::string, std::string> addr_of;
+    for (uint32_t i = 0; i < msg->record_count; ++i) {
+      const node_info_t& n = msg->node_array[i];
+      if (n.name != nullptr && n.node_addr != nullptr) addr_of[n.name] = n.node_addr;
+    }
     slurm_free_node_info_msg(msg);
-    return s;
+    for (const std::string& node : nodes) {
+      auto it = addr_of.find(node);
+      if (it == addr_of.end()) return Status::NotFound(kComponent, "Slurm has no address for node " + Quoted(node));
+      addrs->push_back(it->second);
+    }
+    return Status::OK();
+  }
+
+  Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) override {
+    gpus->reset();
+    long long job = 0;
+    if (!ParseDecimal(job_id, 1, 0xffffffffLL, &job))
+      return Status::InvalidArgument(kComponent, "job id " + Quoted(job_id) + " is not a number");
+    if (step_id) {
+      job_step_info_response_msg_t* steps = nullptr;
+      if (slurm_get_job_steps(0, static_cast<uint32_t>(job), static_cast<uint32_t>(*step_id), &steps, SHOW_ALL) !=
+              SLURM_SUCCESS ||
+          steps == nullptr) {
+        return Status::Unavailable(kComponent, SlurmError("slurm_get_job_steps") + " for step " + job_id + "." +
+                                                   std::to_string(*step_id));
+      }
+      const std::string tres = steps->job_step_count > 0 && steps->job_steps[0].tres_per_node
+                                   ? steps->job_steps[0].tres_per_node
+                                   : "";
+      slurm_free_job_step_info_response_msg(steps);
+      BATON_RETURN_IF_ERROR(ParseGpuCount("the step's TresPerNode", tres, true, gpus));
+      // A step that asked for no GPU has all of the job's (srun --gres).
+      if (*gpus || !tres.empty()) return Status::OK();
+    }
+    job_info_msg_t* jobs = nullptr;
+    if (slurm_load_job(&jobs, static_cast<uint32_t>(job), SHOW_ALL) != SLURM_SUCCESS || jobs == nullptr)
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_job") + " for job " + job_id);
+    const std::string tres = jobs->record_count > 0 && jobs->job_array[0].tres_per_node ? jobs->job_array[0].tres_per_node : "";
+    slurm_free_job_info_msg(jobs);
+    return ParseGpuCount("the job's TresPerNode", tres, true, gpus);
   }
 };
 

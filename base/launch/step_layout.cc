@@ -1,18 +1,10 @@
 #include "base/launch/step_layout.h"
 
-#include <charconv>
-
 #include "base/launch/component.h"
+#include "base/launch/decimal.h"
 
 namespace baton::launch {
 namespace {
-
-// Parses a non-negative decimal that fills `text` exactly.
-bool ParseCount(std::string_view text, long long max, long long* value) {
-  if (text.empty()) return false;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *value);
-  return ec == std::errc() && end == text.data() + text.size() && *value >= 0 && *value <= max;
-}
 
 std::vector<std::string_view> Split(std::string_view text, char sep) {
   std::vector<std::string_view> parts;
@@ -25,8 +17,23 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
   }
 }
 
-// Far above any real job; keeps a hostile value from allocating the machine.
-constexpr long long kMaxTasks = 1 << 24;
+// Deals `counts` out `chunk` tasks at a time per node and round (chunk 0:
+// all of a node's tasks at once, which is block).
+std::vector<int> Deal(const std::vector<int>& counts, long long chunk) {
+  long long total = 0;
+  for (int c : counts) total += c;
+  std::vector<int> task_node;
+  task_node.reserve(static_cast<size_t>(total));
+  std::vector<int> left = counts;
+  while (static_cast<long long>(task_node.size()) < total) {
+    for (size_t n = 0; n < left.size(); ++n) {
+      const long long take = chunk == 0 ? left[n] : std::min<long long>(chunk, left[n]);
+      task_node.insert(task_node.end(), static_cast<size_t>(take), static_cast<int>(n));
+      left[n] -= static_cast<int>(take);
+    }
+  }
+  return task_node;
+}
 
 }  // namespace
 
@@ -34,13 +41,6 @@ std::vector<int> StepLayout::TasksPerNode() const {
   std::vector<int> counts(nodes.size(), 0);
   for (int n : task_node) ++counts[n];
   return counts;
-}
-
-std::vector<int> StepLayout::RanksOn(int node) const {
-  std::vector<int> ranks;
-  for (int r = 0; r < num_tasks(); ++r)
-    if (task_node[r] == node) ranks.push_back(r);
-  return ranks;
 }
 
 Status ParseTasksPerNode(std::string_view text, std::vector<int>* counts) {
@@ -53,12 +53,12 @@ Status ParseTasksPerNode(std::string_view text, std::vector<int>* counts) {
       count_text = item.substr(0, open);
       std::string_view rest = item.substr(open);
       if (rest.size() < 4 || rest.substr(0, 2) != "(x" || rest.back() != ')' ||
-          !ParseCount(rest.substr(2, rest.size() - 3), kMaxTasks, &repeat) || repeat == 0) {
+          !ParseDecimal(rest.substr(2, rest.size() - 3), 1, kMaxTasks, &repeat)) {
         return Status::InvalidArgument(kComponent, "tasks per node '" + std::string(text) +
                                                        "': bad repeat in '" + std::string(item) + "'");
       }
     }
-    if (!ParseCount(count_text, kMaxTasks, &count)) {
+    if (!ParseDecimal(count_text, 0, kMaxTasks, &count)) {
       return Status::InvalidArgument(kComponent, "tasks per node '" + std::string(text) +
                                                      "': '" + std::string(item) +
                                                      "' is not a count or count(xN)");
@@ -103,17 +103,49 @@ Status LayoutFromNodeTasks(std::vector<std::string> nodes,
   return Status::OK();
 }
 
-Status LayoutFromCounts(std::vector<std::string> nodes, const std::vector<int>& counts,
-                        StepLayout* out) {
+Status LayoutFromDistribution(std::vector<std::string> nodes, const std::vector<int>& counts,
+                              std::string_view distribution, StepLayout* out) {
   if (counts.size() != nodes.size()) {
     return Status::InvalidArgument(kComponent, std::to_string(nodes.size()) + " nodes but " +
                                                    std::to_string(counts.size()) + " task counts");
   }
-  out->task_node.clear();
-  for (size_t n = 0; n < counts.size(); ++n)
-    out->task_node.insert(out->task_node.end(), static_cast<size_t>(counts[n]), static_cast<int>(n));
+  long long chunk = 0;
+  if (distribution == "cyclic") {
+    chunk = 1;
+  } else if (distribution.substr(0, 6) == "plane=") {
+    if (!ParseDecimal(distribution.substr(6), 1, kMaxTasks, &chunk))
+      return Status::InvalidArgument(kComponent, "distribution '" + std::string(distribution) +
+                                                     "': the plane size is not a number in 1.." +
+                                                     std::to_string(kMaxTasks));
+  } else if (distribution != "block") {
+    return Status::InvalidArgument(kComponent, "distribution '" + std::string(distribution) +
+                                                   "' is not block, cyclic or plane=P");
+  }
+  long long total = 0;
+  for (int c : counts) total += c;
+  if (total > kMaxTasks)
+    return Status::InvalidArgument(kComponent, "more than " + std::to_string(kMaxTasks) + " tasks");
+  out->task_node = Deal(counts, chunk);
   out->nodes = std::move(nodes);
   return Status::OK();
+}
+
+Status LayoutFromCounts(std::vector<std::string> nodes, const std::vector<int>& counts,
+                        StepLayout* out) {
+  return LayoutFromDistribution(std::move(nodes), counts, "block", out);
+}
+
+std::optional<std::string> DistributionOf(const StepLayout& layout) {
+  const std::vector<int> counts = layout.TasksPerNode();
+  // Plane's size is the length of the first node's first run of ranks.
+  long long plane = 0;
+  while (plane < layout.num_tasks() && layout.task_node[static_cast<size_t>(plane)] == layout.MasterNode()) ++plane;
+  std::vector<std::string> candidates = {"block", "cyclic"};
+  if (plane > 1) candidates.push_back("plane=" + std::to_string(plane));
+  for (const std::string& d : candidates) {
+    if (Deal(counts, d == "block" ? 0 : d == "cyclic" ? 1 : plane) == layout.task_node) return d;
+  }
+  return std::nullopt;
 }
 
 std::string EncodeTaskMap(const std::vector<int>& task_node) {
@@ -131,12 +163,12 @@ std::string EncodeTaskMap(const std::vector<int>& task_node) {
 
 Status DecodeTaskMap(std::string_view text, int num_nodes, std::vector<int>* task_node) {
   task_node->clear();
-  if (text.empty()) return Status::OK();
+  if (text.empty()) return Status::InvalidArgument(kComponent, "the task map is empty (a step has at least one task)");
   for (std::string_view item : Split(text, ',')) {
     long long node = 0, run = 1;
     auto star = item.find('*');
-    bool ok = ParseCount(item.substr(0, star), num_nodes - 1, &node);
-    if (ok && star != std::string_view::npos) ok = ParseCount(item.substr(star + 1), kMaxTasks, &run) && run > 0;
+    bool ok = ParseDecimal(item.substr(0, star), 0, num_nodes - 1LL, &node);
+    if (ok && star != std::string_view::npos) ok = ParseDecimal(item.substr(star + 1), 1, kMaxTasks, &run);
     if (!ok || static_cast<long long>(task_node->size()) + run > kMaxTasks) {
       return Status::InvalidArgument(kComponent, "task map item '" + std::string(item) +
                                                      "' is not node[*count] with node < " +

@@ -1,21 +1,28 @@
 # spank_baton.so on the local cluster: every task's variables against
 # Slurm's own, for each distribution; options and plugstack errors; the
 # hostfile's content, owner, mode and removal; GPU binding; a TCP
-# rendezvous using only what baton set. Sourced by run-all.
+# rendezvous using only what baton set. Every address is the one the
+# cluster gives its nodes (scontrol show node), never a written-in one.
+# Sourced by run-all.
 
 TASK_ENV="$REPO/tests/cluster/print-task-env"
 export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
 
 node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
 
+# addrs NODE...: the nodes' addresses, one per line.
+addrs() { local n; for n in "$@"; do node_addr "$n"; done; }
+
 # check_tasks FILE NTASKS: every line of print-task-env output agrees with Slurm.
 check_tasks() {
-  local file=$1 ntasks=$2 line lines first_node first_addr ports
+  local file=$1 ntasks=$2 line lines rank0_node rank0_addr ports
   lines=$(grep -c 'SLURM_PROCID=' "$file" || true)
   expect_eq "$lines" "$ntasks" "tasks that reported"
-  first_node=$(grep -o 'SLURM_NODEID=0 .*' "$file" | head -n 1 | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
-  first_addr=$(node_addr "$first_node")
-  [ -n "$first_addr" ] || fail "no address for the step's first node '$first_node'"
+  # MASTER_ADDR is where rank 0 runs (its TCPStore listens there), which is
+  # not the step's first node under -m arbitrary.
+  rank0_node=$(grep '^SLURM_PROCID=0 ' "$file" | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
+  rank0_addr=$(node_addr "$rank0_node")
+  [ -n "$rank0_addr" ] || fail "no address for rank 0's node '$rank0_node'"
   while read -r line; do
     declare -A t=()
     local kv
@@ -29,11 +36,16 @@ check_tasks() {
     expect_eq "${t[LOCAL_WORLD_SIZE]}" "${t[GTIDS_COUNT]}" "$who: LOCAL_WORLD_SIZE vs SLURM_GTIDS"
     expect_eq "${t[GROUP_WORLD_SIZE]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: GROUP_WORLD_SIZE"
     expect_eq "${t[BATON_NNODES]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: BATON_NNODES"
-    expect_eq "${t[MASTER_ADDR]}" "$first_addr" "$who: MASTER_ADDR (address of $first_node)"
+    expect_eq "${t[MASTER_ADDR]}" "$rank0_addr" "$who: MASTER_ADDR (address of rank 0's node $rank0_node)"
     expect_eq "${t[HOSTFILE_STAT]}" "$(id -un):600" "$who: hostfile owner:mode"
     expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
     expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the plugin's hand-over agrees"
-    [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
+    # Slurm reserved ports for the step (MpiParams=ports): the first is MASTER_PORT.
+    if [ "${t[SLURM_STEP_RESV_PORTS]}" != UNSET ]; then
+      expect_eq "${t[MASTER_PORT]}" "${t[SLURM_STEP_RESV_PORTS]%%[-,]*}" "$who: MASTER_PORT vs SLURM_STEP_RESV_PORTS"
+    else
+      [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
+    fi
     unset t
   done < <(grep 'SLURM_PROCID=' "$file")
   ports=$(grep -o 'MASTER_PORT=[0-9]*' "$file" | sort -u | wc -l)
@@ -74,40 +86,59 @@ test_arbitrary_with_a_hostfile() {
   local d; d=$(case_dir)
   printf 'n3\nn1\nn1\nn2\nn3\n' >"$d/hosts"
   SLURM_HOSTFILE="$d/hosts" run_step "$d/out" 5 -n5 -m arbitrary
-  # Rank 0 runs where the hostfile put it.
+  # Rank 0 runs where the hostfile put it, and MASTER_ADDR follows it
+  # (check_tasks), though n1 is the step's first node.
   grep -q 'SLURM_PROCID=0 .*SLURMD_NODENAME=n3 ' "$d/out" || fail "rank 0 is not on n3"
+  grep -q "MASTER_ADDR=$(node_addr n3) " "$d/out" || fail "MASTER_ADDR is not n3's address"
+}
+
+test_tcp_rendezvous_where_rank_0_is_not_on_the_first_node() {
+  # Rank 0 listens on MASTER_ADDR: with the first node's address it could
+  # not even bind there (each node has its own network).
+  local d out; d=$(case_dir)
+  printf 'n3\nn1\nn2\nn4\n' >"$d/hosts"
+  out=$(SLURM_HOSTFILE="$d/hosts" srun -n4 -m arbitrary --baton "$BATON_BUILD_DIR/tests/cluster/tcp_rendezvous" 2>&1)
+  echo "$out"
+  expect_eq "$(grep -c '^rendezvous ok' <<<"$out")" 4 "ranks that completed the rendezvous"
 }
 
 test_plain_hostfile_lists_ranks_in_order_for_cyclic() {
   local d; d=$(case_dir)
-  srun -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
-  expect_eq "$(tr '\n' ' ' <"$d/out")" "n1 n2 n1 n2 " "plain hostfile of a cyclic step"
+  srun -w 'n[1-2]' -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
+  expect_eq "$(tr '\n' ' ' <"$d/out")" "$(addrs n1 n2 n1 n2 | tr '\n' ' ')" "plain hostfile of a cyclic step"
 }
 
 test_hostfile_formats() {
-  local f expected got
+  # Nodes are named by their NodeAddr: these nodes' names resolve nowhere,
+  # and launchers ssh to what the file says.
+  local f expected got a1 a2
+  a1=$(node_addr n1) a2=$(node_addr n2)
   for f in openmpi deepspeed mpich horovod; do
     case $f in
-      openmpi|deepspeed) expected="n1 slots=2|n2 slots=1|" ;;
-      mpich) expected="n1:2|n2:1|" ;;
-      horovod) expected="n1:2,n2:1|" ;;
+      openmpi|deepspeed|horovod) expected="$a1 slots=2|$a2 slots=1|" ;;
+      mpich) expected="$a1:2|$a2:1|" ;;
     esac
-    got=$(srun -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+    got=$(srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
     expect_eq "$got" "$expected" "hostfile format $f"
   done
+  # DeepSpeed's slots are GPUs: --gres=gpu:2 on every node.
+  got=$(srun -w 'n[1-2]' -N2 -n3 --gres=gpu:2 --baton --baton-hostfile=deepspeed bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+  expect_eq "$got" "$a1 slots=2|$a2 slots=2|" "deepspeed hostfile of a step with 2 GPUs per node"
 }
 
 test_cli_hostfile_and_json_match_the_plugin() {
   local out
-  out=$(srun -N2 -n3 --baton --baton-hostfile=mpich bash -c \
+  local d; d=$(case_dir)
+  addrs n1 n1 n2 >"$d/plain"
+  out=$(PLAIN="$d/plain" srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=mpich bash -c \
     '[ "$RANK" = 0 ] || exit 0; diff "$BATON_HOSTFILE" <("$BATON_BIN" hostfile) && echo HOSTFILE_SAME;
-     diff <("$BATON_BIN" hostfile --format=plain) <(printf "n1\nn1\nn2\n") && echo PLAIN_SAME;
+     diff <("$BATON_BIN" hostfile --format=plain) "$PLAIN" && echo PLAIN_SAME;
      "$BATON_BIN" env --format=json')
   echo "$out"
   grep -qx HOSTFILE_SAME <<<"$out" || fail "baton hostfile differs from the plugin's (BATON_HOSTFILE_FORMAT=mpich)"
   grep -qx PLAIN_SAME <<<"$out" || fail "baton hostfile --format=plain is not the ranks in order"
   grep -q '"RANK": "0"' <<<"$out" || fail "baton env --format=json lacks RANK"
-  grep -q '"MASTER_ADDR": "127.0.0.11"' <<<"$out" || fail "baton env --format=json lacks MASTER_ADDR"
+  grep -q "\"MASTER_ADDR\": \"$(node_addr n1)\"" <<<"$out" || fail "baton env --format=json lacks MASTER_ADDR"
 }
 
 test_cli_outside_a_job_names_what_is_missing() {
@@ -116,6 +147,14 @@ test_cli_outside_a_job_names_what_is_missing() {
   echo "$out"
   expect_eq "$rc" 1 "exit status outside a job"
   grep -q "SLURM_JOB_ID is not set" <<<"$out" || fail "the message does not name SLURM_JOB_ID"
+  # A slurm.conf that is not there: at once, naming it (libslurm would retry for a minute).
+  rc=0
+  local t0=$SECONDS
+  out=$(srun -N1 -n1 bash -c 'env -u BATON_STEP_TASK_MAP -u BATON_STEP_MASTER_ADDR SLURM_CONF=/nonexistent/slurm.conf "$BATON_BIN" env' 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status without slurm.conf"
+  [ $((SECONDS - t0)) -lt 10 ] || fail "took $((SECONDS - t0)) s"
+  grep -qF "SLURM_CONF='/nonexistent/slurm.conf' names no file" <<<"$out" || fail "the message does not name SLURM_CONF"
   rc=0
   out=$("$BATON_BIN" env --format=yaml 2>&1) || rc=$?
   expect_eq "$rc" 2 "exit status for a bad --format"
@@ -146,9 +185,10 @@ JOB
   job=$(sbatch --parsable -N4 -n8 -o "$d/out" "$d/job.sh")
   wait_for 120 "job $job to complete" job_state_is "$job" COMPLETED
   cat "$d/out" "$d/step-a" "$d/step-b"
-  grep -q '^BATCH RANK=UNSET LOCAL_RANK=UNSET MASTER_ADDR=127.0.0.11 MASTER_PORT=[0-9]' "$d/out" ||
+  grep -q "^BATCH RANK=UNSET LOCAL_RANK=UNSET MASTER_ADDR=$(node_addr n1) MASTER_PORT=[0-9]" "$d/out" ||
     fail "batch script environment wrong"
-  grep -q '^BATCH_HOSTFILE n1 slots=2|n2 slots=2|n3 slots=2|n4 slots=2|$' "$d/out" || fail "allocation hostfile wrong"
+  local a; a=$(addrs n1 n2 n3 n4 | sed 's/$/ slots=2/' | tr '\n' '|')
+  grep -qF "BATCH_HOSTFILE $a" "$d/out" || fail "allocation hostfile wrong (expected $a)"
   check_tasks "$d/step-a" 3
   check_tasks "$d/step-b" 4
   local pa pb pbatch
@@ -168,6 +208,13 @@ test_options_reach_the_tasks_with_precedence() {
   expect_eq "$out" 34567 "BATON_MASTER_PORT"
   out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-master-port=45678 bash -c 'echo "$MASTER_PORT"')
   expect_eq "$out" 45678 "the command line wins over BATON_MASTER_PORT"
+  # Every form srun's getopt_long accepts: "--opt value" and abbreviations.
+  out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-master-port 45678 bash -c 'echo "$MASTER_PORT"')
+  expect_eq "$out" 45678 "--baton-master-port 45678 (value as the next word)"
+  out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-mas=45678 bash -c 'echo "$MASTER_PORT"')
+  expect_eq "$out" 45678 "--baton-mas=45678 (an abbreviation)"
+  out=$(BATON_HOSTFILE_FORMAT=plain srun -w n1 -N1 -n2 --baton --baton-host mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true')
+  expect_eq "$out" "$(node_addr n1):2" "--baton-host mpich (an abbreviation, value as the next word)"
   out=$(srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
   expect_eq "$out" UNSET "without --baton nothing is set (default=off)"
   out=$(BATON_ENABLE=on srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
@@ -244,7 +291,8 @@ test_plugstack_bad_gpu_bind() { with_plugstack_args "gpu_bind=any" expect_reject
 
 test_plugstack_default_on_and_port_range() {
   local out
-  out=$(with_plugstack_args "default=on port_range=20000-20009" srun -N2 -n2 bash -c 'echo "$RANK $MASTER_PORT"')
+  # port_range serves steps without reserved ports (--resv-ports=0 here).
+  out=$(with_plugstack_args "default=on port_range=20000-20009" srun -N2 -n2 --resv-ports=0 bash -c 'echo "$RANK $MASTER_PORT"')
   echo "$out"
   expect_eq "$(wc -l <<<"$out")" 2 "tasks"
   awk '{ if ($2 < 20000 || $2 > 20009) exit 1 }' <<<"$out" || fail "MASTER_PORT outside port_range 20000-20009"
@@ -255,28 +303,49 @@ test_plugstack_default_on_and_port_range() {
 # --- GPUs -------------------------------------------------------------------------------
 test_gpu_bind_local_rank_gives_each_task_its_gpu() {
   local out
-  out=$(srun -N1 -n2 --gres=gpu:2 --baton --baton-gpu-bind=local-rank bash -c 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES"' | sort)
+  # The contract: LOCAL_RANK keeps its meaning; BATON_DEVICE is the index
+  # among the devices the task sees (set_device(BATON_DEVICE) is always right).
+  out=$(srun -N1 -n2 --gres=gpu:2 --baton --baton-gpu-bind=local-rank bash -c 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES $BATON_DEVICE"' | sort)
   echo "$out"
-  expect_eq "$(tr '\n' '|' <<<"$out")" "0 0|1 1|" "CUDA_VISIBLE_DEVICES per local rank"
-  out=$(srun -N1 -n2 --gres=gpu:2 --baton bash -c 'echo "$CUDA_VISIBLE_DEVICES"' | sort -u)
-  expect_eq "$out" "0,1" "without gpu-bind every task sees the step's GPUs"
+  expect_eq "$(tr '\n' '|' <<<"$out")" "0 0 0|1 1 0|" "CUDA_VISIBLE_DEVICES and BATON_DEVICE per local rank"
+  out=$(srun -N1 -n2 --gres=gpu:2 --baton bash -c 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES $BATON_DEVICE"' | sort)
+  expect_eq "$(tr '\n' '|' <<<"$out")" "0 0,1 0|1 0,1 1|" "without gpu-bind every task sees the step's GPUs"
   expect_rejected "Slurm gave this step no GPUs" srun -N1 -n1 --baton --baton-gpu-bind=local-rank
 }
 
 # --- an ordinary user ---------------------------------------------------------------------
-test_hostfile_directory_planted_by_another_user_is_refused() {
+test_names_planted_by_another_user_cost_the_user_nothing() {
   id baton-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /bin/bash baton-test
+  # The old default directory was /tmp/baton-<user>: anyone could make it
+  # first and fail every --baton step of that user. The directory is now
+  # made fresh, with an unpredictable name.
   local planted="/tmp/baton-baton-test" out marker
   marker=$(case_dir)/ran
   chmod 777 "$(dirname "$marker")"
   rm -rf "$planted"
-  mkdir -m 0777 "$planted"  # root plants a world-writable directory where the user's would go
-  # srun itself exits 0 when slurmstepd could not start the task; what counts is that it never ran.
-  out=$(runuser -u baton-test -- env SLURM_CONF="$SLURM_CONF" srun -N1 -n1 --baton touch "$marker" 2>&1) || true
+  mkdir -m 0777 "$planted"
+  out=$(runuser -u baton-test -- env SLURM_CONF="$SLURM_CONF" MARKER="$marker" srun -N1 -n1 --baton \
+        bash -c 'test -f "$BATON_HOSTFILE" && touch "$MARKER" && echo "$BATON_HOSTFILE"' 2>&1) || true
   rm -rf "$planted"
   echo "$out"
-  [ ! -e "$marker" ] || fail "the task ran with a hostfile directory writable by others"
-  grep -q "hostfile directory '$planted' is not safe to use" <<<"$out" || fail "the error does not name the directory"
+  [ -e "$marker" ] || fail "the step did not run beside a planted directory"
+  [[ $out != "$planted"* ]] || fail "the hostfile went into the planted directory"
+}
+
+test_a_failed_user_init_fails_the_step_with_its_message() {
+  # An unsafe hostfile directory (world-writable, not sticky) fails
+  # user_init. Slurm would then start no task and srun exit 0: the step
+  # must fail instead, with the reason on the user's terminal.
+  local d open out rc=0
+  d=$(case_dir)
+  open="$d/open"
+  mkdir -m 0777 "$open"
+  chmod 0777 "$open"
+  out=$(with_plugstack_args "hostfile_dir=$open/%j.%s.%n" srun -N2 -n2 --baton touch "$d/ran" 2>&1) || rc=$?
+  echo "$out"
+  [ "$rc" -ne 0 ] || fail "srun exited 0"
+  [ ! -e "$d/ran" ] || fail "the program ran"
+  grep -qF "hostfile directory '$open' is not safe to use" <<<"$out" || fail "the message is not on srun's stderr"
 }
 
 test_program_arguments_are_not_baton_options() {
@@ -298,6 +367,47 @@ test_hostfile_of_an_ordinary_user() {
   for path in $(awk '{print $2}' <<<"$out"); do
     wait_for 10 "hostfile $path to be removed" test ! -e "$path"
   done
+}
+
+# --- MASTER_PORT: two jobs on one node ---------------------------------------------------
+test_two_jobs_on_one_node_get_different_master_ports() {
+  # Two jobs whose rank 0 shares n1, their steps running at the same time:
+  # each step's MASTER_PORT is the first of the ports Slurm reserved for it
+  # (MpiParams=ports), which no other step on the node holds meanwhile.
+  local d a b pa pb
+  d=$(case_dir)
+  mkfifo "$d/go-a" "$d/go-b"
+  for x in a b; do
+    cat >"$d/job-$x.sh" <<JOB
+#!/bin/bash
+srun -n1 --baton bash -c 'echo "\$MASTER_PORT \$SLURM_STEP_RESV_PORTS" > "$d/port-$x.tmp" && mv "$d/port-$x.tmp" "$d/port-$x"; read -r _ < "$d/go-$x"'
+JOB
+  done
+  a=$(sbatch --parsable -w n1 -n1 -o "$d/out-a" "$d/job-a.sh")
+  b=$(sbatch --parsable -w n1 -n1 -o "$d/out-b" "$d/job-b.sh")
+  # Both steps hold their ports now: each waits on its fifo.
+  wait_for 60 "both steps to start" test -e "$d/port-a" -a -e "$d/port-b"
+  echo go >"$d/go-a"
+  echo go >"$d/go-b"
+  wait_for 60 "job $a" job_state_is "$a" COMPLETED
+  wait_for 60 "job $b" job_state_is "$b" COMPLETED
+  read -r pa ra <"$d/port-a"
+  read -r pb rb <"$d/port-b"
+  echo "job $a: MASTER_PORT=$pa (reserved $ra); job $b: MASTER_PORT=$pb (reserved $rb)"
+  [ "$pa" != "$pb" ] || fail "two concurrent jobs on n1 got MASTER_PORT $pa"
+  expect_eq "$pa" "${ra%%[-,]*}" "job $a: the first reserved port"
+  expect_eq "$pb" "${rb%%[-,]*}" "job $b: the first reserved port"
+}
+
+# --- salloc on the login node ----------------------------------------------------------
+test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
+  # salloc's shell runs here, on no node of the allocation (no SLURMD_NODENAME).
+  local out
+  out=$(salloc -w 'n[1-2]' -N2 -n4 bash -c '"$BATON_BIN" env && echo --- && "$BATON_BIN" hostfile --format=mpich' 2>&1)
+  echo "$out"
+  grep -qx "export MASTER_ADDR='$(node_addr n1)'" <<<"$out" || fail "MASTER_ADDR of the allocation"
+  grep -q "^export RANK=" <<<"$out" && fail "the allocation's shell has no rank"
+  grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out" || fail "the allocation's hostfile"
 }
 
 # --- a real rendezvous -------------------------------------------------------------------

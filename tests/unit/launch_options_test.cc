@@ -51,6 +51,7 @@ TEST(UserOptions, BadValuesNameOptionAndValue) {
   ExpectNames(SetOption("baton-gpu-bind", "all", &o), "--baton-gpu-bind", "'all'");
   ExpectNames(SetOption("baton-ckpt-dir", "relative/dir", &o), "--baton-ckpt-dir", "'relative/dir'");
   ExpectNames(SetOption("baton-local-dir", "", &o), "--baton-local-dir", "''");
+  ExpectNames(SetOption("baton-ckpt-dir", "/a\tb", &o), "--baton-ckpt-dir", "'/a\\x09b'");
   ExpectNames(SetOption("baton-nope", "1", &o), "unknown option", "--baton-nope");
   EXPECT_FALSE(o.hostfile.has_value()) << "nothing set on error";
 }
@@ -91,6 +92,60 @@ TEST(UserOptions, ScanFindsEveryFormWithItsValue) {
   EXPECT_EQ(found[1].name, "baton-hostfile");
   EXPECT_EQ(found[1].value, "plain");
   EXPECT_EQ(found[2].value, "7");
+}
+
+TEST(UserOptions, ScanTakesTheAbbreviationsGetoptTakes) {
+  // getopt_long (srun, sbatch) accepts any prefix that names one option.
+  auto found = ScanCommandLine({"--baton-host=mpich", "--baton-m", "29500", "--baton-g=none", "--baton-c=/c",
+                                "--baton-l", "/l", "--baton=off"});
+  ASSERT_EQ(found.size(), 6u);
+  EXPECT_EQ(found[0].name, "baton-hostfile");
+  EXPECT_EQ(found[0].value, "mpich");
+  EXPECT_EQ(found[1].name, "baton-master-port");
+  EXPECT_EQ(found[1].value, "29500");
+  EXPECT_EQ(found[2].name, "baton-gpu-bind");
+  EXPECT_EQ(found[3].name, "baton-ckpt-dir");
+  EXPECT_EQ(found[4].name, "baton-local-dir");
+  EXPECT_EQ(found[4].value, "/l");
+  EXPECT_EQ(found[5].name, "baton") << "an exact name wins over the longer ones it prefixes";
+  EXPECT_TRUE(ScanCommandLine({"--baton-", "x"}).empty()) << "ambiguous: srun refuses it itself";
+  EXPECT_TRUE(ScanCommandLine({"--bat=on"}).empty()) << "ambiguous among baton's options";
+  auto optional = ScanCommandLine({"--baton", "on"});
+  ASSERT_EQ(optional.size(), 1u);
+  EXPECT_FALSE(optional[0].has_value) << "an optional value comes only with '='";
+}
+
+TEST(UserOptions, TheCommandLineWinsInEveryFormSrunAccepts) {
+  // BATON_HOSTFILE_FORMAT=plain srun --baton-host=mpich ...: the callback
+  // sees --baton-hostfile=mpich; the scan must see the same occurrence, or
+  // the variable would win over the command line.
+  const std::map<std::string, std::string> env = {{"BATON_HOSTFILE_FORMAT", "plain"}, {"BATON_MASTER_PORT", "1111"}};
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"-N1", "--baton-hostfile=mpich", "--baton-master-port=2222", "./prog"},
+           {"-N1", "--baton-hostfile", "mpich", "--baton-master-port", "2222", "./prog"},
+           {"-N1", "--baton-host=mpich", "--baton-mas=2222", "./prog"},
+           {"-N1", "--baton-host", "mpich", "--baton-m", "2222", "./prog"}}) {
+    LaunchOptions callbacks;
+    ASSERT_TRUE(SetOption("baton-hostfile", "mpich", &callbacks).ok());
+    ASSERT_TRUE(SetOption("baton-master-port", "2222", &callbacks).ok());
+    std::vector<Occurrence> log = {{"baton-hostfile", "mpich", true}, {"baton-master-port", "2222", true}};
+    LaunchOptions resolved;
+    ASSERT_TRUE(ResolveSubmitOptions(args, log, env, callbacks, PluginConfig{}, &resolved).ok());
+    EXPECT_EQ(*resolved.hostfile, HostfileFormat::kMpich) << args[1];
+    EXPECT_EQ(*resolved.master_port, 2222) << args[1];
+  }
+  // #SBATCH --baton-hostfile=mpich (a callback without a command-line word)
+  // loses to the variable.
+  LaunchOptions callbacks;
+  ASSERT_TRUE(SetOption("baton-hostfile", "mpich", &callbacks).ok());
+  LaunchOptions resolved;
+  ASSERT_TRUE(ResolveSubmitOptions({"job.sh"}, {{"baton-hostfile", "mpich", true}}, env, callbacks, PluginConfig{},
+                                   &resolved)
+                  .ok());
+  EXPECT_EQ(*resolved.hostfile, HostfileFormat::kPlain);
+  // A program's own argument is not srun's option.
+  ASSERT_TRUE(ResolveSubmitOptions({"./prog", "--baton-host=mpich"}, {}, env, {}, PluginConfig{}, &resolved).ok());
+  EXPECT_EQ(*resolved.hostfile, HostfileFormat::kPlain);
 }
 
 TEST(UserOptions, SameOptionTwiceWithDifferentValuesIsAnError) {
@@ -141,10 +196,9 @@ TEST(PluginConfig, DefaultsAndEveryKey) {
   EXPECT_FALSE(c.default_on);
   EXPECT_EQ(c.port_lo, 61000);
   EXPECT_EQ(c.port_hi, 65535);
-  for (const char* token : {"%u", "%j", "%s", "%n"}) EXPECT_NE(c.hostfile_dir.find(token), std::string::npos);
+  EXPECT_EQ(c.hostfile_dir, "") << "default: a fresh private directory, no predictable name";
   ExpectNames(ParsePluginConfig({"hostfile_dir=/scratch/baton-%u"}, &c), "hostfile_dir", "containing %j");
   ExpectNames(ParsePluginConfig({"hostfile_dir=/scratch/%j.%s"}, &c), "hostfile_dir", "containing %n");
-  EXPECT_EQ(c.hostfile_dir.rfind("%t/", 0), 0u) << "under the node's temporary directory";
   ASSERT_TRUE(ParsePluginConfig({"default=on", "port_range=20000-20100", "hostfile_dir=/var/baton/%u/%j-%s-%n",
                                  "gpu_bind=local-rank"},
                                 &c)

@@ -9,18 +9,34 @@ namespace {
 
 TEST(LibslurmHostlist, ExpandsRangesAndSeveralPrefixes) {
   std::vector<std::string> hosts;
-  ASSERT_TRUE(Libslurm().ExpandHostlist("n[1-3,7],gpu-[01-04]", &hosts).ok());
+  ASSERT_TRUE(Libslurm().ExpandHostlist("n[1-3,7],gpu-[01-04]", 8, &hosts).ok());
   EXPECT_EQ(hosts, (std::vector<std::string>{"n1", "n2", "n3", "n7", "gpu-01", "gpu-02", "gpu-03", "gpu-04"}));
-  ASSERT_TRUE(Libslurm().ExpandHostlist("single", &hosts).ok());
+  ASSERT_TRUE(Libslurm().ExpandHostlist("single", 1, &hosts).ok());
   EXPECT_EQ(hosts, (std::vector<std::string>{"single"}));
 }
 
 TEST(LibslurmHostlist, MalformedIsAnErrorNamingIt) {
   std::vector<std::string> hosts;
-  Status s = Libslurm().ExpandHostlist("n[3-1]", &hosts);
+  Status s = Libslurm().ExpandHostlist("n[3-1]", kMaxNodes, &hosts);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("'n[3-1]'"), std::string::npos) << s;
-  EXPECT_FALSE(Libslurm().ExpandHostlist("n[1-99999999]", &hosts).ok()) << "too many hosts";
+  EXPECT_FALSE(Libslurm().ExpandHostlist("n[1-99999999]", kMaxNodes, &hosts).ok()) << "too many hosts";
+}
+
+TEST(LibslurmHostlist, CountsBeforeExpanding) {
+  std::vector<std::string> hosts;
+  Status s = Libslurm().ExpandHostlist("n[1-3]", 2, &hosts);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("names 3 hosts, more than the 2 it can hold"), std::string::npos) << s;
+  EXPECT_TRUE(hosts.empty());
+}
+
+TEST(LibslurmHostlist, CompressesAddressesKeepingTheirOrder) {
+  std::string list;
+  ASSERT_TRUE(Libslurm().CompressHostlist({"10.0.0.12", "10.0.0.13", "10.0.0.11"}, &list).ok());
+  std::vector<std::string> back;
+  ASSERT_TRUE(Libslurm().ExpandHostlist(list, 3, &back).ok());
+  EXPECT_EQ(back, (std::vector<std::string>{"10.0.0.12", "10.0.0.13", "10.0.0.11"})) << list;
 }
 
 }  // namespace

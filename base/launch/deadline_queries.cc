@@ -1,0 +1,102 @@
+// WithDeadline (slurm_queries.h): each question to the controller on its
+// own thread, waited for until a deadline.
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "base/launch/component.h"
+#include "base/launch/slurm_queries.h"
+
+namespace baton::launch {
+namespace {
+
+class DeadlineQueries : public SlurmQueries {
+ public:
+  DeadlineQueries(SlurmQueries& inner, std::chrono::milliseconds limit, std::string context)
+      : inner_(inner), limit_(limit), context_(std::move(context)) {}
+
+  Status ExpandHostlist(const std::string& hostlist, size_t max_hosts, std::vector<std::string>* hosts) override {
+    return inner_.ExpandHostlist(hostlist, max_hosts, hosts);  // local work, no controller
+  }
+  Status CompressHostlist(const std::vector<std::string>& hosts, std::string* hostlist) override {
+    return inner_.CompressHostlist(hosts, hostlist);
+  }
+  Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
+                   std::vector<std::vector<int>>* tids) override {
+    struct Out {
+      std::vector<std::string> nodes;
+      std::vector<std::vector<int>> tids;
+    };
+    auto out = std::make_shared<Out>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the step layout of " + job_id + "." + std::to_string(step_id) + " (slurm_job_step_layout_get)",
+                       [&inner, out, job_id, step_id] { return inner.StepTasks(job_id, step_id, &out->nodes, &out->tids); });
+    if (s.ok()) {
+      *nodes = std::move(out->nodes);
+      *tids = std::move(out->tids);
+    }
+    return s;
+  }
+  Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) override {
+    auto out = std::make_shared<std::vector<std::string>>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the address of node " + (nodes.empty() ? std::string() : nodes[0]) +
+                           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") +
+                           " (slurm_load_node)",
+                       [&inner, out, nodes] { return inner.NodeAddresses(nodes, out.get()); });
+    if (s.ok()) *addrs = std::move(*out);
+    return s;
+  }
+
+  Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) override {
+    auto out = std::make_shared<std::optional<int>>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the GPUs per node of job " + job_id + " (slurm_load_job)",
+                       [&inner, out, job_id, step_id] { return inner.GpusPerNode(job_id, step_id, out.get()); });
+    if (s.ok()) *gpus = *out;
+    return s;
+  }
+
+ private:
+  // Runs `call` on a thread that owns everything it touches (captured by
+  // value or shared), so that it may outlive this wait.
+  template <typename Fn>
+  Status Bounded(const std::string& what, Fn call) {
+    struct Shared {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      Status result;
+    };
+    auto shared = std::make_shared<Shared>();
+    std::thread([shared, call]() mutable {
+      Status s = call();
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->result = s;
+      shared->done = true;
+      shared->cv.notify_all();
+    }).detach();
+    std::unique_lock<std::mutex> lock(shared->mu);
+    if (!shared->cv.wait_for(lock, limit_, [&] { return shared->done; })) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.1f", static_cast<double>(limit_.count()) / 1000.0);
+      return Status::Timeout(kComponent, std::string("Slurm did not answer within ") + seconds + " s when asked for " +
+                                             what + ": " + context_);
+    }
+    if (!shared->result.ok()) return shared->result.Annotate("asking Slurm for " + what + " (" + context_ + ")");
+    return shared->result;
+  }
+
+  SlurmQueries& inner_;
+  std::chrono::milliseconds limit_;
+  std::string context_;
+};
+
+}  // namespace
+
+std::unique_ptr<SlurmQueries> WithDeadline(SlurmQueries& inner, std::chrono::milliseconds limit, std::string context) {
+  return std::make_unique<DeadlineQueries>(inner, limit, std::move(context));
+}
+
+}  // namespace baton::launch

@@ -1,0 +1,57 @@
+#include "base/launch/hand_over.h"
+
+#include "base/launch/component.h"
+#include "base/launch/step_layout.h"
+
+namespace baton::launch {
+namespace {
+
+// `value` tagged, or "=ask" when the variable would pass the bound.
+std::string Bounded(const std::string& job_step, const char* name, const std::string& value) {
+  std::string tagged = Tag(job_step, value);
+  if (std::string(name).size() + 1 + tagged.size() > kMaxHandOverBytes) return Tag(job_step, kAsk);
+  return tagged;
+}
+
+}  // namespace
+
+std::string Tag(const std::string& job_step, const std::string& value) { return job_step + ":" + value; }
+
+bool Untag(const std::string& tagged, const std::string& job_step, std::string* value) {
+  if (tagged.size() <= job_step.size() || tagged.compare(0, job_step.size(), job_step) != 0 ||
+      tagged[job_step.size()] != ':')
+    return false;
+  *value = tagged.substr(job_step.size() + 1);
+  return true;
+}
+
+Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
+                    EnvList* vars) {
+  const std::string job_step = job_id + "." + std::to_string(step_id);
+  std::vector<std::string> nodes;
+  std::vector<std::vector<int>> tids;
+  BATON_RETURN_IF_ERROR(queries.StepTasks(job_id, step_id, &nodes, &tids));
+  StepLayout layout;
+  BATON_RETURN_IF_ERROR(LayoutFromNodeTasks(nodes, tids, &layout));
+  if (layout.num_tasks() == 0)
+    return Status::InvalidArgument(kComponent, "step " + job_step + ": Slurm's layout has no tasks");
+
+  std::vector<std::string> addrs;
+  BATON_RETURN_IF_ERROR(queries.NodeAddresses(layout.nodes, &addrs));
+  std::string addr_list = kSameAsNames;
+  if (addrs != layout.nodes) BATON_RETURN_IF_ERROR(queries.CompressHostlist(addrs, &addr_list));
+
+  const std::optional<std::string> distribution = DistributionOf(layout);
+  vars->clear();
+  vars->emplace_back(kTaskMapVar, Bounded(job_step, kTaskMapVar, distribution ? *distribution : EncodeTaskMap(layout.task_node)));
+  vars->emplace_back(kNodeAddrsVar, Bounded(job_step, kNodeAddrsVar, addr_list));
+  vars->emplace_back(kMasterAddrVar, Tag(job_step, addrs[static_cast<size_t>(layout.MasterNode())]));
+  if (format == HostfileFormat::kDeepSpeed) {
+    std::optional<int> gpus;
+    BATON_RETURN_IF_ERROR(queries.GpusPerNode(job_id, step_id, &gpus));
+    vars->emplace_back(kGpusPerNodeVar, Tag(job_step, gpus ? std::to_string(*gpus) : kNoGpus));
+  }
+  return Status::OK();
+}
+
+}  // namespace baton::launch

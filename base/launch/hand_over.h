@@ -1,0 +1,53 @@
+// What the plugin's srun side learns from Slurm once per step and hands to
+// every task through srun's environment, so that no slurmstepd and no
+// task has to ask the controller again.
+//
+// Each value is tagged with the job.step it belongs to, so that a nested
+// srun never trusts its parent's, and bounded: what Slurm already gives
+// each task (the node list, the tasks per node, the task's own ids) is
+// never repeated, and a value that would still grow with the step (the
+// task map of an irregular layout, the addresses of nodes numbered
+// without a pattern) is replaced by "=ask" past kMaxHandOverBytes. Every
+// execve of the step carries these variables: Linux refuses a single
+// variable over 128 KiB (E2BIG), and the whole environment counts against
+// ARG_MAX.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "base/launch/launch_env.h"
+#include "base/launch/slurm_queries.h"
+#include "baton/status.h"
+
+namespace baton::launch {
+
+// "17.0:cyclic", "17.0:block", "17.0:plane=4" (rebuilt from
+// SLURM_STEP_TASKS_PER_NODE), "17.0:1,0*2,2" (the map itself), "17.0:=ask".
+inline constexpr const char* kTaskMapVar = "BATON_STEP_TASK_MAP";
+// "17.0:10.0.0.12": the address of rank 0's node.
+inline constexpr const char* kMasterAddrVar = "BATON_STEP_MASTER_ADDR";
+// "17.0:=names" (every NodeAddr is the node name), "17.0:10.0.0.[11-14]"
+// (the addresses in node order), "17.0:=ask".
+inline constexpr const char* kNodeAddrsVar = "BATON_STEP_NODE_ADDRS";
+
+// "17.0:4": the GPUs per node (DeepSpeed's slots), "17.0:=none" when the
+// request is not per node. Only for --baton-hostfile=deepspeed.
+inline constexpr const char* kGpusPerNodeVar = "BATON_STEP_GPUS_PER_NODE";
+
+inline constexpr size_t kMaxHandOverBytes = 16 * 1024;
+inline constexpr const char* kAsk = "=ask";
+inline constexpr const char* kSameAsNames = "=names";
+inline constexpr const char* kNoGpus = "=none";
+
+// "17.0:" + value; Untag gives the value if the tag matches `job_step`.
+std::string Tag(const std::string& job_step, const std::string& value);
+bool Untag(const std::string& tagged, const std::string& job_step, std::string* value);
+
+// srun's side: asks Slurm for the step's layout and its nodes' addresses
+// (one query each), and for a deepspeed hostfile its GPUs per node, and
+// returns the variables above.
+Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
+                    EnvList* vars);
+
+}  // namespace baton::launch

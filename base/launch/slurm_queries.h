@@ -1,0 +1,57 @@
+// The questions only Slurm itself can answer (a host list's hosts, the
+// exact task-to-node map of a step, the nodes' addresses), behind an
+// interface so that unit tests answer them without a cluster.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton::launch {
+
+// More nodes than any Slurm cluster has: the bound of a host list whose
+// node count Slurm did not state (SLURM_STEP_NUM_NODES, SLURM_JOB_NUM_NODES).
+inline constexpr size_t kMaxNodes = 1 << 17;
+
+class SlurmQueries {
+ public:
+  virtual ~SlurmQueries() = default;
+  // "n[1-3,7],gpu-[01-04]" -> n1 n2 n3 n7 gpu-01 ... (libslurm's hostlist
+  // API). A list naming more than `max_hosts` hosts is refused before any
+  // host is expanded (4 KB of ranges can name millions).
+  virtual Status ExpandHostlist(const std::string& hostlist, size_t max_hosts, std::vector<std::string>* hosts) = 0;
+  // The reverse, keeping the order: 10.0.0.11 ... 10.0.0.14 -> "10.0.0.[11-14]".
+  virtual Status CompressHostlist(const std::vector<std::string>& hosts, std::string* hostlist) = 0;
+  // The step layout Slurm made: its nodes and the global task ids on each.
+  virtual Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
+                           std::vector<std::vector<int>>* tids) = 0;
+  // The address slurm.conf gives each node (NodeAddr: the node name unless
+  // the administrator set another), in the order of `nodes`. Every node of
+  // the cluster reaches it; node names need not resolve.
+  virtual Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) = 0;
+  // The GPUs per node of a step (its TresPerNode; a step that asked for
+  // none has the job's) or, without a step, of the job; none when the
+  // request is not per node.
+  virtual Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) = 0;
+};
+
+// The real answers, from libslurm (slurm_hostlist_*, slurm_job_step_layout_get,
+// slurm_load_node*). In the plugin these symbols come from the srun or
+// slurmstepd that loaded it; the CLI links libslurm.
+SlurmQueries& Libslurm();
+
+// `inner`'s questions to the controller (StepTasks, NodeAddresses,
+// GpusPerNode), each given up after `limit` with a Timeout that names the
+// call and `context` (what the caller lacks that would have spared the
+// question); a failed answer is annotated with both as well. For a
+// one-shot process (the CLI): libslurm waits up to a minute for a missing
+// slurm.conf or an unreachable controller, and the abandoned call keeps its
+// thread until the process exits.
+std::unique_ptr<SlurmQueries> WithDeadline(SlurmQueries& inner, std::chrono::milliseconds limit,
+                                           std::string context);
+
+}  // namespace baton::launch

@@ -1,0 +1,90 @@
+#include "tests/spank/fake_spank.h"
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+namespace baton::spank {
+
+FakeSpank& Fake() {
+  static FakeSpank fake;
+  return fake;
+}
+
+std::string FakeSpank::Errors() const {
+  std::string all;
+  for (const std::string& e : errors) all += e + "\n";
+  return all;
+}
+
+}  // namespace baton::spank
+
+using baton::spank::Fake;
+
+extern "C" {
+
+spank_context_t spank_context(void) { return Fake().context; }
+
+const char* spank_strerror(spank_err_t err) {
+  // ESPANK_SUCCESS is a plain 0 in slurm_errno.h, outside the enum.
+  if (static_cast<int>(err) == ESPANK_SUCCESS) return "Success";
+  if (err == ESPANK_BAD_ARG) return "Bad argument";
+  if (err == ESPANK_NOT_TASK) return "Not in task context";
+  if (err == ESPANK_ENV_NOEXIST) return "Environment variable does not exist";
+  if (err == ESPANK_NOSPACE) return "Buffer too small";
+  if (err == ESPANK_NOT_REMOTE) return "Valid only in remote context";
+  return "Generic error";
+}
+
+namespace {
+const spank_err_t kSuccess = static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+
+spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
+  Fake().options.push_back(opt->name);
+  return kSuccess;
+}
+
+spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
+  auto failing = Fake().failing_items.find(item);
+  if (failing != Fake().failing_items.end()) return failing->second;
+  auto it = Fake().items.find(item);
+  if (it == Fake().items.end()) return ESPANK_BAD_ARG;
+  va_list ap;
+  va_start(ap, item);
+  switch (item) {
+    case S_JOB_UID: *va_arg(ap, uid_t*) = static_cast<uid_t>(it->second); break;
+    case S_JOB_GID: *va_arg(ap, gid_t*) = static_cast<gid_t>(it->second); break;
+    case S_TASK_ID: *va_arg(ap, int*) = static_cast<int>(it->second); break;
+    default: *va_arg(ap, uint32_t*) = static_cast<uint32_t>(it->second); break;
+  }
+  va_end(ap);
+  return kSuccess;
+}
+
+spank_err_t spank_getenv(spank_t, const char* var, char* buf, int len) {
+  auto failing = Fake().failing_env.find(var);
+  if (failing != Fake().failing_env.end()) return failing->second;
+  auto it = Fake().job_env.find(var);
+  if (it == Fake().job_env.end()) return ESPANK_ENV_NOEXIST;
+  if (it->second.size() + 1 > static_cast<size_t>(len)) return ESPANK_NOSPACE;
+  std::memcpy(buf, it->second.c_str(), it->second.size() + 1);
+  return kSuccess;
+}
+
+spank_err_t spank_setenv(spank_t, const char* var, const char* val, int) {
+  Fake().set_env[var] = val;
+  return kSuccess;
+}
+
+void slurm_error(const char* format, ...) {
+  char buf[8192];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  Fake().errors.push_back(buf);
+}
+
+}  // extern "C"

@@ -1,0 +1,177 @@
+// The plugin's callbacks as slurmstepd calls them, against a fake Slurm
+// (tests/spank/fake_spank.h): what the tasks get, what happens when
+// user_init fails, and Slurm's own failures, which must never turn into
+// an empty value or a 0.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "spank/plugin.h"
+#include "tests/spank/fake_spank.h"
+
+extern "C" {
+int slurm_spank_init(spank_t sp, int ac, char** av);
+int slurm_spank_user_init(spank_t sp, int ac, char** av);
+int slurm_spank_task_init(spank_t sp, int ac, char** av);
+int slurm_spank_exit(spank_t sp, int ac, char** av);
+}
+
+namespace baton::spank {
+namespace {
+
+class PluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Fake() = FakeSpank();
+    State() = PluginState();
+    std::string tmpl = "/tmp/baton-spank-test-XXXXXX";
+    ASSERT_NE(mkdtemp(&tmpl[0]), nullptr);
+    tmp_ = tmpl;
+    FakeSpank& f = Fake();
+    f.context = S_CTX_REMOTE;
+    f.items = {{S_JOB_ID, 9},           {S_JOB_STEPID, 1},         {S_JOB_NODEID, 1},
+               {S_JOB_UID, geteuid()},  {S_JOB_GID, getegid()},     {S_SLURM_RESTART_COUNT, 2},
+               {S_TASK_GLOBAL_ID, 3},   {S_TASK_ID, 1}};
+    f.job_env = {{"BATON_ENABLE", "on"},
+                 {"SLURM_STEP_NODELIST", "n[1-2]"},
+                 {"SLURM_STEP_NUM_NODES", "2"},
+                 {"SLURM_STEP_TASKS_PER_NODE", "2(x2)"},
+                 {"BATON_STEP_TASK_MAP", "9.1:cyclic"},
+                 {"BATON_STEP_NODE_ADDRS", "9.1:=names"},
+                 {"BATON_STEP_MASTER_ADDR", "9.1:10.0.0.1"},
+                 {"TMPDIR", tmp_}};
+  }
+  void TearDown() override { ASSERT_EQ(std::system(("rm -rf '" + tmp_ + "'").c_str()), 0); }
+
+  // slurm_spank_init with plugstack.conf arguments `args`.
+  int Init(std::vector<std::string> args = {}) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return slurm_spank_init(nullptr, static_cast<int>(argv.size()), argv.data());
+  }
+  std::string tmp_;
+};
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_F(PluginTest, EachTaskGetsItsVariablesAndTheHostfileGoesAtExit) {
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  auto& env = Fake().set_env;
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["BATON_RESTART_COUNT"], "2");
+  const std::string hostfile = env["BATON_HOSTFILE"];
+  EXPECT_EQ(hostfile.rfind(tmp_ + "/baton.9.1.", 0), 0u) << hostfile;
+  EXPECT_EQ(Read(hostfile), "n1 slots=2\nn2 slots=2\n");
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_NE(access(hostfile.c_str(), F_OK), 0);
+  EXPECT_NE(access(hostfile.substr(0, hostfile.rfind('/')).c_str(), F_OK), 0);
+}
+
+TEST_F(PluginTest, AnUnsafeTmpdirIsPassedOverForTmp) {
+  // The user's own TMPDIR, group-writable (umask 002): not safe, and not
+  // worth failing the step for; the fresh directory goes to /tmp instead.
+  const std::string mine = tmp_ + "/mine";
+  ASSERT_EQ(mkdir(mine.c_str(), 0775), 0);
+  ASSERT_EQ(chmod(mine.c_str(), 0775), 0);
+  Fake().job_env["TMPDIR"] = mine;
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["BATON_HOSTFILE"].rfind("/tmp/baton.9.1.", 0), 0u) << Fake().set_env["BATON_HOSTFILE"];
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+}
+
+TEST_F(PluginTest, AUserInitFailureFailsEveryTaskVisibly) {
+  // The hostfile directory is refused (world-writable, not sticky). A
+  // failed user_init makes slurmstepd start no task and srun exit 0; the
+  // failure must instead reach every task, which then exits 1 with the
+  // message on the user's terminal.
+  const std::string open_dir = tmp_ + "/open";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);
+  ASSERT_EQ(Init({"hostfile_dir=" + open_dir + "/%j.%s.%n"}), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << "user_init must let Slurm start the tasks";
+  Fake().errors.clear();
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1) << "the task must fail";
+  EXPECT_NE(Fake().Errors().find("hostfile directory '" + open_dir + "' is not safe to use"), std::string::npos)
+      << Fake().Errors();
+  EXPECT_EQ(Fake().set_env.count("RANK"), 0u);
+  EXPECT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0);
+}
+
+TEST_F(PluginTest, AHostfileDirectoryWritableByItsGroupIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "a root-owned directory of another group needs root";
+  // root:4242 0775: every member of group 4242 could swap the directory.
+  const std::string shared = tmp_ + "/shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0775), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0775), 0);
+  ASSERT_EQ(chown(shared.c_str(), 0, 4242), 0);
+  ASSERT_EQ(Init({"hostfile_dir=" + shared + "/%j.%s.%n"}), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_NE(Fake().Errors().find("'" + shared + "' is not safe to use: owned by uid 0 with mode 0775"), std::string::npos)
+      << Fake().Errors();
+}
+
+TEST_F(PluginTest, AFailedRestartCountLookupIsAnErrorNotZero) {
+  Fake().failing_items[S_SLURM_RESTART_COUNT] = ESPANK_BAD_ARG;
+  ASSERT_EQ(Init(), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_NE(Fake().Errors().find("spank_get_item(S_SLURM_RESTART_COUNT)"), std::string::npos) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env.count("BATON_RESTART_COUNT"), 0u);
+}
+
+TEST_F(PluginTest, AJobVariableSlurmCannotReadIsAnErrorNamingIt) {
+  // Not "unset", not "": Slurm failed to answer.
+  Fake().failing_env["SLURM_STEP_NODELIST"] = ESPANK_BAD_ARG;
+  ASSERT_EQ(Init(), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_NE(Fake().Errors().find("spank_getenv(SLURM_STEP_NODELIST): Bad argument"), std::string::npos)
+      << Fake().Errors();
+}
+
+TEST_F(PluginTest, AFailedLocalRankLookupIsAnError) {
+  Fake().failing_items[S_TASK_ID] = ESPANK_NOT_TASK;
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_NE(Fake().Errors().find("spank_get_item(S_TASK_ID)"), std::string::npos) << Fake().Errors();
+  EXPECT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0);
+}
+
+TEST_F(PluginTest, TheExternStepIsLeftAlone) {
+  Fake().items[S_JOB_STEPID] = 0xfffffffc;
+  ASSERT_EQ(Init(), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
+  EXPECT_TRUE(Fake().set_env.empty());
+  EXPECT_TRUE(Fake().errors.empty()) << Fake().Errors();
+}
+
+TEST_F(PluginTest, WithoutBatonNothingIsTouched) {
+  Fake().job_env.erase("BATON_ENABLE");
+  ASSERT_EQ(Init(), 0);
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0);
+  EXPECT_TRUE(Fake().set_env.empty());
+}
+
+}  // namespace
+}  // namespace baton::spank

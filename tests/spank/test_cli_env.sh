@@ -1,0 +1,100 @@
+# Cases for tests/spank/cli-env.sh (make check): `baton env` and `baton
+# hostfile` against hostile environments, without a cluster. Every value a
+# job's environment can hold is tried in every variable the derivation
+# reads; whatever comes in, the CLI ends within seconds, never crashes,
+# and prints either well-formed lines or one error naming the variable.
+BATON="$BATON_BUILD_DIR/cli/baton"
+
+# A task of step 5.0 on n1 of n[1-2], with srun's hand-over: nothing needs Slurm.
+base_env() {
+  printf '%s\n' SLURM_JOB_ID=5 SLURM_STEP_ID=0 SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES=2 \
+    SLURM_STEP_TASKS_PER_NODE='2(x2)' SLURM_NODEID=0 SLURM_PROCID=2 SLURM_LOCALID=1 \
+    BATON_STEP_TASK_MAP=5.0:cyclic BATON_STEP_MASTER_ADDR=5.0:10.0.0.1 BATON_STEP_NODE_ADDRS=5.0:=names
+}
+
+# run_with NAME VALUE COMMAND...: the command under base_env with NAME=VALUE
+# (SLURM_CONF names an empty file: a question to Slurm fails at once).
+run_with() {
+  local name=$1 value=$2
+  shift 2
+  local -a env=()
+  while IFS= read -r kv; do env+=("$kv"); done < <(base_env)
+  env+=("$name=$value" "SLURM_CONF=$EMPTY_CONF" "PATH=$PATH")
+  timeout 10 env -i "${env[@]}" "$@"
+}
+
+test_the_base_environment_derives() {
+  EMPTY_CONF=$(mktemp)
+  local out
+  out=$(run_with BATON_ENABLE on "$BATON" env)
+  echo "$out"
+  grep -qx "export RANK='2'" <<<"$out" || fail "RANK"
+  grep -qx "export LOCAL_RANK='1'" <<<"$out" || fail "LOCAL_RANK"
+  grep -qx "export MASTER_ADDR='10.0.0.1'" <<<"$out" || fail "MASTER_ADDR"
+  rm -f "$EMPTY_CONF"
+}
+
+test_hostile_values_end_in_a_clean_answer() {
+  EMPTY_CONF=$(mktemp)
+  local vars=(SLURM_JOB_ID SLURM_STEP_ID SLURM_STEP_NODELIST SLURM_STEP_NUM_NODES SLURM_STEP_TASKS_PER_NODE
+              SLURM_NODEID SLURM_PROCID SLURM_LOCALID SLURM_RESTART_COUNT SLURM_STEP_RESV_PORTS
+              SLURM_GPUS_PER_NODE CUDA_VISIBLE_DEVICES BATON_STEP_TASK_MAP BATON_STEP_MASTER_ADDR
+              BATON_STEP_NODE_ADDRS BATON_HOSTFILE_FORMAT BATON_MASTER_PORT BATON_CKPT_DIR)
+  local ranges="" i
+  for i in $(seq 1 300); do ranges+="h$i-[1-65535],"; done
+  local values=("" "-1" "0" "+1" " 1" "1 " "0x10" "1e3" "99999999999999999999" "4294967295" "4294967292"
+                $'n1\nn2 slots=99' $'a\tb' $'\x01' "n[" "n[1-2" "n]" "n[1-65535]" "${ranges%,}"
+                "5.0:" "5.0:0*2,7" "5.0:spiral" "5.0:plane=0" "5.0:=ask" "4.0:cyclic" "$(head -c 70000 /dev/zero | tr '\0' x)"
+                "gres:gpu:" "1-99999" "/rel" "ümlaut" "'; rm -rf /; '")
+  local name value out rc n=0 slow=0 t0
+  for name in "${vars[@]}"; do
+    for value in "${values[@]}"; do
+      for cmd in env hostfile; do
+        # The hostfile reads the same facts plus these; the rest once is enough.
+        [ "$cmd" = hostfile ] && [[ " SLURM_STEP_NODELIST SLURM_STEP_TASKS_PER_NODE BATON_STEP_TASK_MAP BATON_STEP_NODE_ADDRS BATON_HOSTFILE_FORMAT " != *" $name "* ]] && continue
+        n=$((n + 1))
+        rc=0
+        t0=$SECONDS
+        out=$(run_with "$name" "$value" "$BATON" "$cmd" 2>&1) || rc=$?
+        [ $((SECONDS - t0)) -lt 5 ] || slow=$((slow + 1))
+        [ "$rc" -lt 124 ] || fail "baton $cmd with $name=$(printf %q "$value"): exit $rc: $out"
+        if [ "$rc" -eq 0 ] && [ "$cmd" = env ]; then
+          # Every line one well-formed, single-quoted export.
+          if grep -vqE "^export [A-Z_]+='[^']*'\$" <<<"$out"; then
+            fail "baton env with $name=$(printf %q "$value") printed a malformed line: $out"
+          fi
+        elif [ "$rc" -eq 0 ]; then
+          # A hostfile: one host per line, no blank, no control character.
+          if grep -vqE '^[^[:space:][:cntrl:]#,]+( slots=[0-9]+|:[0-9]+)?$' <<<"$out"; then
+            fail "baton hostfile with $name=$(printf %q "$value") printed a malformed line: $out"
+          fi
+        elif ! grep -q "baton $cmd: " <<<"$out"; then
+          fail "baton $cmd with $name=$(printf %q "$value") failed without its message: $out"
+        fi
+      done
+    done
+  done
+  echo "$n runs, $slow slower than 5 s"
+  expect_eq "$slow" 0 "runs slower than 5 s"
+  rm -f "$EMPTY_CONF"
+}
+
+test_a_bad_variable_is_named_in_the_error() {
+  EMPTY_CONF=$(mktemp)
+  local case name value out
+  # The hand-over variables are tagged with their step (5.0:); an untagged
+  # one is another step's and is ignored, so these carry the tag.
+  for case in "SLURM_STEP_NODELIST=n1"$'\n'"evil" "SLURM_STEP_NODELIST=n[" "SLURM_STEP_NODELIST=n[1-2" \
+              "SLURM_PROCID=-1" "SLURM_PROCID=4" "SLURM_STEP_RESV_PORTS=1-99999" "SLURM_NODEID=x" \
+              "BATON_STEP_TASK_MAP=5.0:" "BATON_STEP_TASK_MAP=5.0:0*2,7" \
+              "BATON_STEP_MASTER_ADDR=5.0:10.0.0.1"$'\n'"EVIL=1" "BATON_STEP_NODE_ADDRS=5.0:a,b,c"; do
+    name=${case%%=*} value=${case#*=}
+    for cmd in env hostfile; do
+      [ "$cmd" = env ] && [ "$name" = BATON_STEP_NODE_ADDRS ] && continue  # only the hostfile reads it
+      out=$(run_with "$name" "$value" "$BATON" "$cmd" 2>&1) && fail "$name=$(printf %q "$value") was accepted: $out"
+      grep -q "$name" <<<"$out" || fail "the error for $name=$(printf %q "$value") does not name it: $out"
+      [ "$(wc -l <<<"$out")" -eq 1 ] || fail "the error for $name=$(printf %q "$value") spans lines: $out"
+    done
+  done
+  rm -f "$EMPTY_CONF"
+}
