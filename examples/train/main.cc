@@ -45,16 +45,11 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
-// Before MPI starts, the launcher's rank decides who prints a usage error
-// (one line, not one per rank).
-bool FirstRankBeforeInit() {
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"})
-    if (const char* r = std::getenv(v)) return std::string(r) == "0";
-  return true;
-}
-
+// Printed by every rank: before MPI starts no rank knows who prints, and a
+// launcher that ends the job at the first non-zero exit (mpirun) may drop a
+// rank's last output; a few identical lines are better than none.
 int UsageError(const std::string& error) {
-  if (FirstRankBeforeInit()) std::fprintf(stderr, "baton-train: %s (baton-train --help lists the options)\n", error.c_str());
+  std::fprintf(stderr, "baton-train: %s (baton-train --help lists the options)\n", error.c_str());
   return kExitUsage;
 }
 
