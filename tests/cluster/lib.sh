@@ -22,7 +22,7 @@ wait_for() {
 job_state_is() { [ "$(job_field "$1" JobState)" = "$2" ]; }
 node_state_is() { [ "$(sinfo -h -N -n "$1" -o %t | head -n 1)" = "$2" ]; }
 
-# A scratch directory for one test, visible to every node (one machine).
+# A scratch directory for one test on the shared file system, visible to every node.
 case_dir() {
   local d
   d=$(mktemp -d "${BATON_TEST_RESULTS}/case.XXXXXX")
@@ -30,23 +30,3 @@ case_dir() {
   echo "$d"
 }
 
-# run_mpi_suite LABEL TIMEOUT COMMAND...: run_suite for an MPI launch, tried
-# up to three times when the launch itself failed: Open MPI 4.1.4 crashes
-# now and then inside MPI_Init on this one-machine cluster (a segfault in
-# its TCP transport, ~5% of 8-rank launches; docs/testing.md). A failure
-# after any rank reported a test result is never retried.
-run_mpi_suite() {
-  local label=$1 attempt rc
-  for attempt in 1 2 3; do
-    rc=0
-    run_suite "$@" || rc=$?
-    [ "$rc" -eq 0 ] && return 0
-    if ls "$BATON_TEST_RESULTS/$label".rank*.tsv >/dev/null 2>&1; then
-      return "$rc"
-    fi
-    echo "suite $label: the launch failed before any rank reported (attempt $attempt of 3)" >&2
-    printf 'RETRY\t%s\t%s\t%s\n' "$label" "$attempt" "launch failed with exit $rc before any test ran" \
-      >> "$BATON_TEST_RESULTS/retries.log"
-  done
-  return "$rc"
-}
