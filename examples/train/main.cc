@@ -247,9 +247,10 @@ int Job::Restore(const RunFacts& facts) {
                     stalled, from.c_str(), o_.max_restarts);
       std::printf("%s\n", msg);
       std::fflush(stdout);
-      std::fprintf(stderr, "baton-train: %s. Find the cause in this output, then resume by hand: "
-                           "scontrol requeue %s (or sbatch again with the same --ckpt-dir).\n",
-                   msg, facts.job.empty() ? "<job>" : facts.job.c_str());
+      // A new job counts its own restarts: submitting again resumes.
+      std::fprintf(stderr, "baton-train: %s (job %s). Find the cause in this output, then resume by hand: "
+                           "submit the job again (sbatch) with the same options and checkpoint directory.\n",
+                   msg, facts.job.empty() ? "-" : facts.job.c_str());
     }
     return kExitRestartCap;
   }

@@ -225,7 +225,7 @@ test_restart_cap_stops_with_exit_3_and_says_why() {
   expect_eq "$rc" 3 "exit status at 4 restarts without progress, --max-restarts 3"
   echo "$out" | grep -q '^restart cap: 4 restarts in a row found no newer checkpoint than step 8 (--max-restarts 3); stopping without requeue$' ||
     fail "no restart-cap line"
-  echo "$out" | grep -q 'scontrol requeue 42' || fail "no hint how to resume by hand"
+  echo "$out" | grep -q '(job 42). .*resume by hand: submit the job again' || fail "no hint how to resume by hand"
   ! echo "$out" | grep -q '^step=' || fail "trained after reaching the cap"
   # Another job on the same directory counts its own restarts only.
   rc=0; SLURM_JOB_ID=77 SLURM_RESTART_COUNT=0 train 3 "$dir" --steps 9 >/dev/null 2>&1 || rc=$?
