@@ -43,6 +43,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
 // Printed by every rank: before MPI starts no rank knows who prints, and a
@@ -175,9 +179,10 @@ int Job::Run(int* argc, char*** argv) {
     model_->Update(static_cast<float>(o_.lr), static_cast<float>(kMomentum));
     if (baton::Status s = rt_->EndStep(); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
     step_ = step;
-    Say("step=%lld loss=%.6f epoch=%llu offset=%llu ms=%.1f\n", static_cast<long long>(step), loss,
+    // time: wall clock (Unix seconds), so a fault's cost can be read off the log.
+    Say("step=%lld loss=%.6f epoch=%llu offset=%llu ms=%.1f time=%.3f\n", static_cast<long long>(step), loss,
         static_cast<unsigned long long>(cursor_.epoch), static_cast<unsigned long long>(cursor_.offset),
-        Seconds(t0) * 1e3);
+        Seconds(t0) * 1e3, UnixSeconds());
 
     // One agreement per step: true on every rank at the same step once any
     // rank got the stop signal (SIGUSR2: time limit) or SIGTERM (preemption,
@@ -242,7 +247,7 @@ int Job::Restore(const RunFacts& facts) {
       // copies the stdout line into the job's comment.
       char msg[512];
       std::snprintf(msg, sizeof msg,
-                    "restart cap: %d restarts in a row found no newer checkpoint than %s (--max-restarts %d); "
+                    "restart cap: %d restart(s) in a row found no newer checkpoint than %s (--max-restarts %d); "
                     "stopping without requeue",
                     stalled, from.c_str(), o_.max_restarts);
       std::printf("%s\n", msg);

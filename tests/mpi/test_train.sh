@@ -223,7 +223,7 @@ test_restart_cap_stops_with_exit_3_and_says_why() {
   rc=0; out=$(SLURM_JOB_ID=42 SLURM_RESTART_COUNT=9 train 3 "$dir" --steps 20 --max-restarts 3 2>&1) || rc=$?
   echo "$out"
   expect_eq "$rc" 3 "exit status at 4 restarts without progress, --max-restarts 3"
-  echo "$out" | grep -q '^restart cap: 4 restarts in a row found no newer checkpoint than step 8 (--max-restarts 3); stopping without requeue$' ||
+  echo "$out" | grep -q '^restart cap: 4 restart(s) in a row found no newer checkpoint than step 8 (--max-restarts 3); stopping without requeue$' ||
     fail "no restart-cap line"
   echo "$out" | grep -q '(job 42). .*resume by hand: submit the job again' || fail "no hint how to resume by hand"
   ! echo "$out" | grep -q '^step=' || fail "trained after reaching the cap"
