@@ -20,6 +20,9 @@
 #include <baton/communicator.h>
 #include <baton/runtime.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <chrono>
 #include <cstdarg>
 #include <cinttypes>
@@ -71,6 +74,23 @@ int Fail(const baton::Status& s, const std::string& doing) {
     default:
       return kExitRequeue;
   }
+}
+
+// The signals that ask for an agreed stop (SIGTERM, and SIGUSR2 or SIGUSR1 as
+// BATON_STOP_SIGNAL). Blocked from the start of main until the runtime has
+// installed its handlers: a stop asked for while the data loads or MPI starts
+// (a time-limit signal early in a requeued run) is held and then agreed on,
+// instead of killing the rank with the signal's default action. Threads
+// started meanwhile (MPI's) inherit the mask, so the signal waits for the
+// main thread.
+const sigset_t& HeldSignals() {
+  static const sigset_t set = [] {
+    sigset_t s;
+    sigemptyset(&s);
+    for (int sig : {SIGTERM, SIGUSR1, SIGUSR2}) sigaddset(&s, sig);
+    return s;
+  }();
+  return set;
 }
 
 // --step-ms: compute, not sleep, so the step keeps a core busy as a larger
@@ -128,7 +148,11 @@ void Job::Say(const char* fmt, ...) {
 
 int Job::Run(int* argc, char*** argv) {
   if (baton::Status s = RunFacts::FromEnvironment(&facts_); !s.ok()) return Fail(s, "reading the job's facts");
-  if (baton::Status s = baton::Runtime::Create(argc, argv, {}, &rt_); !s.ok()) return Fail(s, "starting the runtime");
+  baton::Status created = baton::Runtime::Create(argc, argv, {}, &rt_);
+  // The runtime's stop handlers are in place (or it failed): take the stop
+  // signals held since main began.
+  pthread_sigmask(SIG_UNBLOCK, &HeldSignals(), nullptr);
+  if (!created.ok()) return Fail(created, "starting the runtime");
   const int world = rt_->size(), rank = rt_->rank();
   if (static_cast<uint64_t>(world) * o_.batch > data_.samples) {
     // The same decision on every rank, so no rank waits for another.
@@ -330,6 +354,7 @@ int main(int argc, char** argv) {
     return kExitDone;
   }
   if (!o.make_data.empty()) return MakeData(o);
+  pthread_sigmask(SIG_BLOCK, &HeldSignals(), nullptr);
   // The data set is read and checked before MPI starts: a bad --data costs
   // no collective work.
   Dataset data;
