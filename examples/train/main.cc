@@ -224,9 +224,14 @@ int Job::Run(int* argc, char*** argv) {
   }
   const double seconds = Seconds(run_start);
   const int64_t ran = step_ - first_step + 1;
-  Say("done steps=%lld this_run=%lld seconds=%.2f steps_per_s=%.2f saves=%d save_seconds=%.3f\n",
+  // The step rate with the saves and, from the same run, without their time:
+  // one run measures what checkpoints cost, free of the load drift between
+  // two runs on a shared machine.
+  const double train_seconds = seconds - save_seconds_;
+  Say("done steps=%lld this_run=%lld seconds=%.2f steps_per_s=%.2f saves=%d save_seconds=%.3f "
+      "steps_per_s_without_saves=%.2f ckpt_ratio=%.3f\n",
       static_cast<long long>(step_), static_cast<long long>(ran), seconds, seconds > 0 ? ran / seconds : 0.0, saves_,
-      save_seconds_);
+      save_seconds_, train_seconds > 0 ? ran / train_seconds : 0.0, seconds > 0 ? train_seconds / seconds : 0.0);
   return Finish();
 }
 
