@@ -231,3 +231,10 @@ test_restart_cap_stops_with_exit_3_and_says_why() {
   rc=0; SLURM_JOB_ID=77 SLURM_RESTART_COUNT=0 train 3 "$dir" --steps 9 >/dev/null 2>&1 || rc=$?
   expect_eq "$rc" 0 "exit status of a new job (restart 0) on the same directory"
 }
+
+test_readme_shows_train_sbatch_whole() {
+  local shown
+  shown=$(awk '/^## The job script/{f=1} f && /^```bash$/{p=1; next} p && /^```$/{exit} p' "$REPO/README.md")
+  [ -n "$shown" ] || fail "README.md has no bash block under 'The job script'"
+  diff <(echo "$shown") "$REPO/examples/train.sbatch" || fail "README.md's job script differs from examples/train.sbatch"
+}
