@@ -44,3 +44,21 @@ CC
   grep -q "baton.cli INFO .*installed baton [0-9]" <<<"$out" || fail "no log line from the installed library"
   grep -q "baton\[cli\] InvalidArgument (.*): value 'x' is bad" <<<"$out" || fail "no status text"
 }
+
+# The main job's sources as installed (docdir/examples/train) build against the
+# installed baton alone: the example uses only the public API.
+test_baton_train_builds_from_its_installed_sources() {
+  local d; d=$(stage)
+  [ -d "$d" ] || fail "nothing staged"
+  local src=$d/usr/local/share/doc/baton/examples/train flags out
+  [ -f "$src/main.cc" ] || fail "baton-train's sources are not installed in $src"
+  [ -f "$d/usr/local/share/doc/baton/examples/train.sbatch" ] || fail "train.sbatch is not installed"
+  [ -f "$d/usr/local/share/man/man1/baton-train.1" ] || fail "baton-train(1) is not installed"
+  # (not PKG_CONFIG_SYSROOT_DIR: it would prefix MPI's system include path too)
+  flags=$(PKG_CONFIG_PATH="$d/usr/local/lib/pkgconfig" pkg-config --define-variable=prefix="$d/usr/local" --cflags --libs baton)
+  # shellcheck disable=SC2086
+  g++ -std=c++17 -O2 "$src"/*.cc -o "$d/baton-train" $flags
+  out=$(LD_LIBRARY_PATH="$d/usr/local/lib" "$d/baton-train" --make-data "$d/data.bin" --samples 64 --features 8)
+  echo "$out"
+  grep -q "^wrote $d/data.bin: 64 samples x 8 features" <<<"$out" || fail "the installed-source build does not run"
+}

@@ -1,0 +1,41 @@
+// Command-line options of baton-train: every default in one place, every
+// value checked before MPI starts, so a bad value costs no collective work
+// and names itself ("--lr: '0' is not a positive number").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace train {
+
+struct Options {
+  // Mode: --make-data PATH writes the data set and exits (no MPI).
+  std::string make_data;
+  // Data set shape for --make-data.
+  uint64_t samples = 8192;
+  uint32_t features = 512;
+  uint32_t classes = 10;
+
+  std::string data;            // --data: the data set file (required to train)
+  int64_t steps = 200;         // optimizer steps of the whole run, counted from 1
+  int64_t ckpt_every = 20;     // a checkpoint after every N-th step; 0: only at a stop and at the end
+  std::string ckpt_dir;        // --ckpt-dir, else $BATON_CKPT_DIR
+  uint64_t seed = 1;           // weights, data set, shuffles, dropout
+  double lr = 0.01;            // SGD learning rate (momentum 0.9)
+  uint32_t hidden = 1024;      // hidden units of the MLP
+  uint32_t batch = 32;         // samples per rank per step
+  double step_ms = 0;          // extra CPU-busy compute per step, in milliseconds
+  int max_restarts = 3;        // restarts in a row without a newer checkpoint before giving up
+  bool help = false;
+};
+
+inline constexpr double kMomentum = 0.9;
+inline constexpr float kDropout = 0.1f;  // of the hidden units, drawn from each rank's RNG
+
+// Parses argv (argv[0] skipped) and $BATON_CKPT_DIR. On failure returns
+// false with *error naming the option and the value.
+bool ParseOptions(int argc, char** argv, Options* o, std::string* error);
+
+const char* Usage();
+
+}  // namespace train

@@ -1,0 +1,163 @@
+#include "train_state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+namespace train {
+namespace {
+
+constexpr const char* kBlobHeader = "baton-train 1";
+
+std::string Double17(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+bool ToU64(const std::string& s, uint64_t* v, int base = 10) {
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long x = std::strtoull(s.c_str(), &end, base);
+  if (s.empty() || *end != '\0' || errno == ERANGE || s[0] == '-') return false;
+  *v = x;
+  return true;
+}
+
+}  // namespace
+
+baton::Status RunFacts::FromEnvironment(RunFacts* out) {
+  RunFacts f;
+  if (const char* job = std::getenv("SLURM_JOB_ID")) f.job = job;
+  if (const char* r = std::getenv("SLURM_RESTART_COUNT"); r != nullptr && *r != '\0') {
+    uint64_t v = 0;
+    if (!ToU64(r, &v) || v > 1000000000)
+      return baton::Status::InvalidArgument("train", std::string("SLURM_RESTART_COUNT='") + r + "' is not a count");
+    f.restart = static_cast<int>(v);
+  }
+  *out = f;
+  return baton::Status::OK();
+}
+
+std::string Blob::Encode() const {
+  std::ostringstream o;
+  o << kBlobHeader << "\n"
+    << "epoch=" << cursor.epoch << "\noffset=" << cursor.offset << "\nseed=" << seed << "\ndata="
+    << std::hex << data << std::dec << "\nhidden=" << hidden << "\nbatch=" << batch << "\nlr=" << Double17(lr)
+    << "\nworld=" << world << "\njob=" << saved_by.job << "\nrestart=" << saved_by.restart << "\n";
+  return o.str();
+}
+
+baton::Status Blob::Decode(const std::string& text, Blob* out) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kBlobHeader)
+    return baton::Status::InvalidArgument("train", "the checkpoint's user blob is not baton-train's (first line '" +
+                                                       line + "')");
+  std::map<std::string, std::string> kv;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos)
+      return baton::Status::Corruption("train", "user blob: line '" + line + "' is not key=value");
+    kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  Blob b;
+  uint64_t v = 0;
+  auto need = [&](const char* key, int base, uint64_t* dst) -> baton::Status {
+    auto it = kv.find(key);
+    if (it == kv.end() || !ToU64(it->second, dst, base))
+      return baton::Status::Corruption("train", std::string("user blob: no valid ") + key);
+    return baton::Status::OK();
+  };
+  BATON_RETURN_IF_ERROR(need("epoch", 10, &b.cursor.epoch));
+  BATON_RETURN_IF_ERROR(need("offset", 10, &b.cursor.offset));
+  BATON_RETURN_IF_ERROR(need("seed", 10, &b.seed));
+  BATON_RETURN_IF_ERROR(need("data", 16, &b.data));
+  BATON_RETURN_IF_ERROR(need("hidden", 10, &v));
+  b.hidden = static_cast<uint32_t>(v);
+  BATON_RETURN_IF_ERROR(need("batch", 10, &v));
+  b.batch = static_cast<uint32_t>(v);
+  BATON_RETURN_IF_ERROR(need("world", 10, &v));
+  b.world = static_cast<int>(v);
+  BATON_RETURN_IF_ERROR(need("restart", 10, &v));
+  b.saved_by.restart = static_cast<int>(v);
+  b.saved_by.job = kv["job"];
+  char* end = nullptr;
+  b.lr = std::strtod(kv["lr"].c_str(), &end);
+  if (kv["lr"].empty() || *end != '\0') return baton::Status::Corruption("train", "user blob: no valid lr");
+  *out = b;
+  return baton::Status::OK();
+}
+
+std::string Blob::Differences(const Blob& now) const {
+  std::string d;
+  auto add = [&](const std::string& what, const std::string& was, const std::string& is) {
+    if (was == is) return;
+    if (!d.empty()) d += ", ";
+    d += what + " " + was + " (this run: " + is + ")";
+  };
+  add("--seed", std::to_string(seed), std::to_string(now.seed));
+  add("--lr", Double17(lr), Double17(now.lr));
+  add("--hidden", std::to_string(hidden), std::to_string(now.hidden));
+  add("--batch", std::to_string(batch), std::to_string(now.batch));
+  add("world size", std::to_string(world), std::to_string(now.world));
+  char a[17], b[17];
+  std::snprintf(a, sizeof a, "%016" PRIx64, data);
+  std::snprintf(b, sizeof b, "%016" PRIx64, now.data);
+  add("data checksum", a, b);
+  return d;
+}
+
+int RestartsWithoutProgress(const std::optional<Blob>& newest, const RunFacts& now) {
+  // A version saved by restart K0 of this job: restarts K0+1 .. now found
+  // it; K0+1 was progress (K0 had saved), the others were not.
+  if (newest && newest->saved_by.job == now.job && newest->saved_by.restart <= now.restart)
+    return std::max(0, now.restart - newest->saved_by.restart - 1);
+  // Nothing of this job's saved: every restart so far came to nothing.
+  return now.restart;
+}
+
+baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, Mlp* model, Rng* dropout,
+                                 std::unique_ptr<TrainState>* out) {
+  std::unique_ptr<TrainState> t(new TrainState());
+  t->dropout_ = dropout;
+  baton::CheckpointOptions co;
+  co.dir = dir;
+  BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(rt, co, &t->ck_));
+  std::vector<Tensor> arrays = model->params();
+  for (Tensor& m : model->momenta()) arrays.push_back(m);
+  for (Tensor& a : arrays)
+    BATON_RETURN_IF_ERROR(t->ck_->RegisterReplicated(a.name, a.data->data(), baton::DType::kF32, a.shape));
+  BATON_RETURN_IF_ERROR(t->RegisterPerRank(rt));
+  *out = std::move(t);
+  return baton::Status::OK();
+}
+
+baton::Status TrainState::RegisterPerRank(baton::Runtime& rt) {
+  rng_row_.assign(4, 0);
+  return ck_->RegisterSharded("rng", rng_row_.data(), baton::DType::kI64,
+                              {static_cast<uint64_t>(rt.size()), 4}, static_cast<uint64_t>(rt.rank()), 1);
+}
+
+baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob) {
+  BATON_RETURN_IF_ERROR(ck_->Restore(step));
+  if (!*step) return baton::Status::OK();
+  Rng::State s;
+  std::memcpy(s.data(), rng_row_.data(), sizeof s);
+  dropout_->set_state(s);
+  return Blob::Decode(ck_->user_blob(), blob).Annotate("restoring step " + std::to_string(**step));
+}
+
+baton::Status TrainState::Save(int64_t step, const Blob& blob) {
+  static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds the state");
+  std::memcpy(rng_row_.data(), dropout_->state().data(), sizeof(Rng::State));
+  BATON_RETURN_IF_ERROR(ck_->SetUserBlob(blob.Encode()));
+  return ck_->Save(step);
+}
+
+}  // namespace train

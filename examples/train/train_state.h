@@ -1,0 +1,89 @@
+// What baton-train checkpoints, and how it reads it back.
+//
+// A version holds:
+//   - the model's parameters and its momentum: replicated arrays (the same
+//     on every rank), "w1", "b1", ..., "momentum.w1", ...;
+//   - each rank's dropout RNG (per-rank state): a sharded i64 array "rng" of
+//     shape {world, 4}, rank r holding row r;
+//   - job-wide facts in the user blob (rank 0's kept): the data cursor
+//     (epoch, offset), the options that decide the numbers (seed, lr,
+//     hidden, batch, data checksum, world size) and who saved it (Slurm job
+//     id and restart count, for the restart cap).
+// The version's step is the number of optimizer steps done: a run that
+// restores step N goes on with step N + 1.
+//
+// Per-rank state as a sharded array is what the library offers today; a
+// first-class per-rank API would replace RegisterPerRank() alone.
+#pragma once
+
+#include <baton/checkpointer.h>
+#include <baton/runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dataset.h"
+#include "mlp.h"
+#include "options.h"
+#include "rng.h"
+
+namespace train {
+
+// The Slurm job this run belongs to and how often Slurm restarted it
+// (SLURM_JOB_ID, SLURM_RESTART_COUNT; "" and 0 outside Slurm).
+struct RunFacts {
+  std::string job;
+  int restart = 0;
+  static baton::Status FromEnvironment(RunFacts* out);
+};
+
+// The user blob: job-wide state and the facts a resumed run checks.
+struct Blob {
+  Cursor cursor;
+  uint64_t seed = 0, data = 0;
+  uint32_t hidden = 0, batch = 0;
+  double lr = 0;
+  int world = 0;
+  RunFacts saved_by;
+
+  std::string Encode() const;
+  static baton::Status Decode(const std::string& text, Blob* out);
+  // The options of `o` (and world, data) that differ from this blob's, as
+  // "--lr 0.05 (this run: 0.1), ..."; empty when none does.
+  std::string Differences(const Blob& now) const;
+};
+
+// Restarts of this job, in a row, that found no newer checkpoint than the
+// one before: 0 for a first run and for a run after a restart that saved.
+// `newest` is the blob of the version restored (none: nothing restored).
+int RestartsWithoutProgress(const std::optional<Blob>& newest, const RunFacts& now);
+
+class TrainState {
+ public:
+  // Registers the model and the RNG with a new Checkpointer on `dir`.
+  // Collective over the runtime's world.
+  static baton::Status Create(baton::Runtime& rt, const std::string& dir, Mlp* model, Rng* dropout,
+                              std::unique_ptr<TrainState>* out);
+
+  // The newest version every rank can read: model, momentum, this rank's
+  // RNG, and *blob. *step is nullopt when there is none.
+  baton::Status Restore(std::optional<int64_t>* step, Blob* blob);
+  // Saves the state after step `step`.
+  baton::Status Save(int64_t step, const Blob& blob);
+
+  const baton::CheckpointStats& last_stats() const { return ck_->last_stats(); }
+  const std::string& dir() const { return ck_->dir(); }
+
+ private:
+  TrainState() = default;
+  baton::Status RegisterPerRank(baton::Runtime& rt);
+
+  std::unique_ptr<baton::Checkpointer> ck_;
+  Rng* dropout_ = nullptr;
+  std::vector<int64_t> rng_row_;  // this rank's row of "rng": the state's bits
+};
+
+}  // namespace train
