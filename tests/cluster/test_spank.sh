@@ -410,6 +410,35 @@ test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
   grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out" || fail "the allocation's hostfile"
 }
 
+# Inside salloc (run without a terminal: salloc -N2 COMMAND): a --baton step is checked task by
+# task against Slurm as any other step, with rank 0 away from the allocation's first node; the
+# interactive step (srun --interactive, what salloc runs with LaunchParameters=
+# use_interactive_step) is the allocation: its hostfile and master on the first node, no rank.
+test_srun_and_the_interactive_step_inside_salloc() {
+  local d out
+  d=$(case_dir)
+  printf 'n2\nn1\nn1\n' >"$d/hosts"
+  out=$(salloc -w 'n[1-2]' -N2 -n4 bash -c "
+    echo \"allocation \$SLURM_JOB_ID\"
+    srun --baton -N2 -n4 -m cyclic '$TASK_ENV' >'$d/cyclic'
+    SLURM_HOSTFILE='$d/hosts' srun --baton -n3 -m arbitrary '$TASK_ENV' >'$d/arbitrary'
+    srun --interactive --preserve-env --baton bash -c \
+      'echo \"interactive on \$SLURMD_NODENAME step \$SLURM_STEP_ID rank \${RANK-none} master \$MASTER_ADDR hostfile \$BATON_HOSTFILE\"; sed \"s/^/hostfile: /\" \"\$BATON_HOSTFILE\"'
+  " 2>&1)
+  echo "$out"
+  cat "$d/cyclic" "$d/arbitrary"
+  check_tasks "$d/cyclic" 4
+  check_tasks "$d/arbitrary" 3
+  grep -q 'SLURM_PROCID=0 .*SLURMD_NODENAME=n2 ' "$d/arbitrary" || fail "-m arbitrary (n2 n1 n1) did not put rank 0 on n2"
+  local job
+  job=$(sed -n 's/^allocation //p' <<<"$out")
+  [ -n "$job" ] || fail "salloc ran no command"
+  grep -Eqx "interactive on n1 step [0-9]+ rank none master $(node_addr n1) hostfile .*/baton\.$job\.interactive\.[A-Za-z0-9]{8}/hostfile" <<<"$out" ||
+    fail "the interactive step: the allocation's master (n1's address), no rank, a hostfile named after the interactive step"
+  grep -qx "hostfile: $(node_addr n1) slots=2" <<<"$out" && grep -qx "hostfile: $(node_addr n2) slots=2" <<<"$out" ||
+    fail "the interactive step's hostfile lists the allocation's nodes and their tasks"
+}
+
 # --- a real rendezvous -------------------------------------------------------------------
 test_tcp_rendezvous_with_only_master_addr_port_rank_world_size() {
   local out
