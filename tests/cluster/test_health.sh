@@ -109,3 +109,30 @@ test_a_stuck_rank_requeues_the_job_with_srun_K() {
 test_a_stuck_rank_requeues_the_job_without_srun_K() {
   stuck_rank_job --kill-on-bad-exit=0
 }
+
+# The same stuck rank in a job that may not be requeued (slurm_requeue is refused): under
+# srun -K, srun ends the step once the other tasks exit 75, SIGKILLs the stopped task and
+# exits 137; the job ends FAILED with ExitCode 137 (RequeueExit=75 does not fire). Without
+# -K srun waits for the stopped task until the time limit (measured, docs/recovery.md; not
+# a test: it takes the time limit).
+test_a_stuck_rank_in_a_job_that_may_not_be_requeued_ends_with_137_under_srun_K() {
+  local d job
+  d=$(case_dir)
+  cat > "$d/job.sh" <<JOB
+#!/bin/bash
+export BATON_COLLECTIVE_TIMEOUT=3
+srun -K --mpi=pmix "$PROG" stuck
+rc=\$?
+echo "srun exit \$rc"
+exit \$rc
+JOB
+  job=$(sbatch --parsable --no-requeue -t 3 -N2 -n3 -o "$d/out" "$d/job.sh")
+  wait_for 120 "job $job to fail" job_state_is "$job" FAILED
+  cat "$d/out"
+  grep -q "requeue: slurm_requeue of job $job failed: " "$d/out" || fail "no rank was refused the requeue"
+  grep -Eq '^srun: error: .*tasks? [0-9-]+: Exited with exit code 75$' "$d/out" || fail "no task exited 75"
+  grep -Eq '^srun: error: .*task 2: Killed$' "$d/out" || fail "srun did not report the stuck task killed"
+  grep -qx 'srun exit 137' "$d/out" || fail "srun did not exit 137"
+  expect_eq "$(job_field "$job" ExitCode)" 137:0 "ExitCode of job $job"
+  expect_eq "$(job_field "$job" Restarts)" 0 "Restarts of job $job"
+}
