@@ -26,6 +26,7 @@
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/layout.h"
+#include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -105,7 +106,8 @@ Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions&
 }
 
 Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
-                                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state) {
+                                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
+                                    std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
   std::vector<char> partial;  // a chunk that only partly holds my rows
   // What to read: (array index in the manifest, the registration, the rows
@@ -164,6 +166,9 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
       const Chunk& c = d.chunks[p.chunk];
       auto& reader = readers[p.shard];
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
+      // The first read of a dataset opens and checks it: timed as "open".
+      BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
+      clock->Lap("open");
       auto check = [&](const void* data) -> Status {
         if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
@@ -175,16 +180,19 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
       if (p.first_row == c.first_row && p.rows == c.rows) {
         // The whole chunk is mine: straight into the user's buffer.
         BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, dst));
+        clock->Lap("read");
         BATON_RETURN_IF_ERROR(check(dst));
+        clock->Lap("verify");
       } else {
         // Verify the whole chunk, keep my part. The reader has checked
-        // (first ReadRows of the dataset) that the chunk lies in the file
-        // before we size the buffer for it.
-        BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
+        // (CheckDataset above) that the chunk lies in the file before we
+        // size the buffer for it.
         partial.resize(c.rows * rb);
         BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, partial.data()));
+        clock->Lap("read");
         BATON_RETURN_IF_ERROR(check(partial.data()));
         std::memcpy(dst, partial.data() + (p.first_row - c.first_row) * rb, p.rows * rb);
+        clock->Lap("verify");
       }
       *bytes += p.rows * rb;
     }
@@ -219,19 +227,24 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
   const double t0 = Now();
   stats_ = CheckpointStats();
   *result = RestoreResult();
+  PhaseClock clock;
+  clock.Start(&stats_.phases, {"list", "manifest", "open", "read", "verify", "agree", "gather"});
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
   std::string call;
   Status args = CheckRestoreOptions("Restore", options, &call);
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
+  clock.Lap("agree");
 
   std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
   Status local;
   if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  clock.Lap("list");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
   result->quarantined = quarantined;
+  clock.Lap("agree");
 
   auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
     const std::string vdir = dir_ + "/" + name;
@@ -276,17 +289,21 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
     BATON_RETURN_IF_ERROR(CompareWithManifest(m, options.arrays, &index_of));
     bool with_state = false;
     BATON_RETURN_IF_ERROR(CheckRankState(m, options, &with_state));
+    clock.Lap("manifest");
 
     const std::string vdir = dir_ + "/" + c.name;
     const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
     std::string state;
     env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &bytes, &state);
+    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &clock, &bytes, &state);
+    clock.Lap("read");  // the user blob's check and what follows the last lap
     Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+    clock.Lap("agree");
     if (agreed.ok()) {
       if (rank_ == 0) EndAttempt(nullptr);
       if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+      clock.Lap("gather");
       blob_ = std::move(m.user_blob);
       rank_state_ = std::move(state);
       result->step = m.step;
@@ -299,6 +316,7 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
       stats_.bytes = bytes;
       BATON_RETURN_IF_ERROR(
           BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+      clock.Lap("agree");
       stats_.seconds = Now() - t0;
       return Status::OK();
     }

@@ -33,6 +33,7 @@
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/layout.h"
+#include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -84,7 +85,8 @@ Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
 
-Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record) {
+Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes,
+                                      std::vector<uint64_t>* record) {
   std::vector<ckpt::h5::ShardArray> shard;
   for (const auto& [name, r] : arrays_) {
     ckpt::h5::ShardArray a;
@@ -107,6 +109,7 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, 
   wo.transfer = options_.transfer;
   wo.file_mode = options_.file_mode;
   wo.env = env_;
+  wo.clock = clock;
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
@@ -252,6 +255,9 @@ Status CheckpointerImpl::Save(int64_t step) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   stats_.step = step;
+  PhaseClock clock;
+  clock.Start(&stats_.phases,
+              {"hash", "agree", "create", "write", "close", "sync", "meta_hash", "manifest", "retention"});
 
   // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
   // A negative step is refused before anything is written, on every rank
@@ -272,11 +278,13 @@ Status CheckpointerImpl::Save(int64_t step) {
     }
     replicas = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
   }
+  clock.Lap("hash");
   CallExtra extra;
   extra.value = replicas;
   extra.flags = rank_state_set_ ? kFlagRankState : 0;
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, &extra));
   if (extra.value_differs) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+  clock.Lap("agree");
 
   // Per-rank state, when any rank set it: a sharded u8 array of this Save
   // only, the ranks' bytes in rank order (first row: an exclusive scan).
@@ -302,6 +310,7 @@ Status CheckpointerImpl::Save(int64_t step) {
     arrays_[kRankStateName] = std::move(r);
     state_guard.arrays = &arrays_;
   }
+  clock.Lap("agree");
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);
@@ -320,6 +329,7 @@ Status CheckpointerImpl::Save(int64_t step) {
     total += r.meta.rows() * rb;
     mine.push_back(c);
   }
+  clock.Lap("hash");
   std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
   static_assert(sizeof(ChunkRecord) == 3 * sizeof(uint64_t));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(3 * n), MPI_UINT64_T, all.data(),
@@ -332,6 +342,7 @@ Status CheckpointerImpl::Save(int64_t step) {
     local = CheckTiling(all);
     if (local.ok()) local = CreateVersionDir(step, &name);
   }
+  clock.Lap("create");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step)));
   int len = static_cast<int>(name.size());
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
@@ -339,6 +350,7 @@ Status CheckpointerImpl::Save(int64_t step) {
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
   const std::string vdir = dir_ + "/" + name;
   stats_.version_path = vdir;
+  clock.Lap("agree");
 
   auto abandon = [&](const Status& failed) {
     if (rank_ == 0) {
@@ -352,27 +364,33 @@ Status CheckpointerImpl::Save(int64_t step) {
 
   // 3. The shards, written, synced and agreed.
   std::vector<uint64_t> record;
-  local = WriteMyShard(vdir, &stats_.bytes, &record);
+  local = WriteMyShard(vdir, &clock, &stats_.bytes, &record);
   Status agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   env_->Mark("agreed");
+
+  clock.Lap("agree");
 
   // 4. Rank 0 commits the manifest (the shards' records: one MPI_Gather).
   const int per_rank = static_cast<int>(n + 2);
   std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 2) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
+  clock.Lap("agree");
   local = Status::OK();
   if (rank_ == 0) {
     ckpt::Manifest m;
     local = BuildManifest(step, all, shard_records, &m);
     if (local.ok()) local = CommitManifest(vdir, m);
   }
+  clock.Lap("manifest");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
+  clock.Lap("agree");
 
   // 5. Retention, only after the commit.
   if (rank_ == 0) ApplyRetention();
+  clock.Lap("retention");
   stats_.total_bytes = total;
   stats_.seconds = Now() - t0;
   return Status::OK();

@@ -196,6 +196,31 @@ uint64_t PeakRss() {
   return 0;
 }
 
+// The slowest rank's seconds in each phase of the last Save or Restore
+// (every rank holds the same phase names in the same order).
+bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<CheckpointStats::Phase>* out) {
+  std::vector<double> in, max(st.phases.size());
+  for (const CheckpointStats::Phase& p : st.phases) in.push_back(p.seconds);
+  if (MPI_Allreduce(in.data(), max.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS)
+    return false;
+  *out = st.phases;
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i].seconds = max[i];
+  return true;
+}
+
+// Per phase, the median over repetitions.
+std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps) {
+  std::vector<CheckpointStats::Phase> out;
+  if (reps.empty()) return out;
+  out = reps.front();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& r : reps) v.push_back(r[i].seconds);
+    out[i].seconds = Median(v);
+  }
+  return out;
+}
+
 int Failed(const std::string& mine, int rank) {
   if (!mine.empty())
     std::cerr << kCmd << ": rank " << rank << ": " << mine << "\n";
@@ -252,6 +277,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
 
   const std::string raw_path = raw_dir + "/rank-" + std::to_string(R);
   std::vector<double> t_raw_w, t_save, t_raw_r, t_restore;
+  std::vector<std::vector<CheckpointStats::Phase>> p_save, p_restore;
   const uint64_t rss_before = PeakRss();
   for (int rep = 0; rep < o.reps; ++rep) {
     // Phase order alternates: raw first on even repetitions, baton first on odd.
@@ -267,6 +293,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       }
       if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_w : t_save).push_back(t);
+      if (!raw && !SlowestPhases(world, ck->last_stats(), &p_save.emplace_back())) return Failed("MPI_Allreduce", R);
     }
     // Cold reads on both sides.
     DropCache(raw_path);
@@ -284,6 +311,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       }
       if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_r : t_restore).push_back(t);
+      if (!raw && !SlowestPhases(world, ck->last_stats(), &p_restore.emplace_back()))
+        return Failed("MPI_Allreduce", R);
     }
   }
   // What saving and restoring added to the peak memory, over all ranks.
@@ -317,7 +346,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
     struct Op {
       const char* name;
       double s, raw;
-    } ops[] = {{"save", Median(t_save), Median(t_raw_w)}, {"restore", Median(t_restore), Median(t_raw_r)}};
+      std::vector<CheckpointStats::Phase> phases;
+    } ops[] = {{"save", Median(t_save), Median(t_raw_w), MedianPhases(p_save)},
+               {"restore", Median(t_restore), Median(t_raw_r), MedianPhases(p_restore)}};
     const std::string group = o.group_size == 0 ? "node" : std::to_string(o.group_size);
     if (!o.json)
       std::printf("# %d ranks, %s per shard file, %d arrays, %llu bytes in all, %d repetitions, %s transfers, %s\n"
@@ -331,9 +362,21 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
                             {"group_size", o.group_size}, {"seconds", op.s},   {"GBps", gbps},
                             {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
                             {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra}};
+        nlohmann::json phases = nlohmann::json::object();
+        for (const CheckpointStats::Phase& p : op.phases) phases[p.name] = p.seconds;
+        j["phases"] = phases;
         std::cout << j.dump() << "\n";
       } else {
         std::printf("  %-8s %10.3f %10.3f %10.3f %8.3f\n", op.name, op.s, gbps, raw_gbps, gbps / raw_gbps);
+      }
+    }
+    if (!o.json) {
+      // Per phase: the slowest rank's seconds, median over repetitions
+      // (the phases' medians need not add up to the call's).
+      for (const Op& op : ops) {
+        std::printf("# %s phases (slowest rank, median s):", op.name);
+        for (const CheckpointStats::Phase& p : op.phases) std::printf(" %s %.3f", p.name.c_str(), p.seconds);
+        std::printf("\n");
       }
     }
     if (!o.json)

@@ -195,7 +195,7 @@ Status AgreeInGroup(MPI_Comm group, const Status& local) {
 // writer, the group's first rank, out of space at the close) leaves a
 // half-destroyed file that HDF5's own clean-up at MPI_Finalize crashes on.
 Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
-                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer,
+                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer, PhaseClock* clock,
                  std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
   Hid fapl, file, dxpl;
   Status created = [&]() -> Status {
@@ -212,7 +212,9 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     return BATON_H5_CHECK(H5Pset_dxpl_mpio(
         dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
   }();
+  clock->Lap("create");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));  // H5Fcreate is collective: all have it, or none
+  clock->Lap("agree");
 
   const size_t n = arrays.size();
   std::vector<Dataset> datasets(n);
@@ -222,7 +224,9 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];
     phase = CreateDataset(file.get(), arrays[i], members_rows, me, &datasets[i]);
   }
+  clock->Lap("create");
   phase = AgreeInGroup(group, phase);
+  clock->Lap("agree");
   offsets->assign(n, UINT64_MAX);
   for (size_t i = 0; i < n; ++i) {
     if (!datasets[i].ds.valid() || datasets[i].bytes == 0) continue;
@@ -237,7 +241,9 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
       Status w = WriteRows(d, dxpl.get(), transfer);
       if (wrote.ok() && !w.ok()) wrote = w.Annotate("dataset " + d.array->name);
     }
+    clock->Lap("write");
     phase = AgreeInGroup(group, wrote);
+    clock->Lap("agree");
   }
   // Every member closes what it opened, collectively, in the same order.
   Status closed;
@@ -245,6 +251,7 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     if (d.ds.valid() && d.ds.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Dclose", __FILE__, __LINE__);
   }
   if (file.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Fclose", __FILE__, __LINE__);
+  clock->Lap("close");
   return phase.ok() ? closed : phase;
 }
 
@@ -255,6 +262,8 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   QuietHdf5Errors();
   *result = ShardWriteResult();
   fs::Env* env = options.env != nullptr ? options.env : fs::Env::Default();
+  PhaseClock untimed;
+  PhaseClock* clock = options.clock != nullptr ? options.clock : &untimed;
   int me = 0, members = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(group, &me)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(group, &members)));
@@ -268,6 +277,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   }
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
                                                       static_cast<int>(2 * n), MPI_UINT64_T, group)));
+  clock->Lap("agree");
 
   // The first member creates the file with its mode; nobody opens it before.
   Status created;
@@ -277,24 +287,30 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     created = env->NewWritableFile(path, options.file_mode, &f);
     if (created.ok()) created = f->Close();
   }
+  clock->Lap("create");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
+  clock->Lap("agree");
 
   std::vector<std::pair<uint64_t, uint64_t>> extents;
-  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, &extents, &result->offsets);
+  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, clock, &extents, &result->offsets);
   if (!written.ok()) written = written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+  clock->Lap("agree");
   // Every member that wrote bytes syncs the file (the first member wrote
   // the metadata): a member on another node has its own dirty pages of it,
   // which only its own fsync makes durable. Agreed, then the size.
   Status synced;
   if (me == 0 || result->bytes_written > 0) synced = env->SyncFile(path);
+  clock->Lap("sync");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, synced));
+  clock->Lap("agree");
   if (me == 0) {
     fs::FileInfo info;
     BATON_RETURN_IF_ERROR(env->Stat(path, &info));
     result->file_bytes = info.size;
     BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
   }
+  clock->Lap("meta_hash");
   return Status::OK();
 }
 

@@ -47,6 +47,7 @@
 #include "baton/dtype.h"
 #include "baton/status.h"
 #include "ckpt/fs/env.h"
+#include "ckpt/phase_clock.h"
 
 namespace baton::ckpt::h5 {
 
@@ -65,6 +66,8 @@ struct ShardWriteOptions {
   Transfer transfer = Transfer::kCollective;
   mode_t file_mode = 0600;
   fs::Env* env = nullptr;  // not owned
+  // Laps create, write, close, sync, meta_hash and agree; null: untimed. Not owned.
+  PhaseClock* clock = nullptr;
 };
 
 struct ShardWriteResult {
