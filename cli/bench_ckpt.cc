@@ -3,12 +3,17 @@
 //
 // Every rank holds --bytes / ranks bytes in --arrays sharded f32 arrays of
 // random data. Each repetition runs, in an order that alternates between
-// repetitions: a raw write (one file per rank, written from the same
-// buffers in 8 MiB blocks, then fsync, as `dd conv=fsync` would), a save,
-// a raw read of the raw files, a restore. Every phase starts after a
-// barrier and is timed as the slowest rank's time. Before each read the
-// files' pages are dropped from the page cache (posix_fadvise DONTNEED after
-// their fsync), so that reads come from the device for both sides alike.
+// repetitions: a raw write, a save, a raw read of the raw files, a restore.
+// The raw write does what `torch.save` of each rank's part with a durable
+// rename does, and what a save does: a new file per rank each time
+// (rank-R.tmp, O_EXCL), written from the same buffers in 8 MiB blocks,
+// fsynced, renamed over the previous repetition's rank-R (whose blocks are
+// freed then, as a save's retention frees an old version's), and the
+// directory fsynced. Every phase starts after a barrier and is timed as the
+// slowest rank's time. Before each read the files' pages are dropped from
+// the page cache (posix_fadvise DONTNEED after their fsync: clean pages go),
+// so that reads come from the device for both sides alike; the output says
+// how the bytes compare with the node's memory.
 // This disk's throughput swings 2x from minute to minute: only the ratio of
 // medians measured in the same run means anything.
 #include <dirent.h>
@@ -139,9 +144,11 @@ void DropCacheTree(const std::string& dir) {
   closedir(d);
 }
 
-std::string RawWrite(const std::string& path, const std::vector<std::vector<float>>& arrays) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("open", path);
+// A new file, written, fsynced, renamed over `path`, its directory fsynced.
+std::string RawWrite(const std::string& dir, const std::string& path, const std::vector<std::vector<float>>& arrays) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("open", tmp);
   for (const auto& a : arrays) {
     const char* p = reinterpret_cast<const char*>(a.data());
     size_t left = a.size() * sizeof(float);
@@ -149,7 +156,7 @@ std::string RawWrite(const std::string& path, const std::vector<std::vector<floa
       ssize_t n = write(fd, p, std::min(left, kBlock));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        std::string e = Errno("write", path);
+        std::string e = Errno("write", tmp);
         close(fd);
         return e;
       }
@@ -158,11 +165,18 @@ std::string RawWrite(const std::string& path, const std::vector<std::vector<floa
     }
   }
   if (fsync(fd) != 0) {
-    std::string e = Errno("fsync", path);
+    std::string e = Errno("fsync", tmp);
     close(fd);
     return e;
   }
-  return close(fd) == 0 ? "" : Errno("close", path);
+  if (close(fd) != 0) return Errno("close", tmp);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename", tmp);
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Errno("open", dir);
+  const bool synced = fsync(dfd) == 0;
+  std::string e = synced ? "" : Errno("fsync", dir);
+  close(dfd);
+  return e;
 }
 
 std::string RawRead(const std::string& path, std::vector<std::vector<float>>* arrays) {
@@ -286,7 +300,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       MPI_Barrier(world);
       double t0 = MPI_Wtime(), t = 0;
       if (raw) {
-        err = RawWrite(raw_path, arrays);
+        err = RawWrite(raw_dir, raw_path, arrays);
       } else {
         s = ck->Save(rep);
         err = s.ok() ? "" : s.ToString();
@@ -315,6 +329,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         return Failed("MPI_Allreduce", R);
     }
   }
+  // The node's memory, to say whether the files could all be cached.
+  const uint64_t mem = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   // What saving and restoring added to the peak memory, over all ranks.
   uint64_t extra = PeakRss() - rss_before, max_extra = 0;
   MPI_Allreduce(&extra, &max_extra, 1, MPI_UINT64_T, MPI_MAX, world);
@@ -361,7 +377,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         nlohmann::json j = {{"op", op.name},       {"bytes", total},           {"ranks", P},
                             {"group_size", o.group_size}, {"seconds", op.s},   {"GBps", gbps},
                             {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
-                            {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra}};
+                            {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra},
+                            {"node_memory_bytes", mem}, {"cache_dropped", true}};
         nlohmann::json phases = nlohmann::json::object();
         for (const CheckpointStats::Phase& p : op.phases) phases[p.name] = p.seconds;
         j["phases"] = phases;
@@ -379,6 +396,11 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         std::printf("\n");
       }
     }
+    if (!o.json)
+      std::printf("# reads after posix_fadvise(DONTNEED) of every file; the bytes are %.2fx this node's %.1f GiB "
+                  "of memory (raw and a checkpoint: %.2fx)\n",
+                  static_cast<double>(total) / static_cast<double>(mem), static_cast<double>(mem) / (1 << 30),
+                  2.0 * static_cast<double>(total) / static_cast<double>(mem));
     if (!o.json)
       std::printf("# peak memory added by save and restore (max over ranks): %.1f MiB\n",
                   static_cast<double>(max_extra) / (1 << 20));
