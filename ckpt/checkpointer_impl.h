@@ -61,7 +61,6 @@ struct Registered {
 struct ChunkRecord {
   uint64_t first_row;
   uint64_t rows;
-  uint64_t xxh3;
 };
 
 inline double Now() {

@@ -1,17 +1,18 @@
 // The Checkpointer's save path (ckpt/checkpointer_impl.h).
 //
 // Save, in order (each step agreed by all ranks before the next):
-//   1. registrations agree (a hash), every rank checksums its rows (xxh3
-//      over the user's buffers) and sends (first_row, rows, xxh3) per array
-//      to rank 0 (one MPI_Gather of a fixed-size record);
+//   1. registrations agree (a hash), every rank sends (first_row, rows)
+//      per array to rank 0 (one MPI_Gather of a fixed-size record);
 //   2. rank 0 checks that sharded rows tile their arrays, lists the
 //      versions, reserves a sequence number never used before (ckpt/run.h)
 //      and creates the fresh version directory (a save never writes into
 //      an existing directory), broadcasts its name;
 //   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h:
-//      datasets, rows, a group agreement before the collective close),
+//      datasets, rows, a group agreement before the collective close);
+//      each rank's rows are checksummed (xxh3) as they are written,
 //      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
-//   4. rank 0 gathers each shard's size, metadata checksum and data offsets,
+//   4. rank 0 gathers each shard's size, metadata checksum and data offsets
+//      and every rank's checksums,
 //      writes manifest.json.tmp, fsyncs, renames it to
 //      manifest.json, fsyncs the version directory and the checkpoint
 //      directory; agreed (the commit);
@@ -113,10 +114,13 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
-  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's count).
+  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's
+  // count), then the xxh3 of my rows of each array (every rank's).
   record->assign({res.file_bytes, res.meta_xxh3});
   res.offsets.resize(arrays_.size(), UINT64_MAX);
   record->insert(record->end(), res.offsets.begin(), res.offsets.end());
+  res.xxh3.resize(arrays_.size(), 0);
+  record->insert(record->end(), res.xxh3.begin(), res.xxh3.end());
   return s;
 }
 
@@ -133,12 +137,13 @@ Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkReco
   int groups = 0;
   for (int g : group_of_) groups = std::max(groups, g + 1);
   m->shards.resize(static_cast<size_t>(groups));
-  // Per shard, the record of its group's first rank: [bytes, meta_xxh3, offset per array].
+  // Per shard, the record of its group's first rank: [bytes, meta_xxh3,
+  // offset per array, ...]; per rank, its record's xxh3 of each array.
   std::vector<const uint64_t*> shard_record(m->shards.size());
   for (int k = 0; k < size_; ++k) {
     ckpt::ShardMeta& s = m->shards[static_cast<size_t>(group_of_[k])];
     if (s.ranks.empty()) {
-      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (n + 2)];
+      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (2 * n + 2)];
       shard_record[static_cast<size_t>(group_of_[k])] = rec;
       s.file = ShardFileName(group_of_[k]);
       s.bytes = rec[0];
@@ -160,7 +165,7 @@ Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkReco
         chunk.first_row = c.first_row;
         chunk.rows = c.rows;
         chunk.dataset_row = d.rows;
-        chunk.xxh3 = c.xxh3;
+        chunk.xxh3 = shard_records[static_cast<size_t>(k) * (2 * n + 2) + 2 + n + i];
         d.chunks.push_back(chunk);
         d.rows += c.rows;
       }
@@ -259,7 +264,7 @@ Status CheckpointerImpl::Save(int64_t step) {
   clock.Start(&stats_.phases,
               {"hash", "agree", "create", "write", "close", "sync", "meta_hash", "manifest", "retention"});
 
-  // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
+  // 1. Agreed registrations; my chunk records (their checksums come with the writes).
   // A negative step is refused before anything is written, on every rank
   // even when only one rank passed it.
   const std::string call = "Save(" + std::to_string(step) + ")";
@@ -316,24 +321,22 @@ Status CheckpointerImpl::Save(int64_t step) {
   mine.reserve(n);
   uint64_t total = 0;
   for (const auto& [name, r] : arrays_) {
-    ChunkRecord c{0, 0, 0};
+    ChunkRecord c{0, 0};
     const uint64_t rb = r.meta.row_bytes();
     if (r.meta.replicated) {
       ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &c.first_row, &c.rows);
-      c.xxh3 = ckpt::Xxh3(static_cast<const char*>(r.data) + c.first_row * rb, c.rows * rb);
     } else {
       c.first_row = r.first_row;
       c.rows = r.rows;
-      c.xxh3 = ckpt::Xxh3(r.data, r.rows * rb);
     }
     total += r.meta.rows() * rb;
     mine.push_back(c);
   }
   clock.Lap("hash");
   std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
-  static_assert(sizeof(ChunkRecord) == 3 * sizeof(uint64_t));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(3 * n), MPI_UINT64_T, all.data(),
-                                                   static_cast<int>(3 * n), MPI_UINT64_T, 0, comm_)));
+  static_assert(sizeof(ChunkRecord) == 2 * sizeof(uint64_t));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
+                                                   static_cast<int>(2 * n), MPI_UINT64_T, 0, comm_)));
 
   // 2. Rank 0: tiling, the fresh version directory.
   std::string name;
@@ -372,8 +375,8 @@ Status CheckpointerImpl::Save(int64_t step) {
   clock.Lap("agree");
 
   // 4. Rank 0 commits the manifest (the shards' records: one MPI_Gather).
-  const int per_rank = static_cast<int>(n + 2);
-  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 2) : 0);
+  const int per_rank = static_cast<int>(2 * n + 2);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (2 * n + 2) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
   clock.Lap("agree");
