@@ -30,6 +30,14 @@
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
+namespace {
+
+// Bytes read (and hashed) at a time: small enough to stay in the CPU's
+// cache between the read and the hash, and to bound the buffer for rows
+// that are not mine.
+constexpr uint64_t kReadPieceBytes = 8u << 20;
+
+}  // namespace
 
 Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                                              std::vector<int>* index_of) const {
@@ -109,7 +117,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
                                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  std::vector<char> partial;  // a chunk that only partly holds my rows
+  std::vector<char> piece;  // a piece of a chunk that only partly holds my rows
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -169,30 +177,36 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
       // The first read of a dataset opens and checks it: timed as "open".
       BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
       clock->Lap("open");
-      auto check = [&](const void* data) -> Status {
-        if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
+      // The chunk in pieces, each hashed right after its read (still in the
+      // CPU's cache, while the kernel reads ahead the next); pieces of rows
+      // that are all mine go straight into the user's buffer, the others
+      // through a buffer of one piece (a chunk that only partly holds my
+      // rows is still verified whole).
+      char* dst = base + (p.first_row - buffer_first) * rb;  // where my rows of the piece go
+      const uint64_t piece_rows = std::max<uint64_t>(1, kReadPieceBytes / std::max<uint64_t>(rb, 1));
+      Xxh3Stream sum;
+      for (uint64_t r = 0; r < c.rows; r += piece_rows) {
+        const uint64_t n = std::min(piece_rows, c.rows - r);
+        const uint64_t g = c.first_row + r;  // global row of the piece's first row
+        // The next piece is read ahead while this one is read and hashed.
+        if (r + n < c.rows) reader->Prefetch(a, c.dataset_row + r + n, std::min(piece_rows, c.rows - r - n));
+        const bool all_mine = g >= p.first_row && g + n <= p.first_row + p.rows;
+        if (!all_mine) piece.resize(n * rb);
+        char* buf = all_mine ? dst + (g - p.first_row) * rb : piece.data();
+        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row + r, n, buf));
+        clock->Lap("read");
+        sum.Update(buf, n * rb);
+        if (!all_mine) {  // copy the rows of the piece that are mine
+          const uint64_t lo = std::max(g, p.first_row), hi = std::min(g + n, p.first_row + p.rows);
+          if (lo < hi) std::memcpy(dst + (lo - p.first_row) * rb, buf + (lo - g) * rb, (hi - lo) * rb);
+        }
+        clock->Lap("verify");
+      }
+      if (sum.Digest() != c.xxh3) {
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
                                                   std::to_string(c.first_row) + ", " +
                                                   std::to_string(c.first_row + c.rows) + ") written by rank " +
                                                   std::to_string(c.rank) + " fail their checksum");
-      };
-      char* dst = base + (p.first_row - buffer_first) * rb;
-      if (p.first_row == c.first_row && p.rows == c.rows) {
-        // The whole chunk is mine: straight into the user's buffer.
-        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, dst));
-        clock->Lap("read");
-        BATON_RETURN_IF_ERROR(check(dst));
-        clock->Lap("verify");
-      } else {
-        // Verify the whole chunk, keep my part. The reader has checked
-        // (CheckDataset above) that the chunk lies in the file before we
-        // size the buffer for it.
-        partial.resize(c.rows * rb);
-        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, partial.data()));
-        clock->Lap("read");
-        BATON_RETURN_IF_ERROR(check(partial.data()));
-        std::memcpy(dst, partial.data() + (p.first_row - c.first_row) * rb, p.rows * rb);
-        clock->Lap("verify");
       }
       *bytes += p.rows * rb;
     }
