@@ -27,6 +27,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/phase_clock.h"
 #include "ckpt/run.h"
 
 namespace baton::ckpt {
@@ -60,7 +61,6 @@ struct Registered {
 struct ChunkRecord {
   uint64_t first_row;
   uint64_t rows;
-  uint64_t xxh3;
 };
 
 inline double Now() {
@@ -128,7 +128,7 @@ class CheckpointerImpl : public Checkpointer {
   Status CreateVersionDir(int64_t step, std::string* name);
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
   // shard (meaningful from the group's first rank).
-  Status WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record);
+  Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record);
   Status BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
                        const std::vector<uint64_t>& shard_records, Manifest* m) const;
   Status CommitManifest(const std::string& vdir, const Manifest& m);
@@ -159,7 +159,7 @@ class CheckpointerImpl : public Checkpointer {
                              std::vector<int>* index_of) const;
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   Status ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
-                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state);
+                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 

@@ -141,6 +141,22 @@ struct CheckpointStats {
   uint64_t total_bytes = 0;  // the same over all ranks
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
+  // Where `seconds` went on this rank, phase by phase, in a fixed order (the
+  // same names on every rank; 0 for a phase a rank had no part in).
+  // Save: hash (checksums of the user's buffers), agree (agreements and the
+  // gathers of records), create (version directory, shard file, HDF5
+  // datasets), write (the data), close (HDF5's metadata flush and close),
+  // sync (fsync of the shard), meta_hash (the shard's metadata checksum,
+  // one rank per shard), manifest (build, write, fsync, rename, directory
+  // syncs), retention (removal of old versions). Restore: list (the
+  // versions), manifest (read, broadcast, parse, compare), open (shard
+  // files and datasets, metadata checksum), read (the data), verify
+  // (checksums of the data), agree, gather (replicated arrays).
+  struct Phase {
+    std::string name;
+    double seconds = 0;
+  };
+  std::vector<Phase> phases;
 };
 
 // Which version Restore (or ReadMetadata) takes and what it restores.
