@@ -147,7 +147,9 @@ TEST_F(AsyncSave, ABackgroundFailureReachesEveryRankAtTheNextCall) {
   EXPECT_NE(s.message().find("shard-" + std::to_string(bad) + ".h5"), std::string::npos) << s;
   EXPECT_EQ(ck->async_status().state, State::kIdle);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (Rank() == 0) EXPECT_TRUE(Versions(root_).empty());
+  if (Rank() == 0) {
+    EXPECT_TRUE(Versions(root_).empty());
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   s = ck->SaveAsync(2);
   ASSERT_TRUE(s.ok()) << s;
@@ -173,11 +175,15 @@ TEST_F(AsyncSave, WaitPastItsDeadlineLeavesTheSaveInFlight) {
   Status s = ck->Wait(0.2);
   EXPECT_EQ(s.code(), Code::kTimeout) << s;
   EXPECT_NE(s.message().find("still in flight"), std::string::npos) << s;
-  if (Rank() == 0) EXPECT_EQ(ck->async_status().state, State::kWriting);
+  if (Rank() == 0) {
+    EXPECT_EQ(ck->async_status().state, State::kWriting);
+  }
   slow.Release();
   s = ck->Wait();
   ASSERT_TRUE(s.ok()) << s;
-  if (Rank() == 0) EXPECT_EQ(Versions(root_).size(), 1u);
+  if (Rank() == 0) {
+    EXPECT_EQ(Versions(root_).size(), 1u);
+  }
 }
 
 // The stop path: a save not written everywhere in time is abandoned within
