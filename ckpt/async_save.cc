@@ -156,7 +156,7 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
   const std::string path = job->vdir + "/" + ShardFileName(rank_);
   writer_.Start([job, wo, path](const std::atomic<bool>& abandon) {
     return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
-  });
+  }, options_.async_writer_nice);
   memory_.Accept(v);
   stats_.seconds = Now() - t0;  // the time SaveAsync blocked
   return Status::OK();

@@ -1,5 +1,9 @@
 #include "ckpt/background_writer.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <utility>
@@ -12,7 +16,7 @@ BackgroundWriter::~BackgroundWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BackgroundWriter::Start(Job job) {
+void BackgroundWriter::Start(Job job, int nice) {
   if (thread_.joinable()) thread_.join();  // a caller that skipped Join: never assign over a live thread
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -20,7 +24,10 @@ void BackgroundWriter::Start(Job job) {
     result_ = Status::OK();
   }
   abandon_.store(false, std::memory_order_release);
-  thread_ = std::thread([this, job = std::move(job)] {
+  thread_ = std::thread([this, nice, job = std::move(job)] {
+    if (nice > 0) {
+      (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+    }
     Status s = job(abandon_);
     std::lock_guard<std::mutex> lock(mu_);
     result_ = std::move(s);

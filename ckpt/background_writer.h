@@ -33,8 +33,10 @@ class BackgroundWriter {
   BackgroundWriter(const BackgroundWriter&) = delete;
   BackgroundWriter& operator=(const BackgroundWriter&) = delete;
 
-  // Precondition: idle (no Start since the last Join).
-  void Start(Job job);
+  // Precondition: idle (no Start since the last Join). The thread runs at
+  // `nice` (0-19, Linux's per-thread setpriority; a failure to lower it is
+  // ignored: the job runs, at the caller's priority).
+  void Start(Job job, int nice = 0);
   // Waits until the job has ended or `deadline` (Now(), seconds) passed;
   // true when it has ended (or nothing runs).
   bool WaitUntil(double deadline);

@@ -183,6 +183,10 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   if (!options.run_id.empty() && !ckpt::ValidRunId(options.run_id)) {
     return Status::InvalidArgument(log::kCkpt, "run_id \"" + options.run_id + "\": must be 1-64 of [A-Za-z0-9._-]");
   }
+  if (options.async_writer_nice < 0 || options.async_writer_nice > 19) {
+    return Status::InvalidArgument(log::kCkpt, "async_writer_nice = " + std::to_string(options.async_writer_nice) +
+                                                   ": must be 0-19");
+  }
   if (options.group_size < 0) {
     return Status::InvalidArgument(log::kCkpt, "group_size = " + std::to_string(options.group_size) +
                                                    ": must be >= 0 (0: one shard per node)");

@@ -26,8 +26,10 @@
 namespace baton::ckpt {
 
 // Copies n bytes from src to dst and hashes them in the same pass, block by
-// block while each block is still in the cache: `whole` (may be null) gets
+// block while each block is in the cache (the hash reads it, the copy then
+// streams it out: memory traffic as a memcpy's): `whole` (may be null) gets
 // every byte, `slice` (may be null) the bytes of [slice_begin, slice_end).
+// src must not change during the call.
 void CopyAndHash(char* dst, const char* src, uint64_t n, uint64_t slice_begin, uint64_t slice_end,
                  Xxh3Stream* slice, Xxh3Stream* whole);
 

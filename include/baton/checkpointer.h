@@ -114,6 +114,12 @@ struct CheckpointOptions {
   // the lease ends (NFSv4: 90 s); then Unavailable naming the holder (pid,
   // host, job, since when).
   double lock_wait_seconds = 120;
+  // The nice value (setpriority, per thread) of SaveAsync's background
+  // writer: by default 10, so that where the cores are all busy the
+  // training's threads keep their share and the writer takes what is left
+  // (the write must still end within the steps to the next SaveAsync, or
+  // that call waits for it). 0: the caller's priority. 0-19.
+  int async_writer_nice = 10;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;
