@@ -237,7 +237,7 @@ Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<i
   return Status::OK();
 }
 
-Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult* result) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   *result = RestoreResult();

@@ -256,7 +256,7 @@ Status CheckpointerImpl::DescribeDivergedReplicas(const std::vector<uint64_t>& r
   return Status::InvalidArgument(log::kCkpt, msg);
 }
 
-Status CheckpointerImpl::Save(int64_t step) {
+Status CheckpointerImpl::SaveNow(int64_t step) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   stats_.step = step;

@@ -153,11 +153,11 @@ baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob) {
   return Blob::Decode(ck_->user_blob(), blob).Annotate("restoring step " + std::to_string(**step));
 }
 
-baton::Status TrainState::Save(int64_t step, const Blob& blob) {
+baton::Status TrainState::Save(int64_t step, const Blob& blob, bool async) {
   static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds the state");
   std::memcpy(rng_row_.data(), dropout_->state().data(), sizeof(Rng::State));
   BATON_RETURN_IF_ERROR(ck_->SetUserBlob(blob.Encode()));
-  return ck_->Save(step);
+  return async ? ck_->SaveAsync(step) : ck_->Save(step);
 }
 
 }  // namespace train

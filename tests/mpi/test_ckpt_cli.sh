@@ -152,6 +152,30 @@ test_bench_ckpt_json_has_the_documented_fields() {
   expect_eq "$(ls -A "$d")" "" "what bench ckpt left without --no-cleanup"
 }
 
+test_bench_ckpt_async_json_has_the_documented_fields() {
+  local d out
+  d=$(scratch)
+  out=$("$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench ckpt --async --dir "$d" --bytes 6M --arrays 2 --reps 2 \
+    --steps 4 --every 2 --json)
+  echo "$out" | perl -MJSON::PP -e '
+    my %seen;
+    while (my $line = <STDIN>) {
+      my $j = decode_json($line);
+      $j->{ranks} == 3 or die "ranks $j->{ranks}";
+      if ($j->{op} eq "save_async") {
+        for my $k (qw(bytes blocking_seconds memcpy_seconds ratio first_blocking_seconds write_seconds)) {
+          exists $j->{$k} or die "no $k" }
+        $j->{blocking_seconds} > 0 && $j->{memcpy_seconds} > 0 or die "not positive: $line";
+      } elsif ($j->{op} eq "save_async_loop") {
+        for my $k (qw(steps_per_s steps_per_s_no_ckpt ratio seconds_in_save_async)) { exists $j->{$k} or die "no $k" }
+        $j->{steps_per_s} > 0 && $j->{steps_per_s_no_ckpt} > 0 or die "not positive: $line";
+      } else { die "unexpected op $j->{op}" }
+      $seen{$j->{op}}++;
+    }
+    $seen{save_async} == 1 && $seen{save_async_loop} == 1 or die "expected one line of each"'
+  expect_eq "$(ls -A "$d")" "" "what bench ckpt --async left"
+}
+
 # A manifest's strings are untrusted: an escape code or a newline in its
 # "time" must not reach the terminal raw, nor forge an ls row.
 test_untrusted_text_is_printed_escaped() {
