@@ -3,5 +3,5 @@
 # baton_ckpt_prog): a restore that dies while reading a version is counted
 # toward its quarantine; a second live writer is refused; a dead one's lock
 # is free.
-. "$srcdir/tests/lib/suite.sh"
-run_suite ckpt-procs-np3 300 bash "$srcdir/tests/lib/run-cases" ckpt-procs-np3 "$srcdir/tests/mpi/test_ckpt_processes.sh"
+. "${srcdir:?set by make check}/tests/lib/suite.sh"
+run_suite ckpt-procs-np3 300 bash "${srcdir:?set by make check}/tests/lib/run-cases" ckpt-procs-np3 "${srcdir:?set by make check}/tests/mpi/test_ckpt_processes.sh"
