@@ -107,6 +107,7 @@ test_a_checkpoint_directory_without_write_permission_fails_clearly() {
   mkdir "$dir/ck" "$dir/home"
   [ "$(id -u)" -ne 0 ] || chown nobody:nogroup "$dir/ck" "$dir/home"
   ck=$dir/ck
+  echo "the job runs as $(as_user id -un)"
   # Open MPI's session directory and the user's home: places the user may write.
   export TMPDIR=$dir/home HOME=$dir/home
   as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" save || fail "the save as $(as_user id -un) failed"
