@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Cases for tests/unit/shellcheck.sh (make check): scripts/ and tests/ are
-# shellcheck clean (settings in .shellcheckrc; a check is disabled only
+# Cases for tests/unit/shellcheck.sh (make check): no finding of shellcheck in
+# scripts/ and tests/ (settings in .shellcheckrc; a check is disabled only
 # inline, with its reason).
 
 # Every shell file: a sh or bash shebang, or a `# shellcheck shell=` line
