@@ -24,9 +24,11 @@ AS_CASE([$with_gtest],
   [no], [AC_MSG_ERROR([GoogleTest is required; --without-gtest is not supported])],
   [yes|check],
   [dnl GTEST_CFLAGS and GTEST_LIBS given on the command line win over pkg-config.
+   AS_IF([test -n "$GTEST_CFLAGS" && test -n "$GTEST_LIBS"], [baton_gtest_given=yes], [baton_gtest_given=no])
    PKG_CHECK_MODULES([GTEST], [gtest >= 1.10],
-     [baton_gtest_where="pkg-config gtest"
-      baton_gtest_ver=`$PKG_CONFIG --modversion gtest 2>/dev/null`],
+     [AS_IF([test $baton_gtest_given = yes], [baton_gtest_where="GTEST_CFLAGS/GTEST_LIBS"],
+        [baton_gtest_where="pkg-config gtest"
+         baton_gtest_ver=`$PKG_CONFIG --modversion gtest 2>/dev/null`])],
      [GTEST_CFLAGS= GTEST_LIBS="-lgtest -pthread"])],
   [AS_IF([test -f "$with_gtest/include/gtest/gtest.h"], [],
      [AC_MSG_ERROR([--with-gtest=$with_gtest: $with_gtest/include/gtest/gtest.h not found (expected a GoogleTest install prefix)])])

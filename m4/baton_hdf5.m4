@@ -27,8 +27,10 @@ AS_CASE([$with_hdf5],
   [no], [AC_MSG_ERROR([HDF5 is required; --without-hdf5 is not supported])],
   [yes|check], [
     dnl HDF5_CFLAGS and HDF5_LIBS given on the command line win over pkg-config.
+    AS_IF([test -n "$HDF5_CFLAGS" && test -n "$HDF5_LIBS"], [baton_hdf5_given=yes], [baton_hdf5_given=no])
     PKG_CHECK_MODULES([HDF5], [hdf5-openmpi],
-      [baton_hdf5_where="pkg-config hdf5-openmpi" BATON_HDF5_PC=hdf5-openmpi],
+      [AS_IF([test $baton_hdf5_given = yes], [baton_hdf5_where="HDF5_CFLAGS/HDF5_LIBS"],
+         [baton_hdf5_where="pkg-config hdf5-openmpi" BATON_HDF5_PC=hdf5-openmpi])],
       [PKG_CHECK_MODULES([HDF5], [hdf5-mpi],
         [baton_hdf5_where="pkg-config hdf5-mpi" BATON_HDF5_PC=hdf5-mpi],
         [AS_IF([test -f /usr/include/hdf5/openmpi/hdf5.h], [

@@ -21,8 +21,10 @@ AS_CASE([$with_nlohmann_json],
   [no], [AC_MSG_ERROR([nlohmann/json is required; --without-nlohmann-json is not supported])],
   [yes|check],
   [dnl NLOHMANN_JSON_CFLAGS/_LIBS given on the command line win over pkg-config.
+   AS_IF([test -n "$NLOHMANN_JSON_CFLAGS" && test -n "$NLOHMANN_JSON_LIBS"], [baton_nj_given=yes], [baton_nj_given=no])
    PKG_CHECK_MODULES([NLOHMANN_JSON], [nlohmann_json >= 3.9],
-     [baton_nj_where="pkg-config nlohmann_json"],
+     [AS_IF([test $baton_nj_given = yes], [baton_nj_where="NLOHMANN_JSON_CFLAGS/_LIBS"],
+        [baton_nj_where="pkg-config nlohmann_json"])],
      [NLOHMANN_JSON_CFLAGS= NLOHMANN_JSON_LIBS=])],
   [AS_IF([test -f "$with_nlohmann_json/include/nlohmann/json.hpp"], [],
      [AC_MSG_ERROR([--with-nlohmann-json=$with_nlohmann_json: $with_nlohmann_json/include/nlohmann/json.hpp not found])])

@@ -21,8 +21,10 @@ AS_CASE([$with_xxhash],
   [no], [AC_MSG_ERROR([xxHash is required; --without-xxhash is not supported])],
   [yes|check],
   [dnl XXHASH_CFLAGS and XXHASH_LIBS given on the command line win over pkg-config.
+   AS_IF([test -n "$XXHASH_CFLAGS" && test -n "$XXHASH_LIBS"], [baton_xxhash_given=yes], [baton_xxhash_given=no])
    PKG_CHECK_MODULES([XXHASH], [libxxhash >= 0.8],
-     [baton_xxhash_where="pkg-config libxxhash" BATON_XXHASH_PC=libxxhash],
+     [AS_IF([test $baton_xxhash_given = yes], [baton_xxhash_where="XXHASH_CFLAGS/XXHASH_LIBS"],
+        [baton_xxhash_where="pkg-config libxxhash" BATON_XXHASH_PC=libxxhash])],
      [XXHASH_CFLAGS= XXHASH_LIBS=-lxxhash])],
   [AS_IF([test -d "$with_xxhash"], [],
      [AC_MSG_ERROR([--with-xxhash=$with_xxhash: directory does not exist (expected an xxHash prefix with include/xxhash.h and lib/libxxhash.so)])])
