@@ -4,6 +4,16 @@
 
 stage() { echo "$BATON_TEST_RESULTS/install-stage"; }
 
+# A pkg-config directory whose baton.pc names the staged prefix, as one
+# installed with --prefix=STAGE/usr/local would. (Not --define-variable or
+# --define-prefix: they rewrite the prefix of ompi-c.pc and hdf5's too.)
+staged_pc_dir() {
+  local d=$1
+  mkdir -p "$d/pc"
+  sed "s|^prefix=.*|prefix=$d/usr/local|" "$d/usr/local/lib/pkgconfig/baton.pc" >"$d/pc/baton.pc"
+  echo "$d/pc"
+}
+
 # The plugin directory as `make install` expands it (${libdir}/slurm by default).
 installed_plugindir() {
   make -s --no-print-directory -C "$BATON_BUILD_DIR" -f Makefile -f - print-plugindir <<'MK'
@@ -65,7 +75,7 @@ test_baton_train_builds_from_its_installed_sources() {
   [ -f "$d/usr/local/share/doc/baton/examples/train.sbatch" ] || fail "train.sbatch is not installed"
   [ -f "$d/usr/local/share/man/man1/baton-train.1" ] || fail "baton-train(1) is not installed"
   # (not PKG_CONFIG_SYSROOT_DIR: it would prefix MPI's system include path too)
-  flags=$(PKG_CONFIG_PATH="$d/usr/local/lib/pkgconfig" pkg-config --define-variable=prefix="$d/usr/local" --cflags --libs baton)
+  flags=$(PKG_CONFIG_PATH=$(staged_pc_dir "$d") pkg-config --cflags --libs baton)
   # shellcheck disable=SC2086
   g++ -std=c++17 -O2 "$src"/*.cc -o "$d/baton-train" $flags
   out=$(LD_LIBRARY_PATH="$d/usr/local/lib" "$d/baton-train" --make-data "$d/data.bin" --samples 64 --features 8)
@@ -80,7 +90,7 @@ test_a_program_against_a_non_system_prefix_runs_with_the_rpath() {
   local d; d=$(stage)
   [ -d "$d" ] || fail "nothing staged"
   local prefix=$d/usr/local pc libdir flags out rc
-  pc=(env PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --define-variable=prefix="$prefix")
+  pc=(env PKG_CONFIG_PATH="$(staged_pc_dir "$d")" pkg-config)
   libdir=$("${pc[@]}" --variable=libdir baton)
   expect_eq "$libdir" "$prefix/lib" "pkg-config --variable=libdir baton"
   flags=$("${pc[@]}" --cflags --libs baton)
