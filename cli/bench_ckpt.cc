@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -206,7 +207,12 @@ uint64_t PeakRss() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) {  // "VmHWM:     1234 kB"
+      const size_t at = line.find_first_not_of(" \t", 6);
+      uint64_t kib = 0;
+      if (at != std::string::npos) std::from_chars(line.data() + at, line.data() + line.size(), kib);
+      return kib * 1024;
+    }
   return 0;
 }
 

@@ -42,7 +42,8 @@ Status CheckSafe(int fd, const std::string& path) {
                       (!S_ISDIR(st.st_mode) ? std::string("not a directory")
                                             : "owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
                                                   "; it must belong to uid " + std::to_string(me) +
-                                                  " (or root) and be writable by nobody else (or be sticky, as /tmp)"));
+                                                  " and be writable by nobody else, or belong to root and be "
+                                                  "writable by nobody else or sticky (as /tmp)"));
 }
 
 // Opens `name` in `parent_fd` as a directory, never through a link.

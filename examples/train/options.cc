@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,10 +23,9 @@ std::string Num(double v) {
 // Whole-string integer in [lo, hi].
 bool ParseInt(const std::string& name, const std::string& v, long long lo, long long hi, long long* out,
               std::string* error) {
-  errno = 0;
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+  long long x = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || x < lo || x > hi) {
     *error = name + ": " + Quote(v) + " is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     return false;
   }

@@ -1,6 +1,7 @@
 #include "train_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -20,11 +21,11 @@ std::string Double17(double v) {
   return buf;
 }
 
+// The whole text, digits only (from_chars takes no sign, space or prefix).
 bool ToU64(const std::string& s, uint64_t* v, int base = 10) {
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long x = std::strtoull(s.c_str(), &end, base);
-  if (s.empty() || *end != '\0' || errno == ERANGE || s[0] == '-') return false;
+  uint64_t x = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), x, base);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return false;
   *v = x;
   return true;
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Deadlines and requeue against Slurm (tests/mpi/health_prog.cc): a batch
 # job whose rank times out exits 75 and Slurm runs it again; Requeue() from
 # inside a job requeues it. Sourced by run-all (run_cases).

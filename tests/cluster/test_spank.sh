@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted commands and awk/perl programs run in another shell (srun's, bash -c) or language, which expands them
 # spank_baton.so on the local cluster: every task's variables against
 # Slurm's own, for each distribution; options and plugstack errors; the
 # hostfile's content, owner, mode and removal; GPU binding; a TCP
@@ -44,7 +46,7 @@ check_tasks() {
     if [ "${t[SLURM_STEP_RESV_PORTS]}" != UNSET ]; then
       expect_eq "${t[MASTER_PORT]}" "${t[SLURM_STEP_RESV_PORTS]%%[-,]*}" "$who: MASTER_PORT vs SLURM_STEP_RESV_PORTS"
     else
-      [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
+      { [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ]; } || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
     fi
     unset t
   done < <(grep 'SLURM_PROCID=' "$file")
@@ -195,7 +197,7 @@ JOB
   pa=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-a" | head -n 1)
   pb=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-b" | head -n 1)
   pbatch=$(grep -o 'MASTER_PORT=[0-9]*' "$d/out" | head -n 1)
-  [ "$pa" != "$pb" ] && [ "$pa" != "$pbatch" ] && [ "$pb" != "$pbatch" ] ||
+  { [ "$pa" != "$pb" ] && [ "$pa" != "$pbatch" ] && [ "$pb" != "$pbatch" ]; } ||
     fail "ports of the batch script and two concurrent steps are not all different: $pbatch $pa $pb"
 }
 
@@ -364,7 +366,9 @@ test_hostfile_of_an_ordinary_user() {
   echo "$out"
   expect_eq "$(awk '{print $1, $3, $4}' <<<"$out" | sort -u)" "baton-test baton-test:600 baton-test:700" \
     "user, hostfile owner:mode, directory owner:mode"
-  for path in $(awk '{print $2}' <<<"$out"); do
+  local paths
+  mapfile -t paths < <(awk '{print $2}' <<<"$out")
+  for path in "${paths[@]}"; do
     wait_for 10 "hostfile $path to be removed" test ! -e "$path"
   done
 }
@@ -407,7 +411,7 @@ test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
   echo "$out"
   grep -qx "export MASTER_ADDR='$(node_addr n1)'" <<<"$out" || fail "MASTER_ADDR of the allocation"
   grep -q "^export RANK=" <<<"$out" && fail "the allocation's shell has no rank"
-  grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out" || fail "the allocation's hostfile"
+  { grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out"; } || fail "the allocation's hostfile"
 }
 
 # Inside salloc (run without a terminal: salloc -N2 COMMAND): a --baton step is checked task by

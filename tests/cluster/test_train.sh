@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted commands and awk/perl programs run in another shell (srun's, bash -c) or language, which expands them
 # The main job on the local cluster: examples/train.sbatch running
 # examples/baton-train, one fault per scenario (two in one). Each scenario
 # checks three things: the final checksum equals the uninterrupted run's;

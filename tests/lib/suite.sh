@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared by every test suite runner (POSIX sh: make check runs these with
 # /bin/sh). Sourced, not executed.
 #

@@ -5,6 +5,7 @@
 // refused, and the directory is free again once the first one is dead.
 //
 //   ckpt_prog DIR save           saves steps 1 and 2
+//   ckpt_prog DIR save-more      saves step 3
 //   ckpt_prog DIR restore        restores; rank 0 prints "restored step=S fallbacks=F"
 //   ckpt_prog DIR restore-crash  restores; the last rank kills itself (SIGKILL)
 //                                when it is about to read step 2's shards
@@ -69,7 +70,7 @@ int Fail(const baton::Status& s, int rank) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: ckpt_prog DIR save|restore|restore-crash|hold|save-async|save-async-kill\n");
+    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|hold|save-async|save-async-kill\n");
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
@@ -96,8 +97,9 @@ int main(int argc, char** argv) {
     }
     for (;;) pause();
   }
-  if (mode == "save") {
-    for (int64_t step = 1; step <= 2; ++step) {
+  if (mode == "save" || mode == "save-more") {
+    const int64_t first = mode == "save" ? 1 : 3, last = mode == "save" ? 2 : 3;
+    for (int64_t step = first; step <= last; ++step) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = step * 1000 + static_cast<int64_t>(i);
       if (baton::Status s = ck->Save(step); !s.ok()) return Fail(s, rank);
     }

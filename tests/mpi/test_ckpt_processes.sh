@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases (tests/mpi/ckpt-procs-np3.sh): checkpoints across processes.
 # A restore that dies while reading a version is counted, so a version that
 # kills every restore ends in quarantine instead of a crash loop (issue 15,
@@ -134,4 +135,46 @@ for k in range(3):
 w = np.concatenate([r for _, r in sorted(rows, key=lambda x: x[0])])
 assert (w == 2000 + np.arange(64)).all(), w
 PY
+}
+
+# as_user COMMAND...: runs COMMAND as an ordinary user: as nobody through
+# setpriv when this runs as root (root ignores permission bits, so a denied
+# directory denies nothing), else as the current user.
+as_user() {
+  if [ "$(id -u)" -eq 0 ]; then
+    setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# A checkpoint directory the job may not write (EACCES: a wrong mode, a
+# directory of another user): the save fails with an error that names the
+# directory and the cause, no rank crashes, and every committed version is
+# still there and restores bit for bit once the directory is writable again.
+test_a_checkpoint_directory_without_write_permission_fails_clearly() {
+  local dir ck rc out
+  scratch
+  dir=$SCRATCH
+  chmod 755 "$dir"
+  mkdir "$dir/ck" "$dir/home"
+  [ "$(id -u)" -ne 0 ] || chown nobody:nogroup "$dir/ck" "$dir/home"
+  ck=$dir/ck
+  echo "the job runs as $(as_user id -un)"
+  # Open MPI's session directory and the user's home: places the user may write.
+  export TMPDIR=$dir/home HOME=$dir/home
+  as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" save || fail "the save as $(as_user id -un) failed"
+  chmod a-w "$ck"
+  rc=0
+  out=$(as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" save-more 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of a save into a directory without write permission (1: an error, not a crash)"
+  grep -q "$ck" <<<"$out" || fail "the error does not name $ck"
+  grep -q "Permission denied" <<<"$out" || fail "the error does not say 'Permission denied'"
+  out=$(as_user "$BATON" ckpt ls "$ck" --json) || fail "baton ckpt ls of the read-only directory failed: $out"
+  expect_eq "$(/usr/bin/python3 -c 'import json, sys; print(sorted(v["step"] for v in json.load(sys.stdin)))' <<<"$out")" \
+    "[1, 2]" "committed steps after the refused save"
+  chmod u+w "$ck"
+  out=$(as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" restore) || fail "the restore failed: $out"
+  expect_eq "$(restored "$out")" "restored step=2 fallbacks=0" "restore once the directory is writable again"
 }

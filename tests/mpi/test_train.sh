@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases for examples/baton-train under mpirun (run by
 # tests/mpi/train-np3.sh through tests/lib/run-cases): every interrupted run,
 # resumed, ends with the uninterrupted run's final checksum, and resumes from

@@ -32,7 +32,10 @@ class HostfileDirTest : public ::testing::Test {
     std::string tmpl = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/baton-dir-test-XXXXXX";
     ASSERT_NE(mkdtemp(&tmpl[0]), nullptr);
     root_ = tmpl;
-    ASSERT_EQ(chmod(root_.c_str(), 01777), 0);  // a /tmp of our own
+    // As root, a /tmp of our own (root's, sticky, writable by all); as
+    // anyone else a directory of our own, writable by nobody else: a sticky
+    // directory is safe only when root owns it (others could plant names).
+    ASSERT_EQ(chmod(root_.c_str(), Root() ? 01777 : 0700), 0);
   }
   void TearDown() override { ASSERT_EQ(system(("rm -rf '" + root_ + "'").c_str()), 0); }
   std::string Path(const std::string& name) const { return root_ + "/" + name; }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib/tally: what the summary line counts. Sourced by tests/lib/run-cases.
 
 tally() { "$REPO/scripts/lib/tally" "$@"; }
