@@ -439,8 +439,9 @@ test_srun_and_the_interactive_step_inside_salloc() {
   [ -n "$job" ] || fail "salloc ran no command"
   grep -Eqx "interactive on n1 step [0-9]+ rank none master $(node_addr n1) hostfile .*/baton\.$job\.interactive\.[A-Za-z0-9]{8}/hostfile" <<<"$out" ||
     fail "the interactive step: the allocation's master (n1's address), no rank, a hostfile named after the interactive step"
-  grep -qx "hostfile: $(node_addr n1) slots=2" <<<"$out" && grep -qx "hostfile: $(node_addr n2) slots=2" <<<"$out" ||
+  if ! grep -qx "hostfile: $(node_addr n1) slots=2" <<<"$out" || ! grep -qx "hostfile: $(node_addr n2) slots=2" <<<"$out"; then
     fail "the interactive step's hostfile lists the allocation's nodes and their tasks"
+  fi
 }
 
 # --- a real rendezvous -------------------------------------------------------------------

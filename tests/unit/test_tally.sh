@@ -96,6 +96,6 @@ test_run_suite_records_the_wall_time_and_the_exit_code() {
   expect_eq "$(cut -f1-4 <<<"$row")" "$(printf 'EXIT\tt\t3\tsh -c sleep 1; exit 3')" "the EXIT row"
   local wall
   wall=$(cut -f5 <<<"$row")
-  [ "$wall" -ge 1 ] && [ "$wall" -le 20 ] || fail "wall time '$wall' is not the 1 s the suite took (20 s allowed for a loaded machine)"
+  { [ "$wall" -ge 1 ] && [ "$wall" -le 20 ]; } || fail "wall time '$wall' is not the 1 s the suite took (20 s allowed for a loaded machine)"
   rm -rf "$d"
 }
