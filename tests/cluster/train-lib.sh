@@ -53,6 +53,9 @@ cleanup() {
 kill_node() { CASE_DOWN="$CASE_DOWN $1"; "$REPO/scripts/local-cluster" kill-node "$1"; }
 revive_node() { "$REPO/scripts/local-cluster" revive-node "$1"; }
 
+# The checkpoint directory of a case's jobs: DIR/ckpt, or CASE_CKPT.
+ckpt_dir() { echo "${CASE_CKPT:-$1/ckpt}"; }
+
 # submit DIR STEPS [SBATCH OPTIONS...] [-- TRAIN OPTIONS...]: sets JOB.
 # SUBMIT_TRAIN: another program for the job script to run (a wrapper);
 # COLLECTIVE_TIMEOUT: the deadline of a collective, s (10).
@@ -63,7 +66,7 @@ submit() {
   [ $# -gt 0 ] && shift
   tr=("$@")
   local job
-  job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$d/ckpt BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
+  job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$(ckpt_dir "$d") BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
     sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "${sb[@]}" "$SCRIPT" \
     --data "$(data)" --steps "$steps" --step-ms "$STEP_MS" "${OPTS[@]}" "${tr[@]}") || return 1
   CASE_JOBS="$CASE_JOBS $job"
@@ -120,7 +123,7 @@ after_fault() {
   read -r r run <"$d/fault.$k"
   wait_for 120 "job $job to be requeued after fault $k" restarts_above "$job" "$r"
   wait_for 60 "job $job to be pending again" job_state_is "$job" PENDING
-  newest=$(newest_committed "$d/ckpt")
+  newest=$(newest_committed "$(ckpt_dir "$d")")
   echo "$r $run $newest" >"$d/fault.$k"
   echo "after fault $k (run $run, restart $r): newest committed version is step $newest"
   [ "$newest" != none ] || fail "no committed version before fault $k"
