@@ -72,7 +72,8 @@ requeued_or_failed() { restarts_above "$1" "$2" || job_state_is "$1" FAILED; }
 # tmpfs every node sees) for the full and read-only faults.
 SMALLFS=$(dirname "$SLURM_CONF")/smallfs
 
-# trial SEED: one trial; writes DIR/result: kind rank at delay outcome restored.
+# trial SEED: one trial; writes DIR/result: kind rank at delay outcome
+# restored hit (the step the faulted run had printed once the fault was in).
 trial() {
   begin_case
   local seed=$1 d job pid node r run want out what ck
@@ -107,7 +108,8 @@ trial() {
     kill-node) node=$(rank_node "$job" "$RANK"); kill_node "$node" ;;
     fs-full) dd if=/dev/zero of="$SMALLFS/filler" bs=64k 2>/dev/null || true ;;
   esac
-  echo "fault injected at step $(run_out "$d/out" "$run" | last_step) of run $run"
+  HIT=$(run_out "$d/out" "$run" | last_step)  # the step printed when the fault was in
+  echo "fault injected at step $HIT of run $run"
   case $KIND in
     fs-full)
       # The next save fails: the run must end saying why; the fault is
@@ -148,15 +150,15 @@ trial() {
         echo "job $job failed with exit $(job_field "$job" ExitCode) after $KIND; submitting it again"
         submit "$d" "$STEPS"
         restores_after "$JOB" "$d" 0 "$want"
-        echo "$KIND $RANK $AT $DELAY_MS error+resubmit $want" >"$d/result"
+        echo "$KIND $RANK $AT $DELAY_MS error+resubmit $want $HIT" >"$d/result"
       else
         restores_after "$job" "$d" "$run" "$want"
-        echo "$KIND $RANK $AT $DELAY_MS error+requeue $want" >"$d/result"
+        echo "$KIND $RANK $AT $DELAY_MS error+requeue $want $HIT" >"$d/result"
       fi ;;
     *)
       check_job "$job" "$d" 1 "$STEPS"
       read -r r run want <"$d/fault.1"
-      echo "$KIND $RANK $AT $DELAY_MS restored $want" >"$d/result" ;;
+      echo "$KIND $RANK $AT $DELAY_MS restored $want $HIT" >"$d/result" ;;
   esac
   echo "trial seed $seed passed: $(cat "$d/result")"
 }
