@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The fault campaign's short part (scripts/fault-campaign runs the long one):
 # one trial of each fault that tests/cluster/test_train.sh does not inject
 # already, at a moment drawn from a fixed seed (tests/fault/campaign.sh). A

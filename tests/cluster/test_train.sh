@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The main job on the local cluster: examples/train.sbatch running
 # examples/baton-train, one fault per scenario (two in one). Each scenario
 # checks three things: the final checksum equals the uninterrupted run's;

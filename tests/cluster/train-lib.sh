@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The training job on the local cluster, for the suites that drive it
 # (tests/cluster/test_train.sh, tests/fault/campaign.sh): the data set, the
 # uninterrupted reference, submitting examples/train.sbatch, reading its
@@ -70,6 +71,7 @@ submit() {
     sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "${sb[@]}" "$SCRIPT" \
     --data "$(data)" --steps "$steps" --step-ms "$STEP_MS" "${OPTS[@]}" "${tr[@]}") || return 1
   CASE_JOBS="$CASE_JOBS $job"
+  # shellcheck disable=SC2034 # the caller's
   JOB=$job
   echo "submitted job $job"
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The seeded fault campaign's trials (bash, sourced by scripts/fault-campaign
 # and tests/cluster/test_fault.sh after tests/lib/cases.sh and
 # tests/cluster/lib.sh; the local cluster is running). One trial = one short
@@ -76,7 +77,7 @@ SMALLFS=$(dirname "$SLURM_CONF")/smallfs
 # restored hit (the step the faulted run had printed once the fault was in).
 trial() {
   begin_case
-  local seed=$1 d job pid node r run want out what ck
+  local seed=$1 d job pid node r run want ck
   plan "$seed"
   d=$(case_dir)
   [ -z "${FAULT_TRIAL_DIR_FILE:-}" ] || echo "$d" >"$FAULT_TRIAL_DIR_FILE"
@@ -196,12 +197,14 @@ corrupt_newest() {
   shard=${shards[$(rnd "$seed" 5 ${#shards[@]})]}
   size=$(stat -c %s "$shard")
   if [ "$KIND" = bitflip ]; then
-    local off=$(rnd "$seed" 6 "$size") bit=$(rnd "$seed" 7 8) byte
+    local off bit byte
+    off=$(rnd "$seed" 6 "$size") bit=$(rnd "$seed" 7 8)
     byte=$(od -An -tu1 -j "$off" -N1 "$shard" | tr -d ' ')
-    printf "$(printf '\\%03o' $((byte ^ (1 << bit))))" | dd of="$shard" bs=1 seek="$off" conv=notrunc 2>/dev/null
+    printf '%b' "$(printf '\\%03o' $((byte ^ (1 << bit))))" | dd of="$shard" bs=1 seek="$off" conv=notrunc 2>/dev/null
     echo "flipped bit $bit of byte $off of $shard ($size bytes)"
   else
-    local to=$(rnd "$seed" 6 "$size")
+    local to
+    to=$(rnd "$seed" 6 "$size")
     truncate -s "$to" "$shard"
     echo "truncated $shard from $size to $to bytes"
   fi
