@@ -101,12 +101,12 @@ trial() {
   wait_moment "$d/out" "$AT"
   sleep "$(printf '0.%03d' "$DELAY_MS")"
   pid=$(rank_pid "$job" "$RANK")
-  # drop-unsynced: the kill comes as the rank next writes under the
-  # checkpoint directory (its journal grows), so that a save is under way and
-  # it has writes not yet synced to lose.
-  [ "$KIND" != drop-unsynced ] || wait_journal_grows "$d/journal"
   before_fault "$job" "$d" 1
   read -r r run <"$d/fault.1"
+  # drop-unsynced: the kill comes as the rank next writes under the
+  # checkpoint directory (its journal grows), so that a save is under way and
+  # it has writes not yet synced to lose (a save takes some 30 ms here).
+  [ "$KIND" != drop-unsynced ] || wait_journal_grows "$d/journal"
   case $KIND in
     kill9|bitflip|truncate|drop-unsynced|read-only) kill -9 "$pid" ;;
     sigstop) kill -STOP "$pid" ;;
@@ -168,13 +168,13 @@ trial() {
   echo "trial seed $seed passed: $(cat "$d/result")"
 }
 
-# wait_journal_grows JOURNAL: polls every 10 ms until JOURNAL grows.
+# wait_journal_grows JOURNAL: polls every 5 ms until JOURNAL grows.
 wait_journal_grows() {
   local size t0=$SECONDS
   size=$(stat -c %s "$1" 2>/dev/null || echo 0)
   while [ "$(stat -c %s "$1" 2>/dev/null || echo 0)" -le "$size" ]; do
     [ $((SECONDS - t0)) -lt 60 ] || fail "the journal $1 did not grow in 60 s"
-    sleep 0.01
+    sleep 0.005
   done
 }
 
