@@ -1,0 +1,178 @@
+# shellcheck shell=bash
+# The training job on the local cluster, for the suites that drive it
+# (tests/cluster/test_train.sh, tests/fault/campaign.sh): the data set, the
+# uninterrupted reference, submitting examples/train.sbatch, reading its
+# output, finding a rank's process, and the checks after a fault.
+#
+# The sourcing file sets WORK (a directory for the data set and the
+# references), STEPS, OPTS (baton-train options of every run) and STEP_MS.
+# Jobs run 3 ranks, one per node (-N3 of the 4 nodes) unless told otherwise.
+
+TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
+BATON=$BATON_BUILD_DIR/cli/baton
+SCRIPT=$REPO/examples/train.sbatch
+
+data() {
+  [ -f "$WORK/data.bin" ] || "$TRAIN" --make-data "$WORK/data.bin" --samples 2048 >/dev/null
+  echo "$WORK/data.bin"
+}
+
+reference() {  # reference STEPS [RANKS]: the uninterrupted run's checksum
+  local n=$1 ranks=${2:-3} f=$WORK/reference-$1-np${2:-3}
+  if [ ! -s "$f" ]; then
+    rm -rf "$f.ckpt"
+    "$REPO/tests/lib/mpirun-ranks" "$ranks" "$TRAIN" --data "$(data)" --ckpt-dir "$f.ckpt" --steps "$n" "${OPTS[@]}" \
+      >"$f.out" 2>&1 || { cat "$f.out"; fail "the reference run failed"; }
+    sed -n 's/^final_checksum=//p' "$f.out" | sort -u >"$f"
+    [ "$(wc -l <"$f")" = 1 ] || fail "the reference's ranks disagree"
+  fi
+  cat "$f"
+}
+
+# Every case runs in its own subshell: at its exit, whatever it leaves is
+# cleaned up, pass or fail (jobs cancelled, killed nodes revived), so the
+# next case finds four idle nodes.
+# begin_case: the first line of every case (traps are not inherited by the
+# case's subshell).
+begin_case() {
+  CASE_JOBS='' CASE_DOWN='' CASE_MOUNTS=''
+  trap cleanup EXIT
+}
+cleanup() {
+  local j n
+  for j in $CASE_JOBS; do scancel "$j" 2>/dev/null || true; done
+  for n in $CASE_DOWN; do
+    case $(sinfo -h -N -n "$n" -o %t | head -n 1) in
+      down*|drain*|fail*) "$REPO/scripts/local-cluster" revive-node "$n" >&2 || true ;;
+    esac
+  done
+  # CASE_MOUNTS: file systems a case mounted (its checkpoint directory), once its jobs are gone.
+  for n in $CASE_MOUNTS; do
+    umount "$n" 2>/dev/null || { sleep 2; umount -l "$n"; } || true
+  done
+}
+kill_node() { CASE_DOWN="$CASE_DOWN $1"; "$REPO/scripts/local-cluster" kill-node "$1"; }
+revive_node() { "$REPO/scripts/local-cluster" revive-node "$1"; }
+
+# The checkpoint directory of a case's jobs: DIR/ckpt, or CASE_CKPT.
+ckpt_dir() { echo "${CASE_CKPT:-$1/ckpt}"; }
+
+# submit DIR STEPS [SBATCH OPTIONS...] [-- TRAIN OPTIONS...]: sets JOB.
+# SUBMIT_TRAIN: another program for the job script to run (a wrapper);
+# COLLECTIVE_TIMEOUT: the deadline of a collective, s (10).
+submit() {
+  local d=$1 steps=$2 sb=() tr=()
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do sb+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  tr=("$@")
+  local job
+  job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$(ckpt_dir "$d") BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
+    sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "${sb[@]}" "$SCRIPT" \
+    --data "$(data)" --steps "$steps" --step-ms "$STEP_MS" "${OPTS[@]}" "${tr[@]}") || return 1
+  CASE_JOBS="$CASE_JOBS $job"
+  # shellcheck disable=SC2034 # the caller's
+  JOB=$job
+  echo "submitted job $job"
+}
+
+# A job's output holds all its runs (--open-mode=append); each starts with the
+# batch script's "start on" line, which names the run's restart count.
+run_out() { [ -f "$1" ] && awk -v k="$2" '/^\[train.sbatch .*\] start on /{n++} n==k' "$1"; }
+runs() { grep -c '^\[train.sbatch .*\] start on ' "$1" 2>/dev/null || true; }
+last_step() { sed -n 's/^step=\([0-9]*\) .*/\1/p' | tail -n 1; }
+# Predicates for wait_for (which runs its command again and again).
+runs_at_least() { [ "$(runs "$1")" -ge "$2" ]; }
+restarts_above() { [ "$(job_field "$1" Restarts)" -gt "$2" ] 2>/dev/null; }
+# reached OUT STEP: the job's current run printed a step >= STEP.
+reached() { [ "$(run_out "$1" "$(runs "$1")" | last_step)" -ge "$2" ] 2>/dev/null; }
+wait_step() { wait_for 120 "the current run to reach step $2" reached "$@"; }
+
+newest_committed() {
+  "$BATON" ckpt ls "$1" --json | perl -MJSON::PP -e '
+    my @c = sort { $a->{seq} <=> $b->{seq} } grep { $_->{status} eq "complete" } @{ decode_json(join "", <STDIN>) };
+    print @c ? $c[-1]{step} : "none", "\n"'
+}
+
+# The pid of rank R of JOB, found by its environment (never by a pattern):
+# this cluster's SLURM_CONF, the job id and the task id.
+rank_pid() {
+  local job=$1 r=$2 p
+  for p in $(pgrep -x baton-train); do
+    [ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+         grep -cxF -e "SLURM_JOB_ID=$job" -e "SLURM_PROCID=$r" -e "SLURM_CONF=$SLURM_CONF")" = 3 ] &&
+      { echo "$p"; return 0; }
+  done
+  return 1
+}
+rank_node() { tr '\0' '\n' <"/proc/$(rank_pid "$1" "$2")/environ" | sed -n 's/^SLURMD_NODENAME=//p'; }
+
+# before_fault JOB DIR K: call just before injecting fault K; records the
+# restart count of the run it hits (in DIR/fault.K: restart, run index, and
+# later the newest committed step).
+before_fault() {
+  local restarts
+  restarts=$(job_field "$1" Restarts)
+  echo "${restarts:-0} $(runs "$2/out")" >"$2/fault.$3"
+}
+
+# after_fault JOB DIR K: once the job is requeued after fault K and the
+# faulted run is gone (pending again; the next run cannot start for the 10 s
+# of cred_expire), records the newest committed version, the one the next
+# run must resume from.
+after_fault() {
+  local job=$1 d=$2 k=$3 r run newest
+  read -r r run <"$d/fault.$k"
+  wait_for 120 "job $job to be requeued after fault $k" restarts_above "$job" "$r"
+  wait_for 60 "job $job to be pending again" job_state_is "$job" PENDING
+  newest=$(newest_committed "$(ckpt_dir "$d")")
+  echo "$r $run $newest" >"$d/fault.$k"
+  echo "after fault $k (run $run, restart $r): newest committed version is step $newest"
+  [ "$newest" != none ] || fail "no committed version before fault $k"
+}
+
+# Runs that died before baton-train started (no resume or first-run line):
+# Open MPI's start-up crash on this one-machine cluster (docs/testing.md),
+# about 1 launch in 10 here. A job survives it by its own requeue; each is
+# counted and shown, not hidden.
+launch_crashes() {
+  local out=$1 k n=0
+  for k in $(seq 1 "$(runs "$out")"); do
+    # (grep without -q: it must read everything, or pipefail sees awk's SIGPIPE)
+    if ! run_out "$out" "$k" | grep -E '^(resumed from step|no checkpoint in) ' >/dev/null; then
+      n=$((n + 1))
+      echo "run $k ended before baton-train started (a launch crash):" >&2
+      run_out "$out" "$k" | grep -E 'Segmentation|srun: error|step ended' | head -n 3 >&2
+    fi
+  done
+  echo "$n"
+}
+
+# check_resumes DIR FAULTS: after fault k (hitting restart r), the first run
+# of restart > r that started baton-train resumed from the version recorded.
+check_resumes() {
+  local d=$1 faults=$2 k r run want got
+  for k in $(seq 1 "$faults"); do
+    read -r r run want <"$d/fault.$k"
+    got=$(sed -n 's/^resumed from step \([0-9]*\) (restart \([0-9]*\))$/\2 \1/p' "$d/out" |
+          awk -v r="$r" '$1 > r { print $2; exit }')
+    expect_eq "$got" "$want" "step resumed from after fault $k"
+    [ "$want" -gt 0 ] || fail "resumed from step 0 after fault $k"
+    echo "fault $k: the run printed up to step $(run_out "$d/out" "$run" | last_step); resumed from $got"
+  done
+}
+
+# check_job JOB DIR FAULTS STEPS [RANKS]: the job completed; after every
+# fault the next run resumed from the newest committed version; Restarts =
+# FAULTS + launch crashes (listed); the checksum is the reference's.
+check_job() {
+  local job=$1 d=$2 faults=$3 steps=$4 ranks=${5:-3} crashes
+  wait_for 180 "job $job to complete" job_state_is "$job" COMPLETED
+  cat "$d/out"
+  crashes=$(launch_crashes "$d/out")
+  expect_eq "$(job_field "$job" Restarts)" "$((faults + crashes))" \
+    "Restarts of job $job ($faults faults injected, $crashes launch crashes)"
+  check_resumes "$d" "$faults"
+  expect_eq "$(run_out "$d/out" "$(runs "$d/out")" | grep -c '^final_checksum=')" "$ranks" "checksum lines of the last run"
+  expect_eq "$(sed -n 's/^final_checksum=//p' "$d/out" | sort -u)" "$(reference "$steps" "$ranks")" "final checksum"
+}
