@@ -3,7 +3,8 @@
 //
 //   checkpointer.cc   Create and Init: options, the directory, communicators
 //   registration.cc   registering arrays and blobs, the agreement on them
-//   save.cc           the save path: records, shards, manifest, commit, retention
+//   save.cc           the save path: records, shards, retention
+//   commit.cc         the commit: shard indexes, the top-level manifest
 //   candidates.cc     which version a restore tries next: listing, the
 //                     manifest read by rank 0 and its outcome broadcast,
 //                     ReadMetadata
@@ -129,10 +130,20 @@ class CheckpointerImpl : public Checkpointer {
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
   // shard (meaningful from the group's first rank).
   Status WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record);
-  Status BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
-                       const std::vector<uint64_t>& shard_records, Manifest* m) const;
-  Status CommitManifest(const std::string& vdir, const Manifest& m);
   void ApplyRetention();
+
+  // commit.cc
+  // Collective over the shard group: its first rank writes the shard's
+  // index from the group's chunk records (`mine` of every member) and
+  // appends [index bytes, index xxh3] to its *record; the others append
+  // zeros.
+  Status WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
+                           std::vector<uint64_t>* record);
+  // Rank 0: the top-level manifest from every rank's record ([bytes,
+  // meta_xxh3, offsets..., index bytes, index xxh3]; the group's first
+  // rank's counts).
+  Status BuildManifest(int64_t step, const std::vector<uint64_t>& shard_records, Manifest* m) const;
+  Status CommitManifest(const std::string& vdir, const Manifest& m);
 
   // candidates.cc
   // The call's text (AgreeOnCall) and the local check of the options.
@@ -158,7 +169,8 @@ class CheckpointerImpl : public Checkpointer {
   Status CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                              std::vector<int>* index_of) const;
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
-  Status ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
+  // Loads the shard indexes that hold my rows into m (format 3) first.
+  Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                     bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
