@@ -135,7 +135,8 @@ Status GetArray(const json& obj, const std::string& base, const char* key, const
 class ManifestSax : public nlohmann::json_sax<json> {
  public:
   // index_doc: a shard index ({"datasets": [{"chunks": ...}]}) of shards[shard].
-  explicit ManifestSax(bool index_doc = false, size_t shard = 0) : index_doc_(index_doc), shard_(shard) {}
+  explicit ManifestSax(bool index_doc = false, size_t shard = 0, uint64_t max_values = kAnyNumberOfValues)
+      : index_doc_(index_doc), max_values_(max_values), shard_(shard) {}
   json root;
   // The chunk lists, in order of appearance; the DOM holds a binary value
   // whose subtype is the index here where the list was.
@@ -235,6 +236,7 @@ class ManifestSax : public nlohmann::json_sax<json> {
   bool Value(json v, const std::string& text) {
     if (chunk_depth_ == 1) return ChunkError("expected " + std::string(kChunkForm) + ", got " + text, false);
     if (chunk_depth_ == 2) return ChunkError("expected a number, got " + text);
+    if (!Count()) return false;
     if (stack_.empty()) {
       root = std::move(v);
     } else if (stack_.back()->is_array()) {
@@ -247,6 +249,7 @@ class ManifestSax : public nlohmann::json_sax<json> {
 
   bool StartContainer(json v) {
     if (stack_.size() >= kMaxDepth) return Fail(ValuePath(), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (!Count()) return false;
     json* p;
     std::string key;
     if (stack_.empty()) {
@@ -263,6 +266,15 @@ class ManifestSax : public nlohmann::json_sax<json> {
     stack_.push_back(p);
     keys_.push_back(std::move(key));
     return true;
+  }
+
+  // Every DOM value costs ~100 bytes (measured in the unit test
+  // ManifestValueLimitBoundsMemory), so their count bounds the parse's memory.
+  bool Count() {
+    if (++values_ <= max_values_) return true;
+    return Fail(ValuePath(), "more than " + std::to_string(max_values_) +
+                                 " JSON values outside the chunk lists, more than this version's files allow "
+                                 "(ManifestValueLimit)");
   }
 
   bool ChunkNumber(uint64_t v) {
@@ -317,6 +329,8 @@ class ManifestSax : public nlohmann::json_sax<json> {
   }
 
   const bool index_doc_;
+  const uint64_t max_values_;
+  uint64_t values_ = 0;
   std::vector<json*> stack_;
   std::vector<std::string> keys_;  // the key of each stack entry ("" in an array or at the top)
   json* element_ = nullptr;        // the member the next value goes into, in an object
@@ -804,9 +818,9 @@ Status CheckNotNewer(std::string_view text) {
 
 }  // namespace
 
-Status ParseManifestJson(std::string_view text, Manifest* out) {
+Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_values) {
   BATON_RETURN_IF_ERROR(CheckNotNewer(text));
-  ManifestSax sax;
+  ManifestSax sax(/*index_doc=*/false, 0, max_values);
   bool parsed = false;
   try {
     parsed = json::sax_parse(text.data(), text.data() + text.size(), &sax);
@@ -952,13 +966,13 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
   return Status::OK();
 }
 
-Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m) {
+Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uint64_t max_values) {
   if (m->format < 3 || shard >= m->shards.size()) {
     return Status::InvalidArgument("ckpt", "shard index " + std::to_string(shard) + " of a format " +
                                                std::to_string(m->format) + " manifest of " +
                                                std::to_string(m->shards.size()) + " shards");
   }
-  ManifestSax sax(/*index_doc=*/true, shard);
+  ManifestSax sax(/*index_doc=*/true, shard, max_values);
   bool parsed = false;
   try {
     parsed = json::sax_parse(text.data(), text.data() + text.size(), &sax);

@@ -36,10 +36,12 @@ inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
 // spread their rows over every rank, so a format-2 manifest of 16,384 ranks
 // with 500 arrays has ~8M chunk tuples (~400 MB of text, parsed into 40
 // bytes each). The rest of the text goes into a DOM at ~11 bytes of memory
-// per byte (measured: a 117 MB manifest of 700,000 arrays and datasets
-// peaked at 1.27 GB in `baton ckpt inspect`), so a hostile file of this
-// size can still cost several GB to parse.
+// per byte (a 117 MB manifest of 700,000 arrays and datasets peaked at
+// 1.27 GB), so the parse also takes a limit on the DOM's values, derived
+// from the bytes the version's files hold (ManifestValueLimit,
+// ckpt/manifest_index.h): a small version cannot claim a huge manifest.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+inline constexpr uint64_t kAnyNumberOfValues = UINT64_MAX;
 // HDF5 allows at most 32 dimensions (H5S_MAX_RANK).
 inline constexpr size_t kMaxDims = 32;
 
@@ -123,12 +125,15 @@ Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out);
 // wrote, except a newer format (a "format" above kManifestFormat):
 // kInvalidArgument saying so, since such a version is not damaged, only
 // unreadable here.
-Status ParseManifestJson(std::string_view text, Manifest* out);
+// max_values: at most this many JSON values outside the chunk lists (each
+// costs ~100 bytes parsed), else kCorruption before more is allocated.
+Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_values = kAnyNumberOfValues);
 // Format 3: parses the index of m->shards[shard] into it (checked against
 // the top-level manifest: the shard's ranks, the arrays, the file's extent)
 // and marks it loaded. When the last shard is loaded, the checks across
 // shards (every row of every array in exactly one chunk) run too.
-Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m);
+Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m,
+                           uint64_t max_values = kAnyNumberOfValues);
 // The checks across shards of a complete manifest (every rank in one shard,
 // every row in one chunk); kCorruption naming the first failure.
 Status CheckCompleteManifest(const Manifest& m);

@@ -97,6 +97,22 @@ Status LoadAllShardIndexes(fs::Env* env, const std::string& version_dir, Manifes
   return CheckCompleteManifest(*m).Annotate(version_dir + "/" + kManifestName);
 }
 
+Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values) {
+  *max_values = kBaseManifestValues;
+  if (text_bytes / 2 <= kBaseManifestValues) return Status::OK();
+  std::vector<std::string> names;
+  BATON_RETURN_IF_ERROR(env->ListDir(version_dir, &names));
+  uint64_t bytes = 0;
+  for (const std::string& name : names) {
+    if (name.compare(0, std::char_traits<char>::length(kManifestName), kManifestName) == 0) continue;  // and .tmp
+    fs::FileInfo info;
+    if (!env->Stat(version_dir + "/" + name, &info).ok() || info.type != fs::FileType::kRegular) continue;
+    bytes += info.size;
+  }
+  *max_values = kBaseManifestValues + bytes / kManifestValueBytes;
+  return Status::OK();
+}
+
 size_t ShardOfRank(const Manifest& m, int rank) {
   for (size_t s = 0; s < m.shards.size(); ++s) {
     if (std::binary_search(m.shards[s].ranks.begin(), m.shards[s].ranks.end(), rank)) return s;

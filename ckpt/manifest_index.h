@@ -64,6 +64,20 @@ struct IndexLoadStats {
 Status LoadShardIndexesFor(fs::Env* env, const std::string& version_dir, const std::vector<RowRange>& wants,
                            size_t first_shard, int keep_rank, Manifest* m, IndexLoadStats* stats);
 
+// The most JSON values (outside chunk lists) a manifest of the version in
+// version_dir may hold (ParseManifestJson's max_values): kBaseManifestValues
+// plus one per kManifestValueBytes of the version's other regular files
+// (its shards and indexes: every dataset a manifest lists is an HDF5 object
+// of hundreds of bytes in a shard). The manifest itself does not count, so
+// a hostile one cannot raise its own limit; a 117 MB manifest of 700,000
+// arrays beside a small shard is refused after ~25 MB of parsing instead of
+// taking 1.27 GB.
+inline constexpr uint64_t kBaseManifestValues = 256 * 1024;
+inline constexpr uint64_t kManifestValueBytes = 32;
+// A text of n bytes holds at most n / 2 values ("1,"): below
+// 2 * kBaseManifestValues bytes the directory is not even listed.
+Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values);
+
 // The index into m.shards of the shard whose ranks include `rank`, else 0.
 size_t ShardOfRank(const Manifest& m, int rank);
 

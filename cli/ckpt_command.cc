@@ -145,7 +145,9 @@ int ParseCommon(const char* sub, const std::vector<std::string>& args, po::optio
 Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m, bool whole) {
   std::string text;
   BATON_RETURN_IF_ERROR(env->ReadFile(v.path + "/" + ckpt::kManifestName, ckpt::kMaxManifestBytes, &text));
-  BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, m).Annotate(v.path + "/" + ckpt::kManifestName));
+  uint64_t max_values = 0;
+  BATON_RETURN_IF_ERROR(ckpt::ManifestValueLimit(env, v.path, text.size(), &max_values));
+  BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, m, max_values).Annotate(v.path + "/" + ckpt::kManifestName));
   return whole ? ckpt::LoadAllShardIndexes(env, v.path, m) : Status::OK();
 }
 

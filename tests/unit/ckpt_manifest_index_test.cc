@@ -204,5 +204,47 @@ TEST(CkptManifestIndex, TopManifestRefusesBadIndexNames) {
   }
 }
 
+uint64_t StatusBytes(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(field) + ":";
+  while (std::getline(in, line)) {
+    if (line.compare(0, key.size(), key) == 0) return std::stoull(line.substr(key.size())) * 1024;
+  }
+  return 0;
+}
+
+// Issue 15, 7d: a hostile manifest of many arrays beside a small shard was
+// parsed whole into a DOM ~11 times its size. The limit from the version's
+// files stops it early; the peak of the parse stays within tens of MB.
+TEST(CkptManifestIndex, ManifestValueLimitBoundsMemory) {
+  TempDir dir;
+  ASSERT_TRUE(WriteWholeFile(fs::Env::Default(), dir / "shard-0.h5", std::string(4096, 'h')).ok());
+  std::string text = "{\"format\": 2, \"run_id\": \"r\", \"step\": 1, \"world_size\": 1, \"group_size\": 0, "
+                     "\"time\": \"t\", \"baton_version\": \"v\", \"arrays\": [";
+  const int arrays = 200000;  // ~1.4M values in ~25 MB of text
+  for (int a = 0; a < arrays; ++a) {
+    text += (a ? ", " : "") + std::string("{\"name\": \"a") + std::to_string(a) +
+            "\", \"dtype\": \"f32\", \"shape\": [1, 2], \"replicated\": false}";
+  }
+  text += "], \"shards\": [], \"user_blob\": {\"xxh3\": \"0000000000000000\", \"base64\": \"\"}}";
+  ASSERT_TRUE(WriteWholeFile(fs::Env::Default(), dir / kManifestName, text).ok());
+  uint64_t limit = 0;
+  ASSERT_TRUE(ManifestValueLimit(fs::Env::Default(), dir.path(), text.size(), &limit).ok());
+  EXPECT_EQ(limit, kBaseManifestValues + 4096 / kManifestValueBytes) << "the manifest itself does not count";
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const uint64_t rss0 = StatusBytes("VmRSS");
+  Manifest m;
+  Status s = ParseManifestJson(text, &m, limit);
+  const uint64_t peak = StatusBytes("VmHWM") - rss0;
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find("JSON values outside the chunk lists, more than this version's files allow"),
+            std::string::npos) << s;
+  EXPECT_LT(peak, 64ull << 20) << "the parse of " << text.size() << " bytes stopped at " << limit
+                               << " values took " << peak << " bytes";
+  std::printf("ManifestValueLimitBoundsMemory: %zu bytes of text, refused at %llu values, peak %llu bytes\n",
+              text.size(), static_cast<unsigned long long>(limit), static_cast<unsigned long long>(peak));
+}
+
 }  // namespace
 }  // namespace baton::ckpt
