@@ -113,6 +113,17 @@ Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t
   return Status::OK();
 }
 
+size_t FirstShardFor(const Manifest& m, const std::vector<RowRange>& wants, int rank, int world) {
+  if (world == m.world_size || m.world_size < 1) return ShardOfRank(m, rank);
+  for (const RowRange& w : wants) {
+    if (w.array >= m.arrays.size() || m.arrays[w.array].replicated || w.rows == 0) continue;
+    const unsigned __int128 guess =
+        static_cast<unsigned __int128>(w.first_row) * static_cast<unsigned>(m.world_size) / m.arrays[w.array].rows();
+    return ShardOfRank(m, static_cast<int>(std::min<unsigned __int128>(guess, static_cast<unsigned>(m.world_size - 1))));
+  }
+  return ShardOfRank(m, rank < m.world_size ? rank : 0);
+}
+
 size_t ShardOfRank(const Manifest& m, int rank) {
   for (size_t s = 0; s < m.shards.size(); ++s) {
     if (std::binary_search(m.shards[s].ranks.begin(), m.shards[s].ranks.end(), rank)) return s;
@@ -134,7 +145,9 @@ Status LoadShardIndexesFor(fs::Env* env, const std::string& version_dir, const s
   first_shard = first_shard < n ? first_shard : 0;
   // The first shard always: per-rank state (keep_rank's chunks) lives there.
   for (size_t k = 0; k < n && (k == 0 || open > 0); ++k) {
-    const size_t s = (first_shard + k) % n;
+    // first_shard, +1, -1, +2, -2, ... (mod n): every shard once.
+    const size_t step = (k + 1) / 2;
+    const size_t s = k % 2 == 1 ? (first_shard + step) % n : (first_shard + n - step % n) % n;
     ShardMeta& sh = m->shards[s];
     if (sh.loaded) continue;
     BATON_RETURN_IF_ERROR(LoadShardIndex(env, version_dir, s, m, &stats->bytes_read));

@@ -53,9 +53,8 @@ struct IndexLoadStats {
 };
 
 // What a restoring rank loads: the indexes of the shards whose chunks hold
-// `wants`, tried from shards[first_shard] on (the shard that held the
-// rank's own rows when the world size is the same: at the same size one
-// index is enough) and wrapping around until every row is found. Of the
+// `wants`, tried from shards[first_shard] outwards (first_shard, +1, -1,
+// +2, ...: see FirstShardFor) until every row is found. Of the
 // loaded shards only chunks that overlap a want, or that `keep_rank` wrote
 // (per-rank state), are kept; a shard with none is unloaded again, so the
 // memory held is the rank's own chunks plus one index at a time. A row in
@@ -77,6 +76,13 @@ inline constexpr uint64_t kManifestValueBytes = 32;
 // A text of n bytes holds at most n / 2 values ("1,"): below
 // 2 * kBaseManifestValues bytes the directory is not even listed.
 Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values);
+
+// Where a restoring rank of `world` starts looking: at the world size that
+// saved, the shard of the same rank (its one index holds all its rows);
+// at another size, the shard of the old rank that held the first row of
+// its first sharded want if rows were spread evenly over the old ranks
+// (they usually are), so a resharded rank reads a few neighbouring indexes.
+size_t FirstShardFor(const Manifest& m, const std::vector<RowRange>& wants, int rank, int world);
 
 // The index into m.shards of the shard whose ranks include `rank`, else 0.
 size_t ShardOfRank(const Manifest& m, int rank);

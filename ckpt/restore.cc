@@ -137,7 +137,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
   std::vector<RowRange> wants;
   for (const Job& job : jobs) wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
   IndexLoadStats loaded;
-  BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, rank_ < m.world_size ? ShardOfRank(m, rank_) : 0,
+  BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
                                             rank_state ? rank_ : -1, &m, &loaded));
   state->clear();
   if (rank_state) {

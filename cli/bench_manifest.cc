@@ -168,8 +168,7 @@ int RoleRank(const std::string& dir, int rank, int world, int ranks, uint64_t ro
       }
       wants.push_back(w);
     }
-    s = ckpt::LoadShardIndexesFor(&env, dir, wants, rank < m.world_size ? ckpt::ShardOfRank(m, rank) : 0, rank, &m,
-                                  &loaded);
+    s = ckpt::LoadShardIndexesFor(&env, dir, wants, ckpt::FirstShardFor(m, wants, rank, world), rank, &m, &loaded);
   }
   for (const ckpt::RowRange& w : wants) {
     std::vector<ckpt::ReadPiece> p;

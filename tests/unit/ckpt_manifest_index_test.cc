@@ -115,17 +115,30 @@ TEST(CkptManifestIndex, AnotherWorldSizeFindsEveryRow) {
   // At 3 ranks, rank 1 restores rows [11, 22) of array 0: ranks 2-5's chunks, shards 1 and 2.
   std::vector<RowRange> wants = {RowRange{0, 11, 11}};
   IndexLoadStats stats;
-  Status s = LoadShardIndexesFor(fs::Env::Default(), dir.path(), wants, ShardOfRank(top, 1), -1, &top, &stats);
+  // Rows spread evenly: row 11 of 32 was old rank 2's (shards[1]).
+  EXPECT_EQ(FirstShardFor(top, wants, 1, 3), 1u);
+  Status s = LoadShardIndexesFor(fs::Env::Default(), dir.path(), wants, FirstShardFor(top, wants, 1, 3), -1, &top,
+                                 &stats);
   ASSERT_TRUE(s.ok()) << s;
   std::vector<ReadPiece> pieces;
   s = PlanRead(top, 0, 11, 11, &pieces);
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(pieces.size(), 4u);  // ranks 2-5: [8, 12) [12, 16) [16, 20) [20, 24)
   EXPECT_EQ(pieces[0].first_row, 11u);
-  EXPECT_FALSE(top.shards[0].loaded) << "shard 0 holds none of the rows: unloaded again";
-  EXPECT_FALSE(top.shards[3].loaded) << "not read: every row was found before it";
-  EXPECT_EQ(stats.indexes_read, 3);  // shards 0 (its own), 1, 2
+  EXPECT_EQ(stats.indexes_read, 2) << "shards 1 and 2, outwards from shards[1]";
+  EXPECT_FALSE(top.shards[0].loaded);
+  EXPECT_FALSE(top.shards[3].loaded);
+  // From a poor start (shards[3]) every row is still found: 3, 0 (+1, wrapping), 2 (-1), 1 (+2).
+  Manifest again;
+  ASSERT_TRUE(ParseManifestJson(Slurp(dir / kManifestName), &again).ok());
+  IndexLoadStats stats2;
+  s = LoadShardIndexesFor(fs::Env::Default(), dir.path(), wants, 3, -1, &again, &stats2);
+  ASSERT_TRUE(s.ok()) << s;
+  s = PlanRead(again, 0, 11, 11, &pieces);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(stats2.indexes_read, 4);
 }
+
 
 TEST(CkptManifestIndex, DamagedIndexesAreCorruption) {
   const Manifest m = MakeManifest(4, 2, 2, 2);
