@@ -34,6 +34,22 @@ bool Overlaps(const Chunk& c, uint32_t array, const std::vector<RowRange>& wants
   return false;
 }
 
+// The shard whose writer held `row` of arrays[array] when the manifest's
+// ranks wrote it: exact for a replicated array (ReplicatedRows), a guess
+// from an even spread for a sharded one.
+size_t GuessShardOfRow(const Manifest& m, uint32_t array, uint64_t row) {
+  const uint64_t rows = m.arrays[array].rows(), world = static_cast<uint64_t>(m.world_size);
+  if (rows == 0 || world == 0) return 0;
+  uint64_t rank = 0;
+  if (m.arrays[array].replicated) {
+    const uint64_t base = rows / world, extra = rows % world;
+    rank = row < extra * (base + 1) ? row / (base + 1) : (base == 0 ? world - 1 : extra + (row - extra * (base + 1)) / base);
+  } else {
+    rank = static_cast<uint64_t>(static_cast<unsigned __int128>(row) * world / rows);
+  }
+  return ShardOfRank(m, static_cast<int>(std::min(rank, world - 1)));
+}
+
 }  // namespace
 
 std::string ShardIndexName(const std::string& shard_file) {
@@ -144,10 +160,24 @@ Status LoadShardIndexesFor(fs::Env* env, const std::string& version_dir, const s
   const size_t n = m->shards.size();
   first_shard = first_shard < n ? first_shard : 0;
   // The first shard always: per-rank state (keep_rank's chunks) lives there.
-  for (size_t k = 0; k < n && (k == 0 || open > 0); ++k) {
-    // first_shard, +1, -1, +2, -2, ... (mod n): every shard once.
+  // The order: first_shard; then the shards where each want's first and
+  // last rows would be (replicated rows exactly, ReplicatedRows; sharded
+  // rows if spread evenly); then outwards from first_shard (+1, -1, +2,
+  // ...). Each shard at most once.
+  std::vector<size_t> order = {first_shard};
+  for (const RowRange& w : wants) {
+    if (w.rows == 0 || w.array >= m->arrays.size()) continue;
+    for (uint64_t row : {w.first_row, w.first_row + w.rows - 1}) order.push_back(GuessShardOfRow(*m, w.array, row));
+  }
+  for (size_t k = 1; k < n; ++k) {
     const size_t step = (k + 1) / 2;
-    const size_t s = k % 2 == 1 ? (first_shard + step) % n : (first_shard + n - step % n) % n;
+    order.push_back(k % 2 == 1 ? (first_shard + step) % n : (first_shard + n - step % n) % n);
+  }
+  std::vector<bool> tried(n, false);
+  for (size_t k = 0; k < order.size() && (k == 0 || open > 0); ++k) {
+    const size_t s = order[k];
+    if (tried[s]) continue;
+    tried[s] = true;
     ShardMeta& sh = m->shards[s];
     if (sh.loaded) continue;
     BATON_RETURN_IF_ERROR(LoadShardIndex(env, version_dir, s, m, &stats->bytes_read));

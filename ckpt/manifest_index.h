@@ -53,8 +53,10 @@ struct IndexLoadStats {
 };
 
 // What a restoring rank loads: the indexes of the shards whose chunks hold
-// `wants`, tried from shards[first_shard] outwards (first_shard, +1, -1,
-// +2, ...: see FirstShardFor) until every row is found. Of the
+// `wants`, tried in this order until every row is found: shards[first_shard]
+// (FirstShardFor), the shards where each want's first and last rows would
+// be (replicated rows exactly, sharded ones if spread evenly), then
+// outwards from first_shard (+1, -1, +2, ...), each at most once. Of the
 // loaded shards only chunks that overlap a want, or that `keep_rank` wrote
 // (per-rank state), are kept; a shard with none is unloaded again, so the
 // memory held is the rank's own chunks plus one index at a time. A row in
