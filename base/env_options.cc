@@ -6,7 +6,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
+
+#include "base/launch/decimal.h"
 
 namespace baton {
 namespace {
@@ -56,12 +59,10 @@ Status PositiveCountOption(std::string_view option_name, long option, const char
   if (option > 0) return *out = option, Status::OK();
   const char* v = EnvValue(env);
   if (v == nullptr) return *out = fallback, Status::OK();
-  char* end = nullptr;
-  errno = 0;
-  const long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || errno != 0 || x <= 0)
+  long long x = 0;
+  if (!launch::ParseDecimal(v, 1, std::numeric_limits<long>::max(), &x))
     return Status::InvalidArgument(kComponent, std::string(env) + "='" + v + "' is not a positive integer");
-  *out = x;
+  *out = static_cast<long>(x);
   return Status::OK();
 }
 
@@ -70,7 +71,8 @@ Status ParseSignal(std::string_view text, int* sig) {
   const std::string bad = "signal '" + t + "' is not one of HUP, INT, QUIT, USR1, USR2, TERM, ALRM, CONT, XCPU, "
                           "URG, PWR or their numbers";
   if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos) {
-    const long n = std::strtol(t.c_str(), nullptr, 10);
+    long long n = 0;
+    if (!launch::ParseDecimal(t, 0, 1 << 16, &n)) return Status::InvalidArgument(kComponent, bad);
     for (const SignalName& s : kSignals)
       if (s.number == n) return *sig = s.number, Status::OK();
     return Status::InvalidArgument(kComponent, bad);

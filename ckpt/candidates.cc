@@ -174,7 +174,7 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
   return Status::OK();
 }
 
-Status CheckpointerImpl::ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) {
+Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) {
   out->reset();
   std::string call;
   Status args = CheckRestoreOptions("ReadMetadata", options, &call);

@@ -1,7 +1,10 @@
 // baton::Checkpointer::Create and the Checkpointer's set-up: options, the
 // checkpoint directory, the communicators of the world and of the shard
-// groups. The save and restore paths: ckpt/save.cc, ckpt/restore.cc;
-// registration: ckpt/registration.cc (the class: ckpt/checkpointer_impl.h).
+// groups; the public entry points of the synchronous paths, which first
+// complete the asynchronous save in flight (ckpt/async_save.cc) and hold
+// the process's HDF5 lock. The save and restore paths: ckpt/save.cc,
+// ckpt/restore.cc; registration: ckpt/registration.cc (the class:
+// ckpt/checkpointer_impl.h).
 #include <mpi.h>
 
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "baton/hdf5_mutex.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
@@ -42,6 +46,14 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
 std::string ShardFileName(int group) { return "shard-" + std::to_string(group) + ".h5"; }
 
 CheckpointerImpl::~CheckpointerImpl() {
+  // Not collective: the save in flight is written to the end but cannot be
+  // committed here (Wait() commits it).
+  if (pending_) {
+    Status s = writer_.Join();
+    BATON_LOG(kCkpt, warning) << "the asynchronous save of step " << pending_->step << " (" << pending_->vdir
+                              << ") was not committed: Checkpointer destroyed without Wait()"
+                              << (s.ok() ? "" : "; its write failed: " + s.ToString());
+  }
   if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
@@ -70,6 +82,31 @@ Status CheckpointerImpl::LockDirectory() {
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+}
+
+// The synchronous paths: the save in flight is completed first (at most one
+// save in flight), and the snapshot of level 1 is dropped by Save and
+// Restore (it is no longer the newest state). The HDF5 lock is free of the
+// writer by then; it keeps the application's own HDF5 calls out.
+Status CheckpointerImpl::Save(int64_t step) {
+  BATON_RETURN_IF_ERROR(CompletePending());
+  memory_.Drop();
+  std::lock_guard<std::mutex> lock(Hdf5Mutex());
+  return SaveNow(step);
+}
+
+Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+  *result = RestoreResult();
+  BATON_RETURN_IF_ERROR(CompletePending());
+  memory_.Drop();
+  std::lock_guard<std::mutex> lock(Hdf5Mutex());
+  return RestoreNow(options, result);
+}
+
+Status CheckpointerImpl::ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) {
+  out->reset();
+  BATON_RETURN_IF_ERROR(CompletePending());
+  return ReadMetadataNow(options, out);
 }
 
 Status CheckpointerImpl::Init() {
@@ -145,6 +182,10 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   }
   if (!options.run_id.empty() && !ckpt::ValidRunId(options.run_id)) {
     return Status::InvalidArgument(log::kCkpt, "run_id \"" + options.run_id + "\": must be 1-64 of [A-Za-z0-9._-]");
+  }
+  if (options.async_writer_nice < 0 || options.async_writer_nice > 19) {
+    return Status::InvalidArgument(log::kCkpt, "async_writer_nice = " + std::to_string(options.async_writer_nice) +
+                                                   ": must be 0-19");
   }
   if (options.group_size < 0) {
     return Status::InvalidArgument(log::kCkpt, "group_size = " + std::to_string(options.group_size) +

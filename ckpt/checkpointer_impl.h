@@ -1,7 +1,11 @@
 // The Checkpointer's implementation (include/baton/checkpointer.h), one
 // class whose members live in one file per concept:
 //
-//   checkpointer.cc   Create and Init: options, the directory, communicators
+//   checkpointer.cc   Create and Init: options, the directory, communicators;
+//                     the public Save, Restore, ReadMetadata (complete the
+//                     asynchronous save in flight, hold the HDF5 lock)
+//   async_save.cc     SaveAsync, its completion at the next call, Wait,
+//                     WaitOrAbandon, Rollback (level 1)
 //   registration.cc   registering arrays and blobs, the agreement on them
 //   save.cc           the save path: records, shards, retention
 //   commit.cc         the commit: shard indexes, the top-level manifest
@@ -25,10 +29,16 @@
 #include <vector>
 
 #include "baton/checkpointer.h"
+#include "ckpt/background_writer.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
+#include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/manifest.h"
+#include "ckpt/phase_clock.h"
+#include "ckpt/memory_level.h"
+#include "ckpt/registered.h"
 #include "ckpt/run.h"
+#include "ckpt/staging_pool.h"
 
 namespace baton::ckpt {
 
@@ -49,19 +59,10 @@ struct Candidate {
   bool counted = false; // kSkipped: recorded toward quarantine
 };
 
-// One registered array and this rank's part of it.
-struct Registered {
-  ArrayMeta meta;
-  void* data = nullptr;
-  uint64_t first_row = 0;  // sharded: this rank's rows
-  uint64_t rows = 0;
-};
-
 // Per rank and array, what rank 0 needs for the manifest.
 struct ChunkRecord {
   uint64_t first_row;
   uint64_t rows;
-  uint64_t xxh3;
 };
 
 inline double Now() {
@@ -90,12 +91,18 @@ class CheckpointerImpl : public Checkpointer {
   Status SetRankState(std::string bytes) override;
   const std::string& rank_state() const override { return rank_state_; }
 
-  // save.cc
+  // checkpointer.cc: complete the save in flight, then the synchronous path
+  // under the HDF5 lock.
   Status Save(int64_t step) override;
-  // restore.cc
   Status Restore(const RestoreOptions& options, RestoreResult* result) override;
-  // candidates.cc
   Status ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) override;
+
+  // async_save.cc
+  Status SaveAsync(int64_t step) override;
+  Status Wait(double timeout_seconds) override;
+  Status WaitOrAbandon(double timeout_seconds) override;
+  AsyncSaveStatus async_status() const override;
+  Status Rollback(int64_t* step) override;
 
   const CheckpointStats& last_stats() const override { return stats_; }
   const std::string& dir() const override { return dir_; }
@@ -125,27 +132,41 @@ class CheckpointerImpl : public Checkpointer {
   Status DescribeDivergedReplicas(const std::vector<uint64_t>& replica_xxh3);
 
   // save.cc
+  Status SaveNow(int64_t step);
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
-  // shard (meaningful from the group's first rank).
-  Status WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record);
+  // shard (meaningful from the group's first rank), then the xxh3 of my
+  // rows of each array (hashed as they were written; every rank's).
+  Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record);
   void ApplyRetention();
 
   // commit.cc
-  // Collective over the shard group: its first rank writes the shard's
-  // index from the group's chunk records (`mine` of every member) and
-  // appends [index bytes, index xxh3] to its *record; the others append
-  // zeros.
+  // Collective over the shard group: every member sends its entries
+  // ([first_row, rows, xxh3] of each array: `mine` and the xxh3s at the
+  // end of *record, WriteMyShard's); the group's first rank writes the
+  // shard's index. *record becomes [bytes, meta_xxh3, offsets..., index
+  // bytes, index xxh3] (zeros for the index on the other ranks).
   Status WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
                            std::vector<uint64_t>* record);
+  // Writes the index of shard g (its ranks: those with group_of[k] == g,
+  // ascending; entries: theirs in that order, [first_row, rows, xxh3] per
+  // array) and appends [index bytes, index xxh3] to *record ([bytes,
+  // meta_xxh3, offsets...] of the shard). Sync saves through
+  // WriteMyShardIndex; async ones per rank (a group of one).
+  Status WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
+                           const std::vector<int>& group_of, int group_size, int g,
+                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record);
   // Rank 0: the top-level manifest from every rank's record ([bytes,
   // meta_xxh3, offsets..., index bytes, index xxh3]; the group's first
   // rank's counts).
-  Status BuildManifest(int64_t step, const std::vector<uint64_t>& shard_records, Manifest* m) const;
+  Status BuildManifest(int64_t step, const std::vector<ArrayMeta>& arrays, const std::vector<int>& group_of,
+                       int group_size, const std::string& blob, const std::vector<uint64_t>& shard_records,
+                       Manifest* m) const;
   Status CommitManifest(const std::string& vdir, const Manifest& m);
 
   // candidates.cc
+  Status ReadMetadataNow(const RestoreOptions& options, std::optional<CheckpointMetadata>* out);
   // The call's text (AgreeOnCall) and the local check of the options.
   Status CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const;
   // Rank 0: the complete versions a restore may take (of o.step if given),
@@ -164,6 +185,7 @@ class CheckpointerImpl : public Checkpointer {
   void EndAttempt(const std::string* failure);
 
   // restore.cc
+  Status RestoreNow(const RestoreOptions& options, RestoreResult* result);
   // index_of[i]: the manifest's index of the i-th registered array, -1 when
   // it is not restored (a partial restore).
   Status CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
@@ -171,7 +193,7 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   // Loads the shard indexes that hold my rows into m (format 3) first.
   Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state);
+                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
@@ -195,6 +217,28 @@ class CheckpointerImpl : public Checkpointer {
   };
   std::optional<Attempt> attempt_;  // rank 0: the restore attempt marked and not yet ended
   CheckpointStats stats_;
+
+  // async_save.cc: the save in flight (SaveAsync to its commit).
+  struct PendingSave {
+    int64_t step = -1;
+    std::string vdir;
+    double started = 0;                      // Now() at SaveAsync
+    std::vector<ArrayMeta> arrays;           // the version's arrays (manifest order)
+    std::vector<uint64_t> entries;           // mine: [first_row, rows, xxh3 of the rows] per array
+    std::string blob;                        // rank 0's, at SaveAsync
+    uint64_t total_bytes = 0;
+    std::vector<h5::ShardArray> shard;       // what the writer writes (staged rows)
+    h5::ShardWriteResult written;            // the writer's; read after Join
+  };
+  // The save in flight, if any, completed on every rank: its writer joined,
+  // agreed, committed (or abandoned, its failure returned annotated).
+  Status CompletePending();
+  Status CommitPending(const Status& written);
+  Status AbandonPending(const Status& failure);
+  StagingPool staging_;          // the one staging copy
+  MemoryLevel memory_;           // level 1: the staging copy, kept as the snapshot
+  std::unique_ptr<PendingSave> pending_;
+  BackgroundWriter writer_;      // last: destroyed (joined) first
 };
 
 }  // namespace baton::ckpt

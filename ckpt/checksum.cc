@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <charconv>
 #include <new>
 
 namespace baton::ckpt {
@@ -24,24 +25,20 @@ void Xxh3Stream::Update(const void* data, size_t n) { XXH3_64bits_update(state_-
 uint64_t Xxh3Stream::Digest() const { return XXH3_64bits_digest(state_->s); }
 
 std::string HexU64(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<size_t>(i)] = kDigits[v & 15];
-  return out;
+  char digits[16];
+  const auto r = std::to_chars(digits, digits + sizeof digits, v, 16);
+  std::string out(16 - static_cast<size_t>(r.ptr - digits), '0');
+  return out.append(digits, r.ptr);
 }
 
 bool ParseHexU64(std::string_view text, uint64_t* v) {
+  // from_chars takes no sign, prefix or space, so sixteen characters all
+  // consumed are sixteen hex digits (either case).
   if (text.size() != 16) return false;
-  uint64_t r = 0;
-  for (char c : text) {
-    int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
-    r = (r << 4) | static_cast<uint64_t>(d);
-  }
-  *v = r;
+  uint64_t x = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), x, 16);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return false;
+  *v = x;
   return true;
 }
 

@@ -578,11 +578,9 @@ void AppendU64(std::string* out, uint64_t v) {
 }
 
 void AppendHex(std::string* out, uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  char buf[18];
-  buf[0] = buf[17] = '"';
-  for (int i = 16; i >= 1; --i, v >>= 4) buf[i] = kDigits[v & 15];
-  out->append(buf, sizeof buf);
+  *out += '"';
+  *out += HexU64(v);
+  *out += '"';
 }
 
 // A JSON string; InvalidArgument for bytes that are not UTF-8 (the parser

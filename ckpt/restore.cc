@@ -29,9 +29,18 @@
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/layout.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
+namespace {
+
+// Bytes read (and hashed) at a time: small enough to stay in the CPU's
+// cache between the read and the hash, and to bound the buffer for rows
+// that are not mine.
+constexpr uint64_t kReadPieceBytes = 8u << 20;
+
+}  // namespace
 
 Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                                              std::vector<int>* index_of) const {
@@ -108,9 +117,10 @@ Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions&
 }
 
 Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                                    bool gather_replicated, bool rank_state, uint64_t* bytes, std::string* state) {
+                                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
+                                    std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  std::vector<char> partial;  // a chunk that only partly holds my rows
+  std::vector<char> piece;  // a piece of a chunk that only partly holds my rows
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -174,27 +184,39 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
       const Chunk& c = d.chunks[p.chunk];
       auto& reader = readers[p.shard];
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
-      auto check = [&](const void* data) -> Status {
-        if (Xxh3(data, c.rows * rb) == c.xxh3) return Status::OK();
+      // The first read of a dataset opens and checks it: timed as "open".
+      BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
+      clock->Lap("open");
+      // The chunk in pieces, each hashed right after its read (still in the
+      // CPU's cache, while the kernel reads ahead the next); pieces of rows
+      // that are all mine go straight into the user's buffer, the others
+      // through a buffer of one piece (a chunk that only partly holds my
+      // rows is still verified whole).
+      char* dst = base + (p.first_row - buffer_first) * rb;  // where my rows of the piece go
+      const uint64_t piece_rows = std::max<uint64_t>(1, kReadPieceBytes / std::max<uint64_t>(rb, 1));
+      Xxh3Stream sum;
+      for (uint64_t r = 0; r < c.rows; r += piece_rows) {
+        const uint64_t n = std::min(piece_rows, c.rows - r);
+        const uint64_t g = c.first_row + r;  // global row of the piece's first row
+        // The next piece is read ahead while this one is read and hashed.
+        if (r + n < c.rows) reader->Prefetch(a, c.dataset_row + r + n, std::min(piece_rows, c.rows - r - n));
+        const bool all_mine = g >= p.first_row && g + n <= p.first_row + p.rows;
+        if (!all_mine) piece.resize(n * rb);
+        char* buf = all_mine ? dst + (g - p.first_row) * rb : piece.data();
+        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row + r, n, buf));
+        clock->Lap("read");
+        sum.Update(buf, n * rb);
+        if (!all_mine) {  // copy the rows of the piece that are mine
+          const uint64_t lo = std::max(g, p.first_row), hi = std::min(g + n, p.first_row + p.rows);
+          if (lo < hi) std::memcpy(dst + (lo - p.first_row) * rb, buf + (lo - g) * rb, (hi - lo) * rb);
+        }
+        clock->Lap("verify");
+      }
+      if (sum.Digest() != c.xxh3) {
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
                                                   std::to_string(c.first_row) + ", " +
                                                   std::to_string(c.first_row + c.rows) + ") written by rank " +
                                                   std::to_string(c.rank) + " fail their checksum");
-      };
-      char* dst = base + (p.first_row - buffer_first) * rb;
-      if (p.first_row == c.first_row && p.rows == c.rows) {
-        // The whole chunk is mine: straight into the user's buffer.
-        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, dst));
-        BATON_RETURN_IF_ERROR(check(dst));
-      } else {
-        // Verify the whole chunk, keep my part. The reader has checked
-        // (first ReadRows of the dataset) that the chunk lies in the file
-        // before we size the buffer for it.
-        BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
-        partial.resize(c.rows * rb);
-        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row, c.rows, partial.data()));
-        BATON_RETURN_IF_ERROR(check(partial.data()));
-        std::memcpy(dst, partial.data() + (p.first_row - c.first_row) * rb, p.rows * rb);
       }
       *bytes += p.rows * rb;
     }
@@ -225,23 +247,28 @@ Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<i
   return Status::OK();
 }
 
-Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult* result) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   *result = RestoreResult();
+  PhaseClock clock;
+  clock.Start(&stats_.phases, {"list", "manifest", "open", "read", "verify", "agree", "gather"});
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
   std::string call;
   Status args = CheckRestoreOptions("Restore", options, &call);
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
+  clock.Lap("agree");
 
   std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
   Status local;
   if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  clock.Lap("list");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
   result->quarantined = quarantined;
+  clock.Lap("agree");
 
   auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
     const std::string vdir = dir_ + "/" + name;
@@ -286,17 +313,21 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
     BATON_RETURN_IF_ERROR(CompareWithManifest(m, options.arrays, &index_of));
     bool with_state = false;
     BATON_RETURN_IF_ERROR(CheckRankState(m, options, &with_state));
+    clock.Lap("manifest");
 
     const std::string vdir = dir_ + "/" + c.name;
     const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
     std::string state;
     env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &bytes, &state);
+    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &clock, &bytes, &state);
+    clock.Lap("read");  // the user blob's check and what follows the last lap
     Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+    clock.Lap("agree");
     if (agreed.ok()) {
       if (rank_ == 0) EndAttempt(nullptr);
       if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+      clock.Lap("gather");
       blob_ = std::move(m.user_blob);
       rank_state_ = std::move(state);
       result->step = m.step;
@@ -309,6 +340,7 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
       stats_.bytes = bytes;
       BATON_RETURN_IF_ERROR(
           BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+      clock.Lap("agree");
       stats_.seconds = Now() - t0;
       return Status::OK();
     }

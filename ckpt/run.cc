@@ -8,6 +8,7 @@
 #include <random>
 
 #include "baton/log.h"
+#include "ckpt/checksum.h"
 
 namespace baton::ckpt {
 namespace {
@@ -27,13 +28,8 @@ bool ValidRunId(const std::string& id) {
 
 std::string NewRunId() {
   std::random_device rd;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (int i = 0; i < 8; ++i) {
-    uint32_t v = rd();
-    for (int k = 0; k < 4; ++k, v >>= 4) id += kHex[v & 15];
-  }
-  return id;
+  const auto draw64 = [&rd] { return static_cast<uint64_t>(rd()) << 32 | rd(); };
+  return HexU64(draw64()) + HexU64(draw64());
 }
 
 Status ReadRun(fs::Env* env, const std::string& dir, RunInfo* out) {

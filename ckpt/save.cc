@@ -1,19 +1,20 @@
 // The Checkpointer's save path (ckpt/checkpointer_impl.h).
 //
 // Save, in order (each step agreed by all ranks before the next):
-//   1. registrations agree (a hash), every rank checksums its rows (xxh3
-//      over the user's buffers) and sends (first_row, rows, xxh3) per array
-//      to rank 0 (one MPI_Gather of a fixed-size record);
+//   1. registrations agree (a hash), every rank sends (first_row, rows)
+//      per array to rank 0 (one MPI_Gather of a fixed-size record);
 //   2. rank 0 checks that sharded rows tile their arrays, lists the
 //      versions, reserves a sequence number never used before (ckpt/run.h)
 //      and creates the fresh version directory (a save never writes into
 //      an existing directory), broadcasts its name;
 //   3. each shard group writes its shard file (ckpt/hdf5/shard_writer.h:
-//      datasets, rows, a group agreement before the collective close),
+//      datasets, rows, a group agreement before the collective close);
+//      each rank's rows are checksummed (xxh3) as they are written,
 //      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
-//   4. each group's first rank gathers its group's chunk records and writes
-//      the shard's index (shard-NNNNN.json, fsynced; ckpt/commit.cc);
-//      agreed; rank 0 gathers each shard's size, metadata checksum and
+//   4. each group's first rank gathers its group's chunk records (first
+//      row, rows, the xxh3 of the rows from step 3) and writes the shard's
+//      index (shard-NNNNN.json, fsynced; ckpt/commit.cc); agreed; rank 0
+//      gathers each shard's size, metadata checksum, data offsets and
 //      index size and xxh3, fsyncs the version directory, writes
 //      manifest.json.tmp, fsyncs, renames it to manifest.json, fsyncs the
 //      version directory and the checkpoint directory; agreed (the commit);
@@ -35,6 +36,7 @@
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/layout.h"
+#include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -86,7 +88,8 @@ Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
 
-Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, std::vector<uint64_t>* record) {
+Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes,
+                                      std::vector<uint64_t>* record) {
   std::vector<ckpt::h5::ShardArray> shard;
   for (const auto& [name, r] : arrays_) {
     ckpt::h5::ShardArray a;
@@ -109,13 +112,17 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, uint64_t* bytes, 
   wo.transfer = options_.transfer;
   wo.file_mode = options_.file_mode;
   wo.env = env_;
+  wo.clock = clock;
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
-  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's count).
+  // [file bytes, metadata xxh3, data offset of each array] (group rank 0's
+  // count), then the xxh3 of my rows of each array (every rank's).
   record->assign({res.file_bytes, res.meta_xxh3});
   res.offsets.resize(arrays_.size(), UINT64_MAX);
   record->insert(record->end(), res.offsets.begin(), res.offsets.end());
+  res.xxh3.resize(arrays_.size(), 0);
+  record->insert(record->end(), res.xxh3.begin(), res.xxh3.end());
   return s;
 }
 
@@ -182,12 +189,15 @@ Status CheckpointerImpl::DescribeDivergedReplicas(const std::vector<uint64_t>& r
   return Status::InvalidArgument(log::kCkpt, msg);
 }
 
-Status CheckpointerImpl::Save(int64_t step) {
+Status CheckpointerImpl::SaveNow(int64_t step) {
   const double t0 = Now();
   stats_ = CheckpointStats();
   stats_.step = step;
+  PhaseClock clock;
+  clock.Start(&stats_.phases,
+              {"hash", "agree", "create", "write", "close", "sync", "meta_hash", "manifest", "retention"});
 
-  // 1. Agreed registrations; my chunk records (checksums over the user's buffers).
+  // 1. Agreed registrations; my chunk records (their checksums come with the writes).
   // A negative step is refused before anything is written, on every rank
   // even when only one rank passed it.
   const std::string call = "Save(" + std::to_string(step) + ")";
@@ -206,11 +216,13 @@ Status CheckpointerImpl::Save(int64_t step) {
     }
     replicas = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
   }
+  clock.Lap("hash");
   CallExtra extra;
   extra.value = replicas;
   extra.flags = rank_state_set_ ? kFlagRankState : 0;
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, &extra));
   if (extra.value_differs) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+  clock.Lap("agree");
 
   // Per-rank state, when any rank set it: a sharded u8 array of this Save
   // only, the ranks' bytes in rank order (first row: an exclusive scan).
@@ -236,28 +248,28 @@ Status CheckpointerImpl::Save(int64_t step) {
     arrays_[kRankStateName] = std::move(r);
     state_guard.arrays = &arrays_;
   }
+  clock.Lap("agree");
   const size_t n = arrays_.size();
   std::vector<ChunkRecord> mine;
   mine.reserve(n);
   uint64_t total = 0;
   for (const auto& [name, r] : arrays_) {
-    ChunkRecord c{0, 0, 0};
+    ChunkRecord c{0, 0};
     const uint64_t rb = r.meta.row_bytes();
     if (r.meta.replicated) {
       ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &c.first_row, &c.rows);
-      c.xxh3 = ckpt::Xxh3(static_cast<const char*>(r.data) + c.first_row * rb, c.rows * rb);
     } else {
       c.first_row = r.first_row;
       c.rows = r.rows;
-      c.xxh3 = ckpt::Xxh3(r.data, r.rows * rb);
     }
     total += r.meta.rows() * rb;
     mine.push_back(c);
   }
+  clock.Lap("hash");
   std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
-  static_assert(sizeof(ChunkRecord) == 3 * sizeof(uint64_t));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(3 * n), MPI_UINT64_T, all.data(),
-                                                   static_cast<int>(3 * n), MPI_UINT64_T, 0, comm_)));
+  static_assert(sizeof(ChunkRecord) == 2 * sizeof(uint64_t));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
+                                                   static_cast<int>(2 * n), MPI_UINT64_T, 0, comm_)));
 
   // 2. Rank 0: tiling, the fresh version directory.
   std::string name;
@@ -266,6 +278,7 @@ Status CheckpointerImpl::Save(int64_t step) {
     local = CheckTiling(all);
     if (local.ok()) local = CreateVersionDir(step, &name);
   }
+  clock.Lap("create");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step)));
   int len = static_cast<int>(name.size());
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
@@ -273,6 +286,7 @@ Status CheckpointerImpl::Save(int64_t step) {
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
   const std::string vdir = dir_ + "/" + name;
   stats_.version_path = vdir;
+  clock.Lap("agree");
 
   auto abandon = [&](const Status& failed) {
     if (rank_ == 0) {
@@ -286,33 +300,40 @@ Status CheckpointerImpl::Save(int64_t step) {
 
   // 3. The shards, written, synced and agreed.
   std::vector<uint64_t> record;
-  local = WriteMyShard(vdir, &stats_.bytes, &record);
+  local = WriteMyShard(vdir, &clock, &stats_.bytes, &record);
   Status agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   env_->Mark("agreed");
+  clock.Lap("agree");
 
   // 4. Each group's first rank writes its shard's index (ckpt/commit.cc);
   // agreed; rank 0 commits the top-level manifest (the shards' records:
   // one MPI_Gather).
   local = WriteMyShardIndex(vdir, step, mine, &record);
+  clock.Lap("manifest");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   const int per_rank = static_cast<int>(n + 4);
-  record.resize(n + 4);
   std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
+  clock.Lap("agree");
   local = Status::OK();
   if (rank_ == 0) {
     ckpt::Manifest m;
-    local = BuildManifest(step, shard_records, &m);
+    std::vector<ckpt::ArrayMeta> arrays;
+    for (const auto& [name, r] : arrays_) arrays.push_back(r.meta);
+    local = BuildManifest(step, arrays, group_of_, options_.group_size, blob_, shard_records, &m);
     if (local.ok()) local = CommitManifest(vdir, m);
   }
+  clock.Lap("manifest");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
+  clock.Lap("agree");
 
   // 5. Retention, only after the commit.
   if (rank_ == 0) ApplyRetention();
+  clock.Lap("retention");
   stats_.total_bytes = total;
   stats_.seconds = Now() - t0;
   return Status::OK();

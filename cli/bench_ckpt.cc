@@ -3,12 +3,17 @@
 //
 // Every rank holds --bytes / ranks bytes in --arrays sharded f32 arrays of
 // random data. Each repetition runs, in an order that alternates between
-// repetitions: a raw write (one file per rank, written from the same
-// buffers in 8 MiB blocks, then fsync, as `dd conv=fsync` would), a save,
-// a raw read of the raw files, a restore. Every phase starts after a
-// barrier and is timed as the slowest rank's time. Before each read the
-// files' pages are dropped from the page cache (posix_fadvise DONTNEED after
-// their fsync), so that reads come from the device for both sides alike.
+// repetitions: a raw write, a save, a raw read of the raw files, a restore.
+// The raw write does what `torch.save` of each rank's part with a durable
+// rename does, and what a save does: a new file per rank each time
+// (rank-R.tmp, O_EXCL), written from the same buffers in 8 MiB blocks,
+// fsynced, renamed over the previous repetition's rank-R (whose blocks are
+// freed then, as a save's retention frees an old version's), and the
+// directory fsynced. Every phase starts after a barrier and is timed as the
+// slowest rank's time. Before each read the files' pages are dropped from
+// the page cache (posix_fadvise DONTNEED after their fsync: clean pages go),
+// so that reads come from the device for both sides alike; the output says
+// how the bytes compare with the node's memory.
 // This disk's throughput swings 2x from minute to minute: only the ratio of
 // medians measured in the same run means anything.
 #include <dirent.h>
@@ -22,6 +27,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -139,9 +145,11 @@ void DropCacheTree(const std::string& dir) {
   closedir(d);
 }
 
-std::string RawWrite(const std::string& path, const std::vector<std::vector<float>>& arrays) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("open", path);
+// A new file, written, fsynced, renamed over `path`, its directory fsynced.
+std::string RawWrite(const std::string& dir, const std::string& path, const std::vector<std::vector<float>>& arrays) {
+  const std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Errno("open", tmp);
   for (const auto& a : arrays) {
     const char* p = reinterpret_cast<const char*>(a.data());
     size_t left = a.size() * sizeof(float);
@@ -149,7 +157,7 @@ std::string RawWrite(const std::string& path, const std::vector<std::vector<floa
       ssize_t n = write(fd, p, std::min(left, kBlock));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        std::string e = Errno("write", path);
+        std::string e = Errno("write", tmp);
         close(fd);
         return e;
       }
@@ -158,11 +166,18 @@ std::string RawWrite(const std::string& path, const std::vector<std::vector<floa
     }
   }
   if (fsync(fd) != 0) {
-    std::string e = Errno("fsync", path);
+    std::string e = Errno("fsync", tmp);
     close(fd);
     return e;
   }
-  return close(fd) == 0 ? "" : Errno("close", path);
+  if (close(fd) != 0) return Errno("close", tmp);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename", tmp);
+  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Errno("open", dir);
+  const bool synced = fsync(dfd) == 0;
+  std::string e = synced ? "" : Errno("fsync", dir);
+  close(dfd);
+  return e;
 }
 
 std::string RawRead(const std::string& path, std::vector<std::vector<float>>* arrays) {
@@ -192,8 +207,38 @@ uint64_t PeakRss() {
   std::ifstream in("/proc/self/status");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+    if (line.rfind("VmHWM:", 0) == 0) {  // "VmHWM:     1234 kB"
+      const size_t at = line.find_first_not_of(" \t", 6);
+      uint64_t kib = 0;
+      if (at != std::string::npos) std::from_chars(line.data() + at, line.data() + line.size(), kib);
+      return kib * 1024;
+    }
   return 0;
+}
+
+// The slowest rank's seconds in each phase of the last Save or Restore
+// (every rank holds the same phase names in the same order).
+bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<CheckpointStats::Phase>* out) {
+  std::vector<double> in, max(st.phases.size());
+  for (const CheckpointStats::Phase& p : st.phases) in.push_back(p.seconds);
+  if (MPI_Allreduce(in.data(), max.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS)
+    return false;
+  *out = st.phases;
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i].seconds = max[i];
+  return true;
+}
+
+// Per phase, the median over repetitions.
+std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps) {
+  std::vector<CheckpointStats::Phase> out;
+  if (reps.empty()) return out;
+  out = reps.front();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& r : reps) v.push_back(r[i].seconds);
+    out[i].seconds = Median(v);
+  }
+  return out;
 }
 
 int Failed(const std::string& mine, int rank) {
@@ -252,6 +297,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
 
   const std::string raw_path = raw_dir + "/rank-" + std::to_string(R);
   std::vector<double> t_raw_w, t_save, t_raw_r, t_restore;
+  std::vector<std::vector<CheckpointStats::Phase>> p_save, p_restore;
   const uint64_t rss_before = PeakRss();
   for (int rep = 0; rep < o.reps; ++rep) {
     // Phase order alternates: raw first on even repetitions, baton first on odd.
@@ -260,13 +306,14 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       MPI_Barrier(world);
       double t0 = MPI_Wtime(), t = 0;
       if (raw) {
-        err = RawWrite(raw_path, arrays);
+        err = RawWrite(raw_dir, raw_path, arrays);
       } else {
         s = ck->Save(rep);
         err = s.ok() ? "" : s.ToString();
       }
       if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_w : t_save).push_back(t);
+      if (!raw && !SlowestPhases(world, ck->last_stats(), &p_save.emplace_back())) return Failed("MPI_Allreduce", R);
     }
     // Cold reads on both sides.
     DropCache(raw_path);
@@ -284,8 +331,12 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       }
       if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_r : t_restore).push_back(t);
+      if (!raw && !SlowestPhases(world, ck->last_stats(), &p_restore.emplace_back()))
+        return Failed("MPI_Allreduce", R);
     }
   }
+  // The node's memory, to say whether the files could all be cached.
+  const uint64_t mem = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   // What saving and restoring added to the peak memory, over all ranks.
   uint64_t extra = PeakRss() - rss_before, max_extra = 0;
   MPI_Allreduce(&extra, &max_extra, 1, MPI_UINT64_T, MPI_MAX, world);
@@ -317,7 +368,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
     struct Op {
       const char* name;
       double s, raw;
-    } ops[] = {{"save", Median(t_save), Median(t_raw_w)}, {"restore", Median(t_restore), Median(t_raw_r)}};
+      std::vector<CheckpointStats::Phase> phases;
+    } ops[] = {{"save", Median(t_save), Median(t_raw_w), MedianPhases(p_save)},
+               {"restore", Median(t_restore), Median(t_raw_r), MedianPhases(p_restore)}};
     const std::string group = o.group_size == 0 ? "node" : std::to_string(o.group_size);
     if (!o.json)
       std::printf("# %d ranks, %s per shard file, %d arrays, %llu bytes in all, %d repetitions, %s transfers, %s\n"
@@ -330,12 +383,30 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         nlohmann::json j = {{"op", op.name},       {"bytes", total},           {"ranks", P},
                             {"group_size", o.group_size}, {"seconds", op.s},   {"GBps", gbps},
                             {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
-                            {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra}};
+                            {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra},
+                            {"node_memory_bytes", mem}, {"cache_dropped", true}};
+        nlohmann::json phases = nlohmann::json::object();
+        for (const CheckpointStats::Phase& p : op.phases) phases[p.name] = p.seconds;
+        j["phases"] = phases;
         std::cout << j.dump() << "\n";
       } else {
         std::printf("  %-8s %10.3f %10.3f %10.3f %8.3f\n", op.name, op.s, gbps, raw_gbps, gbps / raw_gbps);
       }
     }
+    if (!o.json) {
+      // Per phase: the slowest rank's seconds, median over repetitions
+      // (the phases' medians need not add up to the call's).
+      for (const Op& op : ops) {
+        std::printf("# %s phases (slowest rank, median s):", op.name);
+        for (const CheckpointStats::Phase& p : op.phases) std::printf(" %s %.3f", p.name.c_str(), p.seconds);
+        std::printf("\n");
+      }
+    }
+    if (!o.json)
+      std::printf("# reads after posix_fadvise(DONTNEED) of every file; the bytes are %.2fx this node's %.1f GiB "
+                  "of memory (raw and a checkpoint: %.2fx)\n",
+                  static_cast<double>(total) / static_cast<double>(mem), static_cast<double>(mem) / (1 << 30),
+                  2.0 * static_cast<double>(total) / static_cast<double>(mem));
     if (!o.json)
       std::printf("# peak memory added by save and restore (max over ranks): %.1f MiB\n",
                   static_cast<double>(max_extra) / (1 << 20));

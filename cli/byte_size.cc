@@ -1,20 +1,17 @@
 #include "cli/byte_size.h"
 
 #include <cctype>
-#include <exception>
+#include <charconv>
 #include <string>
 
 namespace baton::cli {
 
 bool ParseBytes(const std::string& text, size_t* out) {
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
-  size_t pos = 0;
   unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return false;
-  }
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc()) return false;
+  const size_t pos = static_cast<size_t>(r.ptr - text.data());
   int shift = 0;
   if (pos < text.size()) {
     if (pos + 1 != text.size()) return false;

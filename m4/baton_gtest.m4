@@ -1,15 +1,15 @@
 # baton_gtest.m4 -- BATON_CHECK_GTEST
 #
 # Checks for GoogleTest >= 1.10 (required for the tests; needs
-# --gtest_output=json): link test of a TEST() with -lgtest_main -lgtest -pthread,
-# version from pkg-config gtest when available, a compile check for the 1.10 API
+# --gtest_output=json): link test of a TEST() with GTEST_LIBS, the flags from
+# GTEST_CFLAGS/GTEST_LIBS when given, else pkg-config gtest >= 1.10
+# (PKG_CHECK_MODULES), else -lgtest -pthread; a compile check for the 1.10 API
 # (INSTANTIATE_TEST_SUITE_P) and, when not cross-compiling, a run that writes
 # --gtest_output=json.  Static-only libgtest.a (Debian) is fine.
 #
 # Option:   --with-gtest=PATH  GoogleTest prefix (PATH/include, PATH/lib)
 #           default: pkg-config gtest, then the default compiler paths.
-# AC_SUBST: GTEST_CPPFLAGS GTEST_LDFLAGS GTEST_LIBS (-lgtest -pthread)
-#           GTEST_MAIN_LIBS (-lgtest_main; link it before GTEST_LIBS)
+# AC_SUBST: GTEST_CFLAGS GTEST_LIBS (PKG_CHECK_MODULES; the tests have their own main)
 # Shell:    baton_summary_gtest  e.g. "GoogleTest 1.12.1 (/usr/include/gtest/gtest.h, via pkg-config gtest)"
 AC_DEFUN([BATON_CHECK_GTEST], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
@@ -19,36 +19,29 @@ AC_ARG_WITH([gtest],
   [], [with_gtest=check])
 m4_define([_BATON_GTEST_HINT],
   [install the Debian package libgtest-dev, or use --with-gtest=PATH])
-GTEST_CPPFLAGS= GTEST_LDFLAGS= GTEST_LIBS="-lgtest -pthread" GTEST_MAIN_LIBS=-lgtest_main
-baton_gtest_where="default compiler paths" baton_gtest_pc=
+baton_gtest_where="default compiler paths" baton_gtest_ver=
 AS_CASE([$with_gtest],
   [no], [AC_MSG_ERROR([GoogleTest is required; --without-gtest is not supported])],
   [yes|check],
-  [AS_IF([test -n "$PKG_CONFIG" && $PKG_CONFIG --exists gtest], [
-     GTEST_CPPFLAGS=`$PKG_CONFIG --cflags gtest`
-     GTEST_LDFLAGS=`$PKG_CONFIG --libs-only-L gtest`
-     baton_gtest_where="pkg-config gtest" baton_gtest_pc=gtest])],
+  [dnl GTEST_CFLAGS and GTEST_LIBS given on the command line win over pkg-config.
+   AS_IF([test -n "$GTEST_CFLAGS" && test -n "$GTEST_LIBS"], [baton_gtest_given=yes], [baton_gtest_given=no])
+   PKG_CHECK_MODULES([GTEST], [gtest >= 1.10],
+     [AS_IF([test $baton_gtest_given = yes], [baton_gtest_where="GTEST_CFLAGS/GTEST_LIBS"],
+        [baton_gtest_where="pkg-config gtest"
+         baton_gtest_ver=`$PKG_CONFIG --modversion gtest 2>/dev/null`])],
+     [GTEST_CFLAGS= GTEST_LIBS="-lgtest -pthread"])],
   [AS_IF([test -f "$with_gtest/include/gtest/gtest.h"], [],
      [AC_MSG_ERROR([--with-gtest=$with_gtest: $with_gtest/include/gtest/gtest.h not found (expected a GoogleTest install prefix)])])
    baton_gtest_libdir="$with_gtest/lib"
    for baton_d in "$with_gtest/lib" "$with_gtest/lib64"; do
      AS_IF([test -f "$baton_d/libgtest.a" || test -f "$baton_d/libgtest.so"], [baton_gtest_libdir=$baton_d; break])
    done
-   AS_IF([test -f "$baton_gtest_libdir/pkgconfig/gtest.pc"], [baton_gtest_pc="$baton_gtest_libdir/pkgconfig/gtest.pc"])
-   GTEST_CPPFLAGS="-I$with_gtest/include"
-   GTEST_LDFLAGS="-L$baton_gtest_libdir -Wl,-rpath,$baton_gtest_libdir"
+   GTEST_CFLAGS="-I$with_gtest/include"
+   GTEST_LIBS="-L$baton_gtest_libdir -Wl,-rpath,$baton_gtest_libdir -lgtest -pthread"
    baton_gtest_where=$with_gtest])
 
-baton_gtest_ver=
-AS_IF([test -n "$baton_gtest_pc" && test -n "$PKG_CONFIG"], [
-  baton_gtest_ver=`$PKG_CONFIG --modversion "$baton_gtest_pc" 2>/dev/null`
-  AC_MSG_CHECKING([whether GoogleTest $baton_gtest_ver is at least 1.10])
-  AS_IF([$PKG_CONFIG --atleast-version=1.10 "$baton_gtest_pc"], [AC_MSG_RESULT([yes])],
-    [AC_MSG_RESULT([no])
-     AC_MSG_ERROR([GoogleTest $baton_gtest_ver is too old: baton needs >= 1.10 for --gtest_output=json; _BATON_GTEST_HINT])])])
-
 baton_save_CPPFLAGS=$CPPFLAGS baton_save_LDFLAGS=$LDFLAGS baton_save_LIBS=$LIBS
-CPPFLAGS="$CPPFLAGS $GTEST_CPPFLAGS" LDFLAGS="$LDFLAGS $GTEST_LDFLAGS"
+CPPFLAGS="$CPPFLAGS $GTEST_CFLAGS"
 AC_MSG_CHECKING([for gtest/gtest.h with the GoogleTest 1.10 API])
 AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>
 #ifndef INSTANTIATE_TEST_SUITE_P
@@ -58,13 +51,13 @@ AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>
    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>]], [[]])],
      [AC_MSG_ERROR([GoogleTest ($baton_gtest_where) is older than 1.10 (needed for --gtest_output=json); _BATON_GTEST_HINT])],
      [AC_MSG_ERROR([GoogleTest header gtest/gtest.h not found ($baton_gtest_where); _BATON_GTEST_HINT])])])
-AC_MSG_CHECKING([for a TEST() linked with $GTEST_MAIN_LIBS $GTEST_LIBS])
-LIBS="$GTEST_MAIN_LIBS $GTEST_LIBS $baton_save_LIBS"
-AC_LINK_IFELSE([AC_LANG_SOURCE([[#include <gtest/gtest.h>
-TEST(BatonConfigure, Works) { EXPECT_EQ(1 + 1, 2); }]])], [AC_MSG_RESULT([yes])],
-  [AC_MSG_RESULT([no])
-   AC_MSG_ERROR([cannot link a GoogleTest program with $GTEST_LDFLAGS $GTEST_MAIN_LIBS $GTEST_LIBS (see config.log); _BATON_GTEST_HINT])])
+AC_MSG_CHECKING([for a TEST() linked with $GTEST_LIBS])
 LIBS="$GTEST_LIBS $baton_save_LIBS"
+AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>
+TEST(BatonConfigure, Works) { EXPECT_EQ(1 + 1, 2); }]],
+  [[::testing::InitGoogleTest(); return RUN_ALL_TESTS();]])], [AC_MSG_RESULT([yes])],
+  [AC_MSG_RESULT([no])
+   AC_MSG_ERROR([cannot link a GoogleTest program with $GTEST_LIBS (see config.log); _BATON_GTEST_HINT])])
 AC_MSG_CHECKING([whether GoogleTest writes --gtest_output=json])
 AC_RUN_IFELSE([AC_LANG_PROGRAM([[#include <gtest/gtest.h>
 #include <cstdio>
@@ -87,8 +80,4 @@ baton_gtest_h=`echo '#include <gtest/gtest.h>' | $CXX -E $CPPFLAGS -x c++ - 2>/d
 CPPFLAGS=$baton_save_CPPFLAGS LDFLAGS=$baton_save_LDFLAGS LIBS=$baton_save_LIBS
 AS_IF([test -z "$baton_gtest_ver"], [baton_gtest_ver=">= 1.10"])
 baton_summary_gtest="GoogleTest $baton_gtest_ver ($baton_gtest_h, via $baton_gtest_where)"
-AC_SUBST([GTEST_CPPFLAGS])
-AC_SUBST([GTEST_LDFLAGS])
-AC_SUBST([GTEST_LIBS])
-AC_SUBST([GTEST_MAIN_LIBS])
 ])

@@ -2,17 +2,20 @@
 #
 # Checks for the Slurm development files (required): slurm/slurm.h,
 # slurm/spank.h, a link test of slurm_hostlist_create with -lslurm, the
-# version (SLURM_VERSION_NUMBER) and the directory Slurm loads plugins from
-# (for installing the SPANK plugin).  The plugin directory default is the first
-# directory that already holds Slurm's own plugins (select_cons_tres.so,
-# mpi_pmix.so, proctrack_*.so, ...), searched next to libslurm, in
-# PATH/lib*/slurm, the pkg-config slurm libdir, and the usual system locations.
+# version (SLURM_VERSION_NUMBER), and where Slurm's own plugins are (the
+# first directory holding select_cons_tres.so, mpi_pmix.so, proctrack_*.so,
+# ..., searched next to libslurm, in PATH/lib*/slurm, the pkg-config slurm
+# libdir, and the usual system locations), which the summary tells.
+# The SPANK plugin installs into ${libdir}/slurm unless --with-slurm-plugindir
+# says otherwise: under the prefix, so `make distcheck` and installs without
+# root work; plugstack.conf names the plugin by its full path.
 #
 # Options:  --with-slurm=PATH            Slurm prefix (PATH/include, PATH/lib)
 #                                        default: pkg-config slurm, then default paths
 #           --with-slurm-plugindir=DIR   where to install the SPANK plugin
+#                                        (default: ${libdir}/slurm)
 # AC_SUBST: SLURM_CPPFLAGS SLURM_LDFLAGS SLURM_LIBS SLURM_PLUGINDIR
-# Shell:    baton_summary_slurm  e.g. "Slurm 22.05.8 (/usr/include/slurm/slurm.h, via default compiler paths), plugins in /usr/lib/x86_64-linux-gnu/slurm-wlm"
+# Shell:    baton_summary_slurm  e.g. "Slurm 22.05.8 (/usr/include/slurm/slurm.h, via default compiler paths), its own plugins in /usr/lib/x86_64-linux-gnu/slurm-wlm"
 AC_DEFUN([BATON_CHECK_SLURM], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
 AC_ARG_WITH([slurm],
@@ -21,7 +24,7 @@ AC_ARG_WITH([slurm],
   [], [with_slurm=check])
 AC_ARG_WITH([slurm-plugindir],
   [AS_HELP_STRING([--with-slurm-plugindir=DIR],
-    [directory Slurm loads plugins from (default: auto-detected from the installed Slurm plugins)])],
+    [where to install the SPANK plugin (default: LIBDIR/slurm; plugstack.conf names it by its full path)])],
   [], [with_slurm_plugindir=check])
 m4_define([_BATON_SLURM_HINT],
   [install the Debian package libslurm-dev, or use --with-slurm=PATH])
@@ -73,27 +76,31 @@ AS_CASE([$with_slurm], [yes|check], [
     baton_slurm_pdirs="$baton_slurm_pdirs $baton_slurm_sodir/slurm-wlm $baton_slurm_sodir/slurm"])])
 CPPFLAGS=$baton_save_CPPFLAGS LDFLAGS=$baton_save_LDFLAGS LIBS=$baton_save_LIBS
 
-AC_MSG_CHECKING([for the Slurm plugin directory])
+dnl Where Slurm's own plugins are: told in the summary, not the default, so
+dnl that an install stays under --prefix (make distcheck, non-root installs).
+dnl plugstack.conf names the plugin by its full path, so any directory works.
+AC_MSG_CHECKING([where Slurm's own plugins are])
+baton_slurm_own_pdir=
+for baton_d in $baton_slurm_pdirs /usr/lib/$baton_slurm_ma/slurm-wlm /usr/lib/$baton_slurm_ma/slurm \
+               /usr/lib64/slurm /usr/lib/slurm /usr/local/lib/slurm /usr/local/lib64/slurm; do
+  for baton_f in select_cons_tres.so mpi_pmix.so select_linear.so proctrack_cgroup.so proctrack_pgid.so auth_munge.so; do
+    AS_IF([test -f "$baton_d/$baton_f"], [baton_slurm_own_pdir=$baton_d; break])
+  done
+  test -n "$baton_slurm_own_pdir" && break
+done
+AS_IF([test -n "$baton_slurm_own_pdir"], [AC_MSG_RESULT([$baton_slurm_own_pdir (contains $baton_f)])],
+  [AC_MSG_RESULT([not found])
+   baton_slurm_own_pdir="not found (scontrol show config | grep PluginDir)"])
+AC_MSG_CHECKING([where to install the SPANK plugin])
 AS_CASE([$with_slurm_plugindir],
   [no], [AC_MSG_ERROR([--without-slurm-plugindir is not supported; give --with-slurm-plugindir=DIR])],
-  [yes|check|""], [
-    SLURM_PLUGINDIR=
-    for baton_d in $baton_slurm_pdirs /usr/lib/$baton_slurm_ma/slurm-wlm /usr/lib/$baton_slurm_ma/slurm \
-                   /usr/lib64/slurm /usr/lib/slurm /usr/local/lib/slurm /usr/local/lib64/slurm; do
-      for baton_f in select_cons_tres.so mpi_pmix.so select_linear.so proctrack_cgroup.so proctrack_pgid.so auth_munge.so; do
-        AS_IF([test -f "$baton_d/$baton_f"], [SLURM_PLUGINDIR=$baton_d; break])
-      done
-      test -n "$SLURM_PLUGINDIR" && break
-    done
-    AS_IF([test -n "$SLURM_PLUGINDIR"], [AC_MSG_RESULT([$SLURM_PLUGINDIR (contains $baton_f)])],
-      [AC_MSG_RESULT([not found])
-       AC_MSG_ERROR([cannot determine where Slurm loads plugins from (no Slurm plugins such as select_cons_tres.so found in: $baton_slurm_pdirs /usr/lib/$baton_slurm_ma/slurm-wlm /usr/lib64/slurm /usr/lib/slurm ...); use --with-slurm-plugindir=DIR (the PluginDir of slurm.conf, see: scontrol show config | grep PluginDir)])])],
+  [yes|check|""],
+  [SLURM_PLUGINDIR='${libdir}/slurm'
+   AC_MSG_RESULT([$SLURM_PLUGINDIR (the default; --with-slurm-plugindir=DIR to change)])],
   [SLURM_PLUGINDIR=$with_slurm_plugindir
-   AC_MSG_RESULT([$SLURM_PLUGINDIR (from --with-slurm-plugindir)])
-   AS_IF([test -d "$SLURM_PLUGINDIR"], [],
-     [AC_MSG_WARN([--with-slurm-plugindir=$SLURM_PLUGINDIR does not exist (yet) on this machine])])])
+   AC_MSG_RESULT([$SLURM_PLUGINDIR (from --with-slurm-plugindir)])])
 baton_slurm_v1=`expr $baton_slurm_ver / 65536` baton_slurm_v2=`expr $baton_slurm_ver / 256 % 256` baton_slurm_v3=`expr $baton_slurm_ver % 256`
-baton_summary_slurm="Slurm `printf '%d.%02d.%d' $baton_slurm_v1 $baton_slurm_v2 $baton_slurm_v3` ($baton_slurm_h, via $baton_slurm_where), plugins in $SLURM_PLUGINDIR"
+baton_summary_slurm="Slurm `printf '%d.%02d.%d' $baton_slurm_v1 $baton_slurm_v2 $baton_slurm_v3` ($baton_slurm_h, via $baton_slurm_where), its own plugins in $baton_slurm_own_pdir"
 AC_SUBST([SLURM_CPPFLAGS])
 AC_SUBST([SLURM_LDFLAGS])
 AC_SUBST([SLURM_LIBS])

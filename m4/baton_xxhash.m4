@@ -3,8 +3,10 @@
 # Checks for xxHash >= 0.8 (required): xxhash.h and a link test of XXH3_64bits.
 #
 # Option:   --with-xxhash=PATH  xxHash prefix (PATH/include, PATH/lib)
-#           default: pkg-config libxxhash, then the default compiler paths.
-# AC_SUBST: XXHASH_CPPFLAGS XXHASH_LDFLAGS XXHASH_LIBS
+#           default: XXHASH_CFLAGS/XXHASH_LIBS when given, else pkg-config
+#           libxxhash >= 0.8 (PKG_CHECK_MODULES), else the default compiler paths.
+# AC_SUBST: XXHASH_CFLAGS XXHASH_LIBS (PKG_CHECK_MODULES)
+# Shell:    BATON_XXHASH_PC (libxxhash when pkg-config found it, for baton.pc)
 # Shell:    baton_summary_xxhash  e.g. "xxHash 0.8.1 (/usr/include/xxhash.h, via pkg-config libxxhash)"
 AC_DEFUN([BATON_CHECK_XXHASH], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
@@ -14,15 +16,16 @@ AC_ARG_WITH([xxhash],
   [], [with_xxhash=check])
 m4_define([_BATON_XXHASH_HINT],
   [install the Debian package libxxhash-dev, or use --with-xxhash=PATH])
-XXHASH_CPPFLAGS= XXHASH_LDFLAGS= XXHASH_LIBS=-lxxhash baton_xxhash_where="default compiler paths"
+baton_xxhash_where="default compiler paths" BATON_XXHASH_PC=
 AS_CASE([$with_xxhash],
   [no], [AC_MSG_ERROR([xxHash is required; --without-xxhash is not supported])],
   [yes|check],
-  [AS_IF([test -n "$PKG_CONFIG" && $PKG_CONFIG --exists libxxhash], [
-     XXHASH_CPPFLAGS=`$PKG_CONFIG --cflags libxxhash`
-     XXHASH_LDFLAGS=`$PKG_CONFIG --libs-only-L libxxhash`
-     XXHASH_LIBS=`$PKG_CONFIG --libs-only-l libxxhash`
-     baton_xxhash_where="pkg-config libxxhash"])],
+  [dnl XXHASH_CFLAGS and XXHASH_LIBS given on the command line win over pkg-config.
+   AS_IF([test -n "$XXHASH_CFLAGS" && test -n "$XXHASH_LIBS"], [baton_xxhash_given=yes], [baton_xxhash_given=no])
+   PKG_CHECK_MODULES([XXHASH], [libxxhash >= 0.8],
+     [AS_IF([test $baton_xxhash_given = yes], [baton_xxhash_where="XXHASH_CFLAGS/XXHASH_LIBS"],
+        [baton_xxhash_where="pkg-config libxxhash" BATON_XXHASH_PC=libxxhash])],
+     [XXHASH_CFLAGS= XXHASH_LIBS=-lxxhash])],
   [AS_IF([test -d "$with_xxhash"], [],
      [AC_MSG_ERROR([--with-xxhash=$with_xxhash: directory does not exist (expected an xxHash prefix with include/xxhash.h and lib/libxxhash.so)])])
    AS_IF([test -f "$with_xxhash/include/xxhash.h"], [],
@@ -31,12 +34,12 @@ AS_CASE([$with_xxhash],
    for baton_d in "$with_xxhash/lib" "$with_xxhash/lib64"; do
      AS_IF([test -f "$baton_d/libxxhash.so" || test -f "$baton_d/libxxhash.a"], [baton_xxhash_libdir=$baton_d; break])
    done
-   XXHASH_CPPFLAGS="-I$with_xxhash/include"
-   XXHASH_LDFLAGS="-L$baton_xxhash_libdir -Wl,-rpath,$baton_xxhash_libdir"
+   XXHASH_CFLAGS="-I$with_xxhash/include"
+   XXHASH_LIBS="-L$baton_xxhash_libdir -Wl,-rpath,$baton_xxhash_libdir -lxxhash"
    baton_xxhash_where=$with_xxhash])
 
 baton_save_CPPFLAGS=$CPPFLAGS baton_save_LDFLAGS=$LDFLAGS baton_save_LIBS=$LIBS
-CPPFLAGS="$CPPFLAGS $XXHASH_CPPFLAGS"
+CPPFLAGS="$CPPFLAGS $XXHASH_CFLAGS"
 AC_MSG_CHECKING([for xxhash.h >= 0.8])
 AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <xxhash.h>
 #if !defined(XXH_VERSION_NUMBER) || XXH_VERSION_NUMBER < 800
@@ -48,15 +51,12 @@ AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <xxhash.h>
      [AC_MSG_ERROR([xxHash header xxhash.h not found ($baton_xxhash_where); _BATON_XXHASH_HINT])])])
 baton_xxhash_h=`echo '#include <xxhash.h>' | $CXX -E $CPPFLAGS -x c++ - 2>/dev/null | sed -n 's|^# .* "\(/.*xxhash\.h\)".*|\1|p' | sed 1q`
 AC_COMPUTE_INT([baton_xxh_ver], [XXH_VERSION_NUMBER], [[#include <xxhash.h>]], [baton_xxh_ver=0])
-LDFLAGS="$LDFLAGS $XXHASH_LDFLAGS" LIBS="$XXHASH_LIBS $LIBS"
+LIBS="$XXHASH_LIBS $LIBS"
 AC_MSG_CHECKING([for XXH3_64bits])
 AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <xxhash.h>]],
   [[return XXH3_64bits("baton", 5) == 0;]])], [AC_MSG_RESULT([yes])],
   [AC_MSG_RESULT([no])
-   AC_MSG_ERROR([cannot link XXH3_64bits with $XXHASH_LDFLAGS $XXHASH_LIBS (see config.log); _BATON_XXHASH_HINT])])
+   AC_MSG_ERROR([cannot link XXH3_64bits with $XXHASH_LIBS (see config.log); _BATON_XXHASH_HINT])])
 CPPFLAGS=$baton_save_CPPFLAGS LDFLAGS=$baton_save_LDFLAGS LIBS=$baton_save_LIBS
 baton_summary_xxhash="xxHash `expr $baton_xxh_ver / 10000`.`expr $baton_xxh_ver / 100 % 100`.`expr $baton_xxh_ver % 100` ($baton_xxhash_h, via $baton_xxhash_where)"
-AC_SUBST([XXHASH_CPPFLAGS])
-AC_SUBST([XXHASH_LDFLAGS])
-AC_SUBST([XXHASH_LIBS])
 ])

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/launch/decimal.h"
 #include "baton/log.h"
 #include "baton/runtime.h"
 #include "mpi_runtime/requeue.h"
@@ -20,10 +21,10 @@ bool JobIdFromEnv(uint32_t* id, std::string* text) {
   for (const char* name : {"SLURM_JOB_ID", "SLURM_JOBID"}) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
+    long long n = 0;
     *text = std::string(name) + "=" + v;
-    if (*end != '\0' || n == 0 || n > 0xfffffff0ul) return false;
+    // Slurm's NO_VAL and above are not job ids.
+    if (!launch::ParseDecimal(v, 1, 0xfffffff0LL, &n)) return false;
     *id = static_cast<uint32_t>(n);
     return true;
   }

@@ -6,10 +6,12 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 
 #include "base/env_options.h"
+#include "base/launch/decimal.h"
 #include "base/straggler_report.h"
 #include "baton/identity.h"
 #include "baton/log.h"
@@ -30,10 +32,9 @@ bool NodeKeyFromSlurm(long* key) {
   for (const char* name : {"SLURM_NODEID", "NODE_RANK"}) {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    long k = std::strtol(v, &end, 10);
-    if (*end == '\0' && k >= 0) {
-      *key = k;
+    long long k = 0;
+    if (launch::ParseDecimal(v, 0, std::numeric_limits<long>::max(), &k)) {
+      *key = static_cast<long>(k);
       return true;
     }
   }

@@ -14,6 +14,7 @@
 
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
+#include "base/launch/hostfile_dir.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 #include "spank/plugin.h"
@@ -23,9 +24,10 @@ namespace {
 
 using launch::kComponent;
 
-// How long slurmstepd waits, at the step's end, for the hostfile's removal
-// (a hung NFS TMPDIR must not hang the step's end).
-constexpr std::chrono::seconds kCleanupLimit(10);
+// How long slurmstepd waits for the hostfile's directory to be made and
+// written (user_init) and removed (exit): a hung NFS TMPDIR must hang
+// neither the step's start nor its end.
+constexpr std::chrono::seconds kFileSystemLimit(10);
 
 // Largest job variable read (a task map is bounded far below it).
 constexpr size_t kMaxJobEnvBytes = 1 << 20;
@@ -67,8 +69,15 @@ constexpr const char* kJobVariables[] = {
     launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar};
 
 // Where the hostfile's directory goes: a fresh one in the node's temporary
-// directory by default, else the administrator's template.
-Status MakeHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t step, launch::OpenDir* dir) {
+// directory by default, else the administrator's template. Decided here,
+// from the job's variables; nothing touches the file system yet.
+struct DirPlan {
+  std::string tmpdir;        // parent of a fresh directory (template empty)
+  std::string prefix;        // of the fresh directory's name
+  std::string template_dir;  // the administrator's, expanded
+};
+
+Status PlanHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t step, DirPlan* plan) {
   std::optional<std::string> tmpdir;
   BATON_RETURN_IF_ERROR(JobEnv(sp, "TMPDIR", &tmpdir));
   if (!tmpdir || tmpdir->empty() || (*tmpdir)[0] != '/') tmpdir = "/tmp";
@@ -76,20 +85,38 @@ Status MakeHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
       return Status::InvalidArgument(kComponent, "TMPDIR=" + launch::Quoted(*tmpdir) + " holds a control character");
   const std::string job_id = std::to_string(job), step_name = launch::StepName(step);
+  plan->tmpdir = *tmpdir;
   if (st.config.hostfile_dir.empty()) {
-    const std::string prefix = "baton." + job_id + "." + step_name + ".";
-    Status s = launch::MakeFreshDir(*tmpdir, prefix, dir);
-    // A TMPDIR that fails the safety rule (say, the user's own, group-writable
-    // under a umask of 002) is passed over for /tmp: the directory's place
-    // does not matter to the job, BATON_HOSTFILE says where it is.
-    if (s.code() == Code::kInvalidArgument && *tmpdir != "/tmp") s = launch::MakeFreshDir("/tmp", prefix, dir);
-    return s;
+    plan->prefix = "baton." + job_id + "." + step_name + ".";
+    return Status::OK();
   }
   const struct passwd* pw = getpwuid(st.uid);
   const std::string user = pw ? pw->pw_name : std::to_string(st.uid);
   const std::string& node = st.step.layout.nodes[static_cast<size_t>(st.step.node_index.value_or(0))];
-  return launch::OpenSafeDir(launch::ExpandHostfileDir(st.config.hostfile_dir, user, job_id, step_name, node, *tmpdir),
-                             /*create=*/true, dir);
+  plan->template_dir = launch::ExpandHostfileDir(st.config.hostfile_dir, user, job_id, step_name, node, *tmpdir);
+  return Status::OK();
+}
+
+// The file-system half, in MakeDirBounded's child: makes the directory and
+// writes the hostfile in it.
+Status MakeHostfileDir(const DirPlan& plan, const std::string& hostfile, launch::OpenDir* dir) {
+  Status s;
+  if (plan.template_dir.empty()) {
+    s = launch::MakeFreshDir(plan.tmpdir, plan.prefix, dir);
+    // A TMPDIR that fails the safety rule (say, the user's own, group-writable
+    // under a umask of 002) is passed over for /tmp: the directory's place
+    // does not matter to the job, BATON_HOSTFILE says where it is.
+    if (s.code() == Code::kInvalidArgument && plan.tmpdir != "/tmp") s = launch::MakeFreshDir("/tmp", plan.prefix, dir);
+  } else {
+    s = launch::OpenSafeDir(plan.template_dir, /*create=*/true, dir);
+  }
+  if (!s.ok()) return s;
+  s = launch::WriteFileIn(*dir, "hostfile", hostfile);
+  if (!s.ok()) {
+    if (dir->created) unlinkat(dir->parent_fd, dir->leaf.c_str(), AT_REMOVEDIR);
+    launch::CloseDir(dir);
+  }
+  return s;
 }
 
 Status UserInit(spank_t sp) {
@@ -137,14 +164,16 @@ Status UserInit(spank_t sp) {
 
   // user_init runs with the job user's privileges: the directory and file
   // belong to the user, and root never writes into a path a user controls.
+  // The file system is touched only in a child waited for under a bound: a
+  // hung NFS TMPDIR then fails the step with a Timeout instead of hanging
+  // slurmstepd (and the node's every later step) for ever.
+  DirPlan plan;
+  BATON_RETURN_IF_ERROR(PlanHostfileDir(sp, st, job, step, &plan));
+  const std::string hostfile = launch::FormatHostfile(format, st.step);
   launch::OpenDir dir;
-  BATON_RETURN_IF_ERROR(MakeHostfileDir(sp, st, job, step, &dir));
-  Status written = launch::WriteFileIn(dir, "hostfile", launch::FormatHostfile(format, st.step));
-  if (!written.ok()) {
-    if (dir.created) unlinkat(dir.parent_fd, dir.leaf.c_str(), AT_REMOVEDIR);
-    launch::CloseDir(&dir);
-    return written;
-  }
+  BATON_RETURN_IF_ERROR(launch::MakeDirBounded(
+      "making the hostfile's directory in " + launch::Quoted(plan.template_dir.empty() ? plan.tmpdir : plan.template_dir),
+      kFileSystemLimit, [&](launch::OpenDir* d) { return MakeHostfileDir(plan, hostfile, d); }, &dir));
   st.hostfile_dir = dir;
   st.step.hostfile_path = dir.path + "/hostfile";
   st.active = true;
@@ -200,7 +229,7 @@ Status RemoteExit(spank_t) {
   // exit runs as root: the user's files are removed as the user, in a
   // child, so that a link the user planted cannot point root's unlink
   // elsewhere, and with a bound on the wait.
-  Status s = launch::RemoveAsUser(st.hostfile_dir, "hostfile", st.uid, st.gid, kCleanupLimit);
+  Status s = launch::RemoveAsUser(st.hostfile_dir, "hostfile", st.uid, st.gid, kFileSystemLimit);
   launch::CloseDir(&st.hostfile_dir);
   return s;
 }

@@ -1,6 +1,7 @@
 // The directory that holds a node's hostfile: made so that no other user
-// can have taken its place or swap it afterwards, and removed as the job's
-// user with a bound on the wait.
+// can have taken its place or swap it afterwards, made and removed with a
+// bound on the wait (a hung NFS TMPDIR must never hang slurmstepd), and
+// removed as the job's user.
 //
 // Every check is made on an open descriptor, and every later use is
 // relative to it (openat, mkdirat, renameat, unlinkat): nothing is decided
@@ -51,6 +52,18 @@ void CloseDir(OpenDir* dir);
 // as is. `what` names the work in messages.
 Status RunAsUser(const std::string& what, uid_t uid, gid_t gid, std::chrono::milliseconds limit,
                  const std::function<int()>& work);
+
+// Runs `make` (which opens or makes a directory, and may write in it) in a
+// child and waits for it at most `limit`: a file system that never answers
+// (a hung NFS server) costs a Timeout, never a hung slurmstepd. The child
+// runs as the caller (user_init already runs as the job's user). On
+// success the directory comes back through *out, its two descriptors
+// passed over a socket (SCM_RIGHTS); a failure comes back as the child's
+// Status. `make` runs between fork and _exit in a process that may have
+// threads: it may allocate (glibc's fork leaves malloc usable in the
+// child), but must take no other lock (no logging, no libslurm).
+Status MakeDirBounded(const std::string& what, std::chrono::milliseconds limit,
+                      const std::function<Status(OpenDir*)>& make, OpenDir* out);
 
 // Removes `name` from `dir`, and `dir` itself when it was made here, as
 // uid/gid through RunAsUser.

@@ -55,6 +55,11 @@ class Env {
 
   // Creates `path` exclusively (O_CREAT|O_EXCL|O_NOFOLLOW) with `mode`.
   virtual Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) = 0;
+  // Opens an existing regular file (O_NOFOLLOW, neither created nor
+  // truncated) for writing from byte `offset` on: Append writes there and
+  // onward. For several writers of disjoint ranges of one file (the ranks
+  // of a shard group).
+  virtual Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) = 0;
   // Reads exactly n bytes at offset (a short file is an IOError naming the
   // path, offset and size). ReadAt, ReadFile and SyncFile open only regular
   // files, without blocking: anything else (a FIFO) is InvalidArgument.
@@ -105,6 +110,9 @@ class EnvWrapper : public Env {
 
   Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override {
     return target_->NewWritableFile(path, mode, out);
+  }
+  Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) override {
+    return target_->OpenForWriteAt(path, offset, out);
   }
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override {
     return target_->ReadAt(path, offset, n, buf);

@@ -115,6 +115,14 @@ Status FaultEnv::NewWritableFile(const std::string& path, mode_t mode, std::uniq
   return Status::OK();
 }
 
+Status FaultEnv::OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) {
+  if (crashed()) return Dead("open", path);
+  std::unique_ptr<WritableFile> file;
+  BATON_RETURN_IF_ERROR(target()->OpenForWriteAt(path, offset, &file));
+  *out = std::make_unique<File>(this, path, std::move(file));
+  return Status::OK();
+}
+
 Status FaultEnv::SyncFile(const std::string& path) {
   if (crashed()) return Dead("fsync", path);
   Fault f = Fault::kFailWrite;

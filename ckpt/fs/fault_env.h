@@ -46,6 +46,8 @@ class FaultEnv : public EnvWrapper {
   void ClearEvents();
 
   Status NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) override;
+  // Its Append and Sync take the same faults as a new file's (not recorded as a create).
+  Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) override;
   Status SyncFile(const std::string& path) override;
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;

@@ -192,6 +192,19 @@ class PosixEnv : public Env {
     return Status::OK();
   }
 
+  Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(
+        BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC)));
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+    if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("ckpt", path + ": not a regular file");
+    BATON_RETURN_IF_ERROR(
+        BATON_SYSCALL("lseek", path, ::lseek(fd.get(), static_cast<off_t>(offset), SEEK_SET)));
+    *out = std::make_unique<PosixWritableFile>(fd.release(), path);
+    return Status::OK();
+  }
+
   Status ReadAt(const std::string& path, uint64_t offset, size_t n, void* buf) override {
     Fd fd;
     uint64_t size = 0;

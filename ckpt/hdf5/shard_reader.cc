@@ -1,5 +1,6 @@
 #include "ckpt/hdf5/shard_reader.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
 
 #include <string>
@@ -75,6 +76,8 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const Man
   hid_t f = H5Fopen(r->path_.c_str(), H5F_ACC_RDONLY, fapl.get());
   if (f < 0) return CheckH5(-1, "H5Fopen", __FILE__, __LINE__).Annotate(r->path_);
   r->file_ = Hid(f, H5Fclose);
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(f, fapl.get(), &handle) >= 0 && handle != nullptr) r->fd_ = *static_cast<int*>(handle);
   *out = std::move(r);
   return Status::OK();
 }
@@ -152,8 +155,17 @@ Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, c
   Checked& checked = datasets_[array.name];
   checked.ds = std::move(ds);
   checked.scalar_space = scalar_space;
+  checked.offset = offset == HADDR_UNDEF ? 0 : offset;
   *out = &checked;
   return Status::OK();
+}
+
+void ShardReader::Prefetch(const ArrayMeta& array, uint64_t first, uint64_t rows) const {
+  auto it = datasets_.find(array.name);
+  if (it == datasets_.end() || fd_ < 0 || rows == 0) return;
+  const uint64_t rb = array.row_bytes();
+  (void)posix_fadvise(fd_, static_cast<off_t>(it->second.offset + first * rb), static_cast<off_t>(rows * rb),
+                      POSIX_FADV_WILLNEED);
 }
 
 Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf) {

@@ -10,6 +10,7 @@
 
 #include "baton/log.h"
 #include "ckpt/agreement.h"
+#include "ckpt/checksum.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
 #include "ckpt/metadata_checksum.h"
@@ -17,6 +18,10 @@
 
 namespace baton::ckpt::h5 {
 namespace {
+
+// Bytes hashed and written at a time (independent transfers): the hash
+// brings a piece into the CPU's cache, the write's copy finds it there.
+constexpr uint64_t kWritePieceBytes = 4u << 20;
 
 struct MemberRows {
   uint64_t first_row;
@@ -121,12 +126,17 @@ Status CreateDataset(hid_t file, const ShardArray& a, const std::vector<MemberRo
   return Status::OK();
 }
 
-// Phase 2, this member's rows, straight from the caller's buffer
-// (independent: only members with rows write; collective: every member
-// takes part in every H5Dwrite, a member with nothing to write too).
-Status WriteRows(const Dataset& d, hid_t dxpl, Transfer transfer) {
+// Where this member's rows of one array go in the file.
+struct MyRows {
+  uint64_t offset = 0, bytes = 0;
+  const char* data = nullptr;
+};
+
+// Phase 2 of collective transfers: this member's rows, straight from the
+// caller's buffer; every member takes part in every H5Dwrite, a member
+// with nothing to write too.
+Status WriteRows(const Dataset& d, hid_t dxpl) {
   const ShardArray& a = *d.array;
-  if (a.rows == 0 && transfer == Transfer::kIndependent) return Status::OK();
   Hid fspace, mspace;
   BATON_H5_OPEN(fspace, H5Dget_space(d.ds.get()), H5Sclose);
   if (a.rows == 0) {
@@ -186,17 +196,19 @@ Status AgreeInGroup(MPI_Comm group, const Status& local) {
 // returning early from a failed H5Dwrite closed the file, collectively,
 // while the others created the next dataset, and the group hung):
 //   1. create the file and every dataset (collective metadata); agreed;
-//   2. write this member's rows (the data; with collective transfers every
-//      member still makes every H5Dwrite after a failure of its own);
-//      agreed, so a failed write (ENOSPC, EIO) on one member reaches all;
+//   2. collective transfers only: write this member's rows (every member
+//      still makes every H5Dwrite after a failure of its own); agreed, so a
+//      failed write (ENOSPC, EIO) on one member reaches all (independent
+//      transfers write the rows after the close: WriteRowsAt);
 //   3. close every dataset and the file (collective), on every member,
 //      whatever phase 2 gave.
 // What HDF5 1.10 cannot survive: an H5Fclose that fails (the metadata
 // writer, the group's first rank, out of space at the close) leaves a
 // half-destroyed file that HDF5's own clean-up at MPI_Finalize crashes on.
 Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
-                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer,
-                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
+                 const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer, PhaseClock* clock,
+                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets,
+                 std::vector<MyRows>* mine) {
   Hid fapl, file, dxpl;
   Status created = [&]() -> Status {
     BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -212,7 +224,9 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     return BATON_H5_CHECK(H5Pset_dxpl_mpio(
         dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
   }();
+  clock->Lap("create");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));  // H5Fcreate is collective: all have it, or none
+  clock->Lap("agree");
 
   const size_t n = arrays.size();
   std::vector<Dataset> datasets(n);
@@ -222,22 +236,32 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];
     phase = CreateDataset(file.get(), arrays[i], members_rows, me, &datasets[i]);
   }
+  clock->Lap("create");
   phase = AgreeInGroup(group, phase);
+  clock->Lap("agree");
   offsets->assign(n, UINT64_MAX);
   for (size_t i = 0; i < n; ++i) {
     if (!datasets[i].ds.valid() || datasets[i].bytes == 0) continue;
     (*offsets)[i] = datasets[i].offset;
     extents->emplace_back(datasets[i].offset, datasets[i].offset + datasets[i].bytes);
   }
-  if (phase.ok()) {
+  mine->assign(n, MyRows());
+  for (size_t i = 0; i < n; ++i) {
+    const Dataset& d = datasets[i];
+    if (!d.ds.valid() || d.bytes == 0 || arrays[i].rows == 0) continue;
+    (*mine)[i] = {d.offset + d.my_row * arrays[i].row_bytes, arrays[i].rows * arrays[i].row_bytes,
+                  static_cast<const char*>(arrays[i].data)};
+  }
+  if (phase.ok() && transfer == Transfer::kCollective) {
     Status wrote;
     for (const Dataset& d : datasets) {
       if (!d.ds.valid()) continue;
-      if (!wrote.ok() && transfer == Transfer::kIndependent) break;  // nothing collective to keep in step
-      Status w = WriteRows(d, dxpl.get(), transfer);
+      Status w = WriteRows(d, dxpl.get());
       if (wrote.ok() && !w.ok()) wrote = w.Annotate("dataset " + d.array->name);
     }
+    clock->Lap("write");
     phase = AgreeInGroup(group, wrote);
+    clock->Lap("agree");
   }
   // Every member closes what it opened, collectively, in the same order.
   Status closed;
@@ -245,7 +269,33 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
     if (d.ds.valid() && d.ds.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Dclose", __FILE__, __LINE__);
   }
   if (file.Close() < 0 && closed.ok()) closed = CheckH5(-1, "H5Fclose", __FILE__, __LINE__);
+  clock->Lap("close");
   return phase.ok() ? closed : phase;
+}
+
+// Independent transfers: this member's rows, written into the closed file
+// at the offsets HDF5 allocated, each piece hashed just before its write.
+Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<MyRows>& mine, PhaseClock* clock,
+                   std::vector<uint64_t>* xxh3) {
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const MyRows& m = mine[i];
+    if (m.bytes == 0) continue;
+    std::unique_ptr<fs::WritableFile> f;
+    BATON_RETURN_IF_ERROR(env->OpenForWriteAt(path, m.offset, &f));
+    clock->Lap("create");
+    Xxh3Stream sum;
+    for (uint64_t at = 0; at < m.bytes; at += kWritePieceBytes) {
+      const uint64_t n = std::min(kWritePieceBytes, m.bytes - at);
+      sum.Update(m.data + at, n);
+      clock->Lap("hash");
+      BATON_RETURN_IF_ERROR(f->Append(m.data + at, n));
+      clock->Lap("write");
+    }
+    (*xxh3)[i] = sum.Digest();
+    BATON_RETURN_IF_ERROR(f->Close());
+    clock->Lap("write");
+  }
+  return Status::OK();
 }
 
 }  // namespace
@@ -255,6 +305,8 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   QuietHdf5Errors();
   *result = ShardWriteResult();
   fs::Env* env = options.env != nullptr ? options.env : fs::Env::Default();
+  PhaseClock untimed;
+  PhaseClock* clock = options.clock != nullptr ? options.clock : &untimed;
   int me = 0, members = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(group, &me)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(group, &members)));
@@ -268,6 +320,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   }
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
                                                       static_cast<int>(2 * n), MPI_UINT64_T, group)));
+  clock->Lap("agree");
 
   // The first member creates the file with its mode; nobody opens it before.
   Status created;
@@ -277,24 +330,44 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     created = env->NewWritableFile(path, options.file_mode, &f);
     if (created.ok()) created = f->Close();
   }
+  clock->Lap("create");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
+  clock->Lap("agree");
 
   std::vector<std::pair<uint64_t, uint64_t>> extents;
-  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, &extents, &result->offsets);
+  std::vector<MyRows> mine_rows;
+  // Collective transfers: the rows are hashed whole, then written by HDF5.
+  result->xxh3.assign(n, Xxh3(nullptr, 0));
+  if (options.transfer == Transfer::kCollective) {
+    for (size_t i = 0; i < n; ++i) result->xxh3[i] = Xxh3(arrays[i].data, arrays[i].rows * arrays[i].row_bytes);
+    clock->Lap("hash");
+  }
+  Status written = WriteFile(group, path, arrays, all, me, members, options.transfer, clock, &extents,
+                             &result->offsets, &mine_rows);
   if (!written.ok()) written = written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+  clock->Lap("agree");
+  if (options.transfer == Transfer::kIndependent) {
+    written = WriteRowsAt(env, path, mine_rows, clock, &result->xxh3);
+    if (!written.ok()) written = written.Annotate("writing " + path);
+    BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+    clock->Lap("agree");
+  }
   // Every member that wrote bytes syncs the file (the first member wrote
   // the metadata): a member on another node has its own dirty pages of it,
   // which only its own fsync makes durable. Agreed, then the size.
   Status synced;
   if (me == 0 || result->bytes_written > 0) synced = env->SyncFile(path);
+  clock->Lap("sync");
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, synced));
+  clock->Lap("agree");
   if (me == 0) {
     fs::FileInfo info;
     BATON_RETURN_IF_ERROR(env->Stat(path, &info));
     result->file_bytes = info.size;
     BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
   }
+  clock->Lap("meta_hash");
   return Status::OK();
 }
 

@@ -119,7 +119,7 @@ class Job {
  private:
   void Say(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   int Restore(const RunFacts& facts);
-  int Save(int64_t step);
+  int Save(int64_t step, bool async = false);
   int Finish();
 
   const Options& o_;
@@ -214,8 +214,17 @@ int Job::Run(int* argc, char*** argv) {
     bool stop = false;
     if (baton::Status s = rt_->ShouldStop(&stop); !s.ok()) return Fail(s, "agreeing on a stop");
     const bool last = step == o_.steps;
-    if (stop || last || (o_.ckpt_every > 0 && step % o_.ckpt_every == 0))
+    if (stop && o_.ckpt_async) {
+      // The save in flight gets a bounded time (Slurm's grace period is
+      // short); the stop's own save below is synchronous.
+      if (baton::Status s = state_->FinishOrAbandon(o_.ckpt_stop_seconds); !s.ok())
+        Say("at the stop: %s\n", s.ToString().c_str());
+    }
+    if (stop || last) {
       if (int rc = Save(step); rc >= 0) return rc;
+    } else if (o_.ckpt_every > 0 && step % o_.ckpt_every == 0) {
+      if (int rc = Save(step, o_.ckpt_async); rc >= 0) return rc;
+    }
     if (stop && !last) {
       Say("stop agreed at step %lld: checkpoint saved, exiting %d to be requeued\n", static_cast<long long>(step),
           kExitRequeue);
@@ -291,7 +300,7 @@ int Job::Restore(const RunFacts& facts) {
   return -1;
 }
 
-int Job::Save(int64_t step) {
+int Job::Save(int64_t step, bool async) {
   if (saved_step_ == step) return -1;
   Blob b;
   b.cursor = cursor_;
@@ -302,13 +311,16 @@ int Job::Save(int64_t step) {
   b.lr = o_.lr;
   b.world = rt_->size();
   b.saved_by = facts_;
-  if (baton::Status s = state_->Save(step, b); !s.ok()) return Fail(s, "saving step " + std::to_string(step));
+  if (baton::Status s = state_->Save(step, b, async); !s.ok())
+    return Fail(s, "saving step " + std::to_string(step));
   saved_step_ = step;
   const baton::CheckpointStats& st = state_->last_stats();
   ++saves_;
   save_seconds_ += st.seconds;
-  Say("checkpoint step=%lld bytes=%llu seconds=%.3f\n", static_cast<long long>(step),
-      static_cast<unsigned long long>(st.total_bytes), st.seconds);
+  // async: seconds is the time SaveAsync blocked (the previous save's
+  // commit included); the version is committed at the next save.
+  Say("checkpoint step=%lld bytes=%llu seconds=%.3f%s\n", static_cast<long long>(step),
+      static_cast<unsigned long long>(st.total_bytes), st.seconds, async ? " async" : "");
   return -1;
 }
 

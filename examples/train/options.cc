@@ -1,6 +1,7 @@
 #include "options.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,10 +23,9 @@ std::string Num(double v) {
 // Whole-string integer in [lo, hi].
 bool ParseInt(const std::string& name, const std::string& v, long long lo, long long hi, long long* out,
               std::string* error) {
-  errno = 0;
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+  long long x = 0;
+  const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size() || x < lo || x > hi) {
     *error = name + ": " + Quote(v) + " is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
     return false;
   }
@@ -52,6 +52,7 @@ bool ParseDouble(const std::string& name, const std::string& v, double lo, bool 
 const char* Usage() {
   return "usage: baton-train --data FILE [--steps N] [--ckpt-every N] [--ckpt-dir DIR] [--seed N]\n"
          "                   [--lr X] [--hidden N] [--batch N] [--step-ms X] [--max-restarts N]\n"
+         "                   [--ckpt-mode sync|async] [--ckpt-stop-seconds X]\n"
          "       baton-train --make-data FILE [--seed N] [--samples N] [--features N] [--classes N]\n"
          "       baton-train --help\n"
          "\n"
@@ -64,6 +65,11 @@ const char* Usage() {
          "  --ckpt-every N      checkpoint after every N-th step; 0: only at a stop and\n"
          "                      at the end (default 20)\n"
          "  --ckpt-dir DIR      checkpoint directory (default $BATON_CKPT_DIR)\n"
+         "  --ckpt-mode M       sync: training waits for each save (default); async:\n"
+         "                      the periodic saves are written in the background\n"
+         "                      (SaveAsync) while the next steps run\n"
+         "  --ckpt-stop-seconds X  async: at a stop, the save in flight gets this long\n"
+         "                      to finish, else it is abandoned (default 30)\n"
          "  --seed N            weights, data, shuffles and dropout (default 1)\n"
          "  --lr X              SGD learning rate, momentum 0.9 (default 0.01)\n"
          "  --hidden N          hidden units (default 1024: 2 MiB of weights at 512 features)\n"
@@ -107,6 +113,15 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
          return ParseInt(k, v, 1, 1 << 16, &n, error) && (o->hidden = static_cast<uint32_t>(n), true); }},
       {"--batch", [&](const std::string& k, const std::string& v) {
          return ParseInt(k, v, 1, 1 << 20, &n, error) && (o->batch = static_cast<uint32_t>(n), true); }},
+      {"--ckpt-mode", [&](const std::string& k, const std::string& v) {
+         if (v != "sync" && v != "async") {
+           *error = k + ": " + Quote(v) + " is not sync or async";
+           return false;
+         }
+         o->ckpt_async = v == "async";
+         return true; }},
+      {"--ckpt-stop-seconds", [&](const std::string& k, const std::string& v) {
+         return ParseDouble(k, v, 0, false, 3.6e6, &x, error) && (o->ckpt_stop_seconds = x, true); }},
       {"--step-ms", [&](const std::string& k, const std::string& v) {
          return ParseDouble(k, v, 0, false, 3.6e6, &x, error) && (o->step_ms = x, true); }},
       {"--max-restarts", [&](const std::string& k, const std::string& v) {

@@ -20,6 +20,13 @@ struct Options {
   int64_t steps = 200;         // optimizer steps of the whole run, counted from 1
   int64_t ckpt_every = 20;     // a checkpoint after every N-th step; 0: only at a stop and at the end
   std::string ckpt_dir;        // --ckpt-dir, else $BATON_CKPT_DIR
+  // --ckpt-mode: "sync" (Save: training waits for the write) or "async"
+  // (SaveAsync: the write overlaps the next steps; the stop and the last
+  // step still save synchronously).
+  bool ckpt_async = false;
+  // --ckpt-stop-seconds: at an agreed stop, how long the save in flight may
+  // take to finish before it is abandoned (async mode).
+  double ckpt_stop_seconds = 30;
   uint64_t seed = 1;           // weights, data set, shuffles, dropout
   double lr = 0.01;            // SGD learning rate (momentum 0.9)
   uint32_t hidden = 1024;      // hidden units of the MLP

@@ -1,6 +1,7 @@
 #include "train_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -20,11 +21,11 @@ std::string Double17(double v) {
   return buf;
 }
 
+// The whole text, digits only (from_chars takes no sign, space or prefix).
 bool ToU64(const std::string& s, uint64_t* v, int base = 10) {
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long x = std::strtoull(s.c_str(), &end, base);
-  if (s.empty() || *end != '\0' || errno == ERANGE || s[0] == '-') return false;
+  uint64_t x = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), x, base);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return false;
   *v = x;
   return true;
 }
@@ -153,11 +154,11 @@ baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob) {
   return Blob::Decode(ck_->user_blob(), blob).Annotate("restoring step " + std::to_string(**step));
 }
 
-baton::Status TrainState::Save(int64_t step, const Blob& blob) {
+baton::Status TrainState::Save(int64_t step, const Blob& blob, bool async) {
   static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds the state");
   std::memcpy(rng_row_.data(), dropout_->state().data(), sizeof(Rng::State));
   BATON_RETURN_IF_ERROR(ck_->SetUserBlob(blob.Encode()));
-  return ck_->Save(step);
+  return async ? ck_->SaveAsync(step) : ck_->Save(step);
 }
 
 }  // namespace train

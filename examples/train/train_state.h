@@ -71,8 +71,12 @@ class TrainState {
   // The newest version every rank can read: model, momentum, this rank's
   // RNG, and *blob. *step is nullopt when there is none.
   baton::Status Restore(std::optional<int64_t>* step, Blob* blob);
-  // Saves the state after step `step`.
-  baton::Status Save(int64_t step, const Blob& blob);
+  // Saves the state after step `step`: synchronously, or (async) copied
+  // and written in the background, committed at the next call.
+  baton::Status Save(int64_t step, const Blob& blob, bool async = false);
+  // At an agreed stop: the save in flight finished or abandoned within
+  // `seconds` (Checkpointer::WaitOrAbandon).
+  baton::Status FinishOrAbandon(double seconds) { return ck_->WaitOrAbandon(seconds); }
 
   const baton::CheckpointStats& last_stats() const { return ck_->last_stats(); }
   const std::string& dir() const { return ck_->dir(); }

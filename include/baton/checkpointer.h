@@ -1,4 +1,5 @@
-// baton::Checkpointer: synchronous, atomically committed checkpoints.
+// baton::Checkpointer: atomically committed checkpoints, saved synchronously
+// (Save) or in the background (SaveAsync).
 //
 //   baton::CheckpointOptions opts;            // dir defaults to $BATON_CKPT_DIR
 //   std::unique_ptr<baton::Checkpointer> ck;
@@ -25,17 +26,28 @@
 // (xxh3) and falls back to the next older version when any rank fails;
 // sharded arrays may be restored at another world or group size.
 //
-// Collective: Create, Save and Restore are called by every rank of the
-// runtime's world in the same order. Threading: one thread calls a
-// Checkpointer; all HDF5 calls of the process stay on that thread (HDF5 1.10
-// is not thread-safe). The registered buffers must stay valid until the
-// Checkpointer is destroyed or the array re-registered.
+// Asynchronous saves: SaveAsync(n) copies the registered arrays into one
+// staging copy and returns; a background thread writes this rank's shard
+// file (no MPI on that thread), and the next collective call (SaveAsync,
+// Save, Restore, ReadMetadata, Wait, WaitOrAbandon) agrees and commits it.
+// The staging copy stays in memory as the newest snapshot: Rollback()
+// restores it with no I/O.
+//
+// Collective: Create, Save, SaveAsync, Wait, WaitOrAbandon, Rollback and
+// Restore are called by every rank of the runtime's world in the same
+// order. Threading: one thread calls a Checkpointer. HDF5 1.10 is not
+// thread-safe: baton holds baton::Hdf5Mutex() (baton/hdf5_mutex.h) around
+// its HDF5 calls, including the background writer's, and a program that
+// calls HDF5 itself while a Checkpointer lives must hold it too. The
+// registered buffers must stay valid until the Checkpointer is destroyed or
+// the array re-registered (SaveAsync no longer reads them once it returns).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +114,12 @@ struct CheckpointOptions {
   // the lease ends (NFSv4: 90 s); then Unavailable naming the holder (pid,
   // host, job, since when).
   double lock_wait_seconds = 120;
+  // The nice value (setpriority, per thread) of SaveAsync's background
+  // writer: by default 10, so that where the cores are all busy the
+  // training's threads keep their share and the writer takes what is left
+  // (the write must still end within the steps to the next SaveAsync, or
+  // that call waits for it). 0: the caller's priority. 0-19.
+  int async_writer_nice = 10;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;
@@ -141,6 +159,36 @@ struct CheckpointStats {
   uint64_t total_bytes = 0;  // the same over all ranks
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
+  // Where `seconds` went on this rank, phase by phase, in a fixed order (the
+  // same names on every rank; 0 for a phase a rank had no part in).
+  // Save: hash (checksums of the user's buffers), agree (agreements and the
+  // gathers of records), create (version directory, shard file, HDF5
+  // datasets), write (the data), close (HDF5's metadata flush and close),
+  // sync (fsync of the shard), meta_hash (the shard's metadata checksum,
+  // one rank per shard), manifest (build, write, fsync, rename, directory
+  // syncs), retention (removal of old versions). Restore: list (the
+  // versions), manifest (read, broadcast, parse, compare), open (shard
+  // files and datasets, metadata checksum), read (the data), verify
+  // (checksums of the data), agree, gather (replicated arrays).
+  struct Phase {
+    std::string name;
+    double seconds = 0;
+  };
+  std::vector<Phase> phases;
+};
+
+// This rank's asynchronous save (SaveAsync), as this rank knows it: local,
+// not agreed (the agreed outcome comes with the next collective call).
+struct AsyncSaveStatus {
+  enum class State {
+    kIdle,     // no save in flight
+    kWriting,  // the background writer is writing this rank's shard
+    kWritten,  // this rank's shard is written and synced; the commit waits for the next call
+    kFailed,   // this rank's write failed (failure); every rank learns it at the next call
+  };
+  State state = State::kIdle;
+  int64_t step = -1;  // the save in flight; -1 when idle
+  Status failure;
 };
 
 // Which version Restore (or ReadMetadata) takes and what it restores.
@@ -293,6 +341,48 @@ class Checkpointer {
   // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
   virtual Status Save(int64_t step) = 0;
+
+  // Asynchronous save of version `step`: completes the save in flight, if
+  // any (as Wait()); copies every registered array, the blob and the rank
+  // state into the staging copy (checksums computed in the same pass); the
+  // ranks agree on the call and rank 0 makes the version directory; then
+  // returns while a background thread writes this rank's shard file
+  // (one file per rank, HDF5's POSIX driver: the background makes no MPI
+  // call). What changes in the registered arrays after it returns never
+  // reaches this version. At most one save is in flight: the next
+  // SaveAsync, Save, Restore, ReadMetadata or Wait waits for the write,
+  // agrees on it and commits it; a failure of the write reaches every rank
+  // there, as that call's Status naming the rank, the file and the step
+  // (the call's own work is then not done). So SaveAsync(k+1) commits k
+  // first: with a save every N steps, the newest committed version is at
+  // most about 2N steps old. Memory: one staging copy of this rank's arrays
+  // (replicated arrays whole), kept as the snapshot for Rollback.
+  virtual Status SaveAsync(int64_t step) = 0;
+  // Completes the save in flight: waits until every rank's write ended or
+  // `timeout_seconds` passed on each rank, then the ranks agree: all
+  // written: committed (its failure, if any, returned on every rank); else
+  // Timeout on every rank and the save stays in flight. OK at once when no
+  // save is in flight. Call it before destroying the Checkpointer: the
+  // destructor waits for the writer but cannot commit (it is not
+  // collective), and a written version without its manifest is discarded.
+  virtual Status Wait(double timeout_seconds = std::numeric_limits<double>::infinity()) = 0;
+  // For an agreed stop (Runtime::ShouldStop, then exit 75): as Wait, but a
+  // save not written by every rank within `timeout_seconds` is abandoned:
+  // each writer stops at its next slab (at most 64 MiB), the ranks agree,
+  // rank 0 removes the version directory, and every rank gets Aborted
+  // naming the step. Returns within about timeout_seconds plus one slab's
+  // write, so the job exits within Slurm's grace period.
+  virtual Status WaitOrAbandon(double timeout_seconds) = 0;
+  // This rank's save in flight. Local, non-blocking, no MPI.
+  virtual AsyncSaveStatus async_status() const = 0;
+  // Level 1: restores the newest SaveAsync's snapshot, kept in memory, into
+  // the registered arrays, the user blob and the rank state, with no I/O
+  // (for a soft failure such as a NaN loss); *step: its step. Every rank
+  // must hold a snapshot of the same step and the registrations must be
+  // those of the snapshot, else InvalidArgument on every rank (nothing
+  // restored). No snapshot (none since the last Save or Restore, which drop
+  // it): NotFound on every rank. Does not wait for the save in flight.
+  virtual Status Rollback(int64_t* step) = 0;
   // Restores the newest committed version that every rank can read and
   // verify into the registered buffers (and the user blob and per-rank
   // state). result->step is the version's step: the number of training steps

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers for the cluster suites (bash). Sourced by tests/cluster/run-all
 # after tests/lib/suite.sh; the cluster is running and SLURM_CONF is set.
 

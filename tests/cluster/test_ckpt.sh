@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Checkpoints on the local cluster: eight ranks over four nodes save in a
 # loop and are killed with SIGKILL at random moments; every next run must
 # restore the newest committed version bit for bit (ckpt_worker checks the
@@ -18,7 +19,7 @@ worker_pattern() { echo "^[^ ]*ckpt_worker --dir $1 "; }
 # variable that is gone by then would match every process).
 JOB_NAME=baton-ckpt-test-$$
 kill_steps_on_exit() {
-  trap "scancel --quiet --name=$JOB_NAME 2>/dev/null || true" EXIT
+  trap 'scancel --quiet --name="$JOB_NAME" 2>/dev/null || true' EXIT
 }
 
 # The step of the newest complete version in DIR, or "none".
@@ -62,8 +63,8 @@ test_kill9_at_random_moments_restores_the_last_committed_version() {
     # A random moment inside the save loop: 0 to 1.5 s after the restore.
     sleep "$((RANDOM % 16)).$((RANDOM % 10))e-1"
     pattern=$(worker_pattern "$dir")
-    [ -n "$dir" ] && [ -n "$pattern" ] || fail "no worker pattern"  # an empty one matches everything
-    pids=($(pgrep -f "$pattern" || true))
+    { [ -n "$dir" ] && [ -n "$pattern" ]; } || fail "no worker pattern"  # an empty one matches everything
+    mapfile -t pids < <(pgrep -f "$pattern" || true)
     [ "${#pids[@]}" -gt 0 ] || fail "iteration $i: no worker process left to kill"
     victim=${pids[$((RANDOM % ${#pids[@]}))]}
     kill -9 "$victim" 2>/dev/null || true
@@ -101,7 +102,8 @@ test_h5dump_reads_a_shard_written_on_the_cluster() {
   out=$(case_dir)/worker.out
   srun -K -N2 -n4 --mpi=pmix "$(worker)" --dir "$dir" --expect none --saves 1 >"$out" 2>&1 \
     || { cat "$out"; fail "save failed"; }
-  shard=$(ls "$dir"/v*/*.h5 | head -n 1)
+  shards=("$dir"/v*/*.h5)
+  shard=${shards[0]}
   h5dump -A "$shard" | grep -q 'DATASET "w"' || fail "h5dump -A does not list dataset w in $shard"
   # Row 0 of w at step 1 is W(1, 0, c) = (7919 + c) * 0.25: 1979.75, 1980, ...
   h5dump -d /w -s 0,0 -c 1,2 "$shard" | grep -q '1979.75, 1980' \

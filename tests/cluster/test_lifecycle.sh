@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Stopping and starting the local cluster, also after its daemons were
 # killed from outside (as CI finds the machine). Leaves the cluster running.
 
@@ -26,6 +27,7 @@ test_start_after_daemons_were_killed_from_outside() {
   pids=$(grep -lszxF -e "$dir/slurm.conf" -e "--socket=$dir/munge/socket" /proc/[0-9]*/cmdline |
     sed -n 's|^/proc/\([0-9]*\)/cmdline$|\1|p' || true)
   [ -n "$pids" ] || fail "no daemons found for $dir"
+  # shellcheck disable=SC2086  # one argument per pid
   kill -9 $pids
   sleep 1
   eval "$(cluster start)"

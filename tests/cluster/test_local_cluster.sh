@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted commands and awk/perl programs run in another shell (srun's, bash -c) or language, which expands them
 # The local Slurm cluster itself (scripts/local-cluster): layout, requeue on
 # exit 75, and a node failure with requeue and revival. Sourced by run-all.
 

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted commands and awk/perl programs run in another shell (srun's, bash -c) or language, which expands them
 # spank_baton.so on the local cluster: every task's variables against
 # Slurm's own, for each distribution; options and plugstack errors; the
 # hostfile's content, owner, mode and removal; GPU binding; a TCP
@@ -44,7 +46,7 @@ check_tasks() {
     if [ "${t[SLURM_STEP_RESV_PORTS]}" != UNSET ]; then
       expect_eq "${t[MASTER_PORT]}" "${t[SLURM_STEP_RESV_PORTS]%%[-,]*}" "$who: MASTER_PORT vs SLURM_STEP_RESV_PORTS"
     else
-      [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ] || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
+      { [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ]; } || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
     fi
     unset t
   done < <(grep 'SLURM_PROCID=' "$file")
@@ -195,7 +197,7 @@ JOB
   pa=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-a" | head -n 1)
   pb=$(grep -o 'MASTER_PORT=[0-9]*' "$d/step-b" | head -n 1)
   pbatch=$(grep -o 'MASTER_PORT=[0-9]*' "$d/out" | head -n 1)
-  [ "$pa" != "$pb" ] && [ "$pa" != "$pbatch" ] && [ "$pb" != "$pbatch" ] ||
+  { [ "$pa" != "$pb" ] && [ "$pa" != "$pbatch" ] && [ "$pb" != "$pbatch" ]; } ||
     fail "ports of the batch script and two concurrent steps are not all different: $pbatch $pa $pb"
 }
 
@@ -364,7 +366,9 @@ test_hostfile_of_an_ordinary_user() {
   echo "$out"
   expect_eq "$(awk '{print $1, $3, $4}' <<<"$out" | sort -u)" "baton-test baton-test:600 baton-test:700" \
     "user, hostfile owner:mode, directory owner:mode"
-  for path in $(awk '{print $2}' <<<"$out"); do
+  local paths
+  mapfile -t paths < <(awk '{print $2}' <<<"$out")
+  for path in "${paths[@]}"; do
     wait_for 10 "hostfile $path to be removed" test ! -e "$path"
   done
 }
@@ -407,7 +411,36 @@ test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
   echo "$out"
   grep -qx "export MASTER_ADDR='$(node_addr n1)'" <<<"$out" || fail "MASTER_ADDR of the allocation"
   grep -q "^export RANK=" <<<"$out" && fail "the allocation's shell has no rank"
-  grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out" || fail "the allocation's hostfile"
+  { grep -qx "$(node_addr n1):2" <<<"$out" && grep -qx "$(node_addr n2):2" <<<"$out"; } || fail "the allocation's hostfile"
+}
+
+# Inside salloc (run without a terminal: salloc -N2 COMMAND): a --baton step is checked task by
+# task against Slurm as any other step, with rank 0 away from the allocation's first node; the
+# interactive step (srun --interactive, what salloc runs with LaunchParameters=
+# use_interactive_step) is the allocation: its hostfile and master on the first node, no rank.
+test_srun_and_the_interactive_step_inside_salloc() {
+  local d out
+  d=$(case_dir)
+  printf 'n2\nn1\nn1\n' >"$d/hosts"
+  out=$(salloc -w 'n[1-2]' -N2 -n4 bash -c "
+    echo \"allocation \$SLURM_JOB_ID\"
+    srun --baton -N2 -n4 -m cyclic '$TASK_ENV' >'$d/cyclic'
+    SLURM_HOSTFILE='$d/hosts' srun --baton -n3 -m arbitrary '$TASK_ENV' >'$d/arbitrary'
+    srun --interactive --preserve-env --baton bash -c \
+      'echo \"interactive on \$SLURMD_NODENAME step \$SLURM_STEP_ID rank \${RANK-none} master \$MASTER_ADDR hostfile \$BATON_HOSTFILE\"; sed \"s/^/hostfile: /\" \"\$BATON_HOSTFILE\"'
+  " 2>&1)
+  echo "$out"
+  cat "$d/cyclic" "$d/arbitrary"
+  check_tasks "$d/cyclic" 4
+  check_tasks "$d/arbitrary" 3
+  grep -q 'SLURM_PROCID=0 .*SLURMD_NODENAME=n2 ' "$d/arbitrary" || fail "-m arbitrary (n2 n1 n1) did not put rank 0 on n2"
+  local job
+  job=$(sed -n 's/^allocation //p' <<<"$out")
+  [ -n "$job" ] || fail "salloc ran no command"
+  grep -Eqx "interactive on n1 step [0-9]+ rank none master $(node_addr n1) hostfile .*/baton\.$job\.interactive\.[A-Za-z0-9]{8}/hostfile" <<<"$out" ||
+    fail "the interactive step: the allocation's master (n1's address), no rank, a hostfile named after the interactive step"
+  grep -qx "hostfile: $(node_addr n1) slots=2" <<<"$out" && grep -qx "hostfile: $(node_addr n2) slots=2" <<<"$out" ||
+    fail "the interactive step's hostfile lists the allocation's nodes and their tasks"
 }
 
 # --- a real rendezvous -------------------------------------------------------------------

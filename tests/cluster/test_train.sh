@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted commands and awk/perl programs run in another shell (srun's, bash -c) or language, which expands them
 # The main job on the local cluster: examples/train.sbatch running
 # examples/baton-train, one fault per scenario (two in one). Each scenario
 # checks three things: the final checksum equals the uninterrupted run's;
@@ -19,7 +21,9 @@ chmod 755 "$WORK"
 
 # Long enough to interrupt, short enough to keep the suite in minutes.
 STEPS=100
-OPTS=(--ckpt-every 10 --hidden 256)
+# Periodic checkpoints saved asynchronously (issue 17): every fault below
+# meets a save in flight or just committed.
+OPTS=(--ckpt-every 10 --hidden 256 --ckpt-mode async)
 STEP_MS=60
 
 data() {
@@ -366,7 +370,9 @@ test_restart_cap_stops_the_job_and_says_why() {
   local d job again faults=1 crashes comment
   d=$(case_dir)
   reference "$STEPS" >/dev/null
-  submit "$d" "$STEPS" -- --max-restarts 0 --ckpt-every 50
+  # Synchronous saves here: the checkpoint line then means committed (an
+  # asynchronous one is committed only at the next save).
+  submit "$d" "$STEPS" -- --max-restarts 0 --ckpt-every 50 --ckpt-mode sync
   job=$JOB
   wait_for 120 "the first checkpoint" grep -q '^checkpoint step=50 ' "$d/out"
   before_fault "$job" "$d" 1
@@ -392,7 +398,7 @@ test_restart_cap_stops_the_job_and_says_why() {
   [[ $comment == "baton-train restart cap: 1 restart(s) in a row found no newer checkpoint than step 50"*"resume by hand: sbatch again"* ]] ||
     fail "the job's comment does not say why"
   # By hand: the same job again (a new job id counts its own restarts).
-  submit "$d" "$STEPS" -- --max-restarts 0 --ckpt-every 50
+  submit "$d" "$STEPS" -- --max-restarts 0 --ckpt-every 50 --ckpt-mode sync
   again=$JOB
   wait_for 180 "job $again to complete" job_state_is "$again" COMPLETED
   tail -n 5 "$d/out"

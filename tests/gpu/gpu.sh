@@ -8,7 +8,7 @@
 # decides first, so make check does not spend a minute compiling a test it
 # cannot run. Exits 77 on a skip, so automake reports SKIP as well.
 # BATON_GPU_BUNDLE=DIR runs a prebuilt bundle (run-gpu-tests --bundle DIR).
-. "$srcdir/tests/lib/suite.sh"
+. "${srcdir:?set by make check}/tests/lib/suite.sh"
 label=gpu
 rows="$BATON_TEST_RESULTS/$label.tsv"
 
@@ -34,9 +34,9 @@ if [ "${1:-}" = --inner ]; then
   out=$(mktemp)
   rc=0
   if [ -n "${BATON_GPU_BUNDLE:-}" ]; then
-    bash "$srcdir/tests/gpu/run-gpu-tests" --prebuilt "$BATON_GPU_BUNDLE" >"$out" 2>&1 || rc=$?
+    bash "${srcdir:?set by make check}/tests/gpu/run-gpu-tests" --prebuilt "$BATON_GPU_BUNDLE" >"$out" 2>&1 || rc=$?
   else
-    bash "$srcdir/tests/gpu/run-gpu-tests" >"$out" 2>&1 || rc=$?
+    bash "${srcdir:?set by make check}/tests/gpu/run-gpu-tests" >"$out" 2>&1 || rc=$?
   fi
   cat "$out"
   case $rc in
@@ -50,7 +50,7 @@ if [ "${1:-}" = --inner ]; then
 fi
 
 rc=0
-run_suite "$label" 600 sh "$srcdir/tests/gpu/gpu.sh" --inner || rc=$?
+run_suite "$label" 600 sh "${srcdir:?set by make check}/tests/gpu/gpu.sh" --inner || rc=$?
 if [ "$rc" -eq 0 ] && [ "$(cut -f1 "$rows" 2>/dev/null | head -n 1)" = SKIP ]; then
   exit 77
 fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases for the GPU bundle (tests/gpu/run-gpu-tests --bundle), run by
 # tests/gpu/bundle.sh through tests/lib/run-cases: the GPU tests are built
 # here, without a GPU, exactly as they are carried to a GPU machine, so that

@@ -1,14 +1,34 @@
+# shellcheck shell=bash
 # `make install` into a staging directory, then a program built only from
 # what was installed (pkg-config baton). Run by scripts/check.
 
 stage() { echo "$BATON_TEST_RESULTS/install-stage"; }
+
+# A pkg-config directory whose baton.pc names the staged prefix, as one
+# installed with --prefix=STAGE/usr/local would. (Not --define-variable or
+# --define-prefix: they rewrite the prefix of ompi-c.pc and hdf5's too.)
+staged_pc_dir() {
+  local d=$1
+  mkdir -p "$d/pc"
+  sed "s|^prefix=.*|prefix=$d/usr/local|" "$d/usr/local/lib/pkgconfig/baton.pc" >"$d/pc/baton.pc"
+  echo "$d/pc"
+}
+
+# The plugin directory as `make install` expands it (${libdir}/slurm by default).
+installed_plugindir() {
+  make -s --no-print-directory -C "$BATON_BUILD_DIR" -f Makefile -f - print-plugindir <<'MK'
+print-plugindir:
+	@echo $(plugindir)
+MK
+}
 
 test_make_install_stages_everything() {
   local d; d=$(stage)
   rm -rf "$d"
   make -C "$BATON_BUILD_DIR" install DESTDIR="$d" >/dev/null
   local plugindir
-  plugindir=$(sed -n 's/^SLURM_PLUGINDIR = //p' "$BATON_BUILD_DIR/Makefile")
+  plugindir=$(installed_plugindir)
+  case $plugindir in /usr/local/*) ;; *) fail "the plugin directory $plugindir is outside the prefix /usr/local" ;; esac
   for f in usr/local/bin/baton usr/local/include/baton/status.h usr/local/include/baton/log.h \
            usr/local/include/baton/version.h usr/local/lib/libbaton.so usr/local/lib/pkgconfig/baton.pc \
            usr/local/share/man/man1/baton.1 usr/local/share/man/man7/baton.7 \
@@ -55,10 +75,64 @@ test_baton_train_builds_from_its_installed_sources() {
   [ -f "$d/usr/local/share/doc/baton/examples/train.sbatch" ] || fail "train.sbatch is not installed"
   [ -f "$d/usr/local/share/man/man1/baton-train.1" ] || fail "baton-train(1) is not installed"
   # (not PKG_CONFIG_SYSROOT_DIR: it would prefix MPI's system include path too)
-  flags=$(PKG_CONFIG_PATH="$d/usr/local/lib/pkgconfig" pkg-config --define-variable=prefix="$d/usr/local" --cflags --libs baton)
+  flags=$(PKG_CONFIG_PATH=$(staged_pc_dir "$d") pkg-config --cflags --libs baton)
   # shellcheck disable=SC2086
   g++ -std=c++17 -O2 "$src"/*.cc -o "$d/baton-train" $flags
   out=$(LD_LIBRARY_PATH="$d/usr/local/lib" "$d/baton-train" --make-data "$d/data.bin" --samples 64 --features 8)
   echo "$out"
   grep -q "^wrote $d/data.bin: 64 samples x 8 features" <<<"$out" || fail "the installed-source build does not run"
+}
+
+# The README's advice for a prefix the loader does not search: built with
+# pkg-config alone the program cannot start; with the rpath it names
+# (pkg-config --variable=libdir), or with LD_LIBRARY_PATH, it runs.
+test_a_program_against_a_non_system_prefix_runs_with_the_rpath() {
+  local d; d=$(stage)
+  [ -d "$d" ] || fail "nothing staged"
+  local prefix=$d/usr/local pc libdir flags out rc
+  pc=(env PKG_CONFIG_PATH="$(staged_pc_dir "$d")" pkg-config)
+  libdir=$("${pc[@]}" --variable=libdir baton)
+  expect_eq "$libdir" "$prefix/lib" "pkg-config --variable=libdir baton"
+  flags=$("${pc[@]}" --cflags --libs baton)
+  cat > "$d/rpath.cc" <<'CC'
+#include <baton/status.h>
+#include <cstdio>
+int main() {
+  std::printf("%s\n", baton::Status::NotFound("ckpt", "no version").ToString().c_str());
+  return 0;
+}
+CC
+  # shellcheck disable=SC2086  # $flags is pkg-config's word list
+  g++ -std=c++17 "$d/rpath.cc" -o "$d/no-rpath" $flags
+  # shellcheck disable=SC2086
+  g++ -std=c++17 "$d/rpath.cc" -o "$d/with-rpath" $flags -Wl,-rpath,"$libdir"
+
+  # Without either, the loader does not find the library (unless a libbaton.so.0
+  # is installed where it looks: then this half proves nothing, and says so).
+  if ldconfig -p 2>/dev/null | grep -q 'libbaton\.so\.0 ' || [ -e /usr/local/lib/libbaton.so.0 ] ||
+     [ -e /usr/lib/libbaton.so.0 ]; then
+    echo "note: a libbaton.so.0 is installed on this machine; the failure without an rpath is not checked"
+  else
+    rc=0; out=$(env -u LD_LIBRARY_PATH "$d/no-rpath" 2>&1) || rc=$?
+    [ "$rc" -ne 0 ] || fail "the program without an rpath ran: $out"
+    grep -q "libbaton.so.0: cannot open shared object file" <<<"$out" || fail "unexpected failure: $out"
+  fi
+  out=$(env -u LD_LIBRARY_PATH "$d/with-rpath" 2>&1) || fail "the program with -Wl,-rpath,$libdir failed: $out"
+  grep -q "NotFound" <<<"$out" || fail "no status text: $out"
+  out=$(LD_LIBRARY_PATH="$libdir" "$d/no-rpath" 2>&1) || fail "the program with LD_LIBRARY_PATH=$libdir failed: $out"
+  grep -q "NotFound" <<<"$out" || fail "no status text: $out"
+}
+
+# `make uninstall` removes every file `make install` put down, the plugin too
+# (its .la is deleted at install, so libtool alone would not know it).
+test_make_uninstall_leaves_no_file() {
+  local d; d=$(stage)-uninstall
+  rm -rf "$d"
+  make -C "$BATON_BUILD_DIR" install DESTDIR="$d" >/dev/null
+  [ -e "$d$(installed_plugindir)/spank_baton.so" ] || fail "the plugin was not installed"
+  make -C "$BATON_BUILD_DIR" uninstall DESTDIR="$d" >/dev/null
+  local left
+  left=$(find "$d" -not -type d)
+  [ -z "$left" ] || fail "left after make uninstall: $left"
+  rm -rf "$d"
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell test cases (bash): functions named test_* in a file, each run in a
 # subshell under `set -euo pipefail`, each writing one result row (see
 # tests/lib/suite.sh). Used by the cluster suites and tests/spank/.
@@ -28,7 +29,9 @@ run_cases() {
   rm -f "$BATON_TEST_RESULTS/$label.tsv"
   # shellcheck source=/dev/null
   . "$file"
-  for fn in $(grep -oE '^test_[A-Za-z0-9_]+' "$file"); do
+  local fns fn
+  mapfile -t fns < <(grep -oE '^test_[A-Za-z0-9_]+' "$file")
+  for fn in "${fns[@]}"; do
     run_case "$label" "$fn"
   done
 }

@@ -90,10 +90,11 @@ TEST_F(CkptTest, AShardSyncFailingOnAnyMemberFailsTheSave) {
   }
 }
 
-// One rank's data write into the shard fails underneath HDF5 (ENOSPC from
-// pwrite, the last rank's first write: its rows; the group's first rank
-// writes the metadata later, at the close): every rank returns the
-// failure, naming that rank, within a deadline (before: the group hung);
+// One rank's data write into the shard fails (ENOSPC from write(2), the
+// last rank's first plain write into the shard: its rows, written after
+// the group created and closed the file, by Env::Default): every rank
+// returns the failure, naming that rank, within a deadline (before: the
+// group hung);
 // no version is committed; the next save works. Independent transfers (the
 // default): with collective ones, Open MPI 4.1's ompio does not report an
 // aggregator's failed pwrite at all (shard_writer.h).
@@ -103,7 +104,8 @@ TEST_F(CkptTest, OneMembersFailedDataWriteReachesTheGroup) {
   auto arrays = MakeArrays(Size(), Rank(), 64 * static_cast<uint64_t>(Size()));
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   const int victim = Size() - 1;
-  if (Rank() == victim) ArmWriteFault(root_ + "/", ENOSPC, 1);
+  // Inside a version directory: not the run file, nor ompio's files named after the shard.
+  if (Rank() == victim) ArmWriteFault(root_ + "/v", ENOSPC, 1, /*plain_write_only=*/true);
   Status s;
   WithinSeconds(120, "a save with one member's failed write", [&] { s = ck->Save(1); });
   const int failed_writes = FailedWrites();

@@ -5,11 +5,16 @@
 // refused, and the directory is free again once the first one is dead.
 //
 //   ckpt_prog DIR save           saves steps 1 and 2
+//   ckpt_prog DIR save-more      saves step 3
 //   ckpt_prog DIR restore        restores; rank 0 prints "restored step=S fallbacks=F"
 //   ckpt_prog DIR restore-crash  restores; the last rank kills itself (SIGKILL)
 //                                when it is about to read step 2's shards
 //   ckpt_prog DIR hold           saves step 1, rank 0 prints "holding pid P", then
 //                                every rank waits until it is killed
+//   ckpt_prog DIR save-async     saves steps 1 and 2 with SaveAsync, then Wait
+//   ckpt_prog DIR save-async-kill  SaveAsync(1), Wait, SaveAsync(2); the last rank
+//                                kills itself (SIGKILL) inside its background
+//                                write of step 2 (at the shard's fsync)
 // lock_wait_seconds is 0: a held directory fails at once. Exit 0 on
 // success, 1 on an error, 3 on wrong content.
 #include <signal.h>
@@ -42,6 +47,20 @@ class CrashingEnv : public baton::ckpt::fs::EnvWrapper {
   }
 };
 
+// Kills this process from the background writer, at the fsync of a shard
+// of step 2: the rank dies with its shard written but not synced.
+class DyingWriterEnv : public baton::ckpt::fs::EnvWrapper {
+ public:
+  DyingWriterEnv() : EnvWrapper(baton::ckpt::fs::Env::Default()) {}
+  baton::Status SyncFile(const std::string& path) override {
+    if (path.find("-s2/shard-") != std::string::npos) {
+      std::fprintf(stderr, "ckpt_prog: dying in the background write of %s\n", path.c_str());
+      kill(getpid(), SIGKILL);
+    }
+    return EnvWrapper::SyncFile(path);
+  }
+};
+
 int Fail(const baton::Status& s, int rank) {
   std::fprintf(stderr, "ckpt_prog rank %d: %s\n", rank, s.ToString().c_str());
   return 1;
@@ -51,7 +70,7 @@ int Fail(const baton::Status& s, int rank) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: ckpt_prog DIR save|restore|restore-crash|hold\n");
+    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|hold|save-async|save-async-kill\n");
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
@@ -59,10 +78,12 @@ int main(int argc, char** argv) {
   if (baton::Status s = baton::Runtime::Create(&argc, &argv, {}, &rt); !s.ok()) return Fail(s, -1);
   const int rank = rt->rank();
   CrashingEnv crashing;
+  DyingWriterEnv dying;
   baton::CheckpointOptions co;
   co.dir = dir;
   co.lock_wait_seconds = 0;
   if (mode == "restore-crash" && rank == rt->size() - 1) co.env = &crashing;
+  if (mode == "save-async-kill" && rank == rt->size() - 1) co.env = &dying;
   std::unique_ptr<baton::Checkpointer> ck;
   if (baton::Status s = baton::Checkpointer::Create(*rt, co, &ck); !s.ok()) return Fail(s, rank);
   std::vector<int64_t> w(64);
@@ -76,11 +97,27 @@ int main(int argc, char** argv) {
     }
     for (;;) pause();
   }
-  if (mode == "save") {
-    for (int64_t step = 1; step <= 2; ++step) {
+  if (mode == "save" || mode == "save-more") {
+    const int64_t first = mode == "save" ? 1 : 3, last = mode == "save" ? 2 : 3;
+    for (int64_t step = first; step <= last; ++step) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = step * 1000 + static_cast<int64_t>(i);
       if (baton::Status s = ck->Save(step); !s.ok()) return Fail(s, rank);
     }
+    return 0;
+  }
+  if (mode == "save-async" || mode == "save-async-kill") {
+    for (int64_t step = 1; step <= 2; ++step) {
+      for (size_t i = 0; i < w.size(); ++i) w[i] = step * 1000 + static_cast<int64_t>(i);
+      if (baton::Status s = ck->SaveAsync(step); !s.ok()) return Fail(s, rank);
+      // Changed at once: the version keeps what SaveAsync copied.
+      for (size_t i = 0; i < w.size(); ++i) w[i] = -1;
+      if (step == 1 || mode == "save-async") {
+        if (baton::Status s = ck->Wait(); !s.ok()) return Fail(s, rank);
+      }
+    }
+    // save-async-kill: the last rank dies in its write; the others wait
+    // for it here until the launcher ends them.
+    if (baton::Status s = ck->Wait(); !s.ok()) return Fail(s, rank);
     return 0;
   }
   baton::RestoreResult result;

@@ -2,6 +2,14 @@
 // reference computed from every rank's input. Run at 1, 2, 3 and 8 ranks
 // (make check) and across the four nodes of the local cluster.
 //
+// Sizes are classes, not numbers: each launch turns them into counts for its
+// own rank count P, so each launch tests something the others do not: one
+// element (fewer than the ranks: most ring blocks empty), P + 1 (one block
+// longer than the rest, never a multiple of P) and 333 * P + 1 (many 64-byte
+// ring chunks, odd for even P, never a multiple of P). A test's name does not
+// carry P, so the tally counts it once however many launches ran it. Zero
+// elements is one case of its own (ZeroCount), not a size of every test.
+//
 // Tolerance: none. Inputs are small integers, so every sum is exact even in
 // bf16, and f16/bf16 results are computed the way the backend promises
 // (reduced in f32, rounded once): the reference rounds the f32 result once
@@ -46,7 +54,28 @@ bool SameBits(DType t, const void* a, const void* b, size_t i) {
   return std::memcmp(static_cast<const char*>(a) + i * e, static_cast<const char*>(b) + i * e, e) == 0;
 }
 
-using Param = std::tuple<DType, Algorithm, size_t>;
+// Counts per launch; see the comment at the top.
+enum class Size { kOne, kRanksPlusOne, kManyChunks };
+
+const char* SizeName(Size z) {
+  switch (z) {
+    case Size::kOne: return "one";
+    case Size::kRanksPlusOne: return "ranks_plus_1";
+    case Size::kManyChunks: return "333ranks_plus_1";
+  }
+  return "?";
+}
+
+size_t Count(Size z, int P) {
+  switch (z) {
+    case Size::kOne: return 1;
+    case Size::kRanksPlusOne: return static_cast<size_t>(P) + 1;
+    case Size::kManyChunks: return 333 * static_cast<size_t>(P) + 1;
+  }
+  return 0;
+}
+
+using Param = std::tuple<DType, Algorithm, Size>;
 
 class Collectives : public ::testing::TestWithParam<Param> {
  protected:
@@ -59,7 +88,7 @@ class Collectives : public ::testing::TestWithParam<Param> {
     ASSERT_TRUE(s.ok()) << s;
   }
   DType t() const { return std::get<0>(GetParam()); }
-  size_t n() const { return std::get<2>(GetParam()); }
+  size_t n() const { return Count(std::get<2>(GetParam()), comm_->size()); }
   int P() const { return comm_->size(); }
   int R() const { return comm_->rank(); }
   std::unique_ptr<Communicator> comm_;
@@ -231,7 +260,7 @@ TEST_P(Collectives, NonBlockingAllReducesInFlightTogether) {
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(DTypeName(std::get<0>(info.param))) + "_" + std::string(AlgorithmName(std::get<1>(info.param))) +
-         "_" + std::to_string(std::get<2>(info.param));
+         "_" + SizeName(std::get<2>(info.param));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -239,8 +268,46 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32,
                                          DType::kI64, DType::kU8),
                        ::testing::Values(Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing),
-                       ::testing::Values(size_t{0}, size_t{1}, size_t{7}, size_t{1001})),
+                       ::testing::Values(Size::kOne, Size::kRanksPlusOne, Size::kManyChunks)),
     Name);
+
+// Zero elements, every primitive (blocking and not), dtype and algorithm:
+// succeeds and writes nothing (the byte past each buffer stays as set).
+TEST(ZeroCount, EveryPrimitiveDtypeAndAlgorithm) {
+  for (Algorithm a : {Algorithm::kNative, Algorithm::kHierarchical, Algorithm::kRing}) {
+    CommOptions o;
+    o.backend = Backend::kMpi;
+    o.algorithm = a;
+    o.ring_chunk_bytes = 64;
+    std::unique_ptr<Communicator> comm;
+    ASSERT_TRUE(CreateCommunicator(*g_runtime, o, &comm).ok());
+    const std::vector<size_t> zeros(static_cast<size_t>(comm->size()), 0);
+    for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+      const std::string what = std::string(AlgorithmName(a)) + " " + std::string(DTypeName(t));
+      char in = 'i', out = 'o';
+      EXPECT_TRUE(comm->AllReduce(&in, &out, 0, t, ReduceOp::kSum).ok()) << what;
+      EXPECT_TRUE(comm->ReduceScatter(&in, &out, 0, t, ReduceOp::kMax).ok()) << what;
+      EXPECT_TRUE(comm->AllGather(&in, &out, 0, t).ok()) << what;
+      EXPECT_TRUE(comm->Broadcast(&out, 0, t, comm->size() - 1).ok()) << what;
+      EXPECT_TRUE(comm->AllToAll(&in, &out, 0, t).ok()) << what;
+      EXPECT_TRUE(comm->AllGatherV(&in, &out, zeros, t).ok()) << what;
+      EXPECT_TRUE(comm->ReduceScatterV(&in, &out, zeros, t, ReduceOp::kSum).ok()) << what;
+      std::unique_ptr<Request> r1, r2, r3;
+      EXPECT_TRUE(comm->IAllReduce(&in, &out, 0, t, ReduceOp::kMin, &r1).ok()) << what;
+      EXPECT_TRUE(comm->IAllGatherV(&in, &out, zeros, t, &r2).ok()) << what;
+      EXPECT_TRUE(comm->IReduceScatterV(&in, &out, zeros, t, ReduceOp::kSum, &r3).ok()) << what;
+      for (auto* r : {&r1, &r2, &r3}) {
+        if (!*r) {
+          ADD_FAILURE() << what << ": no request";  // not ASSERT: the other ranks go on to collectives
+          continue;
+        }
+        EXPECT_TRUE((*r)->Wait().ok()) << what;
+      }
+      EXPECT_EQ(in, 'i') << what;
+      EXPECT_EQ(out, 'o') << what << ": a zero-count collective wrote into its output";
+    }
+  }
+}
 
 // What a training program needs (issue 14, item 11): 161 rows of 3
 // columns split over the ranks as evenly as they go, gathered whole, and

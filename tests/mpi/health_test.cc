@@ -88,11 +88,13 @@ TEST_P(SkippedCollective, OthersGetTheTimeoutNamingIt) {
     EXPECT_EQ(again.code(), Code::kTimeout) << again;
     EXPECT_NE(again.message().find("broken by an earlier timeout"), std::string::npos) << again;
     EXPECT_LT(Since(t1), 0.5);
+    WorldBarrier();  // tells the late rank that every other rank gave up
   } else {
-    // Comes after the others gave up; whatever MPI then does with the late
-    // call (native completes it, the ring's later messages never come) is
-    // bounded by its own deadline.
-    Sleep(kDeadline + 2);
+    // Comes after the others gave up (an event, not a sleep: their barrier
+    // on MPI_COMM_WORLD); whatever MPI then does with the late call (native
+    // completes it, the ring's later messages never come) is bounded by
+    // its own deadline.
+    WorldBarrier();
     const auto t0 = Clock::now();
     s = comm->AllReduce(v.data(), v.data(), v.size(), DType::kF32, ReduceOp::kSum);
     EXPECT_TRUE(s.ok() || s.code() == Code::kTimeout) << s;
@@ -142,23 +144,25 @@ TEST(Deadline, FastCollectivesStillWork) {
 
 // ---- heartbeats -------------------------------------------------------------
 
-// Stops `victim` with SIGSTOP for `stop_seconds` (a child process does it,
+// Stops `victim` with SIGSTOP for kStopped seconds (a child process does it,
 // so the stopped rank needs nobody's help to continue); the others must
-// name it within two intervals (plus margin) and see it come back.
+// name it within two intervals plus a margin for a loaded 2-core machine
+// (where the victim's fork and the observers' heartbeat threads can each be
+// late by a second) and see it come back.
 class StoppedRank : public ::testing::TestWithParam<bool> {};
 
 TEST_P(StoppedRank, HeartbeatsNameIt) {
   auto rt = Make(Fast());
   ASSERT_TRUE(rt);
   const int victim = GetParam() ? 0 : rt->size() - 1;
-  constexpr double kStopped = 3.0, kMargin = 1.0;
+  constexpr double kStopped = 5.0, kMargin = 2.5;
   WorldBarrier();
   if (rt->rank() == victim) {
     const pid_t child = fork();
     if (child == 0) {  // only async-signal-safe calls in the child
       const pid_t parent = getppid();
       kill(parent, SIGSTOP);
-      struct timespec ts = {3, 0};
+      struct timespec ts = {static_cast<time_t>(kStopped), 0};
       nanosleep(&ts, nullptr);
       kill(parent, SIGCONT);
       _exit(0);
@@ -194,11 +198,19 @@ INSTANTIATE_TEST_SUITE_P(Heartbeat, StoppedRank, ::testing::Values(false, true),
                            return std::string(i.param ? "RankZero" : "LastRank");
                          });
 
+// A rank is silent after two intervals without a beat: with 1 s beats a
+// loaded machine may delay a heartbeat thread by up to a second without a
+// false alarm. Looked at every 0.1 s for four intervals.
 TEST(Heartbeat, NobodySilentWhenAllAreWell) {
-  auto rt = Make(Fast());
+  RuntimeOptions o = Fast();
+  o.heartbeat_interval = 1.0;
+  auto rt = Make(o);
   ASSERT_TRUE(rt);
-  Sleep(6 * kInterval);
-  EXPECT_TRUE(rt->silent_ranks().empty()) << rt->DescribeSilentRanks();
+  const auto t0 = Clock::now();
+  while (Since(t0) < 4 * o.heartbeat_interval) {
+    ASSERT_TRUE(rt->silent_ranks().empty()) << rt->DescribeSilentRanks() << " after " << Since(t0) << " s";
+    Sleep(0.1);
+  }
   EXPECT_EQ(rt->DescribeSilentRanks(), "none");
   WorldBarrier();
 }
@@ -206,9 +218,13 @@ TEST(Heartbeat, NobodySilentWhenAllAreWell) {
 // ---- stragglers -------------------------------------------------------------
 
 TEST(Stragglers, SlowRankIsReportedWithItsFigures) {
+  // The slow rank takes 0.4 s a step, the others 0.03 s; a straggler is
+  // 20% and 0.1 s over the median, so a fast rank delayed by a loaded
+  // machine (by less than 0.1 s) is not one.
   RuntimeOptions o = Fast();
   o.straggler_every = 5;
   o.straggler_threshold = 0.2;
+  o.straggler_min_seconds = 0.1;
   auto rt = Make(o);
   ASSERT_TRUE(rt);
   const int slow = rt->size() - 1;
@@ -217,17 +233,16 @@ TEST(Stragglers, SlowRankIsReportedWithItsFigures) {
       EXPECT_EQ(rt->stragglers().step, -1) << "gathered before step 5";
     }
     rt->BeginStep(step);
-    Sleep(rt->rank() == slow ? 0.15 : 0.03);
+    Sleep(rt->rank() == slow ? 0.4 : 0.03);
     Status s = rt->EndStep();
     ASSERT_TRUE(s.ok()) << s;
   }
   const StragglerReport r = rt->stragglers();
   EXPECT_EQ(r.step, 4);
   ASSERT_EQ(r.step_seconds.size(), static_cast<size_t>(rt->size()));
-  EXPECT_GE(r.step_seconds[static_cast<size_t>(slow)], 0.14);
+  EXPECT_GE(r.step_seconds[static_cast<size_t>(slow)], 0.39);
   EXPECT_EQ(r.stragglers, std::vector<int>{slow});
-  EXPECT_DOUBLE_EQ(r.threshold, 0.2);
-  EXPECT_DOUBLE_EQ(r.min_seconds, 0.005) << "BATON_STRAGGLER_MIN_SECONDS' default";
+  EXPECT_LT(r.median_seconds, 0.39) << "the median is a fast rank's step";
   WorldBarrier();
 }
 
@@ -284,9 +299,12 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The handler may run on any thread (here one of the test's own, where
 // raise() delivers it); the training thread reads the flag. The stop is
-// acted on at the first should_stop() that starts after the signal, and
-// the delay from the signal to the agreed stop is printed: at most one
-// step (20 ms here) plus the exchange.
+// acted on at the first should_stop() that starts after the signal: the
+// test knows that call by the flag (Runtime::stop_signal_received() before
+// and after each call), not by clocks. A signal that lands during a call
+// may be acted on by that call or by the next. The delay from the signal to
+// the agreed stop is printed: about one step (20 ms here) plus the
+// exchange, bounded by 2 s for a loaded machine.
 TEST(AgreedStop, SignalOnAnotherThreadStopsAtTheFirstCallAfterIt) {
   auto rt = Make(Fast());
   ASSERT_TRUE(rt);
@@ -303,30 +321,34 @@ TEST(AgreedStop, SignalOnAnotherThreadStopsAtTheFirstCallAfterIt) {
       raised_at = Since(t0);
     });
   }
-  int stopped_at = -1, first_call_after = -1;
+  int stopped_at = -1, seen_before = -1, seen_after = -1;  // first call with the flag set before / after it
   double stopped_after = -1;
-  for (int step = 0; step < 100; ++step) {
+  for (int step = 0; step < 200; ++step) {
     Sleep(kStep);
-    const double call = Since(t0);
-    if (first_call_after < 0 && raised_at.load() >= 0 && raised_at.load() <= call) first_call_after = step;
-    if (rt->should_stop()) {
+    if (seen_before < 0 && Runtime::stop_signal_received()) seen_before = step;
+    const bool stop = rt->should_stop();
+    if (seen_after < 0 && Runtime::stop_signal_received()) seen_after = step;
+    if (stop) {
       stopped_at = step;
       stopped_after = Since(t0);
       break;
     }
   }
   if (sender.joinable()) sender.join();
-  int mine[2] = {stopped_at, first_call_after}, all_first = -1;
   std::vector<int> all(static_cast<size_t>(rt->size()));
-  MPI_Allgather(&mine[0], 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  MPI_Allreduce(&mine[1], &all_first, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  for (int r = 0; r < rt->size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], all_first) << "rank " << r;
+  MPI_Allgather(&stopped_at, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 0; r < rt->size(); ++r) EXPECT_EQ(all[static_cast<size_t>(r)], all[0]) << "rank " << r;
   if (rt->rank() == signalled) {
     EXPECT_TRUE(Runtime::stop_signal_received());
+    ASSERT_GE(seen_after, 0) << "the signal was never seen";
+    EXPECT_GE(stopped_at, seen_after) << "stopped before the signal";
+    if (seen_before >= 0) {
+      EXPECT_LE(stopped_at, seen_before) << "a call that started after the signal went on";
+    }
     const double delay = stopped_after - raised_at.load();
     std::printf("[rank %d] signal at %.3f s, agreed stop at step %d, %.1f ms after it (steps of %.0f ms)\n",
                 rt->rank(), raised_at.load(), stopped_at, delay * 1e3, kStep * 1e3);
-    EXPECT_LE(delay, kStep + 0.5) << "more than a step and the exchange";
+    EXPECT_LE(delay, kStep + 2.0) << "more than a step and the exchange, with 2 s for a loaded machine";
   }
   WorldBarrier();
 }

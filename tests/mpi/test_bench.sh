@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases for `baton bench collectives` under mpirun (run by
 # tests/mpi/bench-np3.sh through tests/lib/run-cases). The JSON lines are
 # parsed with Perl's JSON::PP (core Perl, present wherever git is).
@@ -127,7 +128,7 @@ test_nccl_backend_needs_a_gpu_and_says_so() {
   bench3 -b 64 -e 64 -n 2 -w 1 --backend nccl --json > "$out" 2> "$err" || rc=$?
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     expect_eq "$rc" 0 "exit status with a GPU: $(cat "$err")"
-    grep -q '"raw":"nccl"' "$out" && grep -q '"ok":true' "$out" || fail "no checked nccl row: $(cat "$out")"
+    { grep -q '"raw":"nccl"' "$out" && grep -q '"ok":true' "$out"; } || fail "no checked nccl row: $(cat "$out")"
   else
     expect_eq "$rc" 1 "exit status without a GPU"
     grep -q 'rank 0 on .*no CUDA device visible' "$err" || fail "no error naming rank 0 and the missing GPU: $(cat "$err")"
@@ -152,12 +153,12 @@ rank_pid() {
 # call they waited in; before, they waited in the raw MPI_Allreduce or a
 # barrier for ever.
 test_a_stopped_rank_makes_the_others_exit_75() {
-  local out mp victim="" rc=0 t0 i
+  local out mp victim="" rc=0 t0
   out=$(mktemp)
   BATON_COLLECTIVE_TIMEOUT=2 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives -b 64K -e 64K -n 1000000 \
     -w 0 --algo native > "$out" 2>&1 &
   mp=$!
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     victim=$(rank_pid "$mp" 2)
     [ -n "$victim" ] && break
     sleep 0.1

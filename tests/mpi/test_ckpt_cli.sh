@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases for the checkpoint command line (run by tests/mpi/ckpt-cli-np3.sh
 # through tests/lib/run-cases). Checkpoints come from tests/cluster/ckpt_worker
 # under mpirun with 3 ranks; JSON is parsed with Perl's JSON::PP.
@@ -17,7 +18,13 @@ scratch() { mktemp -d "${BATON_TEST_RESULTS}/ckpt-cli.XXXXXX"; }
 # json_field FIELD: FIELD of every object of the JSON list on stdin, one per line.
 json_field() { perl -MJSON::PP -e 'print "$_->{'"$1"'}\n" for @{ decode_json(join "", <STDIN>) }'; }
 
-newest_shard() { ls "$1"/$(ls "$1" | grep '^v' | sort | tail -n 1)/*.h5 | head -n 1; }
+# The first of its arguments (a glob's first match, in the shell's sorted order).
+first_of() { printf '%s\n' "$1"; }
+# The newest version's first shard.
+newest_shard() {
+  local versions=("$1"/v*)
+  first_of "${versions[-1]}"/*.h5
+}
 
 test_ls_json_lists_every_version_with_the_documented_fields() {
   local d out
@@ -95,7 +102,7 @@ test_gc_keeps_the_newest_k_and_removes_crashed_saves() {
   mkdir -m 700 "$d/v00000002-s99"  # older than the newest complete: a crashed save
   "$BATON" ckpt gc "$d" --keep 2 --dry-run >/dev/null
   # The Checkpointer's own retention (keep 3) already ran after each save.
-  expect_eq "$(ls "$d" | grep -c '^v')" 4 "versions after --dry-run"
+  expect_eq "$(find "$d" -mindepth 1 -maxdepth 1 -name 'v*' | wc -l)" 4 "versions after --dry-run"
   "$BATON" ckpt gc "$d" --keep 2
   expect_eq "$("$BATON" ckpt ls "$d" --json | json_field step | tr '\n' ' ')" "4 5 " "steps kept"
 }
@@ -104,7 +111,7 @@ test_a_hostile_manifest_is_reported_not_crashed_on() {
   local d m rc out
   d=$(scratch)
   saves "$d" 1
-  m=$(ls "$d"/v*/manifest.json | head -n 1)
+  m=$(first_of "$d"/v*/manifest.json)
   printf '{"format": 1, "step": "not a number"' >"$m"
   "$BATON" ckpt ls "$d" --json | grep -q '"error"' || fail "ls does not report the broken manifest"
   rc=0; out=$("$BATON" ckpt verify "$d" --no-progress 2>&1) || rc=$?
@@ -116,7 +123,9 @@ test_bad_options_are_named() {
   local d rc out
   d=$(scratch)
   for args in "gc $d --keep 0" "gc $d" "ls $d --step -3" "frobnicate" "inspect $d --nope"; do
-    rc=0; out=$("$BATON" ckpt $args 2>&1) || rc=$?
+    rc=0
+    # shellcheck disable=SC2086  # $args is several words on purpose
+    out=$("$BATON" ckpt $args 2>&1) || rc=$?
     expect_eq "$rc" 2 "exit status of 'baton ckpt $args'"
     [ -n "$out" ] || fail "no message for 'baton ckpt $args'"
   done
@@ -140,10 +149,40 @@ test_bench_ckpt_json_has_the_documented_fields() {
       $j->{ranks} == 3 or die "ranks $j->{ranks}";
       $j->{seconds} > 0 && $j->{GBps} > 0 && $j->{raw_GBps} > 0 or die "not positive: $line";
       abs($j->{ratio} - $j->{GBps} / $j->{raw_GBps}) < 1e-9 * $j->{ratio} or die "ratio";
+      my @want = $j->{op} eq "save"
+          ? qw(hash agree create write close sync meta_hash manifest retention)
+          : qw(list manifest open read verify agree gather);
+      for my $p (@want) { defined $j->{phases}{$p} && $j->{phases}{$p} >= 0 or die "no phase $p: $line" }
+      $j->{phases}{write} > 0 or die "no write time: $line" if $j->{op} eq "save";
+      $j->{phases}{read} > 0 or die "no read time: $line" if $j->{op} eq "restore";
       $seen{$j->{op}}++;
     }
     $seen{save} == 1 && $seen{restore} == 1 or die "expected one save and one restore line"'
   expect_eq "$(ls -A "$d")" "" "what bench ckpt left without --no-cleanup"
+}
+
+test_bench_ckpt_async_json_has_the_documented_fields() {
+  local d out
+  d=$(scratch)
+  out=$("$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench ckpt --async --dir "$d" --bytes 6M --arrays 2 --reps 2 \
+    --steps 4 --every 2 --json)
+  echo "$out" | perl -MJSON::PP -e '
+    my %seen;
+    while (my $line = <STDIN>) {
+      my $j = decode_json($line);
+      $j->{ranks} == 3 or die "ranks $j->{ranks}";
+      if ($j->{op} eq "save_async") {
+        for my $k (qw(bytes blocking_seconds memcpy_seconds ratio first_blocking_seconds write_seconds)) {
+          exists $j->{$k} or die "no $k" }
+        $j->{blocking_seconds} > 0 && $j->{memcpy_seconds} > 0 or die "not positive: $line";
+      } elsif ($j->{op} eq "save_async_loop") {
+        for my $k (qw(steps_per_s steps_per_s_no_ckpt ratio seconds_in_save_async)) { exists $j->{$k} or die "no $k" }
+        $j->{steps_per_s} > 0 && $j->{steps_per_s_no_ckpt} > 0 or die "not positive: $line";
+      } else { die "unexpected op $j->{op}" }
+      $seen{$j->{op}}++;
+    }
+    $seen{save_async} == 1 && $seen{save_async_loop} == 1 or die "expected one line of each"'
+  expect_eq "$(ls -A "$d")" "" "what bench ckpt --async left"
 }
 
 # A manifest's strings are untrusted: an escape code or a newline in its
@@ -152,7 +191,7 @@ test_untrusted_text_is_printed_escaped() {
   local d m out
   d=$(scratch)
   saves "$d" 1
-  m=$(ls "$d"/v*/manifest.json | head -n 1)
+  m=$(first_of "$d"/v*/manifest.json)
   perl -0pi -e 's/"time": "[^"]*"/"time": "\\u001b[2J\\nfake      1  complete"/' "$m"
   out=$("$BATON" ckpt ls "$d")
   echo "$out"
@@ -183,7 +222,7 @@ test_gc_keeps_out_of_a_live_writer_and_past_an_unreadable_version() {
   local d w rc out
   d=$(scratch)
   saves "$d" 3
-  mkfifo "$(ls -d "$d"/v* | sort | head -n 1)/restore-failures"
+  mkfifo "$(first_of "$d"/v*)/restore-failures"
   out=$(timeout 20 "$BATON" ckpt ls "$d") || fail "ls failed or hung on a FIFO: $out"
   echo "$out"
   grep -q 'not a regular file (a FIFO)' <<<"$out" || fail "ls does not show the problem"
@@ -220,7 +259,7 @@ test_a_huge_manifest_is_refused_before_it_is_read() {
   local d m rc out kb
   d=$(scratch)
   saves "$d" 1
-  m=$(ls "$d"/v*/manifest.json | head -n 1)
+  m=$(first_of "$d"/v*/manifest.json)
   truncate -s 1100M "$m"
   rc=0; out=$(/usr/bin/time -f '%M' "$BATON" ckpt inspect "$d" 2>&1) || rc=$?
   echo "$out"

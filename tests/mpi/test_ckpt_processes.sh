@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases (tests/mpi/ckpt-procs-np3.sh): checkpoints across processes.
 # A restore that dies while reading a version is counted, so a version that
 # kills every restore ends in quarantine instead of a crash loop (issue 15,
@@ -81,4 +82,99 @@ test_a_second_live_writer_is_refused_and_a_dead_ones_lock_is_free() {
   out=$(run3 "$dir/ck" restore) || fail "the directory stayed locked after its writer died: $out"
   expect_eq "$(restored "$out")" "restored step=1 fallbacks=0" "the next job's restore"
   grep -q '^run_id [0-9a-f]\{32\}$' "$dir/ck/run" || fail "no run id in $dir/ck/run: $(cat "$dir/ck/run")"
+}
+
+# Issue 17: a rank killed inside its background write of step 2 (its shard
+# written, not synced) ends the job; step 2 has no manifest and the next job
+# restores step 1.
+test_a_rank_killed_during_a_background_write_leaves_the_previous_version() {
+  local dir rc out
+  scratch
+  dir=$SCRATCH
+  rc=0
+  run3 "$dir/ck" save-async-kill >"$dir/out" 2>&1 || rc=$?
+  cat "$dir/out"
+  [ "$rc" -ne 0 ] || fail "the job survived the death of a rank"
+  grep -q "dying in the background write of .*-s2/shard-2.h5" "$dir/out" || fail "the rank died elsewhere"
+  "$BATON" ckpt ls "$dir/ck"
+  "$BATON" ckpt ls "$dir/ck" --json | /usr/bin/python3 -c '
+import json, sys
+v = {x["step"]: x for x in json.load(sys.stdin)}
+assert v[1]["status"] == "complete", v
+assert 2 not in v or v[2]["status"] == "incomplete", v[2]
+' || fail "step 1 is not the newest complete version"
+  out=$(run3 "$dir/ck" restore) || fail "the restore after the kill failed: $out"
+  expect_eq "$(restored "$out")" "restored step=1 fallbacks=0" "restore after a rank died in its write of step 2"
+}
+
+# A version written asynchronously (one shard per rank, sec2) is read by the
+# normal Restore, by baton ckpt verify, by h5dump and by h5py, and holds
+# what SaveAsync copied, not what the program wrote after it returned.
+test_an_async_version_reads_with_restore_verify_h5dump_and_h5py() {
+  local dir out v
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" save-async || fail "the asynchronous saves failed"
+  out=$(run3 "$dir/ck" restore) || fail "the restore failed: $out"
+  expect_eq "$(restored "$out")" "restored step=2 fallbacks=0" "restore of an asynchronous version"
+  "$BATON" ckpt verify "$dir/ck" || fail "baton ckpt verify refused an asynchronous version"
+  v=$(ls -d "$dir"/ck/v*-s2)
+  for k in 0 1 2; do
+    h5dump -H "$v/shard-$k.h5" >/dev/null || fail "h5dump cannot read $v/shard-$k.h5"
+  done
+  /usr/bin/python3 - "$v" <<'PY' || fail "h5py read other values than SaveAsync copied"
+import sys, h5py, numpy as np
+v = sys.argv[1]
+rows = []
+for k in range(3):
+    with h5py.File(f"{v}/shard-{k}.h5", "r") as f:
+        if "w" in f:
+            d = f["w"]
+            off = int(d.attrs["offset"])
+            rows.append((off, d[...]))
+w = np.concatenate([r for _, r in sorted(rows, key=lambda x: x[0])])
+assert (w == 2000 + np.arange(64)).all(), w
+PY
+}
+
+# as_user COMMAND...: runs COMMAND as an ordinary user: as nobody through
+# setpriv when this runs as root (root ignores permission bits, so a denied
+# directory denies nothing), else as the current user.
+as_user() {
+  if [ "$(id -u)" -eq 0 ]; then
+    setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# A checkpoint directory the job may not write (EACCES: a wrong mode, a
+# directory of another user): the save fails with an error that names the
+# directory and the cause, no rank crashes, and every committed version is
+# still there and restores bit for bit once the directory is writable again.
+test_a_checkpoint_directory_without_write_permission_fails_clearly() {
+  local dir ck rc out
+  scratch
+  dir=$SCRATCH
+  chmod 755 "$dir"
+  mkdir "$dir/ck" "$dir/home"
+  [ "$(id -u)" -ne 0 ] || chown nobody:nogroup "$dir/ck" "$dir/home"
+  ck=$dir/ck
+  echo "the job runs as $(as_user id -un)"
+  # Open MPI's session directory and the user's home: places the user may write.
+  export TMPDIR=$dir/home HOME=$dir/home
+  as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" save || fail "the save as $(as_user id -un) failed"
+  chmod a-w "$ck"
+  rc=0
+  out=$(as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" save-more 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of a save into a directory without write permission (1: an error, not a crash)"
+  grep -q "$ck" <<<"$out" || fail "the error does not name $ck"
+  grep -q "Permission denied" <<<"$out" || fail "the error does not say 'Permission denied'"
+  out=$(as_user "$BATON" ckpt ls "$ck" --json) || fail "baton ckpt ls of the read-only directory failed: $out"
+  expect_eq "$(/usr/bin/python3 -c 'import json, sys; print(sorted(v["step"] for v in json.load(sys.stdin)))' <<<"$out")" \
+    "[1, 2]" "committed steps after the refused save"
+  chmod u+w "$ck"
+  out=$(as_user "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$ck" restore) || fail "the restore failed: $out"
+  expect_eq "$(restored "$out")" "restored step=2 fallbacks=0" "restore once the directory is writable again"
 }

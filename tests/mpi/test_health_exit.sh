@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases: on_timeout kExit ends the process with 75 (run by
 # tests/mpi/health-exit.sh through tests/lib/run-cases).
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases: bit-reproducible training runs (issue 14, item 10), with
 # tests/mpi/baton_repro_prog at 3 ranks (run by tests/mpi/repro-np3.sh).
 # Every run ignores the user's tuning table.
@@ -27,7 +28,7 @@ test_baton_algorithm_switches_and_names_a_bad_value() {
   native=$(run 30 --algorithm native)
   ring=$(BATON_ALGORITHM=ring run 30)
   echo "native: $native, BATON_ALGORITHM=ring: $ring"
-  [ -n "$ring" ] && [ "$ring" != "$native" ] || fail "BATON_ALGORITHM=ring did not change the sums"
+  { [ -n "$ring" ] && [ "$ring" != "$native" ]; } || fail "BATON_ALGORITHM=ring did not change the sums"
   out=$(BATON_ALGORITHM=fastest "$REPO/tests/lib/mpirun-ranks" 1 "$PROG" 3 2>&1) || rc=$?
   echo "$out"
   [ "$rc" -ne 0 ] || fail "exit 0 with BATON_ALGORITHM=fastest"

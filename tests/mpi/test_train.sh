@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell cases for examples/baton-train under mpirun (run by
 # tests/mpi/train-np3.sh through tests/lib/run-cases): every interrupted run,
 # resumed, ends with the uninterrupted run's final checksum, and resumes from
@@ -8,8 +9,10 @@ BATON=$BATON_BUILD_DIR/cli/baton
 MPIRUN_RANKS=$REPO/tests/lib/mpirun-ranks
 WORK=$BATON_TEST_RESULTS/train-np3
 # Short runs with room to interrupt: ~25 ms of compute a step, a checkpoint
-# every 7 steps (so stops fall between checkpoints as well as on them).
-OPTS=(--steps 60 --ckpt-every 7 --hidden 256 --step-ms 20)
+# every 7 steps (so stops fall between checkpoints as well as on them),
+# saved asynchronously (SaveAsync; issue 17): every interruption below meets
+# a save in flight or just committed. One case runs synchronous saves.
+OPTS=(--steps 60 --ckpt-every 7 --hidden 256 --step-ms 20 --ckpt-mode async)
 
 mkdir -p "$WORK"
 data() {  # the data set, made once per suite
@@ -78,7 +81,7 @@ resume_and_check() {
 test_bad_values_are_refused_with_name_and_value_before_mpi() {
   local out rc
   for bad in "--lr 0" "--lr abc" "--steps 0" "--ckpt-every -1" "--hidden 0" "--step-ms -3" "--max-restarts x" \
-             "--batch 0" "--seed -1" "--bogus 1"; do
+             "--batch 0" "--seed -1" "--ckpt-mode fast" "--ckpt-stop-seconds -1" "--bogus 1"; do
     rc=0
     # shellcheck disable=SC2086
     out=$("$MPIRUN_RANKS" 3 "$TRAIN" --data "$(data)" --ckpt-dir "$WORK/never" $bad 2>&1) || rc=$?
@@ -116,6 +119,12 @@ test_uninterrupted_runs_agree_across_ranks_and_repeat_bit_for_bit() {
   grep -qE '^step=60 loss=[0-9.]+ ' "$dir.out" || fail "no step line for the last step"
   grep -q '^no checkpoint in .*: starting at step 1 (restart 0)$' "$dir.out" || fail "no first-run line"
   [ "$(tail -n 1 "$dir.out")" = "final_checksum=$a" ] || fail "the last line is not the checksum"
+  # Synchronous saves: the same numbers, and the same versions committed.
+  rm -rf "$dir"
+  train 3 "$dir" --ckpt-mode sync >"$dir.out" 2>&1 || { cat "$dir.out"; fail "the synchronous run failed"; }
+  expect_eq "$(checksums "$dir.out")" "$a" "checksum of a run with synchronous saves"
+  grep -q '^checkpoint step=56 .*[0-9]$' "$dir.out" || fail "no synchronous checkpoint line for step 56"
+  grep -q '^checkpoint step=56 .* async$' "$WORK/reference-np3.out" || fail "the reference did not save asynchronously"
 }
 
 test_agreed_stop_saves_exits_75_and_resumes_bit_identical() {

@@ -23,9 +23,10 @@ int g_err = 0;
 int g_left = -1;  // writes still to fail; < 0: all
 std::atomic<bool> g_armed{false};
 std::atomic<int> g_failed{0};
+bool g_plain_only = false;
 
 // Whether a write to fd is to fail now (errno set when it is).
-bool Fails(int fd) {
+bool Fails(int fd, bool plain = false) {
   if (!g_armed.load()) return false;
   char link[64], path[PATH_MAX];
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
@@ -34,6 +35,7 @@ bool Fails(int fd) {
   path[n] = '\0';
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_part.empty() || std::string(path).find(g_part) == std::string::npos || g_left == 0) return false;
+  if (g_plain_only && !plain) return false;
   if (g_left > 0) --g_left;
   ++g_failed;
   errno = g_err;
@@ -47,8 +49,9 @@ Fn Next(const char* name) {
 
 }  // namespace
 
-void ArmWriteFault(const std::string& path_part, int err, int count) {
+void ArmWriteFault(const std::string& path_part, int err, int count, bool plain_write_only) {
   std::lock_guard<std::mutex> lock(g_mu);
+  g_plain_only = plain_write_only;
   g_part = path_part;
   g_err = err;
   g_left = count;
@@ -70,6 +73,10 @@ using baton::ckpt_testing::Fails;
 
 extern "C" {
 
+ssize_t write(int fd, const void* buf, size_t n) {
+  static auto real = baton::ckpt_testing::Next<ssize_t (*)(int, const void*, size_t)>("write");
+  return Fails(fd, /*plain=*/true) ? -1 : real(fd, buf, n);
+}
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   static auto real = baton::ckpt_testing::Next<ssize_t (*)(int, const void*, size_t, off_t)>("pwrite");
   return Fails(fd) ? -1 : real(fd, buf, n, off);

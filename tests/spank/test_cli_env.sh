@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Cases for tests/spank/cli-env.sh (make check): `baton env` and `baton
 # hostfile` against hostile environments, without a cluster. Every value a
 # job's environment can hold is tried in every variable the derivation

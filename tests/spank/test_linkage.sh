@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Cases for tests/spank/linkage.sh (make check): the plugin's boundary.
 PLUGIN="$BATON_BUILD_DIR/spank/.libs/spank_baton.so"
 

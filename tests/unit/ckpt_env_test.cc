@@ -37,6 +37,32 @@ TEST_F(CkptPosixEnv, WritesReadsAndStats) {
   EXPECT_TRUE(env->SyncDir(dir.path()).ok());
 }
 
+// A shard group's members write their rows into the one file at offsets.
+TEST_F(CkptPosixEnv, OpenForWriteAtWritesFromTheOffsetAndNeitherCreatesNorTruncates) {
+  const std::string p = dir / "a";
+  ASSERT_TRUE(WriteWholeFile(env, p, "0123456789").ok());
+  std::unique_ptr<WritableFile> f;
+  ASSERT_TRUE(env->OpenForWriteAt(p, 3, &f).ok());
+  ASSERT_TRUE(f->Append("ab", 2).ok());
+  ASSERT_TRUE(f->Append("c", 1).ok());
+  ASSERT_TRUE(f->Close().ok());
+  ASSERT_TRUE(env->OpenForWriteAt(p, 12, &f).ok());  // past the end: a hole, then the bytes
+  ASSERT_TRUE(f->Append("z", 1).ok());
+  ASSERT_TRUE(f->Close().ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFile(p, 100, &back).ok());
+  EXPECT_EQ(back, std::string("012abc6789\0\0z", 13));
+
+  Status s = env->OpenForWriteAt(dir / "none", 0, &f);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find(dir / "none"), std::string::npos) << s;
+  ASSERT_EQ(::symlink(p.c_str(), (dir / "link").c_str()), 0);
+  s = env->OpenForWriteAt(dir / "link", 0, &f);
+  EXPECT_FALSE(s.ok()) << "followed a symlink";
+  ASSERT_TRUE(env->CreateDir(dir / "d", 0700, false).ok());
+  EXPECT_FALSE(env->OpenForWriteAt(dir / "d", 0, &f).ok());
+}
+
 TEST_F(CkptPosixEnv, CreatesFilesAndDirsWithTheRequestedModeWhateverTheUmask) {
   const mode_t old = ::umask(077);
   ASSERT_TRUE(WriteWholeFile(env, dir / "f", "x", 0644).ok());

@@ -43,6 +43,19 @@ TEST_F(CkptFaultEnv, ShortWriteLeavesATornFile) {
   EXPECT_EQ(Contents(dir / "a"), "abcd");
 }
 
+// A shard member's rows go through OpenForWriteAt: its writes take the faults too.
+TEST_F(CkptFaultEnv, OpenForWriteAtTakesWriteFaults) {
+  ASSERT_TRUE(WriteWholeFile(&env, dir / "a", "....").ok());
+  env.Inject(FaultEnv::Fault::kNoSpace, "a");
+  std::unique_ptr<WritableFile> f;
+  ASSERT_TRUE(env.OpenForWriteAt(dir / "a", 1, &f).ok());
+  Status s = f->Append("xy", 2);
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s;
+  EXPECT_TRUE(f->Append("xy", 2).ok());
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_EQ(Contents(dir / "a"), ".xy.");
+}
+
 TEST_F(CkptFaultEnv, NoSpace) {
   env.Inject(FaultEnv::Fault::kNoSpace);
   Status s = WriteWholeFile(&env, dir / "a", "x");

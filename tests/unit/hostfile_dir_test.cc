@@ -6,7 +6,10 @@
 #include "base/launch/hostfile_dir.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -29,7 +32,10 @@ class HostfileDirTest : public ::testing::Test {
     std::string tmpl = std::string(tmp && *tmp == '/' ? tmp : "/tmp") + "/baton-dir-test-XXXXXX";
     ASSERT_NE(mkdtemp(&tmpl[0]), nullptr);
     root_ = tmpl;
-    ASSERT_EQ(chmod(root_.c_str(), 01777), 0);  // a /tmp of our own
+    // As root, a /tmp of our own (root's, sticky, writable by all); as
+    // anyone else a directory of our own, writable by nobody else: a sticky
+    // directory is safe only when root owns it (others could plant names).
+    ASSERT_EQ(chmod(root_.c_str(), Root() ? 01777 : 0700), 0);
   }
   void TearDown() override { ASSERT_EQ(system(("rm -rf '" + root_ + "'").c_str()), 0); }
   std::string Path(const std::string& name) const { return root_ + "/" + name; }
@@ -155,6 +161,99 @@ TEST(RunAsUser, AHungFileSystemCostsTheBoundNotTheStep) {
   EXPECT_NE(s.message().find("'/nfs/x' did not finish within 0.3 s"), std::string::npos) << s;
   EXPECT_GE(took, std::chrono::milliseconds(300));
   EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+TEST_F(HostfileDirTest, ADirectoryMadeInTheChildComesBackOpen) {
+  OpenDir d;
+  Status s = MakeDirBounded("making x", std::chrono::seconds(5), [&](OpenDir* out) {
+    BATON_RETURN_IF_ERROR(MakeFreshDir(root_, "x.", out));
+    return WriteFileIn(*out, "hostfile", "n1 slots=2\n");
+  }, &d);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(d.created);
+  EXPECT_EQ(d.path.rfind(root_ + "/x.", 0), 0u) << d.path;
+  EXPECT_EQ(Read(d.path + "/hostfile"), "n1 slots=2\n");
+  // The descriptors are the parent's now: the removal works through them.
+  EXPECT_TRUE(RemoveAsUser(d, "hostfile", geteuid(), getegid(), std::chrono::seconds(5)).ok());
+  CloseDir(&d);
+  struct stat st;
+  EXPECT_NE(stat(d.path.c_str(), &st), 0);
+}
+
+TEST_F(HostfileDirTest, AFailureInTheChildComesBackWithItsCodeAndMessage) {
+  OpenDir d;
+  Status s = MakeDirBounded("making x", std::chrono::seconds(5),
+                            [&](OpenDir* out) { return MakeFreshDir(Path("missing"), "x.", out); }, &d);
+  EXPECT_EQ(s.code(), Code::kIOError) << s;
+  EXPECT_NE(s.message().find("'" + Path("missing") + "'"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(std::strerror(ENOENT)), std::string::npos) << s;
+  EXPECT_EQ(d.fd, -1);
+  ASSERT_EQ(mkdir(Path("open").c_str(), 0777), 0);
+  ASSERT_EQ(chmod(Path("open").c_str(), 0777), 0);
+  s = MakeDirBounded("making x", std::chrono::seconds(5),
+                     [&](OpenDir* out) { return OpenSafeDir(Path("open"), false, out); }, &d);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("is not safe to use"), std::string::npos) << s;
+}
+
+// A file system that never answers, as a hung NFS server: a FUSE mount
+// whose server never reads its requests (/dev/fuse opened, mounted, left
+// alone). mkdir in it blocks in the kernel (state D, killable, as on a
+// hard NFS mount). Done in a child with its own mount namespace, so the
+// mount is nobody else's; the child reports what MakeDirBounded said.
+TEST_F(HostfileDirTest, AHungFileSystemCostsUserInitTheBoundNotTheStep) {
+  if (!Root()) GTEST_SKIP() << "mounting a FUSE file system needs root";
+  if (access("/dev/fuse", R_OK | W_OK) != 0) GTEST_SKIP() << "no /dev/fuse: " << std::strerror(errno);
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  const std::string mnt = Path("nfs");
+  ASSERT_EQ(mkdir(mnt.c_str(), 0755), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(report[0]);
+    auto say = [&](const std::string& line) {
+      ssize_t ignored = write(report[1], line.data(), line.size());
+      (void)ignored;
+      _exit(0);
+    };
+    if (unshare(CLONE_NEWNS) != 0) say(std::string("skip unshare(CLONE_NEWNS): ") + std::strerror(errno));
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      say(std::string("skip mount --make-rprivate /: ") + std::strerror(errno));
+    const int fuse = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+    if (fuse < 0) say(std::string("skip open /dev/fuse: ") + std::strerror(errno));
+    const std::string opts = "fd=" + std::to_string(fuse) + ",rootmode=40000,user_id=0,group_id=0";
+    if (mount("baton-hung", mnt.c_str(), "fuse", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+      say(std::string("skip mount -t fuse: ") + std::strerror(errno));
+    const auto start = std::chrono::steady_clock::now();
+    OpenDir d;
+    Status s = MakeDirBounded("making the hostfile's directory in '" + mnt + "'", std::chrono::milliseconds(500),
+                              [&](OpenDir* out) {
+                                BATON_RETURN_IF_ERROR(MakeFreshDir(mnt, "baton.1.0.", out));
+                                return WriteFileIn(*out, "hostfile", "n1\n");
+                              },
+                              &d);
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    close(fuse);  // aborts the connection: the stuck helper, if still there, gets ENOTCONN
+    umount2(mnt.c_str(), MNT_DETACH);
+    say(std::to_string(took.count()) + " " + s.ToString());
+  }
+  close(report[1]);
+  std::string line;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(report[0], buf, sizeof buf)) > 0) line.append(buf, static_cast<size_t>(n));
+  close(report[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  if (line.rfind("skip ", 0) == 0) GTEST_SKIP() << "cannot mount a hung FUSE file system here: " << line.substr(5);
+  const long took_ms = std::strtol(line.c_str(), nullptr, 10);
+  EXPECT_NE(line.find("Timeout"), std::string::npos) << line;
+  EXPECT_NE(line.find("making the hostfile's directory in '" + mnt + "' did not finish within 0.5 s"),
+            std::string::npos)
+      << line;
+  EXPECT_GE(took_ms, 500) << line;
+  EXPECT_LT(took_ms, 3000) << line;
 }
 
 }  // namespace

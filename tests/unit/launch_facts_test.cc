@@ -393,6 +393,16 @@ TEST(HostileValues, ANewlineInAHostNameNeverReachesAFile) {
   ExpectRefused(env, kMasterAddrVar);
 }
 
+// Found by tests/fuzz/fuzz_layout: libslurm reads this malformed list as
+// one host named "gpu-[1-2]-]"; the name never reaches a hostfile.
+TEST(HostileValues, AListLibslurmReadsAsOneBracketedHostIsRefused) {
+  Env env = TaskEnv();
+  env.erase("SLURM_STEP_ID");
+  env["SLURM_JOB_NODELIST"] = "gpu-[1-2]-[01x6)";
+  env["SLURM_TASKS_PER_NODE"] = "1";
+  ExpectRefused(env, "SLURM_JOB_NODELIST='gpu-[1-2]-[01x6)': 'gpu-[1-2]-]'");
+}
+
 TEST(HostileValues, AHostListIsExpandedOnlyAsFarAsTheStepCanHold) {
   // 4 KB of ranges naming 18 million hosts took 1.1 GB: counted first now.
   std::string list;

@@ -72,12 +72,5 @@ TEST(Status, ReturnIfErrorReturnsEarlyOnlyOnFailure) {
   EXPECT_EQ(reached, 1);
 }
 
-TEST(Status, StreamsAsToString) {
-  Status s = Status::NotFound("cli", "no such step 7");
-  std::ostringstream os;
-  os << s;
-  EXPECT_EQ(os.str(), s.ToString());
-}
-
 }  // namespace
 }  // namespace baton

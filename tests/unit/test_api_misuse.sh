@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Cases for tests/unit/api-misuse.sh (make check): misuses of the public API
 # that must not compile. Each case compiles a small program against
 # include/ with the project's compiler and warning flags and checks both

@@ -1,0 +1,295 @@
+// The Checkpointer's asynchronous save (ckpt/README.md, "Asynchronous
+// saves"): SaveAsync stages and hands the write to the background writer;
+// the next collective call completes it here (agreement and commit on the
+// caller's thread: the writer makes no MPI call); Wait and WaitOrAbandon
+// complete it on demand; Rollback restores level 1, the staged snapshot.
+//
+// SaveAsync, in order:
+//   1. complete the save in flight (at most one);
+//   2. stage: copy every registered array and the blobs into the staging
+//      copy, hashing the rows this rank writes (and, with verify_replicas,
+//      each replicated array whole) in the same pass;
+//   3. agree on the call (registrations, arguments, replica hashes), the
+//      rank state's rows (an exscan), the chunk records gathered to rank 0,
+//      which checks the tiling and makes the version directory: as Save's
+//      steps 1 and 2 (save.cc);
+//   4. start the writer: this rank's shard, shard-<rank>.h5, a group of one
+//      (ckpt/hdf5/rank_shard_writer.h); return.
+// Completion (CompletePending): join the writer, agree on its Status; each
+// rank writes its shard's index on the caller's thread (its chunk records,
+// WriteIndexOfShard, commit.cc), agreed; rank 0 gathers each shard's size,
+// metadata checksum, data offsets and index size and xxh3 and commits the
+// format-3 manifest (BuildManifest, CommitManifest: commit.cc), agreed,
+// retention.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "baton/version.h"
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
+#include "ckpt/hdf5/rank_shard_writer.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+Status CheckpointerImpl::SaveAsync(int64_t step) {
+  const double t0 = Now();
+  const std::string call = "SaveAsync(" + std::to_string(step) + ")";
+  BATON_RETURN_IF_ERROR(CompletePending());
+
+  // 2. Stage (the old snapshot is overwritten: dropped until this succeeds).
+  memory_.Drop();
+  Status args;
+  if (step < 0) {
+    args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
+                                                   " is negative; a step counts the training steps completed (>= 0)");
+  }
+  staging_.Stage(step, arrays_, size_, rank_, options_.verify_replicas, blob_, rank_state_);
+  const StagedVersion& v = staging_.version();
+
+  // 3. Agreement, as Save's first step: the replicas' hashes came from the
+  // copy's pass.
+  std::vector<uint64_t> replica_xxh3;
+  for (const StagedArray& a : v.arrays) {
+    if (a.meta.replicated && options_.verify_replicas) replica_xxh3.push_back(a.whole_xxh3);
+  }
+  CallExtra extra;
+  extra.value = Xxh3(replica_xxh3.data(), replica_xxh3.size() * sizeof(uint64_t));
+  extra.flags = rank_state_set_ ? kFlagRankState : 0;
+  BATON_RETURN_IF_ERROR(AgreeOnCall(call, args, &extra));
+  if (extra.value_differs) return DescribeDivergedReplicas(replica_xxh3).Annotate(call);
+
+  auto p = std::make_unique<PendingSave>();
+  p->step = step;
+  p->started = t0;
+  p->blob = v.blob;
+  // The version's arrays in name order, the rank state among them when any
+  // rank set one (as Save does: a sharded u8 array, rows in rank order).
+  std::map<std::string, h5::ShardArray> shard;
+  std::map<std::string, ChunkRecord> records;
+  std::map<std::string, uint64_t> hashes;  // the xxh3 of this rank's rows, hashed while staging
+  std::map<std::string, ArrayMeta> metas;
+  for (const StagedArray& a : v.arrays) {
+    h5::ShardArray s;
+    s.name = a.meta.name;
+    s.dtype = a.meta.dtype;
+    s.global_shape = a.meta.shape;
+    s.replicated = a.meta.replicated;
+    s.row_bytes = a.meta.row_bytes();
+    s.first_row = a.write_first;
+    s.rows = a.write_rows;
+    s.data = a.write_data();
+    shard[s.name] = s;
+    records[s.name] = ChunkRecord{a.write_first, a.write_rows};
+    hashes[s.name] = a.write_xxh3;
+    metas[s.name] = a.meta;
+    p->total_bytes += a.meta.rows() * a.meta.row_bytes();
+  }
+  if (extra.any_flags & kFlagRankState) {
+    uint64_t mine_bytes = v.rank_state.size(), first = 0, total_bytes = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Exscan(&mine_bytes, &first, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    if (rank_ == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Allreduce(&mine_bytes, &total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+    ArrayMeta m;
+    m.name = kRankStateName;
+    m.dtype = DType::kU8;
+    m.shape = {total_bytes};
+    h5::ShardArray s;
+    s.name = m.name;
+    s.dtype = m.dtype;
+    s.global_shape = m.shape;
+    s.row_bytes = 1;
+    s.first_row = first;
+    s.rows = mine_bytes;
+    s.data = v.rank_state.data();
+    shard[s.name] = s;
+    records[s.name] = ChunkRecord{first, mine_bytes};
+    hashes[s.name] = Xxh3(v.rank_state.data(), v.rank_state.size());
+    metas[s.name] = m;
+    p->total_bytes += total_bytes;
+  }
+  const size_t n = shard.size();
+  std::vector<ChunkRecord> mine;
+  std::vector<uint64_t> mine_xxh3;
+  for (auto& [name, s] : shard) {
+    p->shard.push_back(s);
+    mine.push_back(records[name]);
+    mine_xxh3.push_back(hashes[name]);
+    p->arrays.push_back(metas[name]);
+  }
+  std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
+  static_assert(sizeof(ChunkRecord) == 2 * sizeof(uint64_t));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
+                                                   static_cast<int>(2 * n), MPI_UINT64_T, 0, comm_)));
+  // My shard's index entries, written at the commit (no gather: a group of one).
+  for (size_t i = 0; i < n; ++i) p->entries.insert(p->entries.end(), {mine[i].first_row, mine[i].rows, mine_xxh3[i]});
+  std::string name;
+  Status local;
+  if (rank_ == 0) {
+    // CheckTiling reads the registrations; the rank state takes part as it
+    // does in Save (registered for the check's length only).
+    if (metas.count(kRankStateName) != 0) {
+      Registered r;
+      r.meta = metas[kRankStateName];
+      arrays_[kRankStateName] = r;
+    }
+    local = CheckTiling(all);
+    arrays_.erase(kRankStateName);
+    if (local.ok()) local = CreateVersionDir(step, &name);
+  }
+  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step) + " asynchronously"));
+  int len = static_cast<int>(name.size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
+  name.resize(static_cast<size_t>(len));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
+  p->vdir = dir_ + "/" + name;
+
+  // 4. The writer: this rank's shard, from the staged rows.
+  stats_ = CheckpointStats();
+  stats_.step = step;
+  stats_.version_path = p->vdir;
+  stats_.total_bytes = p->total_bytes;
+  for (const h5::ShardArray& s : p->shard) stats_.bytes += s.rows * s.row_bytes;
+  pending_ = std::move(p);
+  PendingSave* job = pending_.get();
+  h5::ShardWriteOptions wo;
+  wo.file_mode = options_.file_mode;
+  wo.env = env_;
+  const std::string path = job->vdir + "/" + ShardFileName(rank_);
+  writer_.Start([job, wo, path](const std::atomic<bool>& abandon) {
+    return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
+  }, options_.async_writer_nice);
+  memory_.Accept(v);
+  stats_.seconds = Now() - t0;  // the time SaveAsync blocked
+  return Status::OK();
+}
+
+Status CheckpointerImpl::CompletePending() {
+  if (!pending_) return Status::OK();
+  return CommitPending(writer_.Join());
+}
+
+Status CheckpointerImpl::AbandonPending(const Status& failure) {
+  const std::string vdir = pending_->vdir;
+  const int64_t step = pending_->step;
+  pending_.reset();
+  if (rank_ == 0) {
+    Status rm = env_->RemoveTree(vdir);
+    if (!rm.ok()) {
+      BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
+    }
+  }
+  return failure.Annotate("the asynchronous save of step " + std::to_string(step) + " (" + vdir +
+                          ", abandoned)");
+}
+
+Status CheckpointerImpl::CommitPending(const Status& written) {
+  Status agreed = Agree(comm_, written);
+  if (!agreed.ok()) return AbandonPending(agreed);
+  env_->Mark("agreed");
+  const PendingSave& p = *pending_;
+  const size_t n = p.arrays.size();
+  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
+  std::vector<uint64_t> offsets = p.written.offsets;
+  offsets.resize(n, UINT64_MAX);
+  record.insert(record.end(), offsets.begin(), offsets.end());
+  // Every shard is its rank's own (a group of one): each rank writes its
+  // index here, on the caller's thread, in parallel with the others.
+  std::vector<int> group_of(static_cast<size_t>(size_));
+  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
+  Status local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) return AbandonPending(agreed);
+  record.resize(n + 4);
+  const int per_rank = static_cast<int>(n + 4);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
+                                                   per_rank, MPI_UINT64_T, 0, comm_)));
+  local = Status::OK();
+  if (rank_ == 0) {
+    Manifest m;
+    local = BuildManifest(p.step, p.arrays, group_of, 1, p.blob, shard_records, &m);
+    if (local.ok()) local = CommitManifest(p.vdir, m);
+  }
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) return AbandonPending(agreed);
+  if (rank_ == 0) ApplyRetention();
+  pending_.reset();
+  return Status::OK();
+}
+
+Status CheckpointerImpl::Wait(double timeout_seconds) {
+  if (!pending_) return Status::OK();
+  const bool done = writer_.WaitUntil(Now() + timeout_seconds);
+  int mine = done ? 1 : 0, all = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
+  if (all == 0) {
+    return Status::Timeout(log::kCkpt, "the asynchronous save of step " + std::to_string(pending_->step) +
+                                           " was not written by every rank within " +
+                                           std::to_string(timeout_seconds) + " s (this rank: " +
+                                           (done ? "written" : "still writing") + "); still in flight");
+  }
+  return CompletePending();
+}
+
+Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
+  if (!pending_) return Status::OK();
+  const bool done = writer_.WaitUntil(Now() + timeout_seconds);
+  int mine = done ? 1 : 0, all = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
+  if (all == 1) return CompletePending();
+  // Not written everywhere in time: every writer stops at its next slab and
+  // is joined before rank 0 removes the directory (agreed first, so that no
+  // rank's writer still creates files in it).
+  writer_.Abandon();
+  (void)writer_.Join();  // its own failure (Aborted, or an earlier one) is moot now
+  const std::string why = "the asynchronous save of step " + std::to_string(pending_->step) +
+                          " was not written by every rank within " + std::to_string(timeout_seconds) + " s";
+  Status agreed = Agree(comm_, Status::OK());
+  return AbandonPending(agreed.ok() ? Status::Aborted(log::kCkpt, why) : agreed);
+}
+
+AsyncSaveStatus CheckpointerImpl::async_status() const {
+  AsyncSaveStatus out;
+  if (!pending_) return out;
+  out.step = pending_->step;
+  switch (writer_.state(&out.failure)) {
+    case BackgroundWriter::State::kRunning:
+      out.state = AsyncSaveStatus::State::kWriting;
+      break;
+    case BackgroundWriter::State::kFailed:
+      out.state = AsyncSaveStatus::State::kFailed;
+      break;
+    default:
+      out.state = AsyncSaveStatus::State::kWritten;
+      break;
+  }
+  return out;
+}
+
+// Level 1: the snapshot back into the registered arrays, every rank
+// agreeing that it holds one of the same step matching its registrations.
+Status CheckpointerImpl::Rollback(int64_t* step) {
+  Status local = memory_.CheckMatches(arrays_);
+  const std::optional<int64_t> held = memory_.held_step();
+  CallExtra extra;
+  extra.value = held ? static_cast<uint64_t>(*held) : UINT64_MAX;
+  BATON_RETURN_IF_ERROR(AgreeOnCall("Rollback", local, &extra));
+  if (extra.value_differs) {
+    return Status::InvalidArgument(log::kCkpt, "Rollback: the ranks hold snapshots of different steps (this "
+                                               "rank: " + std::to_string(*held) + "); nothing restored");
+  }
+  memory_.RestoreInto(arrays_, &blob_, &rank_state_);
+  *step = *held;
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,163 @@
+#include "ckpt/hdf5/rank_shard_writer.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "baton/hdf5_mutex.h"
+#include "baton/log.h"
+#include "ckpt/hdf5/h5_check.h"
+#include "ckpt/hdf5/h5_types.h"
+#include "ckpt/metadata_checksum.h"
+
+namespace baton::ckpt::h5 {
+namespace {
+
+// The attribute helpers mirror shard_writer.cc's, for a group of one: the
+// files must not differ in anything a reader checks.
+Status WriteAttribute(hid_t obj, const char* name, hid_t type, int ndims, const hsize_t* dims, const void* value) {
+  Hid space;
+  if (ndims == 0) {
+    BATON_H5_OPEN(space, H5Screate(H5S_SCALAR), H5Sclose);
+  } else {
+    BATON_H5_OPEN(space, H5Screate_simple(ndims, dims, nullptr), H5Sclose);
+  }
+  Hid attr;
+  BATON_H5_OPEN(attr, H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (ndims == 0 || dims[0] > 0) BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Awrite(attr.get(), type, value)));
+  return BATON_H5_CHECK(attr.Close());
+}
+
+Status WriteStringAttribute(hid_t obj, const char* name, const std::string& value) {
+  Hid type;
+  BATON_H5_OPEN(type, H5Tcopy(H5T_C_S1), H5Tclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tset_size(type.get(), value.size())));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLTERM)));
+  return WriteAttribute(obj, name, type.get(), 0, nullptr, value.c_str());
+}
+
+constexpr uint64_t kSlabBytes = 64ull << 20;
+
+Status Abandoned(const std::atomic<bool>* abandon) {
+  if (abandon != nullptr && abandon->load(std::memory_order_acquire)) {
+    return Status::Aborted(log::kCkpt, "abandoned (WaitOrAbandon)");
+  }
+  return Status::OK();
+}
+
+// One array's dataset: created, its attributes, its rows in slabs. Its data
+// extent goes to *extent, its offset to *offset.
+Status WriteDataset(hid_t file, const ShardArray& a, const std::atomic<bool>* abandon, uint64_t* offset,
+                    std::pair<uint64_t, uint64_t>* extent) {
+  const bool scalar = a.global_shape.empty();
+  std::vector<hsize_t> dims{a.rows};
+  for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
+  Hid type, fspace, dcpl, ds;
+  BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
+  if (scalar) {
+    BATON_H5_OPEN(fspace, H5Screate(H5S_SCALAR), H5Sclose);
+  } else {
+    BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
+  }
+  BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)));
+  BATON_H5_OPEN(ds, H5Dcreate2(file, a.name.c_str(), type.get(), fspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                H5Dclose);
+  BATON_RETURN_IF_ERROR(WriteStringAttribute(ds.get(), "dtype", std::string(DTypeName(a.dtype))));
+  hsize_t shape_len = a.global_shape.size();
+  BATON_RETURN_IF_ERROR(
+      WriteAttribute(ds.get(), "global_shape", H5T_STD_U64LE, 1, &shape_len, a.global_shape.data()));
+  const uint64_t row_map[3] = {0, a.first_row, a.rows};
+  hsize_t map_dims[2] = {1, 3};
+  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "row_map", H5T_STD_U64LE, 2, map_dims, row_map));
+  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "offset", H5T_STD_U64LE, 0, nullptr, &a.first_row));
+  uint8_t replicated = a.replicated ? 1 : 0;
+  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
+  const uint64_t bytes = a.rows * a.row_bytes;
+  if (bytes > 0) {
+    const haddr_t at = H5Dget_offset(ds.get());
+    if (at == HADDR_UNDEF) return Status::Internal(log::kCkpt, "dataset " + a.name + " has no data address");
+    *offset = at;
+    *extent = {at, at + bytes};
+  }
+
+  Hid mspace;
+  if (scalar) {
+    BATON_H5_OPEN(mspace, H5Screate(H5S_SCALAR), H5Sclose);
+    BATON_RETURN_IF_ERROR(
+        BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), mspace.get(), fspace.get(), H5P_DEFAULT, a.data)));
+    return BATON_H5_CHECK(ds.Close());
+  }
+  // Slabs of whole rows, at most kSlabBytes (at least one row).
+  const uint64_t slab_rows = std::max<uint64_t>(1, kSlabBytes / std::max<uint64_t>(a.row_bytes, 1));
+  for (uint64_t row = 0; row < a.rows; row += slab_rows) {
+    BATON_RETURN_IF_ERROR(Abandoned(abandon));
+    std::vector<hsize_t> start(dims.size(), 0), count = dims;
+    start[0] = row;
+    count[0] = std::min(slab_rows, a.rows - row);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(
+        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr)));
+    Hid slab;
+    BATON_H5_OPEN(slab, H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Dwrite(ds.get(), type.get(), slab.get(), fspace.get(), H5P_DEFAULT,
+                                                  static_cast<const char*>(a.data) + row * a.row_bytes)));
+  }
+  return BATON_H5_CHECK(ds.Close());
+}
+
+// Every HDF5 call of the save, under the process's HDF5 lock.
+Status WriteFile(const std::string& path, const std::vector<ShardArray>& arrays, const std::atomic<bool>* abandon,
+                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
+  std::lock_guard<std::mutex> lock(Hdf5Mutex());
+  QuietHdf5Errors();
+  Hid fapl, file;
+  BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
+  BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  offsets->assign(arrays.size(), UINT64_MAX);
+  Status wrote;
+  for (size_t i = 0; i < arrays.size() && wrote.ok(); ++i) {
+    if (arrays[i].rows == 0) continue;  // no dataset, as in a group's shard that holds none of it
+    std::pair<uint64_t, uint64_t> extent{0, 0};
+    wrote = WriteDataset(file.get(), arrays[i], abandon, &(*offsets)[i], &extent);
+    if (!wrote.ok()) wrote = wrote.Annotate("dataset " + arrays[i].name);
+    if (extent.second > extent.first) extents->push_back(extent);
+  }
+  if (file.Close() < 0 && wrote.ok()) wrote = CheckH5(-1, "H5Fclose", __FILE__, __LINE__);
+  return wrote;
+}
+
+}  // namespace
+
+Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& arrays,
+                      const ShardWriteOptions& options, const std::atomic<bool>* abandon,
+                      ShardWriteResult* result) {
+  *result = ShardWriteResult();
+  fs::Env* env = options.env != nullptr ? options.env : fs::Env::Default();
+  for (const ShardArray& a : arrays) result->bytes_written += a.rows * a.row_bytes;
+  {
+    std::unique_ptr<fs::WritableFile> f;
+    BATON_RETURN_IF_ERROR(env->NewWritableFile(path, options.file_mode, &f));
+    BATON_RETURN_IF_ERROR(f->Close());
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  Status written = WriteFile(path, arrays, abandon, &extents, &result->offsets);
+  if (!written.ok()) return written.Annotate("writing " + path);
+  BATON_RETURN_IF_ERROR(Abandoned(abandon));
+  BATON_RETURN_IF_ERROR(env->SyncFile(path));
+  fs::FileInfo info;
+  BATON_RETURN_IF_ERROR(env->Stat(path, &info));
+  result->file_bytes = info.size;
+  std::sort(extents.begin(), extents.end());
+  return HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3);
+}
+
+}  // namespace baton::ckpt::h5
