@@ -3,7 +3,9 @@
 // the top-level manifest written by rank 0 and made visible by one rename.
 // A version exists when manifest.json does (ckpt/catalog.h); the indexes it
 // names were written, fsynced and agreed before it, so the rename commits
-// all of them at once.
+// all of them at once. An asynchronous save (async_save.cc) commits the
+// same way at its completion, each rank a group of one writing its own
+// shard's index (WriteIndexOfShard, no gather).
 #include <mpi.h>
 
 #include <algorithm>
