@@ -15,9 +15,12 @@
 //      steps 1 and 2 (save.cc);
 //   4. start the writer: this rank's shard, shard-<rank>.h5, a group of one
 //      (ckpt/hdf5/rank_shard_writer.h); return.
-// Completion (CompletePending): join the writer, agree on its Status, gather
-// each shard's size, metadata checksum and data offsets, rank 0 commits the
-// manifest (CommitManifest, save.cc), agreed, retention.
+// Completion (CompletePending): join the writer, agree on its Status; each
+// rank writes its shard's index on the caller's thread (its chunk records,
+// WriteIndexOfShard, commit.cc), agreed; rank 0 gathers each shard's size,
+// metadata checksum, data offsets and index size and xxh3 and commits the
+// format-3 manifest (BuildManifest, CommitManifest: commit.cc), agreed,
+// retention.
 #include <mpi.h>
 
 #include <algorithm>
@@ -126,9 +129,8 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
   static_assert(sizeof(ChunkRecord) == 2 * sizeof(uint64_t));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
                                                    static_cast<int>(2 * n), MPI_UINT64_T, 0, comm_)));
-  std::vector<uint64_t> all_xxh3(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine_xxh3.data(), static_cast<int>(n), MPI_UINT64_T,
-                                                   all_xxh3.data(), static_cast<int>(n), MPI_UINT64_T, 0, comm_)));
+  // My shard's index entries, written at the commit (no gather: a group of one).
+  for (size_t i = 0; i < n; ++i) p->entries.insert(p->entries.end(), {mine[i].first_row, mine[i].rows, mine_xxh3[i]});
   std::string name;
   Status local;
   if (rank_ == 0) {
@@ -149,8 +151,6 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
   name.resize(static_cast<size_t>(len));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
   p->vdir = dir_ + "/" + name;
-  p->records = std::move(all);
-  p->xxh3 = std::move(all_xxh3);
 
   // 4. The writer: this rank's shard, from the staged rows.
   stats_ = CheckpointStats();
@@ -191,47 +191,6 @@ Status CheckpointerImpl::AbandonPending(const Status& failure) {
                           ", abandoned)");
 }
 
-// Every shard is its rank's own (a group of one): shard k holds rank k's
-// chunks, dataset row 0 onwards.
-void CheckpointerImpl::BuildAsyncManifest(const PendingSave& p, const std::vector<uint64_t>& shard_records,
-                                          Manifest* m) const {
-  const size_t n = p.arrays.size();
-  m->run_id = run_.run_id;
-  m->step = p.step;
-  m->world_size = size_;
-  m->group_size = 1;
-  m->time = UtcNow();
-  m->baton_version = kVersion;
-  m->arrays = p.arrays;
-  m->shards.resize(static_cast<size_t>(size_));
-  for (int k = 0; k < size_; ++k) {
-    const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (n + 2)];
-    ShardMeta& s = m->shards[static_cast<size_t>(k)];
-    s.file = ShardFileName(k);
-    s.bytes = rec[0];
-    s.meta_xxh3 = rec[1];
-    s.ranks = {k};
-    for (size_t i = 0; i < n; ++i) {
-      const ChunkRecord& c = p.records[static_cast<size_t>(k) * n + i];
-      if (c.rows == 0) continue;
-      DatasetMeta d;
-      d.array = static_cast<uint32_t>(i);
-      d.offset = rec[2 + i];
-      d.rows = c.rows;
-      Chunk chunk;
-      chunk.rank = k;
-      chunk.first_row = c.first_row;
-      chunk.rows = c.rows;
-      chunk.dataset_row = 0;
-      chunk.xxh3 = p.xxh3[static_cast<size_t>(k) * n + i];
-      d.chunks.push_back(chunk);
-      s.datasets.push_back(std::move(d));
-    }
-  }
-  m->user_blob = p.blob;
-  m->user_blob_xxh3 = Xxh3(p.blob.data(), p.blob.size());
-}
-
 Status CheckpointerImpl::CommitPending(const Status& written) {
   Status agreed = Agree(comm_, written);
   if (!agreed.ok()) return AbandonPending(agreed);
@@ -242,15 +201,23 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   std::vector<uint64_t> offsets = p.written.offsets;
   offsets.resize(n, UINT64_MAX);
   record.insert(record.end(), offsets.begin(), offsets.end());
-  const int per_rank = static_cast<int>(n + 2);
-  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 2) : 0);
+  // Every shard is its rank's own (a group of one): each rank writes its
+  // index here, on the caller's thread, in parallel with the others.
+  std::vector<int> group_of(static_cast<size_t>(size_));
+  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
+  Status local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) return AbandonPending(agreed);
+  record.resize(n + 4);
+  const int per_rank = static_cast<int>(n + 4);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
-  Status local;
+  local = Status::OK();
   if (rank_ == 0) {
     Manifest m;
-    BuildAsyncManifest(p, shard_records, &m);
-    local = CommitManifest(p.vdir, m);
+    local = BuildManifest(p.step, p.arrays, group_of, 1, p.blob, shard_records, &m);
+    if (local.ok()) local = CommitManifest(p.vdir, m);
   }
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);

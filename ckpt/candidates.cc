@@ -23,6 +23,7 @@
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
+#include "ckpt/manifest_index.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -47,8 +48,10 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   // ReadFile's InvalidArgument: larger than the limit, or not a regular file.
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
+  uint64_t max_values = 0;
+  BATON_RETURN_IF_ERROR(ManifestValueLimit(env, v.path, text->size(), &max_values));
   // kCorruption, or kInvalidArgument for a newer format.
-  return ParseManifestJson(*text, m).Annotate(path);
+  return ParseManifestJson(*text, m, max_values).Annotate(path);
 }
 
 }  // namespace

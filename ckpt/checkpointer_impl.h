@@ -7,7 +7,8 @@
 //   async_save.cc     SaveAsync, its completion at the next call, Wait,
 //                     WaitOrAbandon, Rollback (level 1)
 //   registration.cc   registering arrays and blobs, the agreement on them
-//   save.cc           the save path: records, shards, manifest, commit, retention
+//   save.cc           the save path: records, shards, retention
+//   commit.cc         the commit: shard indexes, the top-level manifest
 //   candidates.cc     which version a restore tries next: listing, the
 //                     manifest read by rank 0 and its outcome broadcast,
 //                     ReadMetadata
@@ -135,12 +136,34 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
-  // shard (meaningful from the group's first rank).
+  // shard (meaningful from the group's first rank), then the xxh3 of my
+  // rows of each array (hashed as they were written; every rank's).
   Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record);
-  Status BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
-                       const std::vector<uint64_t>& shard_records, Manifest* m) const;
-  Status CommitManifest(const std::string& vdir, const Manifest& m);
   void ApplyRetention();
+
+  // commit.cc
+  // Collective over the shard group: every member sends its entries
+  // ([first_row, rows, xxh3] of each array: `mine` and the xxh3s at the
+  // end of *record, WriteMyShard's); the group's first rank writes the
+  // shard's index. *record becomes [bytes, meta_xxh3, offsets..., index
+  // bytes, index xxh3] (zeros for the index on the other ranks).
+  Status WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
+                           std::vector<uint64_t>* record);
+  // Writes the index of shard g (its ranks: those with group_of[k] == g,
+  // ascending; entries: theirs in that order, [first_row, rows, xxh3] per
+  // array) and appends [index bytes, index xxh3] to *record ([bytes,
+  // meta_xxh3, offsets...] of the shard). Sync saves through
+  // WriteMyShardIndex; async ones per rank (a group of one).
+  Status WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
+                           const std::vector<int>& group_of, int group_size, int g,
+                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record);
+  // Rank 0: the top-level manifest from every rank's record ([bytes,
+  // meta_xxh3, offsets..., index bytes, index xxh3]; the group's first
+  // rank's counts).
+  Status BuildManifest(int64_t step, const std::vector<ArrayMeta>& arrays, const std::vector<int>& group_of,
+                       int group_size, const std::string& blob, const std::vector<uint64_t>& shard_records,
+                       Manifest* m) const;
+  Status CommitManifest(const std::string& vdir, const Manifest& m);
 
   // candidates.cc
   Status ReadMetadataNow(const RestoreOptions& options, std::optional<CheckpointMetadata>* out);
@@ -168,7 +191,8 @@ class CheckpointerImpl : public Checkpointer {
   Status CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                              std::vector<int>* index_of) const;
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
-  Status ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
+  // Loads the shard indexes that hold my rows into m (format 3) first.
+  Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
@@ -200,8 +224,7 @@ class CheckpointerImpl : public Checkpointer {
     std::string vdir;
     double started = 0;                      // Now() at SaveAsync
     std::vector<ArrayMeta> arrays;           // the version's arrays (manifest order)
-    std::vector<ChunkRecord> records;        // rank 0: every rank's, arrays.size() per rank
-    std::vector<uint64_t> xxh3;              // rank 0: the xxh3 of each record's rows, in the same order
+    std::vector<uint64_t> entries;           // mine: [first_row, rows, xxh3 of the rows] per array
     std::string blob;                        // rank 0's, at SaveAsync
     uint64_t total_bytes = 0;
     std::vector<h5::ShardArray> shard;       // what the writer writes (staged rows)
@@ -211,7 +234,6 @@ class CheckpointerImpl : public Checkpointer {
   // agreed, committed (or abandoned, its failure returned annotated).
   Status CompletePending();
   Status CommitPending(const Status& written);
-  void BuildAsyncManifest(const PendingSave& p, const std::vector<uint64_t>& shard_records, Manifest* m) const;
   Status AbandonPending(const Status& failure);
   StagingPool staging_;          // the one staging copy
   MemoryLevel memory_;           // level 1: the staging copy, kept as the snapshot

@@ -134,6 +134,9 @@ Status GetArray(const json& obj, const std::string& base, const char* key, const
 
 class ManifestSax : public nlohmann::json_sax<json> {
  public:
+  // index_doc: a shard index ({"datasets": [{"chunks": ...}]}) of shards[shard].
+  explicit ManifestSax(bool index_doc = false, size_t shard = 0, uint64_t max_values = kAnyNumberOfValues)
+      : index_doc_(index_doc), max_values_(max_values), shard_(shard) {}
   json root;
   // The chunk lists, in order of appearance; the DOM holds a binary value
   // whose subtype is the index here where the list was.
@@ -190,8 +193,8 @@ class ManifestSax : public nlohmann::json_sax<json> {
     }
     if (chunk_depth_ == 2) return ChunkError("expected a number, got an array");
     if (IsChunkList()) {
-      shard_ = stack_[1]->size() - 1;
-      dataset_ = stack_[3]->size() - 1;
+      if (!index_doc_) shard_ = stack_[1]->size() - 1;
+      dataset_ = stack_[index_doc_ ? 1 : 3]->size() - 1;
       *element_ = json::binary({}, chunk_lists.size());
       chunk_lists.emplace_back();
       chunk_depth_ = 1;
@@ -220,8 +223,12 @@ class ManifestSax : public nlohmann::json_sax<json> {
   }
 
  private:
-  // shards[i].datasets[j].chunks, nowhere else.
+  // shards[i].datasets[j].chunks (datasets[j].chunks in an index), nowhere else.
   bool IsChunkList() const {
+    if (index_doc_) {
+      return stack_.size() == 3 && key_ == "chunks" && stack_.back()->is_object() && keys_[1] == "datasets" &&
+             stack_[1]->is_array();
+    }
     return stack_.size() == 5 && key_ == "chunks" && stack_.back()->is_object() && keys_[1] == "shards" &&
            keys_[3] == "datasets" && stack_[1]->is_array() && stack_[3]->is_array();
   }
@@ -229,6 +236,7 @@ class ManifestSax : public nlohmann::json_sax<json> {
   bool Value(json v, const std::string& text) {
     if (chunk_depth_ == 1) return ChunkError("expected " + std::string(kChunkForm) + ", got " + text, false);
     if (chunk_depth_ == 2) return ChunkError("expected a number, got " + text);
+    if (!Count()) return false;
     if (stack_.empty()) {
       root = std::move(v);
     } else if (stack_.back()->is_array()) {
@@ -241,6 +249,7 @@ class ManifestSax : public nlohmann::json_sax<json> {
 
   bool StartContainer(json v) {
     if (stack_.size() >= kMaxDepth) return Fail(ValuePath(), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    if (!Count()) return false;
     json* p;
     std::string key;
     if (stack_.empty()) {
@@ -257,6 +266,15 @@ class ManifestSax : public nlohmann::json_sax<json> {
     stack_.push_back(p);
     keys_.push_back(std::move(key));
     return true;
+  }
+
+  // Every DOM value costs ~100 bytes (measured in the unit test
+  // ManifestValueLimitBoundsMemory), so their count bounds the parse's memory.
+  bool Count() {
+    if (++values_ <= max_values_) return true;
+    return Fail(ValuePath(), "more than " + std::to_string(max_values_) +
+                                 " JSON values outside the chunk lists, more than this version's files allow "
+                                 "(ManifestValueLimit)");
   }
 
   bool ChunkNumber(uint64_t v) {
@@ -310,6 +328,9 @@ class ManifestSax : public nlohmann::json_sax<json> {
     return false;
   }
 
+  const bool index_doc_;
+  const uint64_t max_values_;
+  uint64_t values_ = 0;
   std::vector<json*> stack_;
   std::vector<std::string> keys_;  // the key of each stack entry ("" in an array or at the top)
   json* element_ = nullptr;        // the member the next value goes into, in an object
@@ -320,9 +341,118 @@ class ManifestSax : public nlohmann::json_sax<json> {
   size_t shard_ = 0, dataset_ = 0;
 };
 
+// The datasets of one shard (formats 1-2: in the manifest; 3: in its index)
+// into sh->datasets; the chunk lists come from the SAX pass.
+Status ParseDatasets(const json& parent, const std::string& path, int format,
+                     const std::unordered_map<std::string, uint32_t>& index, ManifestSax* sax, ShardMeta* sh) {
+  const json* datasets = nullptr;
+  BATON_RETURN_IF_ERROR(GetArray(parent, path, "datasets", &datasets));
+  sh->datasets.resize(datasets->size());
+  for (size_t d = 0; d < datasets->size(); ++d) {
+    const json& dj = (*datasets)[d];
+    const std::string dpath = Idx(path, "datasets", d);
+    DatasetMeta& ds = sh->datasets[d];
+    if (format == 1) {
+      BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
+    } else {
+      BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "offset", "chunks"}));
+      BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "offset", UINT64_MAX, &ds.offset));
+    }
+    const json& name = dj["array"];
+    if (!name.is_string()) return Fail(Code::kCorruption, Field(dpath, "array"), "expected an array name, got " + Describe(name));
+    auto it = index.find(name.get_ref<const std::string&>());
+    if (it == index.end()) return Fail(Code::kCorruption, Field(dpath, "array"), Describe(name) + " names no array");
+    ds.array = it->second;
+    BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "rows", UINT64_MAX, &ds.rows));
+    const json& chunks = dj["chunks"];
+    if (!chunks.is_binary() || !chunks.get_binary().has_subtype() ||
+        chunks.get_binary().subtype() >= sax->chunk_lists.size()) {
+      return Fail(Code::kCorruption, Field(dpath, "chunks"), std::string("expected an array of ") + kChunkForm + ", got " + Describe(chunks));
+    }
+    ds.chunks = std::move(sax->chunk_lists[chunks.get_binary().subtype()]);
+  }
+  return Status::OK();
+}
+
 // ---- the checks shared by writer and parser -----------------------------------
 
-Status CheckManifest(const Manifest& m, Code code) {
+// The datasets of m.shards[s]: arrays, rows, extents within the file and
+// chunks tiling each dataset (pieces: each chunk's rows, for the check
+// across shards).
+Status CheckShardDatasets(const Manifest& m, size_t s, const std::vector<uint64_t>& row_bytes, Code code,
+                          std::vector<std::vector<std::pair<uint64_t, uint64_t>>>* pieces) {
+  const ShardMeta& sh = m.shards[s];
+  const std::string path = Idx("", "shards", s);
+  std::vector<size_t> seen(m.arrays.size(), 0);  // datasets of each array in this shard
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // format 2: [offset, end) of each dataset's data
+  for (size_t d = 0; d < sh.datasets.size(); ++d) {
+    const DatasetMeta& ds = sh.datasets[d];
+    auto dpath_fn = [&] { return Idx(path, "datasets", d); };
+    if (ds.array >= m.arrays.size()) {
+      return Fail(code, Field(dpath_fn(), "array"), std::to_string(ds.array) + " is not an array index (" +
+                                                   std::to_string(m.arrays.size()) + " arrays)");
+    }
+    const ArrayMeta& am = m.arrays[ds.array];
+    if (seen[ds.array]++ > 0) return Fail(code, Field(dpath_fn(), "array"), Quote(am.name) + " has two datasets in this shard");
+    uint64_t bytes = 0;
+    if (MulOverflows(ds.rows, row_bytes[ds.array], &bytes)) {
+      return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
+                                                  " bytes overflow 64 bits");
+    }
+    if (ds.rows > am.rows()) {
+      return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
+                                                  " rows of " + Quote(am.name));
+    }
+    if (m.format >= 2 && bytes > 0) {
+      uint64_t end = 0;
+      if (AddOverflows(ds.offset, bytes, &end) || end > sh.bytes) {
+        return Fail(code, Field(dpath_fn(), "offset"), std::to_string(ds.offset) + " + " + std::to_string(bytes) +
+                                                         " bytes go past the file's " + std::to_string(sh.bytes));
+      }
+      extents.emplace_back(ds.offset, end);
+    }
+    uint64_t next = 0;  // the dataset row the next chunk must start at
+    for (size_t k = 0; k < ds.chunks.size(); ++k) {
+      const Chunk& c = ds.chunks[k];
+      // Built only for a message: a million chunks pass through here.
+      auto cpath = [&] { return Idx(dpath_fn(), "chunks", k); };
+      if (!std::binary_search(sh.ranks.begin(), sh.ranks.end(), c.rank)) {
+        return Fail(code, Field(cpath(), "rank"), std::to_string(c.rank) + " is not one of the shard's ranks");
+      }
+      if (MulOverflows(c.rows, row_bytes[ds.array], &bytes)) {
+        return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
+                                                    " bytes overflow 64 bits");
+      }
+      uint64_t end = 0;
+      if (AddOverflows(c.first_row, c.rows, &end) || end > am.rows()) {
+        return Fail(code, Field(cpath(), "first_row"), std::to_string(c.first_row) + " + " + std::to_string(c.rows) +
+                                                         " rows go past the " + std::to_string(am.rows()) + " rows of " + Quote(am.name));
+      }
+      if (c.dataset_row != next) {
+        return Fail(code, Field(cpath(), "dataset_row"), std::to_string(c.dataset_row) + ", expected " + std::to_string(next) +
+                                                           " (chunks tile the dataset in order)");
+      }
+      if (AddOverflows(next, c.rows, &next) || next > ds.rows) {
+        return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows go past the dataset's " + std::to_string(ds.rows));
+      }
+      if (c.rows > 0 && pieces != nullptr) (*pieces)[ds.array].emplace_back(c.first_row, c.rows);
+    }
+    if (next != ds.rows) {
+      return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
+    }
+  }
+  std::sort(extents.begin(), extents.end());
+  for (size_t i = 1; i < extents.size(); ++i) {
+    if (extents[i].first < extents[i - 1].second) {
+      return Fail(code, Field(path, "datasets"), "the data at bytes " + std::to_string(extents[i].first) +
+                                                 " overlaps another dataset's");
+    }
+  }
+  return Status::OK();
+}
+
+// The header and the arrays; *row_bytes: each array's row size.
+Status CheckHeader(const Manifest& m, Code code, std::vector<uint64_t>* row_bytes_out) {
   if (m.format < kOldestManifestFormat || m.format > kManifestFormat) {
     return Fail(code, "format", std::to_string(m.format) + " is not a manifest format this baton reads (it reads " +
                                     std::to_string(kOldestManifestFormat) + " to " + std::to_string(kManifestFormat) +
@@ -341,7 +471,8 @@ Status CheckManifest(const Manifest& m, Code code) {
   }
 
   std::unordered_map<std::string_view, size_t> names;
-  std::vector<uint64_t> row_bytes(m.arrays.size());
+  std::vector<uint64_t>& row_bytes = *row_bytes_out;
+  row_bytes.assign(m.arrays.size(), 0);
   uint64_t total = 0;
   for (size_t a = 0; a < m.arrays.size(); ++a) {
     const ArrayMeta& am = m.arrays[a];
@@ -364,12 +495,18 @@ Status CheckManifest(const Manifest& m, Code code) {
     if (AddOverflows(total, bytes, &total)) return Fail(code, Field(path, "shape"), "the arrays' bytes together overflow 64 bits");
     row_bytes[a] = rb;
   }
+  return Status::OK();
+}
 
-  // Every array's rows, as (first_row, rows) of the chunks that hold them.
-  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> pieces(m.arrays.size());
+Status CheckManifest(const Manifest& m, Code code) {
+  std::vector<uint64_t> row_bytes;
+  BATON_RETURN_IF_ERROR(CheckHeader(m, code, &row_bytes));
+  // Every array's rows, as (first_row, rows) of the chunks that hold them
+  // (only when every shard is loaded: the check across shards).
+  const bool complete = m.complete();
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> pieces(complete ? m.arrays.size() : 0);
   std::vector<int> all_ranks;
   std::unordered_map<std::string_view, size_t> files;
-  std::vector<size_t> seen_in_shard(m.arrays.size(), SIZE_MAX);  // per array: the last shard with a dataset of it
   for (size_t s = 0; s < m.shards.size(); ++s) {
     const ShardMeta& sh = m.shards[s];
     const std::string path = Idx("", "shards", s);
@@ -378,6 +515,16 @@ Status CheckManifest(const Manifest& m, Code code) {
     }
     if (!files.emplace(sh.file, s).second) {
       return Fail(code, Field(path, "file"), Quote(sh.file) + " is also shards[" + std::to_string(files[sh.file]) + "]");
+    }
+    if (m.format >= 3) {
+      if (!IsPlainFileName(sh.index) || sh.index == kManifestName) {
+        return Fail(code, Field(path, "index.file"), Quote(sh.index) + " is not a plain file name inside the version directory");
+      }
+      if (!files.emplace(sh.index, s).second) {
+        return Fail(code, Field(path, "index.file"), Quote(sh.index) + " is also a file of shards[" + std::to_string(files[sh.index]) + "]");
+      }
+    } else if (!sh.loaded || !sh.index.empty()) {
+      return Fail(code, Field(path, "index"), "format " + std::to_string(m.format) + " has no shard index");
     }
     if (sh.ranks.empty()) return Fail(code, Field(path, "ranks"), "empty");
     for (size_t i = 0; i < sh.ranks.size(); ++i) {
@@ -389,71 +536,7 @@ Status CheckManifest(const Manifest& m, Code code) {
       if (i > 0 && r <= sh.ranks[i - 1]) return Fail(code, rpath, std::to_string(r) + " is not in ascending order");
       all_ranks.push_back(r);
     }
-    std::vector<std::pair<uint64_t, uint64_t>> extents;  // format 2: [offset, end) of each dataset's data
-    for (size_t d = 0; d < sh.datasets.size(); ++d) {
-      const DatasetMeta& ds = sh.datasets[d];
-      auto dpath_fn = [&] { return Idx(path, "datasets", d); };
-      if (ds.array >= m.arrays.size()) {
-        return Fail(code, Field(dpath_fn(), "array"), std::to_string(ds.array) + " is not an array index (" +
-                                                     std::to_string(m.arrays.size()) + " arrays)");
-      }
-      const ArrayMeta& am = m.arrays[ds.array];
-      if (seen_in_shard[ds.array] == s) return Fail(code, Field(dpath_fn(), "array"), Quote(am.name) + " has two datasets in this shard");
-      seen_in_shard[ds.array] = s;
-      uint64_t bytes = 0;
-      if (MulOverflows(ds.rows, row_bytes[ds.array], &bytes)) {
-        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
-                                                    " bytes overflow 64 bits");
-      }
-      if (ds.rows > am.rows()) {
-        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + " is more than the " + std::to_string(am.rows()) +
-                                                    " rows of " + Quote(am.name));
-      }
-      if (m.format >= 2 && bytes > 0) {
-        uint64_t end = 0;
-        if (AddOverflows(ds.offset, bytes, &end) || end > sh.bytes) {
-          return Fail(code, Field(dpath_fn(), "offset"), std::to_string(ds.offset) + " + " + std::to_string(bytes) +
-                                                           " bytes go past the file's " + std::to_string(sh.bytes));
-        }
-        extents.emplace_back(ds.offset, end);
-      }
-      uint64_t next = 0;  // the dataset row the next chunk must start at
-      for (size_t k = 0; k < ds.chunks.size(); ++k) {
-        const Chunk& c = ds.chunks[k];
-        // Built only for a message: a million chunks pass through here.
-        auto cpath = [&] { return Idx(dpath_fn(), "chunks", k); };
-        if (!std::binary_search(sh.ranks.begin(), sh.ranks.end(), c.rank)) {
-          return Fail(code, Field(cpath(), "rank"), std::to_string(c.rank) + " is not one of the shard's ranks");
-        }
-        if (MulOverflows(c.rows, row_bytes[ds.array], &bytes)) {
-          return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows of " + std::to_string(row_bytes[ds.array]) +
-                                                      " bytes overflow 64 bits");
-        }
-        uint64_t end = 0;
-        if (AddOverflows(c.first_row, c.rows, &end) || end > am.rows()) {
-          return Fail(code, Field(cpath(), "first_row"), std::to_string(c.first_row) + " + " + std::to_string(c.rows) +
-                                                           " rows go past the " + std::to_string(am.rows()) + " rows of " + Quote(am.name));
-        }
-        if (c.dataset_row != next) {
-          return Fail(code, Field(cpath(), "dataset_row"), std::to_string(c.dataset_row) + ", expected " + std::to_string(next) +
-                                                             " (chunks tile the dataset in order)");
-        }
-        if (AddOverflows(next, c.rows, &next) || next > ds.rows) {
-          return Fail(code, Field(cpath(), "rows"), std::to_string(c.rows) + " rows go past the dataset's " + std::to_string(ds.rows));
-        }
-        if (c.rows > 0) pieces[ds.array].emplace_back(c.first_row, c.rows);
-      }
-      if (next != ds.rows) {
-        return Fail(code, Field(dpath_fn(), "rows"), std::to_string(ds.rows) + ", but its chunks hold " + std::to_string(next));
-      }
-    }
-    std::sort(extents.begin(), extents.end());
-    for (size_t i = 1; i < extents.size(); ++i) {
-      if (extents[i].first < extents[i - 1].second) {
-        return Fail(code, Field(path, "datasets"), "the data at bytes " + std::to_string(extents[i].first) +
-                                                   " overlaps another dataset's");
-      }
-    }
+    if (sh.loaded) BATON_RETURN_IF_ERROR(CheckShardDatasets(m, s, row_bytes, code, complete ? &pieces : nullptr));
   }
 
   // Every rank in exactly one shard (the shard groups partition the world).
@@ -467,6 +550,7 @@ Status CheckManifest(const Manifest& m, Code code) {
   if (all_ranks.size() != static_cast<size_t>(m.world_size)) {
     return Fail(code, "shards", "rank " + std::to_string(all_ranks.size()) + " is in no shard");
   }
+  if (!complete) return Status::OK();
 
   // Every array's rows held by exactly one chunk over all shards (replicated
   // arrays too: their rows are spread over the ranks).
@@ -510,6 +594,42 @@ Status JsonString(const std::string& s, const std::string& path, std::string* ou
   return Status::OK();
 }
 
+// The datasets of a shard, each on its own line (after `indent`), without
+// the enclosing brackets.
+void AppendDatasets(std::string* out, const Manifest& m, const ShardMeta& sh, const std::vector<std::string>& names,
+                    const char* indent) {
+  std::string& o = *out;
+  for (size_t d = 0; d < sh.datasets.size(); ++d) {
+    const DatasetMeta& ds = sh.datasets[d];
+    if (d > 0) o += ',';
+    o += indent;
+    o += "{\"array\": ";
+    o += names[ds.array];
+    o += ", \"rows\": ";
+    AppendU64(&o, ds.rows);
+    if (m.format >= 2) {
+      o += ", \"offset\": ";
+      AppendU64(&o, ds.offset);
+    }
+    o += ", \"chunks\": [";
+    for (size_t k = 0; k < ds.chunks.size(); ++k) {
+      const Chunk& c = ds.chunks[k];
+      o += k == 0 ? "[" : ", [";
+      AppendU64(&o, static_cast<uint64_t>(c.rank));
+      o += ", ";
+      AppendU64(&o, c.first_row);
+      o += ", ";
+      AppendU64(&o, c.rows);
+      o += ", ";
+      AppendU64(&o, c.dataset_row);
+      o += ", ";
+      AppendHex(&o, c.xxh3);
+      o += ']';
+    }
+    o += "]}";
+  }
+}
+
 }  // namespace
 
 uint64_t ArrayMeta::row_bytes() const {
@@ -520,13 +640,15 @@ uint64_t ArrayMeta::row_bytes() const {
   return rb;
 }
 
+bool Manifest::complete() const {
+  return std::all_of(shards.begin(), shards.end(), [](const ShardMeta& s) { return s.loaded; });
+}
+
 uint64_t Manifest::total_bytes() const {
+  // Every row of every array is in exactly one chunk (CheckManifest), so
+  // this is also the sum over the shards' datasets, without needing them.
   uint64_t total = 0;
-  for (const ShardMeta& sh : shards) {
-    for (const DatasetMeta& ds : sh.datasets) {
-      if (ds.array < arrays.size()) total += ds.rows * arrays[ds.array].row_bytes();
-    }
-  }
+  for (const ArrayMeta& a : arrays) total += a.rows() * a.row_bytes();
   return total;
 }
 
@@ -535,7 +657,15 @@ bool IsPlainFileName(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
-Status WriteManifestJson(const Manifest& m, std::string* out) {
+namespace {
+
+// The single document (top = false: formats 1-2) or the top-level manifest
+// of format 3 (top = true: each shard's index instead of its datasets).
+Status WriteDocument(const Manifest& m, bool top, std::string* out) {
+  if (top != (m.format >= 3)) {
+    return Fail(Code::kInvalidArgument, "format", std::to_string(m.format) + (top ? " has no top-level manifest (format 3 and later)" : " is written as a top-level manifest and shard indexes"));
+  }
+  if (!top && !m.complete()) return Fail(Code::kInvalidArgument, "shards", "not every shard's datasets are loaded");
   BATON_RETURN_IF_ERROR(CheckManifest(m, Code::kInvalidArgument));
   const uint64_t blob_xxh3 = Xxh3(m.user_blob.data(), m.user_blob.size());
   if (m.user_blob_xxh3 != 0 && m.user_blob_xxh3 != blob_xxh3) {
@@ -551,7 +681,7 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
 
   size_t chunks = 0;
   for (const ShardMeta& sh : m.shards) {
-    for (const DatasetMeta& ds : sh.datasets) chunks += ds.chunks.size() + 1;
+    for (const DatasetMeta& ds : sh.datasets) chunks += top ? 0 : ds.chunks.size() + 1;
   }
   std::string& o = *out;
   o.clear();
@@ -598,34 +728,19 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
       o += ", \"meta_xxh3\": ";
       AppendHex(&o, sh.meta_xxh3);
     }
-    o += ", \"datasets\": [";
-    for (size_t d = 0; d < sh.datasets.size(); ++d) {
-      const DatasetMeta& ds = sh.datasets[d];
-      o += d == 0 ? "\n      {\"array\": " : ",\n      {\"array\": ";
-      o += names[ds.array];
-      o += ", \"rows\": ";
-      AppendU64(&o, ds.rows);
-      if (m.format >= 2) {
-        o += ", \"offset\": ";
-        AppendU64(&o, ds.offset);
-      }
-      o += ", \"chunks\": [";
-      for (size_t k = 0; k < ds.chunks.size(); ++k) {
-        const Chunk& c = ds.chunks[k];
-        o += k == 0 ? "[" : ", [";
-        AppendU64(&o, static_cast<uint64_t>(c.rank));
-        o += ", ";
-        AppendU64(&o, c.first_row);
-        o += ", ";
-        AppendU64(&o, c.rows);
-        o += ", ";
-        AppendU64(&o, c.dataset_row);
-        o += ", ";
-        AppendHex(&o, c.xxh3);
-        o += ']';
-      }
-      o += "]}";
+    if (top) {
+      o += ", \"index\": {\"file\": ";
+      BATON_RETURN_IF_ERROR(JsonString(sh.index, Idx("", "shards", s) + ".index.file", &file));
+      o += file;
+      o += ", \"bytes\": ";
+      AppendU64(&o, sh.index_bytes);
+      o += ", \"xxh3\": ";
+      AppendHex(&o, sh.index_xxh3);
+      o += "}}";
+      continue;
     }
+    o += ", \"datasets\": [";
+    AppendDatasets(&o, m, sh, names, "\n      ");
     o += sh.datasets.empty() ? "]}" : "\n    ]}";
   }
   o += m.shards.empty() ? "],\n  \"user_blob\": {\"xxh3\": " : "\n  ],\n  \"user_blob\": {\"xxh3\": ";
@@ -633,6 +748,41 @@ Status WriteManifestJson(const Manifest& m, std::string* out) {
   o += ", \"base64\": \"";
   o += Base64Encode(m.user_blob);
   o += "\"}\n}\n";
+  return Status::OK();
+}
+
+}  // namespace
+
+Status WriteManifestJson(const Manifest& m, std::string* out) { return WriteDocument(m, /*top=*/false, out); }
+Status WriteTopManifestJson(const Manifest& m, std::string* out) { return WriteDocument(m, /*top=*/true, out); }
+
+Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out) {
+  if (m.format < 3) return Fail(Code::kInvalidArgument, "format", std::to_string(m.format) + " has no shard indexes");
+  if (shard >= m.shards.size() || !m.shards[shard].loaded) {
+    return Fail(Code::kInvalidArgument, Idx("", "shards", shard), "not a loaded shard of " + std::to_string(m.shards.size()));
+  }
+  std::vector<uint64_t> row_bytes;
+  BATON_RETURN_IF_ERROR(CheckHeader(m, Code::kInvalidArgument, &row_bytes));
+  BATON_RETURN_IF_ERROR(CheckShardDatasets(m, shard, row_bytes, Code::kInvalidArgument, nullptr));
+  const ShardMeta& sh = m.shards[shard];
+  std::vector<std::string> names(m.arrays.size());
+  for (size_t a = 0; a < m.arrays.size(); ++a) {
+    BATON_RETURN_IF_ERROR(JsonString(m.arrays[a].name, Idx("", "arrays", a) + ".name", &names[a]));
+  }
+  std::string file;
+  BATON_RETURN_IF_ERROR(JsonString(sh.file, Idx("", "shards", shard) + ".file", &file));
+  size_t chunks = 0;
+  for (const DatasetMeta& ds : sh.datasets) chunks += ds.chunks.size() + 1;
+  std::string& o = *out;
+  o.clear();
+  o.reserve(256 + 64 * chunks);
+  o += "{\n  \"format\": ";
+  AppendU64(&o, static_cast<uint64_t>(m.format));
+  o += ",\n  \"shard\": ";
+  AppendU64(&o, shard);
+  o += ",\n  \"file\": " + file + ",\n  \"datasets\": [";
+  AppendDatasets(&o, m, sh, names, "\n    ");
+  o += sh.datasets.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return Status::OK();
 }
 
@@ -666,9 +816,9 @@ Status CheckNotNewer(std::string_view text) {
 
 }  // namespace
 
-Status ParseManifestJson(std::string_view text, Manifest* out) {
+Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_values) {
   BATON_RETURN_IF_ERROR(CheckNotNewer(text));
-  ManifestSax sax;
+  ManifestSax sax(/*index_doc=*/false, 0, max_values);
   bool parsed = false;
   try {
     parsed = json::sax_parse(text.data(), text.data() + text.size(), &sax);
@@ -749,11 +899,15 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
     const json& j = (*shards)[s];
     const std::string path = Idx("", "shards", s);
     ShardMeta& sh = m.shards[s];
+    std::string hex;
     if (m.format == 1) {
       BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "datasets"}));
     } else {
-      BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "meta_xxh3", "datasets"}));
-      std::string hex;
+      if (m.format == 2) {
+        BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "meta_xxh3", "datasets"}));
+      } else {
+        BATON_RETURN_IF_ERROR(CheckKeys(j, path, {"file", "ranks", "bytes", "meta_xxh3", "index"}));
+      }
       BATON_RETURN_IF_ERROR(GetString(j, path, "meta_xxh3", &hex));
       if (!ParseHexU64(hex, &sh.meta_xxh3)) {
         return Fail(Code::kCorruption, Field(path, "meta_xxh3"), Quote(hex) + " is not 16 hex digits");
@@ -771,31 +925,20 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
       }
       sh.ranks[i] = static_cast<int>(r.get<uint64_t>());
     }
-    const json* datasets = nullptr;
-    BATON_RETURN_IF_ERROR(GetArray(j, path, "datasets", &datasets));
-    sh.datasets.resize(datasets->size());
-    for (size_t d = 0; d < datasets->size(); ++d) {
-      const json& dj = (*datasets)[d];
-      const std::string dpath = Idx(path, "datasets", d);
-      DatasetMeta& ds = sh.datasets[d];
-      if (m.format == 1) {
-        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "chunks"}));
-      } else {
-        BATON_RETURN_IF_ERROR(CheckKeys(dj, dpath, {"array", "rows", "offset", "chunks"}));
-        BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "offset", UINT64_MAX, &ds.offset));
+    if (m.format >= 3) {
+      // The datasets are in the shard's index (ParseShardIndexJson).
+      sh.loaded = false;
+      const json& ij = j["index"];
+      const std::string ipath = Field(path, "index");
+      BATON_RETURN_IF_ERROR(CheckKeys(ij, ipath, {"file", "bytes", "xxh3"}));
+      BATON_RETURN_IF_ERROR(GetString(ij, ipath, "file", &sh.index));
+      BATON_RETURN_IF_ERROR(GetU64(ij, ipath, "bytes", kMaxManifestBytes, &sh.index_bytes));
+      BATON_RETURN_IF_ERROR(GetString(ij, ipath, "xxh3", &hex));
+      if (!ParseHexU64(hex, &sh.index_xxh3)) {
+        return Fail(Code::kCorruption, Field(ipath, "xxh3"), Quote(hex) + " is not 16 hex digits");
       }
-      const json& name = dj["array"];
-      if (!name.is_string()) return Fail(Code::kCorruption, Field(dpath, "array"), "expected an array name, got " + Describe(name));
-      auto it = index.find(name.get_ref<const std::string&>());
-      if (it == index.end()) return Fail(Code::kCorruption, Field(dpath, "array"), Describe(name) + " names no array");
-      ds.array = it->second;
-      BATON_RETURN_IF_ERROR(GetU64(dj, dpath, "rows", UINT64_MAX, &ds.rows));
-      const json& chunks = dj["chunks"];
-      if (!chunks.is_binary() || !chunks.get_binary().has_subtype() ||
-          chunks.get_binary().subtype() >= sax.chunk_lists.size()) {
-        return Fail(Code::kCorruption, Field(dpath, "chunks"), std::string("expected an array of ") + kChunkForm + ", got " + Describe(chunks));
-      }
-      ds.chunks = std::move(sax.chunk_lists[chunks.get_binary().subtype()]);
+    } else {
+      BATON_RETURN_IF_ERROR(ParseDatasets(j, path, m.format, index, &sax, &sh));
     }
   }
 
@@ -819,6 +962,52 @@ Status ParseManifestJson(std::string_view text, Manifest* out) {
   BATON_RETURN_IF_ERROR(CheckManifest(m, Code::kCorruption));
   *out = std::move(m);
   return Status::OK();
+}
+
+Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uint64_t max_values) {
+  if (m->format < 3 || shard >= m->shards.size()) {
+    return Status::InvalidArgument("ckpt", "shard index " + std::to_string(shard) + " of a format " +
+                                               std::to_string(m->format) + " manifest of " +
+                                               std::to_string(m->shards.size()) + " shards");
+  }
+  ManifestSax sax(/*index_doc=*/true, shard, max_values);
+  bool parsed = false;
+  try {
+    parsed = json::sax_parse(text.data(), text.data() + text.size(), &sax);
+  } catch (const json::exception& e) {
+    return Status::Corruption("ckpt", std::string("shard index is not valid JSON: ") + e.what());
+  }
+  if (!parsed) return sax.error.ok() ? Status::Corruption("ckpt", "shard index is not valid JSON") : sax.error;
+  const json& root = sax.root;
+  BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "shard", "file", "datasets"}));
+  uint64_t format = 0, index = 0;
+  BATON_RETURN_IF_ERROR(GetU64(root, "", "format", UINT64_MAX, &format));
+  if (format != static_cast<uint64_t>(m->format)) {
+    return Fail(Code::kCorruption, "format", std::to_string(format) + ", the manifest's is " + std::to_string(m->format));
+  }
+  BATON_RETURN_IF_ERROR(GetU64(root, "", "shard", UINT64_MAX, &index));
+  if (index != shard) return Fail(Code::kCorruption, "shard", std::to_string(index) + ", expected " + std::to_string(shard));
+  ShardMeta& sh = m->shards[shard];
+  std::string file;
+  BATON_RETURN_IF_ERROR(GetString(root, "", "file", &file));
+  if (file != sh.file) return Fail(Code::kCorruption, "file", Quote(file) + ", the manifest's shard is " + Quote(sh.file));
+  std::unordered_map<std::string, uint32_t> names;
+  for (size_t a = 0; a < m->arrays.size(); ++a) names.emplace(m->arrays[a].name, static_cast<uint32_t>(a));
+  std::vector<uint64_t> row_bytes;
+  BATON_RETURN_IF_ERROR(CheckHeader(*m, Code::kCorruption, &row_bytes));
+  Status s = ParseDatasets(root, Idx("", "shards", shard), m->format, names, &sax, &sh);
+  sh.loaded = true;
+  if (s.ok()) s = CheckShardDatasets(*m, shard, row_bytes, Code::kCorruption, nullptr);
+  if (!s.ok()) {
+    sh.datasets.clear();
+    sh.loaded = false;
+  }
+  return s;
+}
+
+Status CheckCompleteManifest(const Manifest& m) {
+  if (!m.complete()) return Status::InvalidArgument("ckpt", "manifest of step " + std::to_string(m.step) + ": not every shard is loaded");
+  return CheckManifest(m, Code::kCorruption);
 }
 
 }  // namespace baton::ckpt

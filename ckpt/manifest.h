@@ -22,19 +22,26 @@
 
 namespace baton::ckpt {
 
-// The format written; 1 (before run ids) is still read.
-inline constexpr int kManifestFormat = 2;
+// The format written: 3, a top-level manifest.json (header, arrays, shards
+// without their datasets) plus one index per shard (its datasets and
+// chunks, ckpt/manifest_index.h), so that a rank of a large restore reads
+// only the indexes that hold its rows. 2 (one document with every chunk)
+// and 1 (before run ids) are still read; WriteManifestJson writes format 2.
+inline constexpr int kManifestFormat = 3;
+inline constexpr int kSingleDocumentFormat = 2;
 inline constexpr int kOldestManifestFormat = 1;
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
 // The largest manifest read, refused before it is read. Replicated arrays
-// spread their rows over every rank, so a job of 16,384 ranks with 500
-// arrays has ~8M chunk tuples (~400 MB of text, parsed into 40 bytes each).
-// The rest of the text goes into a DOM at ~11 bytes of memory per byte
-// (measured: a 117 MB manifest of 700,000 arrays and datasets peaked at
-// 1.27 GB in `baton ckpt inspect`), so a hostile file of this size can
-// still cost several GB to parse.
+// spread their rows over every rank, so a format-2 manifest of 16,384 ranks
+// with 500 arrays has ~8M chunk tuples (~400 MB of text, parsed into 40
+// bytes each). The rest of the text goes into a DOM at ~11 bytes of memory
+// per byte (a 117 MB manifest of 700,000 arrays and datasets peaked at
+// 1.27 GB), so the parse also takes a limit on the DOM's values, derived
+// from the bytes the version's files hold (ManifestValueLimit,
+// ckpt/manifest_index.h): a small version cannot claim a huge manifest.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 30;
+inline constexpr uint64_t kAnyNumberOfValues = UINT64_MAX;
 // HDF5 allows at most 32 dimensions (H5S_MAX_RANK).
 inline constexpr size_t kMaxDims = 32;
 
@@ -76,6 +83,13 @@ struct ShardMeta {
   // checked before HDF5 parses the file (ParseManifestJson checks that the
   // datasets' data lie inside the file without overlapping).
   uint64_t meta_xxh3 = 0;
+  // Format 3: the shard's index file (datasets and chunks), its size and
+  // xxh3 as committed; `loaded` says whether `datasets` holds it yet.
+  // Formats 1 and 2 hold every dataset in the one document: always loaded.
+  std::string index;
+  uint64_t index_bytes = 0;
+  uint64_t index_xxh3 = 0;
+  bool loaded = true;
   std::vector<DatasetMeta> datasets;
 };
 
@@ -92,14 +106,37 @@ struct Manifest {
   std::string user_blob;       // raw bytes (base64 in the JSON)
   uint64_t user_blob_xxh3 = 0;
 
-  uint64_t total_bytes() const;  // array bytes over all shards
+  uint64_t total_bytes() const;  // the arrays' bytes (each row is stored once)
+  // Every shard's datasets are known (always for formats 1 and 2).
+  bool complete() const;
 };
 
+// The single-document form (m.format 1 or 2: every chunk in one text).
 Status WriteManifestJson(const Manifest& m, std::string* out);
-// kCorruption for anything that is not a manifest this baton wrote, except
-// a newer format (a "format" above kManifestFormat): kInvalidArgument
-// saying so, since such a version is not damaged, only unreadable here.
-Status ParseManifestJson(std::string_view text, Manifest* out);
+// Format 3: the top-level manifest (shards with their index's name, size
+// and xxh3, no datasets) and the index of shards[shard] (its datasets).
+// Every shard must be loaded; WriteTopManifestJson takes the index fields
+// of each shard as given (the caller wrote the indexes first).
+Status WriteTopManifestJson(const Manifest& m, std::string* out);
+Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out);
+// Any format: 1 and 2 parse whole (every shard loaded, every check done);
+// 3 parses the top-level manifest only (shards not loaded; ParseShardIndexJson
+// loads one). kCorruption for anything that is not a manifest this baton
+// wrote, except a newer format (a "format" above kManifestFormat):
+// kInvalidArgument saying so, since such a version is not damaged, only
+// unreadable here.
+// max_values: at most this many JSON values outside the chunk lists (each
+// costs ~100 bytes parsed), else kCorruption before more is allocated.
+Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_values = kAnyNumberOfValues);
+// Format 3: parses the index of m->shards[shard] into it (checked against
+// the top-level manifest: the shard's ranks, the arrays, the file's extent)
+// and marks it loaded. When the last shard is loaded, the checks across
+// shards (every row of every array in exactly one chunk) run too.
+Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m,
+                           uint64_t max_values = kAnyNumberOfValues);
+// The checks across shards of a complete manifest (every rank in one shard,
+// every row in one chunk); kCorruption naming the first failure.
+Status CheckCompleteManifest(const Manifest& m);
 
 // "a plain file name": not empty, no '/', not "." or "..", no NUL.
 bool IsPlainFileName(std::string_view name);

@@ -1,8 +1,10 @@
 // The Checkpointer's restore path (ckpt/checkpointer_impl.h).
 //
-// Restore: rank 0 picks the newest candidate and broadcasts its manifest
-// (ckpt/candidates.cc); every rank checks its registrations against it,
-// reads and verifies the chunks holding its rows (ckpt/hdf5/shard_reader.h),
+// Restore: rank 0 picks the newest candidate and broadcasts its top-level
+// manifest (ckpt/candidates.cc); every rank checks its registrations
+// against it, loads the shard indexes that hold its rows and keeps only its
+// chunks (ckpt/manifest_index.h), reads and verifies the chunks holding its
+// rows (ckpt/hdf5/shard_reader.h),
 // replicated arrays are read in parts and all-gathered; agreed, preferring
 // a corruption to other failures; on a failure a warning naming the file,
 // a corruption recorded beside the version (quarantine after
@@ -26,6 +28,7 @@
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/layout.h"
+#include "ckpt/manifest_index.h"
 #include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
@@ -113,7 +116,7 @@ Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions&
                       "to restore without it");
 }
 
-Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, const std::vector<int>& index_of,
+Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
@@ -139,6 +142,13 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, const Manifest& m, 
     }
     jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
   }
+  // Format 3: only the shard indexes that hold my rows (my own group's at
+  // the same world size), holding only my chunks.
+  std::vector<RowRange> wants;
+  for (const Job& job : jobs) wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
+  IndexLoadStats loaded;
+  BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
+                                            rank_state ? rank_ : -1, &m, &loaded));
   state->clear();
   if (rank_state) {
     // My own chunk of the per-rank state, wherever the manifest has it.

@@ -11,11 +11,13 @@
 //      datasets, rows, a group agreement before the collective close);
 //      each rank's rows are checksummed (xxh3) as they are written,
 //      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
-//   4. rank 0 gathers each shard's size, metadata checksum and data offsets
-//      and every rank's checksums,
-//      writes manifest.json.tmp, fsyncs, renames it to
-//      manifest.json, fsyncs the version directory and the checkpoint
-//      directory; agreed (the commit);
+//   4. each group's first rank gathers its group's chunk records (first
+//      row, rows, the xxh3 of the rows from step 3) and writes the shard's
+//      index (shard-NNNNN.json, fsynced; ckpt/commit.cc); agreed; rank 0
+//      gathers each shard's size, metadata checksum, data offsets and
+//      index size and xxh3, fsyncs the version directory, writes
+//      manifest.json.tmp, fsyncs, renames it to manifest.json, fsyncs the
+//      version directory and the checkpoint directory; agreed (the commit);
 //   5. rank 0 applies retention (PlanRetention, RemoveTree).
 // A failure abandons the version on every rank (rank 0 removes its
 // directory, best effort) and every rank returns the failure of the lowest
@@ -122,75 +124,6 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   res.xxh3.resize(arrays_.size(), 0);
   record->insert(record->end(), res.xxh3.begin(), res.xxh3.end());
   return s;
-}
-
-Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ChunkRecord>& records,
-                                       const std::vector<uint64_t>& shard_records, ckpt::Manifest* m) const {
-  m->run_id = run_.run_id;
-  m->step = step;
-  m->world_size = size_;
-  m->group_size = options_.group_size;
-  m->time = UtcNow();
-  m->baton_version = kVersion;
-  for (const auto& [name, r] : arrays_) m->arrays.push_back(r.meta);
-  const size_t n = arrays_.size();
-  int groups = 0;
-  for (int g : group_of_) groups = std::max(groups, g + 1);
-  m->shards.resize(static_cast<size_t>(groups));
-  // Per shard, the record of its group's first rank: [bytes, meta_xxh3,
-  // offset per array, ...]; per rank, its record's xxh3 of each array.
-  std::vector<const uint64_t*> shard_record(m->shards.size());
-  for (int k = 0; k < size_; ++k) {
-    ckpt::ShardMeta& s = m->shards[static_cast<size_t>(group_of_[k])];
-    if (s.ranks.empty()) {
-      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (2 * n + 2)];
-      shard_record[static_cast<size_t>(group_of_[k])] = rec;
-      s.file = ShardFileName(group_of_[k]);
-      s.bytes = rec[0];
-      s.meta_xxh3 = rec[1];
-    }
-    s.ranks.push_back(k);
-  }
-  for (size_t g = 0; g < m->shards.size(); ++g) {
-    ckpt::ShardMeta& s = m->shards[g];
-    for (size_t i = 0; i < n; ++i) {
-      ckpt::DatasetMeta d;
-      d.array = static_cast<uint32_t>(i);
-      d.offset = shard_record[g][2 + i];
-      for (int k : s.ranks) {
-        const ChunkRecord& c = records[static_cast<size_t>(k) * n + i];
-        if (c.rows == 0) continue;
-        ckpt::Chunk chunk;
-        chunk.rank = k;
-        chunk.first_row = c.first_row;
-        chunk.rows = c.rows;
-        chunk.dataset_row = d.rows;
-        chunk.xxh3 = shard_records[static_cast<size_t>(k) * (2 * n + 2) + 2 + n + i];
-        d.chunks.push_back(chunk);
-        d.rows += c.rows;
-      }
-      if (d.rows > 0) s.datasets.push_back(std::move(d));
-    }
-  }
-  m->user_blob = blob_;
-  m->user_blob_xxh3 = ckpt::Xxh3(blob_.data(), blob_.size());
-  return Status::OK();
-}
-
-// Rank 0: the manifest becomes visible atomically and durably.
-Status CheckpointerImpl::CommitManifest(const std::string& vdir, const ckpt::Manifest& m) {
-  std::string text;
-  BATON_RETURN_IF_ERROR(ckpt::WriteManifestJson(m, &text));
-  const std::string final_path = vdir + "/" + ckpt::kManifestName;
-  const std::string tmp = final_path + ".tmp";
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, options_.file_mode, &f));
-  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
-  BATON_RETURN_IF_ERROR(f->Sync());
-  BATON_RETURN_IF_ERROR(f->Close());
-  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
-  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
-  return env_->SyncDir(dir_);
 }
 
 void CheckpointerImpl::ApplyRetention() {
@@ -371,19 +304,26 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   Status agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   env_->Mark("agreed");
-
   clock.Lap("agree");
 
-  // 4. Rank 0 commits the manifest (the shards' records: one MPI_Gather).
-  const int per_rank = static_cast<int>(2 * n + 2);
-  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (2 * n + 2) : 0);
+  // 4. Each group's first rank writes its shard's index (ckpt/commit.cc);
+  // agreed; rank 0 commits the top-level manifest (the shards' records:
+  // one MPI_Gather).
+  local = WriteMyShardIndex(vdir, step, mine, &record);
+  clock.Lap("manifest");
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) return abandon(agreed);
+  const int per_rank = static_cast<int>(n + 4);
+  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
   clock.Lap("agree");
   local = Status::OK();
   if (rank_ == 0) {
     ckpt::Manifest m;
-    local = BuildManifest(step, all, shard_records, &m);
+    std::vector<ckpt::ArrayMeta> arrays;
+    for (const auto& [name, r] : arrays_) arrays.push_back(r.meta);
+    local = BuildManifest(step, arrays, group_of_, options_.group_size, blob_, shard_records, &m);
     if (local.ok()) local = CommitManifest(vdir, m);
   }
   clock.Lap("manifest");

@@ -23,6 +23,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/manifest_index.h"
 #include "ckpt/run.h"
 #include "ckpt/verify.h"
 #include "cli/commands.h"
@@ -139,10 +140,15 @@ int ParseCommon(const char* sub, const std::vector<std::string>& args, po::optio
   return 0;
 }
 
-Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m) {
+// The top-level manifest; with `whole`, every shard's index too (format 3),
+// checked across shards.
+Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m, bool whole) {
   std::string text;
   BATON_RETURN_IF_ERROR(env->ReadFile(v.path + "/" + ckpt::kManifestName, ckpt::kMaxManifestBytes, &text));
-  return ckpt::ParseManifestJson(text, m).Annotate(v.path + "/" + ckpt::kManifestName);
+  uint64_t max_values = 0;
+  BATON_RETURN_IF_ERROR(ckpt::ManifestValueLimit(env, v.path, text.size(), &max_values));
+  BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, m, max_values).Annotate(v.path + "/" + ckpt::kManifestName));
+  return whole ? ckpt::LoadAllShardIndexes(env, v.path, m) : Status::OK();
 }
 
 // The newest complete (or quarantined) version, of `step` if given.
@@ -170,7 +176,7 @@ int Ls(const std::vector<std::string>& args) {
   for (const ckpt::VersionInfo& v : versions) {
     ckpt::Manifest m;
     Status s;
-    if (v.status != ckpt::VersionStatus::kIncomplete) s = LoadManifest(env, v, &m);
+    if (v.status != ckpt::VersionStatus::kIncomplete) s = LoadManifest(env, v, &m, /*whole=*/false);
     const bool have = v.status != ckpt::VersionStatus::kIncomplete && s.ok();
     nlohmann::json o = {{"step", v.step},
                         {"path", v.path},
@@ -208,7 +214,7 @@ int Inspect(const std::vector<std::string>& args) {
   ckpt::Manifest m;
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("inspect", s);
   if (Status s = PickVersion(versions, c, &v); !s.ok()) return Fail("inspect", s);
-  if (Status s = LoadManifest(env, v, &m); !s.ok()) return Fail("inspect", s);
+  if (Status s = LoadManifest(env, v, &m, /*whole=*/true); !s.ok()) return Fail("inspect", s);
   if (c.json) {
     nlohmann::json o = {{"step", m.step},        {"path", v.path},        {"run_id", m.run_id},
                         {"time", m.time},        {"world_size", m.world_size},
@@ -305,7 +311,7 @@ int Verify(const std::vector<std::string>& args) {
     ckpt::Manifest m;
     std::vector<std::string> failures;
     uint64_t bytes = 0;
-    Status s = LoadManifest(env, v, &m);
+    Status s = LoadManifest(env, v, &m, /*whole=*/true);
     if (s.ok()) {
       Progress progress(!no_progress);
       s = ckpt::VerifyVersion(env, v.path, m, &failures, &bytes, [&](uint64_t done, uint64_t total) {

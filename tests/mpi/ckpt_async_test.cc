@@ -79,9 +79,16 @@ TEST_F(AsyncSave, ArraysChangedAfterItReturnsAreNotInTheVersion) {
     ASSERT_EQ(v.size(), 1u);
     ckpt::Manifest m;
     ASSERT_TRUE(ReadManifest(v[0].path, &m).ok());
+    // Format 3 like a synchronous save: each rank's shard has its own
+    // index (loaded and checked across shards by ReadManifest).
+    EXPECT_EQ(m.format, ckpt::kManifestFormat);
     EXPECT_EQ(m.group_size, 1);
     EXPECT_EQ(m.shards.size(), static_cast<size_t>(Size()));
-    for (int k = 0; k < Size(); ++k) EXPECT_EQ(m.shards[k].ranks, std::vector<int>{k});
+    for (int k = 0; k < Size(); ++k) {
+      EXPECT_EQ(m.shards[k].ranks, std::vector<int>{k});
+      EXPECT_EQ(m.shards[k].index, ckpt::ShardIndexName(m.shards[k].file));
+      EXPECT_TRUE(m.shards[k].loaded);
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include "baton/checkpointer.h"
 #include "ckpt/catalog.h"
 #include "ckpt/manifest.h"
+#include "ckpt/manifest_index.h"
 #include "tests/lib/mpi_world.h"
 #include "tests/lib/test_runtime.h"
 
@@ -174,7 +175,8 @@ inline Status ReadManifest(const std::string& vdir, ckpt::Manifest* m) {
   std::ifstream in(vdir + "/manifest.json");
   std::stringstream text;
   text << in.rdbuf();
-  return ckpt::ParseManifestJson(text.str(), m);
+  BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text.str(), m));
+  return ckpt::LoadAllShardIndexes(ckpt::fs::Env::Default(), vdir, m);  // format 3: every shard's index
 }
 
 inline std::vector<ckpt::VersionInfo> Versions(const std::string& dir) {

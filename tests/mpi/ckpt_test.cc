@@ -356,23 +356,62 @@ TEST_F(CkptTest, CommitOrderIsShardsAgreedManifestRenameDirectories) {
   };
   const int shard = find("sync " + vdir + "/shard-" + std::to_string(Rank()) + ".h5");
   const int agreed = find("mark agreed");
+  // Group size 1: every rank is its group's first and writes its shard's index.
+  const int index = find("sync " + vdir + "/shard-" + std::to_string(Rank()) + ".json");
   EXPECT_GE(shard, 0);
   EXPECT_GT(agreed, shard);
+  EXPECT_GT(index, agreed);
   if (Rank() == 0) {
+    // The indexes' entries durable before the manifest that names them.
+    const int indexes_durable = find("syncdir " + vdir, index);
     const int manifest = find("sync " + vdir + "/manifest.json.tmp");
     const int rename = find("rename " + vdir + "/manifest.json.tmp -> " + vdir + "/manifest.json");
-    const int syncdir = find("syncdir " + vdir);
+    const int syncdir = find("syncdir " + vdir, rename);
     const int syncparent = find("syncdir " + root_, syncdir);
-    EXPECT_GT(manifest, agreed);
+    EXPECT_GT(indexes_durable, index);
+    EXPECT_GT(manifest, indexes_durable);
     EXPECT_GT(rename, manifest);
     EXPECT_GT(syncdir, rename);
     EXPECT_GT(syncparent, syncdir);
     std::string all;
     for (const std::string& e : ev) all += e + "\n";
-    EXPECT_TRUE(manifest >= 0 && rename >= 0 && syncdir >= 0 && syncparent >= 0) << all;
+    EXPECT_TRUE(index >= 0 && manifest >= 0 && rename >= 0 && syncdir >= 0 && syncparent >= 0) << all;
   } else {
     for (const std::string& e : ev) EXPECT_EQ(e.find("manifest"), std::string::npos) << e;
   }
+}
+
+// Format 3, at the world size that saved: every rank reads the top-level
+// manifest it is sent and its own group's shard index, no other (reading
+// any other fails here, and a failed read would fail the restore).
+TEST_F(CkptTest, ARankReadsOnlyItsOwnShardIndex) {
+  FaultEnv env;
+  CheckpointOptions o = Options(1);
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  FillAll(&arrays, 4);
+  ASSERT_TRUE(AllRanks(ck->Save(4).ok()));
+  const std::string vdir = ck->last_stats().version_path;
+  for (int g = 0; g < Size(); ++g) {
+    if (g != Rank()) env.Inject(FaultEnv::Fault::kFailRead, vdir + "/shard-" + std::to_string(g) + ".json");
+  }
+  ZeroAll(&arrays);
+  RestoreResult result;
+  Status s = ck->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(4));
+  EXPECT_TRUE(result.fallbacks.empty());
+  EXPECT_EQ(CheckAll(arrays, 4), "");
+  // The control: the same fault on its own index fails this rank's read.
+  env.Clear();
+  env.Inject(FaultEnv::Fault::kFailRead, vdir + "/shard-" + std::to_string(Rank()) + ".json");
+  s = ck->Restore(RestoreOptions(), &result);
+  EXPECT_FALSE(s.ok());
+  ASSERT_EQ(result.fallbacks.size(), 1u);
+  EXPECT_FALSE(result.fallbacks[0].counted) << "an I/O error is transient";
+  EXPECT_NE(result.fallbacks[0].reason.message().find(".json"), std::string::npos) << result.fallbacks[0].reason;
 }
 
 class CkptManifestFault : public CkptTest, public ::testing::WithParamInterface<FaultEnv::Fault> {};
@@ -509,6 +548,20 @@ TEST_F(CkptDamage, TruncatedShardFallsBack) {
     ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(stdfs::file_size(path) / 2)), 0);
   }
   ExpectFallback("shard-0.h5");
+}
+
+// Format 3: a shard's index whose bytes changed (its xxh3 in the
+// top-level manifest no longer matches) is corruption, before it is parsed.
+TEST_F(CkptDamage, ADamagedShardIndexFallsBack) {
+  SaveTwo();
+  if (Rank() == 0) {
+    const std::string path = newest_ + "/shard-0.json";
+    std::string text = Slurp(path);
+    ASSERT_NE(text.find("\"rows\": "), std::string::npos);
+    text[text.find("\"rows\": ") + 8] ^= 1;
+    std::ofstream(path, std::ios::trunc) << text;
+  }
+  ExpectFallback("shard-0.json: xxh3");
 }
 
 TEST_F(CkptDamage, MissingShardFallsBack) {

@@ -13,6 +13,7 @@ namespace baton::ckpt {
 // (world * rows_per_rank / 2 + 1 rows spread evenly), rows of 3 f32.
 inline Manifest MakeManifest(int world, int group, int arrays, uint64_t rows_per_rank) {
   Manifest m;
+  m.format = kSingleDocumentFormat;  // one document: every shard loaded
   m.run_id = "run-7";
   m.step = 400;
   m.world_size = world;

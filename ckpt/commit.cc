@@ -1,0 +1,141 @@
+// The commit of a version (ckpt/checkpointer_impl.h, step 4 of save.cc):
+// the shard indexes, written in parallel by each group's first rank, then
+// the top-level manifest written by rank 0 and made visible by one rename.
+// A version exists when manifest.json does (ckpt/catalog.h); the indexes it
+// names were written, fsynced and agreed before it, so the rename commits
+// all of them at once. An asynchronous save (async_save.cc) commits the
+// same way at its completion, each rank a group of one writing its own
+// shard's index (WriteIndexOfShard, no gather).
+#include <mpi.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "baton/version.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
+#include "ckpt/manifest_index.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+Status CheckpointerImpl::WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
+                                           std::vector<uint64_t>* record) {
+  const size_t n = arrays_.size();
+  int group_rank = 0, group_size = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(group_, &group_rank)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(group_, &group_size)));
+  // My entries: [first_row, rows, xxh3] of each array, the xxh3 from
+  // WriteMyShard's record (hashed as the rows were written).
+  std::vector<uint64_t> entries;
+  entries.reserve(3 * n);
+  for (size_t i = 0; i < n; ++i) entries.insert(entries.end(), {mine[i].first_row, mine[i].rows, (*record)[2 + n + i]});
+  std::vector<uint64_t> group_entries(group_rank == 0 ? 3 * n * static_cast<size_t>(group_size) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(entries.data(), static_cast<int>(3 * n), MPI_UINT64_T,
+                                                   group_entries.data(), static_cast<int>(3 * n), MPI_UINT64_T, 0,
+                                                   group_)));
+  record->resize(n + 2);  // [bytes, meta_xxh3, offsets...]: my rows' hashes are in the index now
+  if (group_rank != 0) {
+    record->insert(record->end(), {0, 0});
+    return Status::OK();
+  }
+  std::vector<ArrayMeta> arrays;
+  for (const auto& [name, r] : arrays_) arrays.push_back(r.meta);
+  return WriteIndexOfShard(vdir, step, arrays, group_of_, options_.group_size, group_of_[rank_], group_entries, record);
+}
+
+Status CheckpointerImpl::WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
+                                           const std::vector<int>& group_of, int group_size, int g,
+                                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record) {
+  const size_t n = arrays.size();
+  int groups = 0;
+  for (int x : group_of) groups = std::max(groups, x + 1);
+  Manifest m;
+  m.run_id = run_.run_id;
+  m.step = step;
+  m.world_size = size_;
+  m.group_size = group_size;
+  m.arrays = arrays;
+  m.shards.resize(static_cast<size_t>(groups));
+  ShardMeta& sh = m.shards[static_cast<size_t>(g)];
+  sh.file = ShardFileName(g);
+  sh.bytes = (*record)[0];
+  sh.meta_xxh3 = (*record)[1];
+  // The group's world ranks, ascending: the group's order (MPI_Comm_split
+  // keyed by world rank).
+  for (int k = 0; k < size_; ++k) {
+    if (group_of[k] == g) sh.ranks.push_back(k);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    DatasetMeta d;
+    d.array = static_cast<uint32_t>(i);
+    d.offset = (*record)[2 + i];
+    for (size_t j = 0; j < sh.ranks.size(); ++j) {
+      const uint64_t* e = &entries[3 * (j * n + i)];
+      if (e[1] == 0) continue;
+      d.chunks.push_back(Chunk{sh.ranks[j], e[0], e[1], d.rows, e[2]});
+      d.rows += e[1];
+    }
+    if (d.rows > 0) sh.datasets.push_back(std::move(d));
+  }
+  BATON_RETURN_IF_ERROR(WriteShardIndex(env_, vdir, static_cast<size_t>(g), options_.file_mode, &m));
+  record->insert(record->end(), {sh.index_bytes, sh.index_xxh3});
+  return Status::OK();
+}
+
+Status CheckpointerImpl::BuildManifest(int64_t step, const std::vector<ArrayMeta>& arrays,
+                                       const std::vector<int>& group_of, int group_size, const std::string& blob,
+                                       const std::vector<uint64_t>& shard_records, Manifest* m) const {
+  m->run_id = run_.run_id;
+  m->step = step;
+  m->world_size = size_;
+  m->group_size = group_size;
+  m->time = UtcNow();
+  m->baton_version = kVersion;
+  m->arrays = arrays;
+  const size_t n = arrays.size();
+  int groups = 0;
+  for (int g : group_of) groups = std::max(groups, g + 1);
+  m->shards.resize(static_cast<size_t>(groups));
+  for (int k = 0; k < size_; ++k) {
+    ShardMeta& s = m->shards[static_cast<size_t>(group_of[k])];
+    if (s.ranks.empty()) {
+      // The group's first rank's record: [bytes, meta_xxh3, offsets..., index bytes, index xxh3].
+      const uint64_t* rec = &shard_records[static_cast<size_t>(k) * (n + 4)];
+      s.file = ShardFileName(group_of[k]);
+      s.bytes = rec[0];
+      s.meta_xxh3 = rec[1];
+      s.index = ShardIndexName(s.file);
+      s.index_bytes = rec[n + 2];
+      s.index_xxh3 = rec[n + 3];
+      s.loaded = false;  // its datasets are in its index
+    }
+    s.ranks.push_back(k);
+  }
+  m->user_blob = blob;
+  m->user_blob_xxh3 = Xxh3(blob.data(), blob.size());
+  return Status::OK();
+}
+
+// Rank 0: the manifest becomes visible atomically and durably.
+Status CheckpointerImpl::CommitManifest(const std::string& vdir, const Manifest& m) {
+  std::string text;
+  BATON_RETURN_IF_ERROR(WriteTopManifestJson(m, &text));
+  // The indexes' directory entries are durable before the manifest that
+  // names them can be.
+  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  const std::string final_path = vdir + "/" + kManifestName;
+  const std::string tmp = final_path + ".tmp";
+  std::unique_ptr<fs::WritableFile> f;
+  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, options_.file_mode, &f));
+  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
+  BATON_RETURN_IF_ERROR(f->Sync());
+  BATON_RETURN_IF_ERROR(f->Close());
+  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
+  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  return env_->SyncDir(dir_);
+}
+
+}  // namespace baton::ckpt
