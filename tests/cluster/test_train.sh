@@ -192,6 +192,10 @@ test_two_failures_in_a_row_a_rank_then_a_node() {
   before_fault "$job" "$d" 1
   kill -9 "$(rank_pid "$job" 2)"
   after_fault "$job" "$d" 1
+  # The requeued run first: the killed run may itself have printed the step
+  # waited for below (with asynchronous saves the newest committed version
+  # lags the step by up to two intervals), and its ranks are gone.
+  wait_for 120 "the requeued run to start" runs_at_least "$d/out" 2
   wait_step "$d/out" $(($(cut -d' ' -f3 "$d/fault.1") + 15))
   node=$(rank_node "$job" 1)
   before_fault "$job" "$d" 2
