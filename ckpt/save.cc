@@ -195,7 +195,7 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   stats_.step = step;
   PhaseClock clock;
   clock.Start(&stats_.phases,
-              {"hash", "agree", "create", "write", "close", "sync", "meta_hash", "manifest", "retention"});
+              {"hash", "agree", "create", "write", "close", "verify", "sync", "meta_hash", "manifest", "retention"});
 
   // 1. Agreed registrations; my chunk records (their checksums come with the writes).
   // A negative step is refused before anything is written, on every rank

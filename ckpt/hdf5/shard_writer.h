@@ -36,9 +36,13 @@
 // the checksum of its metadata. Files are written in HDF5 1.8's format
 // (H5Pset_libver_bounds V18): superblock v2 and object headers v2, whose
 // metadata HDF5 checksums itself too.
-// Collective transfers rely on MPI-IO to report a failed write: Open MPI
-// 4.1's ompio loses an aggregator's failed pwrite in its collective path
-// (the save then succeeds; the restore's checksums find the damage).
+// Collective transfers cannot rely on MPI-IO to report a failed write:
+// Open MPI 4.1's ompio loses an aggregator's failed pwrite in its two-phase
+// path (H5Dwrite and H5Fclose succeed). So after the close each member
+// reads its rows back and compares their hash with the one taken before the
+// write (phase "verify": one read of the member's bytes, from the page cache
+// where the aggregator is on its node), agreed: a lost write fails the save
+// on every rank (ALostCollectiveWriteFailsTheSave).
 //
 // Collective over `group`; every member passes the same arrays in the same
 // order (names, types, shapes), with its own rows (possibly none: a member

@@ -381,5 +381,13 @@ int main(int argc, char** argv) {
     return kExitError;
   }
   Job job(o, data);
-  return job.Run(&argc, &argv);
+  const int rc = job.Run(&argc, &argv);
+  // The exit code is decided, the same on every rank (a restart cap, an
+  // agreed stop, done). srun -K sends SIGTERM to the ranks still running
+  // when the first one exits non-zero; the runtime's teardown (in ~Job)
+  // restores the default action, and a rank it reached there would end
+  // with 143, which srun reports over the 3 of the others: the job would
+  // be requeued past its restart cap. Hold the signals from here on.
+  pthread_sigmask(SIG_BLOCK, &HeldSignals(), nullptr);
+  return rc;
 }

@@ -164,6 +164,7 @@ struct CheckpointStats {
   // Save: hash (checksums of the user's buffers), agree (agreements and the
   // gathers of records), create (version directory, shard file, HDF5
   // datasets), write (the data), close (HDF5's metadata flush and close),
+  // verify (collective transfers only: each rank reads its rows back),
   // sync (fsync of the shard), meta_hash (the shard's metadata checksum,
   // one rank per shard), manifest (build, write, fsync, rename, directory
   // syncs), retention (removal of old versions). Restore: list (the

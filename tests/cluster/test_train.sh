@@ -189,6 +189,9 @@ test_two_failures_in_a_row_a_rank_then_a_node() {
   submit "$d" "$STEPS"
   job=$JOB
   wait_step "$d/out" 15
+  # An asynchronous save is committed at the next save (step 10's at step
+  # 20): a kill at step 15 could find nothing committed. Wait for the event.
+  wait_for 120 "the first committed version" has_committed "$d"
   before_fault "$job" "$d" 1
   kill -9 "$(rank_pid "$job" 2)"
   after_fault "$job" "$d" 1

@@ -94,6 +94,8 @@ newest_committed() {
     print @c ? $c[-1]{step} : "none", "\n"'
 }
 
+has_committed() { [ "$(newest_committed "$(ckpt_dir "$1")")" != none ]; }
+
 # The pid of rank R of JOB, found by its environment (never by a pattern):
 # this cluster's SLURM_CONF, the job id and the task id.
 rank_pid() {

@@ -150,7 +150,7 @@ test_bench_ckpt_json_has_the_documented_fields() {
       $j->{seconds} > 0 && $j->{GBps} > 0 && $j->{raw_GBps} > 0 or die "not positive: $line";
       abs($j->{ratio} - $j->{GBps} / $j->{raw_GBps}) < 1e-9 * $j->{ratio} or die "ratio";
       my @want = $j->{op} eq "save"
-          ? qw(hash agree create write close sync meta_hash manifest retention)
+          ? qw(hash agree create write close verify sync meta_hash manifest retention)
           : qw(list manifest open read verify agree gather);
       for my $p (@want) { defined $j->{phases}{$p} && $j->{phases}{$p} >= 0 or die "no phase $p: $line" }
       $j->{phases}{write} > 0 or die "no write time: $line" if $j->{op} eq "save";
