@@ -1,5 +1,7 @@
 // Writes one shard file together with the other ranks of a shard group
-// (parallel HDF5, MPI-IO driver). A self-contained unit: it takes the rows
+// (independent transfers: the group's first rank writes the metadata with
+// HDF5's sec2 driver, every member its rows; collective transfers:
+// parallel HDF5, MPI-IO driver). A self-contained unit: it takes the rows
 // to write and a communicator and makes every HDF5 call itself, so that an
 // async save can run it on its one HDF5 thread.
 //
@@ -22,9 +24,11 @@
 // (collective), then each member writes its rows, then the group agrees
 // before anyone closes (collective), so one member's failed write (ENOSPC)
 // fails the group instead of hanging it. With independent transfers (the
-// default) the rows do not go through HDF5 at all: once the group has
-// created and closed the file (metadata only; the datasets' space is
-// allocated, never filled), each member writes its rows with plain
+// default) no MPI-IO is involved: the group's first rank alone creates
+// and closes the file with sec2 (metadata only; the datasets' space is
+// allocated, never filled; agreed, the offsets broadcast: a failed
+// metadata write is reported, where ompio's collective path dropped it or
+// HDF5's collective metadata flush hung), and each member writes its rows with plain
 // sequential writes (Env::OpenForWriteAt) at the offsets HDF5 allocated,
 // in pieces of 4 MiB, each hashed (xxh3) just before its write copies it,
 // so the user's buffer is read from memory once; then the group agrees.

@@ -23,7 +23,7 @@ int g_err = 0;
 int g_left = -1;  // writes still to fail; < 0: all
 std::atomic<bool> g_armed{false};
 std::atomic<int> g_failed{0};
-bool g_plain_only = false;
+WriteCalls g_calls = WriteCalls::kAny;
 
 // Whether a write to fd is to fail now (errno set when it is).
 bool Fails(int fd, bool plain = false) {
@@ -35,7 +35,8 @@ bool Fails(int fd, bool plain = false) {
   path[n] = '\0';
   std::lock_guard<std::mutex> lock(g_mu);
   if (g_part.empty() || std::string(path).find(g_part) == std::string::npos || g_left == 0) return false;
-  if (g_plain_only && !plain) return false;
+  if (g_calls == WriteCalls::kPlainOnly && !plain) return false;
+  if (g_calls == WriteCalls::kPositionedOnly && plain) return false;
   if (g_left > 0) --g_left;
   ++g_failed;
   errno = g_err;
@@ -49,9 +50,9 @@ Fn Next(const char* name) {
 
 }  // namespace
 
-void ArmWriteFault(const std::string& path_part, int err, int count, bool plain_write_only) {
+void ArmWriteFault(const std::string& path_part, int err, int count, WriteCalls calls) {
   std::lock_guard<std::mutex> lock(g_mu);
-  g_plain_only = plain_write_only;
+  g_calls = calls;
   g_part = path_part;
   g_err = err;
   g_left = count;

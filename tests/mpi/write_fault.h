@@ -12,12 +12,15 @@
 
 namespace baton::ckpt_testing {
 
+// Which writes a fault hits: write(2) is a shard member's rows
+// (independent transfers); the pwrite family is HDF5's, through MPI-IO
+// (collective rows, and the metadata at the close).
+enum class WriteCalls { kAny, kPlainOnly, kPositionedOnly };
+
 // Fails the next `count` writes of this process to a file whose path
 // contains `path_part` with `err` (ENOSPC, EIO), or all of them until
 // DisarmWriteFault when count < 0.
-// plain_write_only: only write(2) fails (a shard member's rows), not the
-// pwrite family (HDF5's metadata, through MPI-IO, at the close).
-void ArmWriteFault(const std::string& path_part, int err, int count = -1, bool plain_write_only = false);
+void ArmWriteFault(const std::string& path_part, int err, int count = -1, WriteCalls calls = WriteCalls::kAny);
 void DisarmWriteFault();
 // Writes failed since the last Arm.
 int FailedWrites();
