@@ -61,6 +61,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     switch (spank_context()) {
       case S_CTX_LOCAL: return baton::spank::LocalInitPostOpt(sp);
       case S_CTX_ALLOCATOR: return baton::spank::AllocatorInitPostOpt(sp);
+      case S_CTX_REMOTE: return baton::spank::RemoteInitPostOpt(sp);
       default: return baton::Status::OK();
     }
   });
@@ -76,6 +77,10 @@ extern "C" int slurm_spank_user_init(spank_t sp, int, char**) {
 
 extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
   return Guard("task_init", [&] { return baton::spank::RemoteTaskInit(sp); });
+}
+
+extern "C" int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  return Guard("job_epilog", [&] { return baton::spank::JobEpilog(sp, ac, av); });
 }
 
 extern "C" int slurm_spank_exit(spank_t sp, int, char**) {
