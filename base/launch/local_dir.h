@@ -27,8 +27,8 @@ namespace baton::launch {
 // "<root>/<uid>/<job>", the same on every node and every run of the job.
 std::string JobLocalDirPath(const std::string& root, uid_t uid, uint32_t job);
 
-// Opens the job's directory, making what is missing: <root> (its parent
-// must exist) and <root>/<uid> with mode 0755, owned by the caller; the
+// Opens the job's directory, making what is missing: <root> (and its
+// missing parents) and <root>/<uid> with mode 0755, owned by the caller; the
 // job's directory with mode 0700, then handed to uid:gid (fchown on its
 // descriptor). Refused, with an error naming the path: a component that is
 // a link or not a directory, a component the caller does not own that is

@@ -58,7 +58,13 @@ new_case() {
 # ready CASE RUN: the run is in its waiting loop.
 ready() { [ -e "$1/ready.$2" ]; }
 gone() { [ ! -e "$1" ]; }
-job_ended() { [[ $(job_field "$1" JobState) =~ ^(COMPLETED|FAILED|CANCELLED)$ ]] && ! [[ $(scontrol -o show job "$1" 2>/dev/null) =~ COMPLETING ]]; }
+# job_ended JOB: the job is over and its epilogs have run (no longer COMPLETING), or the
+# controller has already forgotten it (MinJobAge).
+job_ended() {
+  local line
+  line=$(scontrol -o show job "$1" 2>/dev/null) || return 0
+  [[ $line =~ JobState=(COMPLETED|FAILED|CANCELLED) ]] && ! [[ $line =~ COMPLETING ]]
+}
 
 # check_private DIR: the job's directory is the user's, 0700, under root-owned 0755 parents.
 check_private() {
