@@ -50,8 +50,10 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
       case S_CTX_REMOTE:
         BATON_RETURN_IF_ERROR(baton::spank::ParseArguments(ac, av));
         return baton::spank::RegisterOptions(sp);
+      case S_CTX_SLURMD:
+        return baton::spank::SlurmdInit(ac, av);
       default:
-        return baton::Status::OK();  // slurmd and prolog/epilog: nothing to do
+        return baton::Status::OK();  // the job prolog/epilog have their own callbacks
     }
   });
 }

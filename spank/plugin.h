@@ -64,9 +64,11 @@ Status RemoteInitPostOpt(spank_t sp);   // remote_context.cc (slurmstepd, as roo
 Status RemoteUserInit(spank_t sp);      // remote_context.cc (slurmstepd)
 Status RemoteTaskInit(spank_t sp);      // remote_context.cc
 Status RemoteExit(spank_t sp);          // remote_context.cc
-// job_script_context.cc (the job epilog, as root): sweeps the node-local
-// root. Never fails: a failed epilog drains the node; problems are logged.
+// node_context.cc (the job epilog and slurmd's start, as root): sweep the
+// node-local root. Never fail (a failed epilog drains the node, a failed
+// slurmd init stops slurmd): problems are logged.
 Status JobEpilog(spank_t sp, int ac, char** av);
+Status SlurmdInit(int ac, char** av);
 
 // On the submitting side (srun, sbatch, salloc): resolves the user's
 // options (launch::ResolveSubmitOptions) and writes the result into the

@@ -2,9 +2,10 @@
 // removes <root>/<uid>/<jobid> of every job that has ended for good
 // (sweep_decision.h), whichever node it ran on last and however it ended.
 // The plugin runs it as root in the job epilog of every job on the node
-// (spank/job_script_context.cc), so a directory left on a node by a
-// requeue, or on a node that died with the job and came back, goes at the
-// next job's end there.
+// and when slurmd starts (spank/node_context.cc), so a directory left on a
+// node by a requeue goes at the next job's end there, and one on a node
+// that died with the job and came back goes when its slurmd starts (or at
+// the next job's end there, if the job still ran then).
 //
 // Never as root on a path a user controls by name: <root> and <root>/<uid>
 // are opened as OpenSafeDir checks them (root's, writable by nobody else,

@@ -24,9 +24,14 @@ with_local_root() {
   saved=$(cat "$conf")
   sed -i "s|\(spank_baton.so\).*|\1 local_root=$LOCAL_ROOT|" "$conf"
   ("$@") || rc=$?
+  # A failed case leaves its job waiting for go.N: none may outlive the case.
+  scancel -u "$USER_NAME" 2>/dev/null || true
+  wait_for 60 "the jobs of $USER_NAME to end" no_jobs_of "$USER_NAME"
   printf '%s\n' "$saved" >"$conf"
   return $rc
 }
+
+no_jobs_of() { [ -z "$(squeue -h -u "$1" -o %i)" ]; }
 
 # The job script: each run (SLURM_RESTART_COUNT) records its directory and node, writes a
 # file into the directory, says it is ready, waits for go.<run>, then exits with $EXIT.
@@ -172,6 +177,28 @@ node_died_and_revived() {
   gone "$on_n3" || fail "the sweep on revived n3 left $on_n3 of ended job $job"
 }
 test_a_node_that_died_and_came_back_loses_the_ended_jobs_directory() { with_local_root node_died_and_revived; }
+
+# The job ends while its dead node is down: the node's slurmd sweeps when it starts again,
+# before any job runs there.
+node_revived_after_the_job_ended() {
+  local case job on_n4 cluster
+  cluster="$REPO/scripts/local-cluster"
+  ensure_user
+  case=$(new_case)
+  job=$(submit "$case" -N1 --requeue -x n1,n2,n3)
+  wait_for 60 "job $job's first run" ready "$case" 0
+  on_n4=$(dir_on n4 "$job")
+  [ -e "$on_n4/shard.0.0" ] || fail "no shard in $on_n4"
+  "$cluster" kill-node --keep-disk n4
+  scancel "$job"
+  wait_for 60 "job $job to end" job_ended "$job"
+  [ -e "$on_n4/shard.0.0" ] || fail "$on_n4 went while n4 was down"
+  "$cluster" revive-node n4
+  gone "$on_n4" || fail "slurmd's start on n4 left $on_n4 of ended job $job"
+  grep -F "removed node-local directory $LOCAL_ROOT/$(user_uid)/$job" "$BATON_CLUSTER_DIR/log/n4.log" ||
+    fail "n4's slurmd log does not say it removed the directory"
+}
+test_a_node_revived_after_the_job_ended_sweeps_when_its_slurmd_starts() { with_local_root node_revived_after_the_job_ended; }
 
 # The user's own --baton-local-dir is left alone: not made, not swept, not replaced.
 own_dir() {
