@@ -50,8 +50,10 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
       case S_CTX_REMOTE:
         BATON_RETURN_IF_ERROR(baton::spank::ParseArguments(ac, av));
         return baton::spank::RegisterOptions(sp);
+      case S_CTX_SLURMD:
+        return baton::spank::SlurmdInit(ac, av);
       default:
-        return baton::Status::OK();  // slurmd and prolog/epilog: nothing to do
+        return baton::Status::OK();  // the job prolog/epilog have their own callbacks
     }
   });
 }
@@ -61,6 +63,7 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     switch (spank_context()) {
       case S_CTX_LOCAL: return baton::spank::LocalInitPostOpt(sp);
       case S_CTX_ALLOCATOR: return baton::spank::AllocatorInitPostOpt(sp);
+      case S_CTX_REMOTE: return baton::spank::RemoteInitPostOpt(sp);
       default: return baton::Status::OK();
     }
   });
@@ -76,6 +79,10 @@ extern "C" int slurm_spank_user_init(spank_t sp, int, char**) {
 
 extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
   return Guard("task_init", [&] { return baton::spank::RemoteTaskInit(sp); });
+}
+
+extern "C" int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
+  return Guard("job_epilog", [&] { return baton::spank::JobEpilog(sp, ac, av); });
 }
 
 extern "C" int slurm_spank_exit(spank_t sp, int, char**) {

@@ -36,6 +36,12 @@ struct PluginState {
   launch::StepInfo step;
   launch::LaunchOptions options;
   launch::OpenDir hostfile_dir;  // made by user_init; removed at exit
+  // The job's node-local directory (local_root/<uid>/<jobid>), made by
+  // init_post_opt as root when the site set local_root and the user gave
+  // no --baton-local-dir; handed to the tasks as BATON_LOCAL_DIR. Never
+  // removed by the step: the job epilog's sweep removes it once the job
+  // has ended for good.
+  std::string job_local_dir;
   uid_t uid = 0;
   gid_t gid = 0;
 };
@@ -54,9 +60,15 @@ Status ParseArguments(int ac, char** av);
 Status LocalInitPostOpt(spank_t sp);    // local_context.cc (srun)
 Status LocalUserInit(spank_t sp);       // local_context.cc
 Status AllocatorInitPostOpt(spank_t sp);  // allocator_context.cc (sbatch, salloc)
+Status RemoteInitPostOpt(spank_t sp);   // remote_context.cc (slurmstepd, as root)
 Status RemoteUserInit(spank_t sp);      // remote_context.cc (slurmstepd)
 Status RemoteTaskInit(spank_t sp);      // remote_context.cc
 Status RemoteExit(spank_t sp);          // remote_context.cc
+// node_context.cc (the job epilog and slurmd's start, as root): sweep the
+// node-local root. Never fail (a failed epilog drains the node, a failed
+// slurmd init stops slurmd): problems are logged.
+Status JobEpilog(spank_t sp, int ac, char** av);
+Status SlurmdInit(int ac, char** av);
 
 // On the submitting side (srun, sbatch, salloc): resolves the user's
 // options (launch::ResolveSubmitOptions) and writes the result into the

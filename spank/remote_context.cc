@@ -1,7 +1,8 @@
-// slurmstepd (remote context): on each node of a step, user_init (running
-// as the job's user) gathers the step's facts once and writes the node's
-// hostfile; task_init (in each task, just before exec) sets the task's
-// variables; exit removes the hostfile, again as the user.
+// slurmstepd (remote context): on each node of a step, init_post_opt (as
+// root) makes the job's node-local directory when the site set local_root;
+// user_init (running as the job's user) gathers the step's facts once and
+// writes the node's hostfile; task_init (in each task, just before exec)
+// sets the task's variables; exit removes the hostfile, again as the user.
 #include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
 #include "base/launch/hostfile_dir.h"
+#include "base/launch/local_dir.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 #include "spank/plugin.h"
@@ -119,16 +121,10 @@ Status MakeHostfileDir(const DirPlan& plan, const std::string& hostfile, launch:
   return s;
 }
 
-Status UserInit(spank_t sp) {
-  PluginState& st = State();
-  uint32_t job = 0, step = 0, node_id = 0, restarts = 0;
-  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
-  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_STEPID, "S_JOB_STEPID", &step));
-  const launch::StepKind kind = launch::KindOfStep(step);
-  if (kind == launch::StepKind::kNone) return Status::OK();  // the extern step runs nothing of the user's
-
-  // The submitting side resolved the options into BATON_* variables; the
-  // replayed callbacks and the plugstack default only fill what is unset.
+// The step's options: the submitting side resolved them into BATON_*
+// variables; the replayed callbacks and the plugstack default only fill
+// what is unset.
+Status StepOptions(spank_t sp, launch::LaunchOptions* out) {
   launch::Env input;
   for (const auto& spec : launch::UserOptions()) {
     std::optional<std::string> v;
@@ -137,8 +133,53 @@ Status UserInit(spank_t sp) {
   }
   launch::LaunchOptions from_env;
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(input, &from_env));
-  st.options = launch::Merge(from_env, st.from_callbacks);
+  *out = launch::Merge(from_env, State().from_callbacks);
+  return Status::OK();
+}
+
+// init_post_opt runs as root, before slurmstepd drops to the user: the one
+// callback where the job's directory can be made under a root-owned
+// <local_root>/<uid>. The same path on every run of the job, so a requeued
+// run that lands here again finds its level-2 checkpoints.
+Status InitPostOpt(spank_t sp) {
+  PluginState& st = State();
+  if (st.config.local_root.empty()) return Status::OK();
+  uint32_t job = 0, step = 0;
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_STEPID, "S_JOB_STEPID", &step));
+  if (launch::KindOfStep(step) == launch::StepKind::kNone) return Status::OK();
+  launch::LaunchOptions options;
+  BATON_RETURN_IF_ERROR(StepOptions(sp, &options));
+  if (!options.enabled.value_or(st.config.default_on)) return Status::OK();
+  uid_t uid = 0;
+  gid_t gid = 0;
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_UID, "S_JOB_UID", &uid));
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_GID, "S_JOB_GID", &gid));
+  const std::string path = launch::JobLocalDirPath(st.config.local_root, uid, job);
+  // The user's own directory is the user's business; the job's own path
+  // (inherited by a step from its batch script's BATON_LOCAL_DIR) is made
+  // on this node as on the batch script's.
+  if (options.local_dir && *options.local_dir != path) return Status::OK();
+  launch::OpenDir dir;
+  BATON_RETURN_IF_ERROR(launch::MakeDirBounded(
+      "making the node-local directory " + launch::Quoted(path), kFileSystemLimit,
+      [&](launch::OpenDir* d) { return launch::OpenJobLocalDir(st.config.local_root, uid, gid, job, d); }, &dir));
+  launch::CloseDir(&dir);
+  st.job_local_dir = path;
+  return Status::OK();
+}
+
+Status UserInit(spank_t sp) {
+  PluginState& st = State();
+  uint32_t job = 0, step = 0, node_id = 0, restarts = 0;
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
+  BATON_RETURN_IF_ERROR(Item(sp, S_JOB_STEPID, "S_JOB_STEPID", &step));
+  const launch::StepKind kind = launch::KindOfStep(step);
+  if (kind == launch::StepKind::kNone) return Status::OK();  // the extern step runs nothing of the user's
+
+  BATON_RETURN_IF_ERROR(StepOptions(sp, &st.options));
   if (!st.options.enabled.value_or(st.config.default_on)) return Status::OK();
+  if (!st.job_local_dir.empty()) st.options.local_dir = st.job_local_dir;
 
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_NODEID, "S_JOB_NODEID", &node_id));
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_UID, "S_JOB_UID", &st.uid));
@@ -182,11 +223,22 @@ Status UserInit(spank_t sp) {
 
 }  // namespace
 
+Status RemoteInitPostOpt(spank_t sp) {
+  // Kept for task_init, as user_init's failure is (RemoteUserInit).
+  Status s = InitPostOpt(sp);
+  if (!s.ok()) {
+    State().init_error = s;
+    LogError(s.Annotate("init_post_opt (the step's tasks will fail with this)"));
+  }
+  return Status::OK();
+}
+
 Status RemoteUserInit(spank_t sp) {
   // A failed user_init of a required plugin makes slurmstepd start no task
   // and srun exit 0, the message only in slurmd's log (spank_user in
   // slurmstepd's mgr.c). Kept for task_init instead, which fails every
   // task with it on the user's terminal.
+  if (!State().init_error.ok()) return Status::OK();  // init_post_opt's, kept
   Status s = UserInit(sp);
   if (!s.ok()) {
     State().init_error = s;

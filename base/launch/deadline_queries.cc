@@ -58,6 +58,15 @@ class DeadlineQueries : public SlurmQueries {
     return s;
   }
 
+  Status JobState(uint32_t job, JobRecord* record) override {
+    auto out = std::make_shared<JobRecord>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the state of job " + std::to_string(job) + " (slurm_load_job)",
+                       [&inner, out, job] { return inner.JobState(job, out.get()); });
+    if (s.ok()) *record = *out;
+    return s;
+  }
+
  private:
   // Runs `call` on a thread that owns everything it touches (captured by
   // value or shared), so that it may outlive this wait.

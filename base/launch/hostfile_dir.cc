@@ -27,9 +27,9 @@ Status Errno(const std::string& what, const std::string& path, int err) {
 }
 
 // The rule of OpenSafeDir, on the open descriptor.
-Status CheckSafe(int fd, const std::string& path) {
+Status CheckSafe(int fd, const std::string& path, const std::string& noun = "hostfile directory") {
   struct stat st;
-  if (fstat(fd, &st) != 0) return Errno("cannot inspect hostfile directory", path, errno);
+  if (fstat(fd, &st) != 0) return Errno("cannot inspect " + noun, path, errno);
   const uid_t me = geteuid();
   const bool others_write = (st.st_mode & 022) != 0;
   const bool mine = st.st_uid == me && !others_write;
@@ -38,7 +38,7 @@ Status CheckSafe(int fd, const std::string& path) {
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   return Status::InvalidArgument(
-      kComponent, "hostfile directory " + Quoted(path) + " is not safe to use: " +
+      kComponent, noun + " " + Quoted(path) + " is not safe to use: " +
                       (!S_ISDIR(st.st_mode) ? std::string("not a directory")
                                             : "owned by uid " + std::to_string(st.st_uid) + " with mode " + mode +
                                                   "; it must belong to uid " + std::to_string(me) +
@@ -51,11 +51,11 @@ int OpenDirAt(int parent_fd, const std::string& name) {
   return openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-Status OpenFailed(const std::string& path, int err) {
+Status OpenFailed(const std::string& path, int err, const std::string& noun = "hostfile directory") {
   if (err == ELOOP || err == ENOTDIR)
-    return Status::InvalidArgument(kComponent, "hostfile directory " + Quoted(path) +
+    return Status::InvalidArgument(kComponent, noun + " " + Quoted(path) +
                                                    " is not safe to use: not a directory (a link or a file)");
-  return Errno("cannot open hostfile directory", path, err);
+  return Errno("cannot open " + noun, path, err);
 }
 
 // The Timeout of a child given up on. Left behind: a process stuck in the
@@ -186,11 +186,16 @@ void CloseDir(OpenDir* dir) {
 }
 
 Status OpenSafeDir(const std::string& path, bool create, OpenDir* out) {
+  return OpenSafeDir(path, SafeDirSpec{create, 0700, "hostfile directory"}, out);
+}
+
+Status OpenSafeDir(const std::string& path, const SafeDirSpec& spec, OpenDir* out) {
+  const std::string& noun = spec.noun;
   *out = OpenDir();
-  if (path.empty() || path[0] != '/') return Status::InvalidArgument(kComponent, "hostfile directory " + Quoted(path) + " is not absolute");
+  if (path.empty() || path[0] != '/') return Status::InvalidArgument(kComponent, noun + " " + Quoted(path) + " is not absolute");
   int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Errno("cannot open", "/", errno);
-  Status s = CheckSafe(fd, "/");
+  Status s = CheckSafe(fd, "/", noun);
   std::string sofar, leaf;
   int parent = -1;
   size_t pos = 1;
@@ -200,25 +205,31 @@ Status OpenSafeDir(const std::string& path, bool create, OpenDir* out) {
     pos = slash == std::string::npos ? path.size() : slash + 1;
     if (part.empty() || part == ".") continue;
     if (part == "..") {
-      s = Status::InvalidArgument(kComponent, "hostfile directory " + Quoted(path) + " contains '..'");
+      s = Status::InvalidArgument(kComponent, noun + " " + Quoted(path) + " contains '..'");
       break;
     }
     sofar += "/" + part;
     bool made = false;
     int next = OpenDirAt(fd, part);
-    if (next < 0 && errno == ENOENT && create) {
-      if (mkdirat(fd, part.c_str(), 0700) == 0) made = true;
+    if (next < 0 && errno == ENOENT && spec.create) {
+      if (mkdirat(fd, part.c_str(), spec.mode) == 0) made = true;
       else if (errno != EEXIST) {
-        s = Errno("cannot create hostfile directory", sofar, errno);
+        s = Errno("cannot create " + noun, sofar, errno);
         break;
       }
       next = OpenDirAt(fd, part);
+      // The mode exactly, whatever the umask took from it.
+      if (made && next >= 0 && fchmod(next, spec.mode) != 0) {
+        s = Errno("cannot set the mode of " + noun, sofar, errno);
+        close(next);
+        break;
+      }
     }
     if (next < 0) {
-      s = OpenFailed(sofar, errno);
+      s = OpenFailed(sofar, errno, noun);
       break;
     }
-    s = CheckSafe(next, sofar);
+    s = CheckSafe(next, sofar, noun);
     if (parent >= 0) close(parent);
     parent = fd;
     fd = next;
@@ -226,7 +237,7 @@ Status OpenSafeDir(const std::string& path, bool create, OpenDir* out) {
     out->created = made;
   }
   if (!s.ok() || parent < 0) {
-    if (s.ok()) s = Status::InvalidArgument(kComponent, "hostfile directory " + Quoted(path) + " is the root directory");
+    if (s.ok()) s = Status::InvalidArgument(kComponent, noun + " " + Quoted(path) + " is the root directory");
     if (parent >= 0) close(parent);
     close(fd);
     out->created = false;

@@ -34,6 +34,16 @@ struct OpenDir {
 // safe: any member could replace what is in it.
 Status OpenSafeDir(const std::string& path, bool create, OpenDir* out);
 
+// The same rule for another directory than the hostfile's: missing
+// components are made with `mode` (exactly, whatever the umask), and
+// messages call the directory `noun`.
+struct SafeDirSpec {
+  bool create = false;
+  mode_t mode = 0700;
+  std::string noun = "hostfile directory";
+};
+Status OpenSafeDir(const std::string& path, const SafeDirSpec& spec, OpenDir* out);
+
 // A fresh directory "<parent>/<prefix>XXXXXX" (mode 0700) with a random
 // suffix: a name planted beforehand is skipped, never used.
 Status MakeFreshDir(const std::string& parent, const std::string& prefix, OpenDir* out);

@@ -1,5 +1,7 @@
 #include "base/launch/options.h"
 
+#include <algorithm>
+
 #include "base/launch/component.h"
 #include "base/launch/decimal.h"
 #include "base/launch/quote.h"
@@ -232,7 +234,7 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
     if (eq == std::string::npos) {
       return Status::InvalidArgument(kComponent, "plugstack.conf argument '" + arg +
                                                      "' is not key=value (keys: default, "
-                                                     "port_range, hostfile_dir, gpu_bind)");
+                                                     "port_range, hostfile_dir, gpu_bind, local_root)");
     }
     const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
     const std::string what = "plugstack.conf " + key;
@@ -269,10 +271,19 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
       if (value == "none") c.gpu_bind = GpuBind::kNone;
       else if (value == "local-rank") c.gpu_bind = GpuBind::kLocalRank;
       else return Bad(what, value, "none or local-rank");
+    } else if (key == "local_root") {
+      // The sweep removes what lies under it as root: a plain absolute
+      // path, no '..', no control character, not "/" itself.
+      bool plain = value.size() > 1 && value[0] == '/' && value.find("/../") == std::string::npos &&
+                   value.compare(value.size() - std::min<size_t>(3, value.size()), 3, "/..") != 0;
+      for (char ch : value)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) plain = false;
+      if (!plain) return Bad(what, value, "an absolute path other than /, without '..' or control characters");
+      c.local_root = value;
     } else {
       return Status::InvalidArgument(kComponent, "plugstack.conf: unknown key '" + key +
                                                      "' in '" + arg +
-                                                     "' (keys: default, port_range, hostfile_dir, gpu_bind)");
+                                                     "' (keys: default, port_range, hostfile_dir, gpu_bind, local_root)");
     }
   }
   *config = c;

@@ -106,10 +106,16 @@ struct PluginConfig {
   // delete) one hostfile.
   std::string hostfile_dir;
   GpuBind gpu_bind = GpuBind::kNone;
+  // Empty (the default): the plugin makes no node-local directory and
+  // sweeps none. Else an absolute path on each node's local disk: a job
+  // whose user gave no --baton-local-dir gets <local_root>/<uid>/<jobid>
+  // (local_dir.h), and the job epilog removes those of ended jobs
+  // (local_sweep.h).
+  std::string local_root;
 };
 
 // Parses "key=value" arguments: default=off|on, port_range=LO-HI,
-// hostfile_dir=TEMPLATE, gpu_bind=none|local-rank.
+// hostfile_dir=TEMPLATE, gpu_bind=none|local-rank, local_root=PATH.
 Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* config);
 
 }  // namespace baton::launch

@@ -23,6 +23,16 @@ static_assert(SLURM_MAX_NORMAL_STEP_ID == 0xfffffff0u && SLURM_BATCH_SCRIPT == 0
                   SLURM_INTERACTIVE_STEP == 0xfffffffau && SLURM_EXTERN_CONT == 0xfffffffcu &&
                   SLURM_PENDING_STEP == 0xfffffffdu,
               "Slurm's special step ids moved");
+// sweep_decision.h reads job states without Slurm's header.
+static_assert(JOB_STATE_BASE == kJobStateBase && JOB_PENDING == kJobPending && JOB_RUNNING == kJobRunning &&
+                  JOB_SUSPENDED == kJobSuspended && JOB_COMPLETE == kJobComplete && JOB_CANCELLED == kJobCancelled &&
+                  JOB_FAILED == kJobFailed && JOB_TIMEOUT == kJobTimeout && JOB_NODE_FAIL == kJobNodeFail &&
+                  JOB_PREEMPTED == kJobPreempted && JOB_BOOT_FAIL == kJobBootFail && JOB_DEADLINE == kJobDeadline &&
+                  JOB_OOM == kJobOom && JOB_END == kJobEnd && JOB_REQUEUE == kJobRequeueFlag &&
+                  JOB_REQUEUE_HOLD == kJobRequeueHoldFlag && JOB_SPECIAL_EXIT == kJobSpecialExitFlag &&
+                  JOB_RESIZING == kJobResizingFlag && JOB_RECONFIG_FAIL == kJobReconfigFailFlag &&
+                  JOB_REQUEUE_FED == kJobRequeueFedFlag,
+              "Slurm's job states moved");
 
 std::string SlurmError(const char* call) {
   const int err = slurm_get_errno();
@@ -154,6 +164,23 @@ class LibslurmQueries : public SlurmQueries {
     const std::string tres = jobs->record_count > 0 && jobs->job_array[0].tres_per_node ? jobs->job_array[0].tres_per_node : "";
     slurm_free_job_info_msg(jobs);
     return ParseGpuCount("the job's TresPerNode", tres, true, gpus);
+  }
+
+  Status JobState(uint32_t job, JobRecord* record) override {
+    *record = JobRecord();
+    job_info_msg_t* jobs = nullptr;
+    if (slurm_load_job(&jobs, job, SHOW_ALL) != SLURM_SUCCESS || jobs == nullptr) {
+      if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) return Status::OK();  // unknown: ended long enough ago
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_job") + " for job " + std::to_string(job));
+    }
+    Status s;
+    if (jobs->record_count == 0) s = Status::OK();  // answered, but not with it: unknown
+    else {
+      record->known = true;
+      record->state = jobs->job_array[0].job_state;
+    }
+    slurm_free_job_info_msg(jobs);
+    return s;
   }
 };
 

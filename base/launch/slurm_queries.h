@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/launch/sweep_decision.h"
 #include "baton/status.h"
 
 namespace baton::launch {
@@ -37,6 +38,11 @@ class SlurmQueries {
   // none has the job's) or, without a step, of the job; none when the
   // request is not per node.
   virtual Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) = 0;
+  // Whether the controller knows job `job` and, if so, its job_state
+  // (slurm_load_job). A job it does not know (ESLURM_INVALID_JOB_ID: ended
+  // more than MinJobAge ago) is record->known = false and OK; any other
+  // failure is an error.
+  virtual Status JobState(uint32_t job, JobRecord* record) = 0;
 };
 
 // The real answers, from libslurm (slurm_hostlist_*, slurm_job_step_layout_get,

@@ -290,6 +290,7 @@ test_plugstack_bad_default() { with_plugstack_args "default=maybe" expect_reject
 test_plugstack_bad_port_range() { with_plugstack_args "port_range=9-1" expect_rejected "plugstack.conf port_range: invalid value '9-1'" srun -n1; }
 test_plugstack_bad_hostfile_dir() { with_plugstack_args "hostfile_dir=/x/%q" expect_rejected "plugstack.conf hostfile_dir: invalid value '/x/%q'" srun -n1; }
 test_plugstack_bad_gpu_bind() { with_plugstack_args "gpu_bind=any" expect_rejected "plugstack.conf gpu_bind: invalid value 'any'" srun -n1; }
+test_plugstack_bad_local_root() { with_plugstack_args "local_root=local/baton" expect_rejected "plugstack.conf local_root: invalid value 'local/baton'" srun -n1; }
 
 test_plugstack_default_on_and_port_range() {
   local out

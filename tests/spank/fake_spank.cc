@@ -87,4 +87,13 @@ void slurm_error(const char* format, ...) {
   Fake().errors.push_back(buf);
 }
 
+void slurm_info(const char* format, ...) {
+  char buf[8192];
+  va_list ap;
+  va_start(ap, format);
+  std::vsnprintf(buf, sizeof buf, format, ap);
+  va_end(ap);
+  Fake().infos.push_back(buf);
+}
+
 }  // extern "C"

@@ -20,6 +20,7 @@ struct FakeSpank {
   std::map<std::string, spank_err_t> failing_env;    // spank_getenv answers this instead
   std::map<std::string, std::string> set_env;        // what spank_setenv set
   std::vector<std::string> errors;                   // slurm_error's messages
+  std::vector<std::string> infos;                    // slurm_info's messages
   std::vector<std::string> options;                  // registered --names
 
   std::string Errors() const;

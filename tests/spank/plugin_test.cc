@@ -16,6 +16,7 @@
 
 extern "C" {
 int slurm_spank_init(spank_t sp, int ac, char** av);
+int slurm_spank_init_post_opt(spank_t sp, int ac, char** av);
 int slurm_spank_user_init(spank_t sp, int ac, char** av);
 int slurm_spank_task_init(spank_t sp, int ac, char** av);
 int slurm_spank_exit(spank_t sp, int ac, char** av);
@@ -80,6 +81,49 @@ TEST_F(PluginTest, EachTaskGetsItsVariablesAndTheHostfileGoesAtExit) {
   ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
   EXPECT_NE(access(hostfile.c_str(), F_OK), 0);
   EXPECT_NE(access(hostfile.substr(0, hostfile.rfind('/')).c_str(), F_OK), 0);
+}
+
+TEST_F(PluginTest, TheJobsNodeLocalDirectoryIsMadeAsRootAndHandedToEveryTask) {
+  const std::string root = tmp_ + "/local";
+  ASSERT_EQ(Init({"local_root=" + root}), 0);
+  ASSERT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  const std::string dir = root + "/" + std::to_string(geteuid()) + "/9";
+  EXPECT_EQ(Fake().set_env["BATON_LOCAL_DIR"], dir);
+  struct stat st;
+  ASSERT_EQ(lstat(dir.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(access(dir.c_str(), F_OK), 0) << "the step's end keeps it: a requeued run may need it";
+}
+
+TEST_F(PluginTest, TheUsersOwnLocalDirectoryIsLeftAsItIs) {
+  const std::string root = tmp_ + "/local";
+  Fake().job_env["BATON_LOCAL_DIR"] = "/scratch/mine";
+  ASSERT_EQ(Init({"local_root=" + root}), 0);
+  ASSERT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["BATON_LOCAL_DIR"], "/scratch/mine");
+  EXPECT_NE(access(root.c_str(), F_OK), 0) << "nothing made under local_root";
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0);
+}
+
+TEST_F(PluginTest, AnUnsafeLocalRootFailsEveryTaskNamingIt) {
+  const std::string root = tmp_ + "/local";
+  ASSERT_EQ(mkdir(root.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  ASSERT_EQ(Init({"local_root=" + root}), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(nullptr, 0, nullptr), 0) << "kept for task_init, as user_init's failure";
+  EXPECT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0);
+  Fake().errors.clear();
+  EXPECT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), -1);
+  EXPECT_NE(Fake().Errors().find("node-local directory '" + root + "' is not safe to use"), std::string::npos)
+      << Fake().Errors();
+  EXPECT_EQ(Fake().set_env.count("RANK"), 0u);
+  EXPECT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0);
 }
 
 TEST_F(PluginTest, AnUnsafeTmpdirIsPassedOverForTmp) {

@@ -54,6 +54,24 @@ class FakeSlurm : public SlurmQueries {
     return Status::OK();
   }
 
+  // JobState: the jobs the controller knows, and jobs whose question fails.
+  std::map<uint32_t, uint32_t> job_states;
+  std::vector<uint32_t> failing_jobs;
+  int job_calls = 0;
+  Status JobState(uint32_t job, JobRecord* record) override {
+    Hang();
+    ++job_calls;
+    *record = JobRecord();
+    for (uint32_t f : failing_jobs)
+      if (f == job) return Status::Unavailable("spank", "slurm_load_job failed for job " + std::to_string(job));
+    auto it = job_states.find(job);
+    if (it != job_states.end()) {
+      record->known = true;
+      record->state = it->second;
+    }
+    return Status::OK();
+  }
+
   // Questions to the controller block until Release().
   void HangQuestions() {
     std::lock_guard<std::mutex> lock(mu_);

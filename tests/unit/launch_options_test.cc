@@ -221,6 +221,18 @@ TEST(PluginConfig, UnknownKeysAndBadValuesNameBoth) {
   ExpectNames(ParsePluginConfig({"hostfile_dir=rel/%j"}, &c), "hostfile_dir", "'rel/%j'");
   ExpectNames(ParsePluginConfig({"gpu_bind=all"}, &c), "gpu_bind", "'all'");
   ExpectNames(ParsePluginConfig({"justaword"}, &c), "'justaword'", "key=value");
+  // The sweep removes under local_root as root: only a plain absolute path.
+  for (const char* bad : {"local_root=", "local_root=/", "local_root=rel/baton", "local_root=/a/../etc",
+                          "local_root=/a/..", "local_root=/a\nb"})
+    ExpectNames(ParsePluginConfig({bad}, &c), "local_root", "invalid value");
+}
+
+TEST(PluginConfig, LocalRootIsOffByDefaultAndTakesAPlainAbsolutePath) {
+  PluginConfig c;
+  ASSERT_TRUE(ParsePluginConfig({}, &c).ok());
+  EXPECT_EQ(c.local_root, "") << "default: no node-local directory, no sweep";
+  ASSERT_TRUE(ParsePluginConfig({"local_root=/local/baton"}, &c).ok());
+  EXPECT_EQ(c.local_root, "/local/baton");
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// The sweep of node-local job directories (local_dir.h): on one node,
+// removes <root>/<uid>/<jobid> of every job that has ended for good
+// (sweep_decision.h), whichever node it ran on last and however it ended.
+// The plugin runs it as root in the job epilog of every job on the node
+// and when slurmd starts (spank/node_context.cc), so a directory left on a
+// node by a requeue goes at the next job's end there, and one on a node
+// that died with the job and came back goes when its slurmd starts (or at
+// the next job's end there, if the job still ran then).
+//
+// Never as root on a path a user controls by name: <root> and <root>/<uid>
+// are opened as OpenSafeDir checks them (root's, writable by nobody else,
+// no link); each job directory is opened from the <uid> descriptor without
+// following a link; its contents are removed by a child that has become
+// the directory's owner (RunAsUser: a link or a rename inside costs the
+// user only what the user could remove anyway), under a time bound; root
+// then removes the empty directory from the <uid> descriptor.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/launch/sweep_decision.h"
+#include "baton/status.h"
+
+namespace baton::launch {
+
+// Asks Slurm about one job (the plugin: SlurmQueries::JobState under a
+// deadline). A failure leaves that job's directories alone.
+using JobLookup = std::function<Status(uint32_t job, JobRecord* record)>;
+
+struct SweepReport {
+  std::vector<std::string> removed;  // paths
+  std::vector<std::string> kept;     // paths of jobs that may still run
+  std::vector<std::string> left;     // "path: why" for what was not the sweep's to decide, or failed
+  bool out_of_time = false;          // stopped at the deadline; the rest waits for the next sweep
+};
+
+struct SweepLimits {
+  std::chrono::milliseconds total{30000};    // the whole sweep
+  std::chrono::milliseconds per_dir{10000};  // removing one job's directory
+};
+
+// Sweeps `root`. A missing root is nothing to sweep. A root that fails
+// OpenSafeDir's rule is an error naming it (nothing removed). Anything
+// else is per entry, in the report; the Status is OK.
+Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const SweepLimits& limits,
+                      SweepReport* report);
+
+// Removes everything inside the open directory `dir` (not `dir` itself),
+// never following a link: getdents64, unlinkat, openat(O_NOFOLLOW), and
+// ".." to climb back. Async-signal-safe (no allocation, no lock), for a
+// child between fork and _exit; returns 0 or an errno. Directories the
+// caller owns without write or search permission are given 0700 first.
+int RemoveDirectoryContents(int dir);
+
+}  // namespace baton::launch

@@ -1,0 +1,76 @@
+// The node's own contexts, as root and outside any job step: the job
+// epilog (S_CTX_JOB_SCRIPT: "slurmstepd spank epilog", on every node of a
+// job as it ends there) and slurmd's start (S_CTX_SLURMD). Both sweep the
+// node-local root of the directories of jobs that have ended for good
+// (base/launch/local_sweep.h). Every job's end on a node sweeps the whole
+// root, so a directory a job left on a node by a requeue goes at the next
+// end of any job there; a node that died and came back sweeps when its
+// slurmd starts, before it takes a job.
+#include "spank/spank_api.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/launch/component.h"
+#include "base/launch/local_sweep.h"
+#include "base/launch/options.h"
+#include "base/launch/slurm_queries.h"
+#include "spank/plugin.h"
+
+namespace baton::spank {
+namespace {
+
+// Each question to the controller; slurmd gives the whole epilog
+// max(PrologEpilogTimeout, 120 s), and the sweep stays well inside it.
+constexpr std::chrono::seconds kQueryLimit(5);
+constexpr launch::SweepLimits kEpilogLimits{std::chrono::seconds(30), std::chrono::seconds(10)};
+// slurmd does not serve its node until its init returns: a shorter bound.
+constexpr launch::SweepLimits kSlurmdLimits{std::chrono::seconds(10), std::chrono::seconds(5)};
+
+Status Sweep(const char* where, int ac, char** av, const launch::SweepLimits& limits) {
+  // Neither context calls slurm_spank_init's parsing: the arguments come
+  // with each call.
+  launch::PluginConfig config;
+  Status s = launch::ParsePluginConfig(std::vector<std::string>(av, av + ac), &config);
+  if (!s.ok()) {
+    LogError(s.Annotate(std::string(where) + " (no sweep)"));
+    return Status::OK();
+  }
+  if (config.local_root.empty()) return Status::OK();
+  auto slurm = launch::WithDeadline(launch::Libslurm(), kQueryLimit,
+                                    "the node-local sweep asks whether each job there has ended; its "
+                                    "directories stay until a sweep gets an answer");
+  // A controller that did not answer once is not asked again in this
+  // sweep: each question would cost the whole limit.
+  Status unreachable;
+  launch::SweepReport report;
+  s = launch::SweepLocalRoot(
+      config.local_root,
+      [&](uint32_t job, launch::JobRecord* r) -> Status {
+        if (!unreachable.ok()) return unreachable;
+        Status q = slurm->JobState(job, r);
+        if (q.code() == Code::kTimeout) unreachable = q;
+        return q;
+      },
+      limits, &report);
+  if (!s.ok()) {
+    LogError(s.Annotate(std::string(where) + ": sweeping local_root"));
+    return Status::OK();
+  }
+  for (const auto& path : report.removed) slurm_info("baton: removed node-local directory %s (its job has ended)", path.c_str());
+  for (const auto& what : report.left) slurm_info("baton: node-local sweep left %s", what.c_str());
+  if (report.out_of_time)
+    slurm_info("baton: node-local sweep of %s stopped at its time limit; the next sweep goes on",
+               config.local_root.c_str());
+  return Status::OK();
+}
+
+}  // namespace
+
+Status JobEpilog(spank_t, int ac, char** av) { return Sweep("job_epilog", ac, av, kEpilogLimits); }
+
+Status SlurmdInit(int ac, char** av) { return Sweep("slurmd init", ac, av, kSlurmdLimits); }
+
+}  // namespace baton::spank
