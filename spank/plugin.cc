@@ -18,12 +18,18 @@ namespace {
 // remote=0 (from the command line, #SBATCH lines or inherited variables),
 // and in slurmstepd with remote=1 as srun sent it. A bad value fails the
 // srun/sbatch at once, naming the option and the value.
-int OnOption(int index, const char* optarg, int /*remote*/) {
+int OnOption(int index, const char* optarg, int remote) {
   const auto& spec = launch::UserOptions().at(static_cast<size_t>(index));
   // sbatch passes an option given without its optional value (#SBATCH
   // --baton) on to the job's steps as the text "(null)" (Slurm 22.05,
-  // SLURM_SPANK__SLURM_SPANK_OPTION_baton_baton): it means "no value".
-  if (spec.has_arg == 2 && optarg != nullptr && std::string(optarg) == "(null)") optarg = nullptr;
+  // SLURM_SPANK__SLURM_SPANK_OPTION_baton_baton): it means "no value". And
+  // slurmstepd replays an option srun got without its optional value as
+  // the empty text (before, every --baton step logged "invalid value ''"
+  // in slurmd's log); srun itself refused an empty value from the user.
+  if (spec.has_arg == 2 && optarg != nullptr &&
+      (std::string(optarg) == "(null)" || (remote != 0 && optarg[0] == '\0'))) {
+    optarg = nullptr;
+  }
   Status s = launch::SetOption(spec.name, optarg, &State().from_callbacks);
   if (!s.ok()) {
     LogError(s);

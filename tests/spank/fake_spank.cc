@@ -43,6 +43,7 @@ const spank_err_t kSuccess = static_cast<spank_err_t>(ESPANK_SUCCESS);
 
 spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
   Fake().options.push_back(opt->name);
+  Fake().option_specs.push_back(*opt);
   return kSuccess;
 }
 

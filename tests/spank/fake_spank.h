@@ -22,6 +22,7 @@ struct FakeSpank {
   std::vector<std::string> errors;                   // slurm_error's messages
   std::vector<std::string> infos;                    // slurm_info's messages
   std::vector<std::string> options;                  // registered --names
+  std::vector<struct spank_option> option_specs;     // as registered (callbacks, values)
 
   std::string Errors() const;
 };

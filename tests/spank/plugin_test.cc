@@ -217,5 +217,22 @@ TEST_F(PluginTest, WithoutBatonNothingIsTouched) {
   EXPECT_TRUE(Fake().set_env.empty());
 }
 
+// slurmstepd replays `srun --baton` (no value) as the empty text: no value,
+// no error. On the submitting side an empty value is the user's, refused
+// naming it.
+TEST_F(PluginTest, AnEmptyValueReplayedBySlurmstepdMeansNoValue) {
+  ASSERT_EQ(Init(), 0);
+  const struct spank_option* baton = nullptr;
+  for (const struct spank_option& o : Fake().option_specs) {
+    if (std::string(o.name) == "baton") baton = &o;
+  }
+  ASSERT_NE(baton, nullptr) << "--baton was not registered";
+  ASSERT_EQ(baton->has_arg, 2);
+  EXPECT_EQ(baton->cb(baton->val, "", /*remote=*/1), 0);
+  EXPECT_TRUE(Fake().errors.empty()) << Fake().Errors();
+  EXPECT_EQ(baton->cb(baton->val, "", /*remote=*/0), -1);
+  EXPECT_NE(Fake().Errors().find("''"), std::string::npos) << Fake().Errors();
+}
+
 }  // namespace
 }  // namespace baton::spank
