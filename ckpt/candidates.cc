@@ -60,7 +60,13 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   *call = std::string(what) + "(step=" + (o.step ? std::to_string(*o.step) : "newest") + ", arrays=";
   for (size_t i = 0; i < o.arrays.size(); ++i) *call += (i ? "," : "") + o.arrays[i];
   *call += o.arrays.empty() ? "all" : "";
-  *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") + ")";
+  *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") +
+           ", from_level=" + std::to_string(o.from_level) + ")";
+  if (o.from_level != 0 && o.from_level != 3) {
+    return Status::InvalidArgument(log::kCkpt, *call + ": from_level " + std::to_string(o.from_level) +
+                                                   " (0: the fastest level holding the version, 3: the shared "
+                                                   "directory only)");
+  }
   if (o.step && *o.step < 0) {
     return Status::InvalidArgument(log::kCkpt, *call + ": step " + std::to_string(*o.step) + " is negative");
   }

@@ -109,3 +109,62 @@ test_h5dump_reads_a_shard_written_on_the_cluster() {
   h5dump -d /w -s 0,0 -c 1,2 "$shard" | grep -q '1979.75, 1980' \
     || { h5dump -d /w -s 0,0 -c 1,2 "$shard"; fail "h5dump shows other values for w[0, 0:2]"; }
 }
+
+# Level 2 (issue 17): node-local copies on each node's private disk
+# (DIR/local inside the node, DIR/disk/nK from here) with a partner copy on
+# the next node, sent over MPI.
+l2_dir() { echo "$BATON_CLUSTER_DIR/local/scratch/baton-l2-$$-$1"; }      # as the tasks see it
+l2_on() { echo "$BATON_CLUSTER_DIR/disk/$1/scratch/baton-l2-$$-$2"; }      # node $1's, from here
+wipe_node() {
+  "$REPO/scripts/local-cluster" kill-node "$1"
+  "$REPO/scripts/local-cluster" revive-node "$1"
+  wait_for 60 "$1 to be idle" node_state_is "$1" idle
+}
+restored_field() { sed -n "s/^restored step=.* ok .*\b$2=\([0-9]*\).*/\1/p" "$1" | head -n 1; }
+
+test_level2_one_node_wiped_restores_from_the_partner_copy_over_mpi() {
+  local dir out l2 n shards
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  l2=$(l2_dir one)
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 2 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with level 2 failed"; }
+  # Every node holds its two ranks' shards and its partner's two.
+  for n in n1 n2 n3 n4; do
+    shards=$(find "$(l2_on "$n" one)" -path '*-s2/shard-*.h5' | wc -l)
+    expect_eq "$shards" 2 "own shards of step 2 on $n"
+    shards=$(find "$(l2_on "$n" one)" -path '*-s2/partner/shard-*.h5' | wc -l)
+    expect_eq "$shards" 2 "partner copies of step 2 on $n"
+  done
+  baton ckpt ls "$dir" --json --local-dir "$(l2_on n1 one)" | grep -q '"node-local","shared"' \
+    || fail "ckpt ls does not show both levels"
+  # Level 3 loses its versions (the run file stays): a restore can only use level 2.
+  rm -rf "$dir"/v*
+  wipe_node n2
+  [ -z "$(find "$(l2_on n2 one)" -name 'shard-*' 2>/dev/null)" ] || fail "n2's disk still holds shards"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 2 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring after wiping n2 failed"; }
+  cat "$out"
+  expect_eq "$(restored_field "$out" level)" 2 "level restored from"
+  expect_eq "$(restored_field "$out" level3_bytes)" 0 "bytes read from level 3"
+  [ "$(restored_field "$out" partner_bytes)" -gt 0 ] || fail "no bytes came from the partner copies over MPI"
+  # n2's ranks got their shards back from n3's partner copies.
+  shards=$(find "$(l2_on n2 one)" -path '*-s2/shard-*.h5' | wc -l)
+  expect_eq "$shards" 2 "own shards of step 2 on n2 after the restore"
+}
+
+test_level2_two_neighbouring_nodes_wiped_restores_from_level3() {
+  local dir out l2
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  l2=$(l2_dir two)
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 1 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with level 2 failed"; }
+  wipe_node n2
+  wipe_node n3
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 1 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring after wiping n2 and n3 failed"; }
+  cat "$out"
+  expect_eq "$(restored_field "$out" level)" 3 "level restored from"
+  expect_eq "$(restored_field "$out" level2_bytes)" 0 "bytes read from level 2"
+}
