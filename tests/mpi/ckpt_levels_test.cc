@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "ckpt/partner_exchange.h"
 #include "tests/mpi/ckpt_fixture.h"
 #include "tests/mpi/write_fault.h"
 
@@ -58,6 +59,17 @@ class Levels : public CkptTest {
   }
   std::string local_;
 };
+
+// The ring: the l-th rank of node i sends to the (l mod n)-th rank of node
+// i+1; on uneven nodes a smaller node's ranks keep several copies, and every
+// rank's copy is on another node; one node has no partner.
+TEST_F(Levels, TheRingPairsRanksAcrossNodesEvenWhenUneven) {
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 1, 1}), (std::vector<int>{2, 3, 0, 1}));
+  EXPECT_EQ(ckpt::PartnerRanks({0, 1, 2, 3}), (std::vector<int>{1, 2, 3, 0}));
+  // Node 0: ranks 0-2; node 1: rank 3; node 2: ranks 4-5.
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0, 1, 2, 2}), (std::vector<int>{3, 3, 3, 4, 0, 1}));
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0}), (std::vector<int>{-1, -1, -1}));
+}
 
 // A save puts every rank's shard on node-local storage and a verified copy
 // with the same local rank of the next node; the level-2 manifest is local
