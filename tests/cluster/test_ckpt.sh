@@ -168,3 +168,31 @@ test_level2_two_neighbouring_nodes_wiped_restores_from_level3() {
   expect_eq "$(restored_field "$out" level)" 3 "level restored from"
   expect_eq "$(restored_field "$out" level2_bytes)" 0 "bytes read from level 2"
 }
+
+# A full node-local disk: the cluster's 4 MiB tmpfs (DIR/smallfs) as the
+# node-local directory, filled by dd after a first save: the next saves go to
+# level 3 with a warning, and the job goes on.
+test_level2_full_local_disk_falls_back_to_level3_with_a_warning() {
+  local dir out small l2 filler
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  small=$(dirname "$SLURM_CONF")/smallfs
+  mountpoint -q "$small" || fail "$small is not the cluster's small tmpfs"
+  l2=$small/baton-l2-$$
+  filler=$small/filler-$$
+  # shellcheck disable=SC2064 # expanded now: the locals are gone when the case's shell exits
+  trap "rm -f '$filler'; rm -rf '$l2'" EXIT
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 1 >"$out" 2>&1 \
+    || { cat "$out"; fail "the first save failed"; }
+  dd if=/dev/zero of="$filler" bs=64k 2>/dev/null || true  # until ENOSPC
+  [ "$(df --output=avail "$small" | tail -n 1)" -lt 64 ] || fail "$small is not full"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 1 --saves 2 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with a full node-local disk failed"; }
+  rm -f "$filler"
+  grep -q 'could not write its shard to node-local storage' "$out" || { cat "$out"; fail "no warning"; }
+  grep -q 'No space left on device' "$out" || { cat "$out"; fail "the warning does not name ENOSPC"; }
+  expect_eq "$(newest_committed "$dir")" 3 "the newest version in the shared directory"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 3 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring failed"; }
+  expect_eq "$(restored_field "$out" level)" 3 "level restored from"
+}
