@@ -124,6 +124,11 @@ Status CheckpointerImpl::CommitPendingLevels() {
   base.insert(base.end(), offsets.begin(), offsets.end());
   const std::string local_vdir = local_.VersionDir(p.name);
   const std::string file = ShardFileName(rank_);
+  // The commit's phases on this rank (CheckpointStats::phases, after the
+  // save's own): the partner exchange is the part that moves bytes.
+  PhaseClock clock;
+  stats_.phases.clear();
+  clock.Start(&stats_.phases, {"local_index", "exchange", "local_manifest", "shared"});
 
   // 1. The local writes and indexes.
   if (!p.outcome.local_ok) {
@@ -144,6 +149,8 @@ Status CheckpointerImpl::CommitPendingLevels() {
     }
     level2_ok = false;
   }
+
+  clock.Lap("local_index");
 
   // 2. The partner copies.
   uint64_t received = 0;
@@ -174,6 +181,9 @@ Status CheckpointerImpl::CommitPendingLevels() {
     }
   }
 
+  clock.Lap("exchange");
+  stats_.bytes_partner = received;
+
   // 3. The manifest, on every node.
   Manifest m;
   std::string text;
@@ -191,6 +201,8 @@ Status CheckpointerImpl::CommitPendingLevels() {
       level2_ok = false;
     }
   }
+
+  clock.Lap("local_manifest");
 
   // 4. Level 3.
   const bool shared = p.shared_due || !level2_ok;
@@ -216,6 +228,8 @@ Status CheckpointerImpl::CommitPendingLevels() {
       BATON_LOG(kCkpt, warning) << "could not remove the unused version directory " << p.vdir << ": " << rm;
     }
   }
+
+  clock.Lap("shared");
 
   // 5. Level-2 retention.
   if (level2_ok && node_leader_) local_.ApplyRetention(options_.local_keep);

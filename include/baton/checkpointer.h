@@ -179,6 +179,10 @@ struct CheckpointStats {
   // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
   int level = 0;
   bool shared = false;  // a save: the version was committed in `dir` too
+  // A save with level 2 on: its phases are the commit's (local_index,
+  // exchange, local_manifest, shared) and bytes_partner the bytes of
+  // partner copies this rank received (the exchange is the part of the
+  // commit that moves data, on the caller's thread).
   // Restore, this rank: bytes of array data read from its node-local copy
   // (level 2, including a copy fetched from the partner), bytes of shard
   // files fetched over MPI from the partner node's copy (the whole files),
