@@ -118,6 +118,28 @@ TEST_F(Levels, ASaveKeepsOwnAndPartnerCopiesAndRestoreReadsThem) {
   EXPECT_GT(ck->last_stats().bytes_level2, 0u);
   EXPECT_EQ(ck->last_stats().bytes_partner, 0u);
   EXPECT_EQ(ck->last_stats().total_bytes_level3, 0u);
+
+  // A requeued run on the same nodes: a new Checkpointer finds the
+  // node-local directory as the last one left it and restores from it.
+  ck.reset();
+  ck = Make(2);
+  ASSERT_TRUE(ck);
+  ZeroAll(&arrays);
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  // from_level 3: the shared directory only.
+  RestoreOptions only3;
+  only3.from_level = 3;
+  ZeroAll(&arrays);
+  s = ck->Restore(only3, &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  EXPECT_EQ(ck->last_stats().total_bytes_level2, 0u);
 }
 
 // One node's local storage wiped: its ranks' shards come over MPI from the
