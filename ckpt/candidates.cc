@@ -84,7 +84,7 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
 }
 
 Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates,
-                                        int* quarantined) {
+                                        int* quarantined, std::vector<std::string>* quarantined_names) {
   std::vector<VersionInfo> versions;
   BATON_RETURN_IF_ERROR(ListVersions(env_, dir_, options_.max_restore_failures, &versions));
   int of_step = 0;
@@ -97,6 +97,7 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
     if (v.status == VersionStatus::kComplete) candidates->push_back(v);
     if (v.status == VersionStatus::kQuarantined) {
       ++*quarantined;
+      if (quarantined_names != nullptr) quarantined_names->push_back(v.name);
       BATON_LOG(kCkpt, warning) << "skipping " << v.path << ": quarantined after " << v.restore_failures
                                 << " failed restores";
     }

@@ -178,7 +178,8 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const;
   // Rank 0: the complete versions a restore may take (of o.step if given),
   // oldest first, and how many were skipped as quarantined.
-  Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined);
+  Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined,
+                        std::vector<std::string>* quarantined_names = nullptr);
   // Rank 0 pops the newest candidate and reads its manifest (record: a
   // corrupt one is recorded toward quarantine); every rank gets the same
   // Candidate.
@@ -205,11 +206,13 @@ class CheckpointerImpl : public Checkpointer {
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
   // level_choice.cc: restores the newest version every rank can read from
-  // level 2 when no newer one is in level 3 (level3_newest_seq: rank 0's
-  // newest candidate there, 0 when none); *restored false (with a warning
-  // when level 2 had one but it failed): the caller goes on to level 3.
-  Status TryLevel2(const RestoreOptions& options, uint64_t level3_newest_seq, RestoreResult* result,
-                   PhaseClock* clock, bool* restored);
+  // level 2 when no newer one is in level 3 (rank 0: level 3's candidates,
+  // oldest first, and the versions quarantined there, which level 2 skips
+  // too); *restored false (with a warning when level 2 had one but it
+  // failed): the caller goes on to level 3.
+  Status TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                   const std::vector<std::string>& quarantined, RestoreResult* result, PhaseClock* clock,
+                   bool* restored);
 
   // level2_save.cc
   Status InitLevel2();

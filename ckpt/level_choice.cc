@@ -19,7 +19,8 @@
 //      ReadMyRows: every byte verified), agreed.
 // Any failure after step 2 is agreed, logged, and the restore goes on to
 // level 3, which tries the same version there first: level 2 never decides
-// that a version is damaged (nothing is recorded toward quarantine).
+// that a version is damaged (nothing is recorded toward quarantine), but it
+// skips versions quarantined in level 3 and marks its attempt there.
 #include <mpi.h>
 
 #include <algorithm>
@@ -74,10 +75,12 @@ struct Seen {
 
 }  // namespace
 
-Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, uint64_t level3_newest_seq, RestoreResult* result,
+Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                                   const std::vector<std::string>& quarantined, RestoreResult* result,
                                    PhaseClock* clock, bool* restored) {
   *restored = false;
   if (!local_.on()) return Status::OK();
+  const uint64_t level3_newest_seq = level3.empty() ? 0 : level3.back().seq;
   // 1. What every node holds.
   std::vector<NodeLocalLevel::Held> held;
   Status listed = local_.List(rank_, &held);
@@ -139,6 +142,7 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, uint64_t level
     for (const auto& [seq, v] : order) {
       const Seen& s = seen[v];
       if (s.world_size != size_ || s.manifest_rank < 0) continue;
+      if (std::find(quarantined.begin(), quarantined.end(), v) != quarantined.end()) continue;
       bool complete = true;
       std::vector<int> from(static_cast<size_t>(size_), -1);
       for (int k = 0; k < size_ && complete; ++k) {
@@ -166,6 +170,22 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, uint64_t level
   }
   BATON_RETURN_IF_ERROR(BcastFrom(comm_, 0, &name));
   if (name.empty()) return Status::OK();
+  // Rank 0: when level 3 holds the version too, its restore attempt is
+  // marked there (catalog.h), so that a version whose read kills the
+  // processes is quarantined at both levels instead of crashing every
+  // restart; a failure found in level 2 is level 2's copy's, never recorded
+  // against level 3's (the mark ends with no failure).
+  if (rank_ == 0) {
+    for (const VersionInfo& v : level3) {
+      if (v.name == name) BeginAttempt(v);
+    }
+  }
+  struct EndMark {
+    CheckpointerImpl* self;
+    ~EndMark() {
+      if (self->attempt_) self->EndAttempt(nullptr);
+    }
+  } end_mark{this};
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&manifest_rank, 1, MPI_INT, 0, comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(source.data(), size_, MPI_INT, 0, comm_)));
   const std::string vdir = local_.VersionDir(name);

@@ -262,8 +262,9 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
 
   std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
+  std::vector<std::string> quarantined_names;  // rank 0
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
   clock.Lap("list");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
@@ -273,8 +274,9 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   // Level 2 first, when it holds a version at least as new as level 3's
   // newest (ckpt/level_choice.cc); else, or when it fails, level 3.
   bool restored = false;
-  const uint64_t newest3 = rank_ == 0 && !candidates.empty() ? candidates.back().seq : 0;
-  if (options.from_level != 3) BATON_RETURN_IF_ERROR(TryLevel2(options, newest3, result, &clock, &restored));
+  if (options.from_level != 3) {
+    BATON_RETURN_IF_ERROR(TryLevel2(options, candidates, quarantined_names, result, &clock, &restored));
+  }
   if (restored) {
     stats_.seconds = Now() - t0;
     return Status::OK();

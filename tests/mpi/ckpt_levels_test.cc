@@ -252,6 +252,37 @@ TEST_F(Levels, SharedEverySecondSaveAndLevel2KeepsTwo) {
   EXPECT_EQ(CheckAll(arrays, 4), "");
 }
 
+// A version quarantined in level 3 (its restores failed there) is not
+// taken from level 2 either: the next older one is.
+TEST_F(Levels, AVersionQuarantinedInLevel3IsSkippedInLevel2) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(ckpt::RecordRestoreFailure(ckpt::fs::Env::Default(), v[1], "test: corrupt").ok());
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(rr.quarantined, 1);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
 // A full node-local disk (ENOSPC under HDF5 on rank 1's local writes): the
 // save falls back to level 3 with a warning and succeeds; restore reads it
 // from level 3.
