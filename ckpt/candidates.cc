@@ -188,20 +188,14 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
   std::vector<VersionInfo> candidates;
   int quarantined = 0;
+  std::vector<std::string> quarantined_names;
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(call + " in " + dir_));
-  for (;;) {
-    Candidate c;
-    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
-    if (c.kind == Candidate::kNone) return Status::OK();
-    if (c.kind == Candidate::kHardError) return c.failure;
-    if (c.kind == Candidate::kSkipped) continue;
-    Manifest m;
-    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+  auto metadata_of = [&](const Manifest& m, const std::string& vdir) {
     CheckpointMetadata md;
     md.step = m.step;
-    md.version_path = dir_ + "/" + c.name;
+    md.version_path = vdir;
     md.world_size = m.world_size;
     md.time = m.time;
     md.user_blob_bytes = m.user_blob.size();
@@ -212,7 +206,29 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
       }
       md.arrays.push_back(CheckpointArray{a.name, a.dtype, a.shape, a.replicated});
     }
-    *out = std::move(md);
+    return md;
+  };
+  // The version Restore would take from level 2 (ckpt/level_choice.cc).
+  if (local_.on() && options.from_level != 3) {
+    Level2Choice choice;
+    PhaseClock clock;
+    std::vector<CheckpointStats::Phase> phases;
+    clock.Start(&phases, {"list"});
+    BATON_RETURN_IF_ERROR(ChooseLevel2(options, candidates, quarantined_names, &clock, &choice));
+    if (!choice.name.empty() && choice.failure.ok()) {
+      *out = metadata_of(choice.manifest, local_.VersionDir(choice.name));
+      return Status::OK();
+    }
+  }
+  for (;;) {
+    Candidate c;
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
+    if (c.kind == Candidate::kNone) return Status::OK();
+    if (c.kind == Candidate::kHardError) return c.failure;
+    if (c.kind == Candidate::kSkipped) continue;
+    Manifest m;
+    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    *out = metadata_of(m, dir_ + "/" + c.name);
     return Status::OK();
   }
 }

@@ -213,6 +213,19 @@ class CheckpointerImpl : public Checkpointer {
   Status TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
                    const std::vector<std::string>& quarantined, RestoreResult* result, PhaseClock* clock,
                    bool* restored);
+  // The choice alone (Restore and ReadMetadata): the version (name empty:
+  // none in level 2), where each rank's shard comes from (-1: its own
+  // copy, else the rank holding its partner copy), and its manifest, read
+  // by one rank and broadcast (failure: it could not be read; the same on
+  // every rank).
+  struct Level2Choice {
+    std::string name;
+    std::vector<int> source;
+    Manifest manifest;
+    Status failure;
+  };
+  Status ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                      const std::vector<std::string>& quarantined, PhaseClock* clock, Level2Choice* out);
 
   // level2_save.cc
   Status InitLevel2();

@@ -75,11 +75,10 @@ struct Seen {
 
 }  // namespace
 
-Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
-                                   const std::vector<std::string>& quarantined, RestoreResult* result,
-                                   PhaseClock* clock, bool* restored) {
-  *restored = false;
-  if (!local_.on()) return Status::OK();
+Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                                      const std::vector<std::string>& quarantined, PhaseClock* clock,
+                                      Level2Choice* out) {
+  *out = Level2Choice();
   const uint64_t level3_newest_seq = level3.empty() ? 0 : level3.back().seq;
   // 1. What every node holds.
   std::vector<NodeLocalLevel::Held> held;
@@ -170,6 +169,41 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   }
   BATON_RETURN_IF_ERROR(BcastFrom(comm_, 0, &name));
   if (name.empty()) return Status::OK();
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&manifest_rank, 1, MPI_INT, 0, comm_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(source.data(), size_, MPI_INT, 0, comm_)));
+
+  // 3. The manifest, read by one rank that holds it, broadcast.
+  std::string text;
+  Status local;
+  if (rank_ == manifest_rank) {
+    local = env_->ReadFile(local_.VersionDir(name) + "/" + kManifestName, kMaxManifestBytes, &text);
+  }
+  Status agreed = Agree(comm_, local);
+  if (agreed.ok()) {
+    BATON_RETURN_IF_ERROR(BcastFrom(comm_, manifest_rank, &text));
+    local = ParseManifestJson(text, &out->manifest);
+    if (local.ok() && out->manifest.run_id != run_.run_id) {
+      local = Status::InvalidArgument(log::kCkpt, local_.VersionDir(name) + " was written by run " +
+                                                      out->manifest.run_id);
+    }
+    agreed = local;  // the same text everywhere: the same outcome
+  }
+  out->name = name;
+  out->source = source;
+  out->failure = agreed;
+  return Status::OK();
+}
+
+Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                                   const std::vector<std::string>& quarantined, RestoreResult* result,
+                                   PhaseClock* clock, bool* restored) {
+  *restored = false;
+  if (!local_.on()) return Status::OK();
+  Level2Choice choice;
+  BATON_RETURN_IF_ERROR(ChooseLevel2(options, level3, quarantined, clock, &choice));
+  const std::string& name = choice.name;
+  const std::vector<int>& source = choice.source;
+  if (name.empty()) return Status::OK();
   // Rank 0: when level 3 holds the version too, its restore attempt is
   // marked there (catalog.h), so that a version whose read kills the
   // processes is quarantined at both levels instead of crashing every
@@ -186,8 +220,6 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
       if (self->attempt_) self->EndAttempt(nullptr);
     }
   } end_mark{this};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&manifest_rank, 1, MPI_INT, 0, comm_)));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(source.data(), size_, MPI_INT, 0, comm_)));
   const std::string vdir = local_.VersionDir(name);
   auto fall_back = [&](const Status& why) {
     if (rank_ == 0) {
@@ -197,23 +229,15 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     return Status::OK();
   };
 
-  // 3. The manifest.
-  std::string text;
+  // The manifest against the registrations.
+  if (!choice.failure.ok()) return fall_back(choice.failure);
+  Manifest& m = choice.manifest;
   Status local;
-  if (rank_ == manifest_rank) local = env_->ReadFile(vdir + "/" + kManifestName, kMaxManifestBytes, &text);
-  Status agreed = Agree(comm_, local);
-  if (!agreed.ok()) return fall_back(agreed);
-  BATON_RETURN_IF_ERROR(BcastFrom(comm_, manifest_rank, &text));
-  Manifest m;
-  local = ParseManifestJson(text, &m);
-  if (local.ok() && m.run_id != run_.run_id) {
-    local = Status::InvalidArgument(log::kCkpt, vdir + " was written by run " + m.run_id);
-  }
   std::vector<int> index_of;
   bool with_state = false;
-  if (local.ok()) local = CompareWithManifest(m, options.arrays, &index_of);
+  local = CompareWithManifest(m, options.arrays, &index_of);
   if (local.ok()) local = CheckRankState(m, options, &with_state);
-  agreed = Agree(comm_, local);  // the same text everywhere: the same outcome
+  Status agreed = Agree(comm_, local);  // the same text everywhere: the same outcome
   if (!agreed.ok()) return fall_back(agreed);
   clock->Lap("manifest");
 

@@ -243,6 +243,14 @@ TEST_F(Levels, SharedEverySecondSaveAndLevel2KeepsTwo) {
     EXPECT_EQ(steps3, (std::vector<int64_t>{1, 3}));
     EXPECT_EQ(steps2, (std::vector<int64_t>{3, 4}));
   }
+  // ReadMetadata names the version Restore takes: level 2's newest.
+  std::optional<CheckpointMetadata> md;
+  Status m = ck->ReadMetadata(RestoreOptions(), &md);
+  ASSERT_TRUE(m.ok()) << m;
+  ASSERT_TRUE(md.has_value());
+  EXPECT_EQ(md->step, 4);
+  EXPECT_EQ(md->version_path.rfind(local_, 0), 0u) << md->version_path;
+  EXPECT_EQ(md->arrays.size(), arrays.size());
   ZeroAll(&arrays);
   RestoreResult rr;
   Status s = ck->Restore(RestoreOptions(), &rr);
