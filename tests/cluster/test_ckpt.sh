@@ -140,6 +140,9 @@ test_level2_one_node_wiped_restores_from_the_partner_copy_over_mpi() {
     || fail "ckpt ls does not show both levels"
   # Level 3 loses its versions (the run file stays): a restore can only use level 2.
   rm -rf "$dir"/v*
+  expect_eq "$(baton ckpt ls "$dir" --json --local-dir "$(l2_on n1 one)" | perl -MJSON::PP -e '
+      print join(" ", map { $_->{step} . ":" . join(",", @{ $_->{levels} }) } @{ decode_json(join "", <STDIN>) })')" \
+    "1:node-local 2:node-local" "ckpt ls of n1's level 2 without level 3"
   wipe_node n2
   [ -z "$(find "$(l2_on n2 one)" -name 'shard-*' 2>/dev/null)" ] || fail "n2's disk still holds shards"
   srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 2 --saves 0 >"$out" 2>&1 \
