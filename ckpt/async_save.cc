@@ -151,6 +151,12 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
   name.resize(static_cast<size_t>(len));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
   p->vdir = dir_ + "/" + name;
+  p->name = name;
+  if (local_.on()) {
+    p->level2 = true;
+    p->shared_due = level_saves_ % options_.shared_every == 0;
+    ++level_saves_;
+  }
 
   // 4. The writer: this rank's shard, from the staged rows.
   stats_ = CheckpointStats();
@@ -164,9 +170,20 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
   wo.file_mode = options_.file_mode;
   wo.env = env_;
   const std::string path = job->vdir + "/" + ShardFileName(rank_);
-  writer_.Start([job, wo, path](const std::atomic<bool>& abandon) {
-    return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
-  }, options_.async_writer_nice);
+  if (job->level2) {
+    // Level 2 first (node-local), level 3 from its bytes when due
+    // (node_local_level.h).
+    const NodeLocalLevel* level = &local_;
+    const std::string file = ShardFileName(rank_);
+    writer_.Start([job, wo, level, file](const std::atomic<bool>& abandon) {
+      return level->WriteShard(job->name, file, job->vdir, job->shared_due, job->shard, wo, &abandon, &job->written,
+                               &job->outcome);
+    }, options_.async_writer_nice);
+  } else {
+    writer_.Start([job, wo, path](const std::atomic<bool>& abandon) {
+      return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
+    }, options_.async_writer_nice);
+  }
   memory_.Accept(v);
   stats_.seconds = Now() - t0;  // the time SaveAsync blocked
   return Status::OK();
@@ -195,6 +212,7 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   Status agreed = Agree(comm_, written);
   if (!agreed.ok()) return AbandonPending(agreed);
   env_->Mark("agreed");
+  if (pending_->level2) return CommitPendingLevels();
   const PendingSave& p = *pending_;
   const size_t n = p.arrays.size();
   std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
@@ -222,6 +240,8 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);
   if (rank_ == 0) ApplyRetention();
+  stats_.level = 3;
+  stats_.shared = true;
   pending_.reset();
   return Status::OK();
 }

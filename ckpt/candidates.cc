@@ -60,7 +60,13 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   *call = std::string(what) + "(step=" + (o.step ? std::to_string(*o.step) : "newest") + ", arrays=";
   for (size_t i = 0; i < o.arrays.size(); ++i) *call += (i ? "," : "") + o.arrays[i];
   *call += o.arrays.empty() ? "all" : "";
-  *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") + ")";
+  *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") +
+           ", from_level=" + std::to_string(o.from_level) + ")";
+  if (o.from_level != 0 && o.from_level != 3) {
+    return Status::InvalidArgument(log::kCkpt, *call + ": from_level " + std::to_string(o.from_level) +
+                                                   " (0: the fastest level holding the version, 3: the shared "
+                                                   "directory only)");
+  }
   if (o.step && *o.step < 0) {
     return Status::InvalidArgument(log::kCkpt, *call + ": step " + std::to_string(*o.step) + " is negative");
   }
@@ -78,7 +84,7 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
 }
 
 Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates,
-                                        int* quarantined) {
+                                        int* quarantined, std::vector<std::string>* quarantined_names) {
   std::vector<VersionInfo> versions;
   BATON_RETURN_IF_ERROR(ListVersions(env_, dir_, options_.max_restore_failures, &versions));
   int of_step = 0;
@@ -91,6 +97,7 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
     if (v.status == VersionStatus::kComplete) candidates->push_back(v);
     if (v.status == VersionStatus::kQuarantined) {
       ++*quarantined;
+      if (quarantined_names != nullptr) quarantined_names->push_back(v.name);
       BATON_LOG(kCkpt, warning) << "skipping " << v.path << ": quarantined after " << v.restore_failures
                                 << " failed restores";
     }
@@ -181,20 +188,14 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
   std::vector<VersionInfo> candidates;
   int quarantined = 0;
+  std::vector<std::string> quarantined_names;
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(call + " in " + dir_));
-  for (;;) {
-    Candidate c;
-    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
-    if (c.kind == Candidate::kNone) return Status::OK();
-    if (c.kind == Candidate::kHardError) return c.failure;
-    if (c.kind == Candidate::kSkipped) continue;
-    Manifest m;
-    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+  auto metadata_of = [&](const Manifest& m, const std::string& vdir) {
     CheckpointMetadata md;
     md.step = m.step;
-    md.version_path = dir_ + "/" + c.name;
+    md.version_path = vdir;
     md.world_size = m.world_size;
     md.time = m.time;
     md.user_blob_bytes = m.user_blob.size();
@@ -205,7 +206,29 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
       }
       md.arrays.push_back(CheckpointArray{a.name, a.dtype, a.shape, a.replicated});
     }
-    *out = std::move(md);
+    return md;
+  };
+  // The version Restore would take from level 2 (ckpt/level_choice.cc).
+  if (local_.on() && options.from_level != 3) {
+    Level2Choice choice;
+    PhaseClock clock;
+    std::vector<CheckpointStats::Phase> phases;
+    clock.Start(&phases, {"list"});
+    BATON_RETURN_IF_ERROR(ChooseLevel2(options, candidates, quarantined_names, &clock, &choice));
+    if (!choice.name.empty() && choice.failure.ok()) {
+      *out = metadata_of(choice.manifest, local_.VersionDir(choice.name));
+      return Status::OK();
+    }
+  }
+  for (;;) {
+    Candidate c;
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
+    if (c.kind == Candidate::kNone) return Status::OK();
+    if (c.kind == Candidate::kHardError) return c.failure;
+    if (c.kind == Candidate::kSkipped) continue;
+    Manifest m;
+    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    *out = metadata_of(m, dir_ + "/" + c.name);
     return Status::OK();
   }
 }

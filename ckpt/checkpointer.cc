@@ -90,6 +90,15 @@ Status CheckpointerImpl::LockDirectory() {
 // writer by then; it keeps the application's own HDF5 calls out.
 Status CheckpointerImpl::Save(int64_t step) {
   BATON_RETURN_IF_ERROR(CompletePending());
+  if (local_.on()) {
+    // Level 2 writes one shard per rank (node_local_level.h): a save is
+    // SaveAsync's, completed at once.
+    const double t0 = Now();
+    BATON_RETURN_IF_ERROR(SaveAsync(step));
+    Status s = CompletePending();
+    stats_.seconds = Now() - t0;
+    return s;
+  }
   memory_.Drop();
   std::lock_guard<std::mutex> lock(Hdf5Mutex());
   return SaveNow(step);
@@ -154,7 +163,8 @@ Status CheckpointerImpl::Init() {
                                             std::to_string(size_) + " ranks");
   }
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_split(comm_, group_of_[rank_], rank_, &group_)));
-  return BATON_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN)));
+  return InitLevel2();
 }
 
 }  // namespace ckpt
@@ -186,6 +196,14 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   if (options.async_writer_nice < 0 || options.async_writer_nice > 19) {
     return Status::InvalidArgument(log::kCkpt, "async_writer_nice = " + std::to_string(options.async_writer_nice) +
                                                    ": must be 0-19");
+  }
+  if (options.shared_every < 1) {
+    return Status::InvalidArgument(log::kCkpt, "shared_every = " + std::to_string(options.shared_every) +
+                                                   ": must be >= 1");
+  }
+  if (options.local_keep < 1) {
+    return Status::InvalidArgument(log::kCkpt, "local_keep = " + std::to_string(options.local_keep) +
+                                                   ": must be >= 1");
   }
   if (options.group_size < 0) {
     return Status::InvalidArgument(log::kCkpt, "group_size = " + std::to_string(options.group_size) +

@@ -14,6 +14,12 @@
 //                     ReadMetadata
 //   restore.cc        the restore path: comparing with the registrations,
 //                     reading and verifying rows, agreement, fallback
+//   level2_save.cc    levels 2 and 3 of a save: the commit of a version
+//                     written to node-local storage, its partner copies,
+//                     and the shared copy every shared_every-th save
+//   level_choice.cc   restore's choice of level: the newest version every
+//                     rank can read from node-local copies (its own, or
+//                     the partner's fetched over MPI), else level 3
 //
 // Internal to libbaton. Threading and collectivity: as the public class.
 #pragma once
@@ -36,6 +42,7 @@
 #include "ckpt/manifest.h"
 #include "ckpt/phase_clock.h"
 #include "ckpt/memory_level.h"
+#include "ckpt/node_local_level.h"
 #include "ckpt/registered.h"
 #include "ckpt/run.h"
 #include "ckpt/staging_pool.h"
@@ -171,7 +178,8 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const;
   // Rank 0: the complete versions a restore may take (of o.step if given),
   // oldest first, and how many were skipped as quarantined.
-  Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined);
+  Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined,
+                        std::vector<std::string>* quarantined_names = nullptr);
   // Rank 0 pops the newest candidate and reads its manifest (record: a
   // corrupt one is recorded toward quarantine); every rank gets the same
   // Candidate.
@@ -196,6 +204,37 @@ class CheckpointerImpl : public Checkpointer {
                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
+
+  // level_choice.cc: restores the newest version every rank can read from
+  // level 2 when no newer one is in level 3 (rank 0: level 3's candidates,
+  // oldest first, and the versions quarantined there, which level 2 skips
+  // too); *restored false (with a warning when level 2 had one but it
+  // failed): the caller goes on to level 3.
+  Status TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                   const std::vector<std::string>& quarantined, RestoreResult* result, PhaseClock* clock,
+                   bool* restored);
+  // The choice alone (Restore and ReadMetadata): the version (name empty:
+  // none in level 2), where each rank's shard comes from (-1: its own
+  // copy, else the rank holding its partner copy), and its manifest, read
+  // by one rank and broadcast (failure: it could not be read; the same on
+  // every rank).
+  struct Level2Choice {
+    std::string name;
+    std::vector<int> source;
+    Manifest manifest;
+    Status failure;
+  };
+  Status ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                      const std::vector<std::string>& quarantined, PhaseClock* clock, Level2Choice* out);
+
+  // level2_save.cc
+  Status InitLevel2();
+  // The commit of a save written with level 2 on (CommitPending's, after
+  // the agreement on the writers' Status).
+  Status CommitPendingLevels();
+  // Collective: the shard records gathered to rank 0, which builds the
+  // version's manifest into *m.
+  Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m);
 
   Runtime& runtime_;
   const CheckpointOptions options_;
@@ -229,6 +268,10 @@ class CheckpointerImpl : public Checkpointer {
     uint64_t total_bytes = 0;
     std::vector<h5::ShardArray> shard;       // what the writer writes (staged rows)
     h5::ShardWriteResult written;            // the writer's; read after Join
+    std::string name;                        // the version directory's name (both levels)
+    bool level2 = false;                     // written to node-local storage first
+    bool shared_due = true;                  // level 3 this time (shared_every)
+    NodeLocalLevel::WriteOutcome outcome;    // the writer's; read after Join
   };
   // The save in flight, if any, completed on every rank: its writer joined,
   // agreed, committed (or abandoned, its failure returned annotated).
@@ -237,6 +280,10 @@ class CheckpointerImpl : public Checkpointer {
   Status AbandonPending(const Status& failure);
   StagingPool staging_;          // the one staging copy
   MemoryLevel memory_;           // level 1: the staging copy, kept as the snapshot
+  NodeLocalLevel local_;         // level 2; off without a node-local directory
+  std::vector<int> partner_;     // level 2: the rank keeping each rank's copy (-1: one node)
+  bool node_leader_ = false;     // the first rank of its node: the node's manifests, retention
+  int64_t level_saves_ = 0;      // saves with level 2 on, for shared_every
   std::unique_ptr<PendingSave> pending_;
   BackgroundWriter writer_;      // last: destroyed (joined) first
 };

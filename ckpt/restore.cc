@@ -262,13 +262,25 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
 
   std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
+  std::vector<std::string> quarantined_names;  // rank 0
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined);
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
   clock.Lap("list");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
   result->quarantined = quarantined;
   clock.Lap("agree");
+
+  // Level 2 first, when it holds a version at least as new as level 3's
+  // newest (ckpt/level_choice.cc); else, or when it fails, level 3.
+  bool restored = false;
+  if (options.from_level != 3) {
+    BATON_RETURN_IF_ERROR(TryLevel2(options, candidates, quarantined_names, result, &clock, &restored));
+  }
+  if (restored) {
+    stats_.seconds = Now() - t0;
+    return Status::OK();
+  }
 
   auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
     const std::string vdir = dir_ + "/" + name;
@@ -332,15 +344,23 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
       rank_state_ = std::move(state);
       result->step = m.step;
       result->version_path = vdir;
+      result->level = 3;
       result->rank_state_dropped = !with_state && m.world_size != size_ &&
                                    std::any_of(m.arrays.begin(), m.arrays.end(),
                                                [](const ArrayMeta& a) { return a.name == kRankStateName; });
       stats_.step = m.step;
       stats_.version_path = vdir;
       stats_.bytes = bytes;
+      stats_.level = 3;
+      stats_.bytes_level3 = bytes;
       BATON_RETURN_IF_ERROR(
           BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
+      stats_.total_bytes_level3 = stats_.total_bytes;
       clock.Lap("agree");
+      if (rank_ == 0 && local_.on()) {
+        BATON_LOG(kCkpt, info) << "restored step " << m.step << " from level 3 (" << vdir << "): "
+                               << stats_.total_bytes << " bytes read from the shared directory, 0 from level 2";
+      }
       stats_.seconds = Now() - t0;
       return Status::OK();
     }

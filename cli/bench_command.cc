@@ -14,8 +14,12 @@ int BenchCommand(const std::vector<std::string>& args) {
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
   if (kind == "collectives") return BenchCollectivesCommand(rest);
   if (kind == "ckpt") {
-    // --async: SaveAsync's own benchmark (bench_ckpt_async.cc).
+    // --async: SaveAsync's own benchmark (bench_ckpt_async.cc); --level:
+    // restore from level 2 beside level 3 (bench_ckpt_level.cc).
     std::vector<std::string> opts = rest;
+    for (const std::string& o : opts) {
+      if (o == "--level" || o.rfind("--level=", 0) == 0) return BenchCkptLevelCommand(opts);
+    }
     auto async = std::find(opts.begin(), opts.end(), "--async");
     if (async == opts.end()) return BenchCkptCommand(rest);
     opts.erase(async);

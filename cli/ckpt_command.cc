@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -35,7 +36,7 @@ namespace po = boost::program_options;
 namespace fs = ::baton::ckpt::fs;
 
 constexpr const char* kUsage =
-    "usage: baton ckpt ls      [DIR] [--json]\n"
+    "usage: baton ckpt ls      [DIR] [--local-dir L] [--json]\n"
     "       baton ckpt inspect [DIR] [--step N] [--json]\n"
     "       baton ckpt verify  [DIR] [--step N] [--no-progress]\n"
     "       baton ckpt gc      [DIR] --keep K [--dry-run]\n"
@@ -163,17 +164,74 @@ Status PickVersion(const std::vector<ckpt::VersionInfo>& versions, const Common&
                                         : "no committed version in " + c.dir);
 }
 
+// Level 2 as this node sees it: the complete versions in
+// <local_dir>/<run id of DIR>/ (ckpt/node_local_level.h), by name. Other
+// nodes' local disks are not visible from here; a missing directory is
+// an empty level 2.
+Status LocalVersions(fs::Env* env, const std::string& dir, const std::string& local_dir,
+                     std::vector<ckpt::VersionInfo>* out, std::string* root) {
+  out->clear();
+  ckpt::RunInfo run;
+  Status s = ckpt::ReadRun(env, dir, &run);
+  if (s.code() == Code::kNotFound) return Status::OK();
+  BATON_RETURN_IF_ERROR(s);
+  *root = local_dir + "/" + run.run_id;
+  fs::FileInfo info;
+  if (env->Stat(*root, &info).code() == Code::kNotFound) return Status::OK();
+  std::vector<ckpt::VersionInfo> all;
+  BATON_RETURN_IF_ERROR(ckpt::ListVersions(env, *root, 1 << 30, &all));
+  for (const ckpt::VersionInfo& v : all) {
+    if (v.status == ckpt::VersionStatus::kComplete) out->push_back(v);
+  }
+  return Status::OK();
+}
+
 int Ls(const std::vector<std::string>& args) {
   Common c;
   po::variables_map vm;
-  if (int rc = ParseCommon("ls", args, po::options_description(), &c, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  std::string local_dir;
+  po::options_description extra;
+  extra.add_options()("local-dir", po::value(&local_dir),
+                      "node-local directory of level 2, as seen on this node (default: $BATON_LOCAL_DIR)");
+  if (int rc = ParseCommon("ls", args, extra, &c, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  if (local_dir.empty()) {
+    const char* env = std::getenv("BATON_LOCAL_DIR");
+    if (env != nullptr) local_dir = env;
+  }
   fs::Env* env = fs::Env::Default();
   std::vector<ckpt::VersionInfo> versions;
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("ls", s);
+  // Level 2 on this node: versions only there are listed from there.
+  std::vector<ckpt::VersionInfo> local;
+  std::string local_root;
+  if (!local_dir.empty()) {
+    if (Status s = LocalVersions(env, c.dir, local_dir, &local, &local_root); !s.ok()) return Fail("ls", s);
+  }
+  std::vector<bool> shared(versions.size(), true);
+  std::vector<bool> node_local(versions.size(), false);
+  for (const ckpt::VersionInfo& l : local) {
+    bool found = false;
+    for (size_t i = 0; i < versions.size(); ++i) {
+      if (versions[i].name == l.name) node_local[i] = found = true;
+    }
+    if (!found) {
+      versions.push_back(l);
+      shared.push_back(false);
+      node_local.push_back(true);
+    }
+  }
+  std::vector<size_t> order(versions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return versions[a].seq < versions[b].seq; });
   nlohmann::json list = nlohmann::json::array();
-  if (!c.json) std::printf("%10s  %-11s  %-20s  %6s  %14s  %-7s  %s\n", "STEP", "STATUS", "TIME", "WORLD", "BYTES",
+  if (!c.json) std::printf("%10s  %-11s  %-20s  %6s  %14s  %-17s  %s\n", "STEP", "STATUS", "TIME", "WORLD", "BYTES",
                            "LEVELS", "PATH");
-  for (const ckpt::VersionInfo& v : versions) {
+  for (size_t i : order) {
+    const ckpt::VersionInfo& v = versions[i];
+    nlohmann::json levels = nlohmann::json::array();
+    std::string level_text;
+    if (node_local[i]) levels.push_back("node-local"), level_text = "node-local";
+    if (shared[i]) levels.push_back("shared"), level_text += level_text.empty() ? "shared" : ",shared";
     ckpt::Manifest m;
     Status s;
     if (v.status != ckpt::VersionStatus::kIncomplete) s = LoadManifest(env, v, &m, /*whole=*/false);
@@ -185,7 +243,7 @@ int Ls(const std::vector<std::string>& args) {
                         {"time", have ? nlohmann::json(m.time) : nlohmann::json(nullptr)},
                         {"world_size", have ? nlohmann::json(m.world_size) : nlohmann::json(nullptr)},
                         {"bytes", have ? nlohmann::json(m.total_bytes()) : nlohmann::json(nullptr)},
-                        {"levels", nlohmann::json::array({"shared"})},
+                        {"levels", levels},
                         {"restore_failures", v.restore_failures}};
     if (!s.ok()) o["error"] = s.ToString();
     if (!v.problem.empty()) o["problem"] = v.problem;
@@ -195,10 +253,10 @@ int Ls(const std::vector<std::string>& args) {
     }
     std::string note = s.ok() ? "" : "  (" + s.message() + ")";
     if (!v.problem.empty()) note += "  (" + v.problem + ")";
-    std::printf("%10lld  %-11s  %-20s  %6s  %14s  %-7s  %s%s\n", static_cast<long long>(v.step),
+    std::printf("%10lld  %-11s  %-20s  %6s  %14s  %-17s  %s%s\n", static_cast<long long>(v.step),
                 std::string(ckpt::VersionStatusName(v.status)).c_str(), have ? Printable(m.time).c_str() : "-",
                 have ? std::to_string(m.world_size).c_str() : "-", have ? std::to_string(m.total_bytes()).c_str() : "-",
-                "shared", Printable(v.path).c_str(), Printable(note).c_str());
+                level_text.c_str(), Printable(v.path).c_str(), Printable(note).c_str());
   }
   if (c.json) std::cout << JsonDump(list) << "\n";
   return 0;

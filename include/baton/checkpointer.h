@@ -120,6 +120,22 @@ struct CheckpointOptions {
   // (the write must still end within the steps to the next SaveAsync, or
   // that call waits for it). 0: the caller's priority. 0-19.
   int async_writer_nice = 10;
+  // Level 2 (ckpt/README.md, "Levels 2 and 3"): the node-local directory;
+  // empty: $BATON_LOCAL_DIR (the plugin and --baton-local-dir export it);
+  // neither: level 2 is off and every save goes to `dir` (level 3) only.
+  // The Checkpointer owns `<local_dir>/<run id>/` on every node (created
+  // 0700, reused across requeues): each rank's shard of a version goes
+  // there, and a verified copy of it to the same local rank of the next
+  // node in a ring (over MPI). With level 2 on, Save writes as SaveAsync
+  // followed by Wait (one shard per rank).
+  std::string local_dir;
+  // Level 3: with level 2 on, a version is also written to `dir` every
+  // shared_every-th save (counted from 0 in this Checkpointer: the first
+  // save always is), and whenever level 2 failed for it (a full disk);
+  // >= 1. Without level 2 every save goes to `dir`.
+  int shared_every = 1;
+  // Level 2: complete versions kept in each node's local directory; >= 1.
+  int local_keep = 2;
   // The file layer for everything that is not HDF5's own data I/O; null:
   // the POSIX one. Tests pass a fault-injecting wrapper. Not owned.
   ckpt::fs::Env* env = nullptr;
@@ -159,6 +175,25 @@ struct CheckpointStats {
   uint64_t total_bytes = 0;  // the same over all ranks
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
+  // The level of the version saved or restored: 2 node-local (a save: level
+  // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
+  int level = 0;
+  bool shared = false;  // a save: the version was committed in `dir` too
+  // A save with level 2 on: its phases are the commit's (local_index,
+  // exchange, local_manifest, shared) and bytes_partner the bytes of
+  // partner copies this rank received (the exchange is the part of the
+  // commit that moves data, on the caller's thread).
+  // Restore, this rank: bytes of array data read from its node-local copy
+  // (level 2, including a copy fetched from the partner), bytes of shard
+  // files fetched over MPI from the partner node's copy (the whole files),
+  // bytes of array data read from the shared directory (level 3).
+  uint64_t bytes_level2 = 0;
+  uint64_t bytes_partner = 0;
+  uint64_t bytes_level3 = 0;
+  // The same over all ranks.
+  uint64_t total_bytes_level2 = 0;
+  uint64_t total_bytes_partner = 0;
+  uint64_t total_bytes_level3 = 0;
   // Where `seconds` went on this rank, phase by phase, in a fixed order (the
   // same names on every rank; 0 for a phase a rank had no part in).
   // Save: hash (checksums of the user's buffers), agree (agreements and the
@@ -211,6 +246,11 @@ struct RestoreOptions {
   // no fallback); true: restored without it (rank_state() empty,
   // RestoreResult::rank_state_dropped).
   bool drop_rank_state_on_resize = false;
+  // Which level serves the restore: 0 (default) the fastest that holds the
+  // newest version (node-local copies, level 2, else the shared directory);
+  // 3: the shared directory only (level 2 is not read). Others:
+  // InvalidArgument.
+  int from_level = 0;
 };
 
 // A version that a restore skipped, newest first.
@@ -232,6 +272,10 @@ struct RestoreResult {
   std::vector<SkippedVersion> fallbacks;  // newer versions that could not be restored
   int quarantined = 0;                    // versions skipped untried: quarantined before
   bool rank_state_dropped = false;        // see RestoreOptions::drop_rank_state_on_resize
+  // 2: node-local copies (each rank's own, or fetched over MPI from the
+  // partner node's copy: CheckpointStats::bytes_partner); 3: the shared
+  // directory (version_path); 0: nothing restored.
+  int level = 0;
 };
 
 // One array of a saved version.

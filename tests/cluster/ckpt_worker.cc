@@ -8,8 +8,11 @@
 // blob "step=N".
 //
 //   ckpt_worker --dir D [--expect STEP|none] [--saves N] [--sleep-ms MS] [--group-size G]
-// Prints "restored step=S ok" (rank 0) after a successful check; exits 3 on
-// a mismatch, 1 on an error, 0 when the saves are done.
+//               [--local-dir L] [--shared-every M]
+// Prints "restored step=S ok level=V level2_bytes=A partner_bytes=B
+// level3_bytes=C" (rank 0; the bytes over all ranks, CheckpointStats)
+// after a successful check; exits 3 on a mismatch, 1 on an error, 0 when
+// the saves are done.
 #include <unistd.h>
 
 #include <cstdint>
@@ -49,7 +52,8 @@ int Fail(const baton::Status& s, int rank) {
 
 int main(int argc, char** argv) {
   std::string dir, expect = "any";
-  long saves = 1000000, sleep_ms = 0, group_size = 0;
+  std::string local_dir;
+  long saves = 1000000, sleep_ms = 0, group_size = 0, shared_every = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--dir") dir = v;
@@ -57,6 +61,8 @@ int main(int argc, char** argv) {
     else if (k == "--saves") saves = std::atol(v.c_str());
     else if (k == "--sleep-ms") sleep_ms = std::atol(v.c_str());
     else if (k == "--group-size") group_size = std::atol(v.c_str());
+    else if (k == "--local-dir") local_dir = v;
+    else if (k == "--shared-every") shared_every = std::atol(v.c_str());
     else {
       std::fprintf(stderr, "ckpt_worker: unknown option %s\n", k.c_str());
       return 2;
@@ -73,13 +79,17 @@ int main(int argc, char** argv) {
   baton::CheckpointOptions co;
   co.dir = dir;
   co.group_size = static_cast<int>(group_size);
+  co.local_dir = local_dir;
+  co.shared_every = static_cast<int>(shared_every);
   std::unique_ptr<baton::Checkpointer> ck;
   baton::Status s = baton::Checkpointer::Create(*rt, co, &ck);
   if (s.ok()) s = ck->RegisterSharded("w", w.data(), baton::DType::kF32, {kRows, kCols}, first, rows);
   if (s.ok()) s = ck->RegisterReplicated("opt", opt.data(), baton::DType::kI64, {kOpt});
   std::optional<int64_t> step;
-  if (s.ok()) s = ck->Restore(&step);
+  baton::RestoreResult restored;
+  if (s.ok()) s = ck->Restore(baton::RestoreOptions(), &restored);
   if (!s.ok()) return Fail(s, rank);
+  step = restored.step;
 
   // The check: the expected version, bit for bit.
   const std::string got = step ? std::to_string(*step) : "none";
@@ -100,7 +110,11 @@ int main(int argc, char** argv) {
     }
   }
   if (rank == 0) {
-    std::printf("restored step=%s ok\n", got.c_str());
+    const baton::CheckpointStats& st = ck->last_stats();
+    std::printf("restored step=%s ok level=%d level2_bytes=%llu partner_bytes=%llu level3_bytes=%llu\n", got.c_str(),
+                restored.level, static_cast<unsigned long long>(st.total_bytes_level2),
+                static_cast<unsigned long long>(st.total_bytes_partner),
+                static_cast<unsigned long long>(st.total_bytes_level3));
     std::fflush(stdout);
   }
 

@@ -109,3 +109,93 @@ test_h5dump_reads_a_shard_written_on_the_cluster() {
   h5dump -d /w -s 0,0 -c 1,2 "$shard" | grep -q '1979.75, 1980' \
     || { h5dump -d /w -s 0,0 -c 1,2 "$shard"; fail "h5dump shows other values for w[0, 0:2]"; }
 }
+
+# Level 2 (issue 17): node-local copies on each node's private disk
+# (DIR/local inside the node, DIR/disk/nK from here) with a partner copy on
+# the next node, sent over MPI.
+l2_dir() { echo "$BATON_CLUSTER_DIR/local/scratch/baton-l2-$$-$1"; }      # as the tasks see it
+l2_on() { echo "$BATON_CLUSTER_DIR/disk/$1/scratch/baton-l2-$$-$2"; }      # node $1's, from here
+wipe_node() {
+  "$REPO/scripts/local-cluster" kill-node "$1"
+  "$REPO/scripts/local-cluster" revive-node "$1"
+  wait_for 60 "$1 to be idle" node_state_is "$1" idle
+}
+restored_field() { sed -n "s/^restored step=.* ok .*\b$2=\([0-9]*\).*/\1/p" "$1" | head -n 1; }
+
+test_level2_one_node_wiped_restores_from_the_partner_copy_over_mpi() {
+  local dir out l2 n shards
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  l2=$(l2_dir one)
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 2 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with level 2 failed"; }
+  # Every node holds its two ranks' shards and its partner's two.
+  for n in n1 n2 n3 n4; do
+    shards=$(find "$(l2_on "$n" one)" -path '*-s2/shard-*.h5' | wc -l)
+    expect_eq "$shards" 2 "own shards of step 2 on $n"
+    shards=$(find "$(l2_on "$n" one)" -path '*-s2/partner/shard-*.h5' | wc -l)
+    expect_eq "$shards" 2 "partner copies of step 2 on $n"
+  done
+  baton ckpt ls "$dir" --json --local-dir "$(l2_on n1 one)" | grep -q '"node-local","shared"' \
+    || fail "ckpt ls does not show both levels"
+  # Level 3 loses its versions (the run file stays): a restore can only use level 2.
+  rm -rf "$dir"/v*
+  expect_eq "$(baton ckpt ls "$dir" --json --local-dir "$(l2_on n1 one)" | perl -MJSON::PP -e '
+      print join(" ", map { $_->{step} . ":" . join(",", @{ $_->{levels} }) } @{ decode_json(join "", <STDIN>) })')" \
+    "1:node-local 2:node-local" "ckpt ls of n1's level 2 without level 3"
+  wipe_node n2
+  [ -z "$(find "$(l2_on n2 one)" -name 'shard-*' 2>/dev/null)" ] || fail "n2's disk still holds shards"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 2 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring after wiping n2 failed"; }
+  cat "$out"
+  expect_eq "$(restored_field "$out" level)" 2 "level restored from"
+  expect_eq "$(restored_field "$out" level3_bytes)" 0 "bytes read from level 3"
+  [ "$(restored_field "$out" partner_bytes)" -gt 0 ] || fail "no bytes came from the partner copies over MPI"
+  # n2's ranks got their shards back from n3's partner copies.
+  shards=$(find "$(l2_on n2 one)" -path '*-s2/shard-*.h5' | wc -l)
+  expect_eq "$shards" 2 "own shards of step 2 on n2 after the restore"
+}
+
+test_level2_two_neighbouring_nodes_wiped_restores_from_level3() {
+  local dir out l2
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  l2=$(l2_dir two)
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 1 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with level 2 failed"; }
+  wipe_node n2
+  wipe_node n3
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 1 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring after wiping n2 and n3 failed"; }
+  cat "$out"
+  expect_eq "$(restored_field "$out" level)" 3 "level restored from"
+  expect_eq "$(restored_field "$out" level2_bytes)" 0 "bytes read from level 2"
+}
+
+# A full node-local disk: the cluster's 4 MiB tmpfs (DIR/smallfs) as the
+# node-local directory, filled by dd after a first save: the next saves go to
+# level 3 with a warning, and the job goes on.
+test_level2_full_local_disk_falls_back_to_level3_with_a_warning() {
+  local dir out small l2 filler
+  dir=$(case_dir)/ckpt
+  out=$(case_dir)/worker.out
+  small=$(dirname "$SLURM_CONF")/smallfs
+  mountpoint -q "$small" || fail "$small is not the cluster's small tmpfs"
+  l2=$small/baton-l2-$$
+  filler=$small/filler-$$
+  # shellcheck disable=SC2064 # expanded now: the locals are gone when the case's shell exits
+  trap "rm -f '$filler'; rm -rf '$l2'" EXIT
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect none --saves 1 >"$out" 2>&1 \
+    || { cat "$out"; fail "the first save failed"; }
+  dd if=/dev/zero of="$filler" bs=64k 2>/dev/null || true  # until ENOSPC
+  [ "$(df --output=avail "$small" | tail -n 1)" -lt 64 ] || fail "$small is not full"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 1 --saves 2 >"$out" 2>&1 \
+    || { cat "$out"; fail "saving with a full node-local disk failed"; }
+  rm -f "$filler"
+  grep -q 'could not write its shard to node-local storage' "$out" || { cat "$out"; fail "no warning"; }
+  grep -q 'No space left on device' "$out" || { cat "$out"; fail "the warning does not name ENOSPC"; }
+  expect_eq "$(newest_committed "$dir")" 3 "the newest version in the shared directory"
+  srun -K -N4 -n8 --mpi=pmix "$(worker)" --dir "$dir" --local-dir "$l2" --expect 3 --saves 0 >"$out" 2>&1 \
+    || { cat "$out"; fail "restoring failed"; }
+  expect_eq "$(restored_field "$out" level)" 3 "level restored from"
+}

@@ -1,0 +1,306 @@
+// Restore's choice of level (ckpt/README.md, "Levels 2 and 3"): the newest
+// version every rank can read from node-local copies, unless the shared
+// directory holds a newer one.
+//
+//   1. every rank lists what its node holds (NodeLocalLevel::List: the
+//      complete versions, whether its own shard is there, whose partner
+//      copies are) and rank 0 gathers the lists;
+//   2. rank 0 takes the newest version saved at this world size for which
+//      every rank k has its own copy or some rank holds k's partner copy
+//      (k's partner first), and which is not older than the newest version
+//      of level 3; it broadcasts the version, which rank reads its manifest
+//      and where each rank's shard comes from;
+//   3. the manifest, read by that rank, broadcast; every rank compares it
+//      with its registrations;
+//   4. the fetch: a rank whose own copy is gone receives its shard and index
+//      over MPI from the rank holding the partner copy (ckpt/
+//      partner_exchange.h, verified), written back as its own copy;
+//   5. every rank reads its rows from its node-local copy (restore.cc's
+//      ReadMyRows: every byte verified), agreed.
+// Any failure after step 2 is agreed, logged, and the restore goes on to
+// level 3, which tries the same version there first: level 2 never decides
+// that a version is damaged (nothing is recorded toward quarantine), but it
+// skips versions quarantined in level 3 and marks its attempt there.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "baton/log.h"
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/manifest_index.h"
+#include "ckpt/partner_exchange.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+namespace {
+
+Status BcastFrom(MPI_Comm comm, int root, std::string* s) {
+  long long n = static_cast<long long>(s->size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm)));
+  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a text of " + std::to_string(n) + " bytes to broadcast");
+  s->resize(static_cast<size_t>(n));
+  if (n == 0) return Status::OK();
+  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, root, comm));
+}
+
+// Each rank's list: one line per version, "<name> <world size> <own 0|1>
+// <partner rank>...".
+std::string Encode(const std::vector<NodeLocalLevel::Held>& held) {
+  std::string out;
+  for (const NodeLocalLevel::Held& h : held) {
+    out += h.name + " " + std::to_string(h.world_size) + " " + (h.own ? "1" : "0");
+    for (int k : h.partner_of) out += " " + std::to_string(k);
+    out += "\n";
+  }
+  return out;
+}
+
+// Rank 0's view of one version over all ranks.
+struct Seen {
+  uint64_t seq = 0;
+  int64_t step = 0;
+  int world_size = 0;
+  int manifest_rank = -1;          // the lowest rank that holds its manifest
+  std::set<int> own;               // ranks whose own copy is there
+  std::map<int, std::vector<int>> holders;  // rank k -> ranks holding k's partner copy
+};
+
+}  // namespace
+
+Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                                      const std::vector<std::string>& quarantined, PhaseClock* clock,
+                                      Level2Choice* out) {
+  *out = Level2Choice();
+  const uint64_t level3_newest_seq = level3.empty() ? 0 : level3.back().seq;
+  // 1. What every node holds.
+  std::vector<NodeLocalLevel::Held> held;
+  Status listed = local_.List(rank_, &held);
+  if (!listed.ok()) {
+    BATON_LOG(kCkpt, warning) << "level 2: rank " << rank_ << " cannot list " << local_.root() << ": " << listed;
+    held.clear();
+  }
+  if (options.step) {
+    held.erase(std::remove_if(held.begin(), held.end(),
+                              [&](const NodeLocalLevel::Held& h) { return h.step != *options.step; }),
+               held.end());
+  }
+  const std::string mine = Encode(held);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_)));
+  std::string all;
+  if (rank_ == 0) {
+    long long total = 0;
+    for (int k = 0; k < size_; ++k) {
+      displs[static_cast<size_t>(k)] = static_cast<int>(total);
+      total += lens[static_cast<size_t>(k)];
+    }
+    if (total > INT_MAX) return Status::Internal(log::kCkpt, "level-2 listings of " + std::to_string(total) + " bytes");
+    all.resize(static_cast<size_t>(total));
+  }
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                                                    displs.data(), MPI_CHAR, 0, comm_)));
+  clock->Lap("list");
+
+  // 2. Rank 0's choice.
+  std::string name;
+  int manifest_rank = -1;
+  std::vector<int> source(static_cast<size_t>(size_), -1);  // -1: its own copy; else the rank sending it
+  if (rank_ == 0) {
+    std::map<std::string, Seen> seen;
+    for (int k = 0; k < size_; ++k) {
+      std::istringstream in(all.substr(static_cast<size_t>(displs[static_cast<size_t>(k)]),
+                                       static_cast<size_t>(lens[static_cast<size_t>(k)])));
+      std::string line;
+      while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string v;
+        int world = 0, own = 0;
+        if (!(f >> v >> world >> own)) continue;
+        Seen& s = seen[v];
+        if (!ParseVersionName(v, &s.seq, &s.step)) continue;
+        if (world > 0) {
+          s.world_size = world;
+          if (s.manifest_rank < 0) s.manifest_rank = k;
+        }
+        if (own != 0) s.own.insert(k);
+        for (int p; f >> p;) s.holders[p].push_back(k);
+      }
+    }
+    std::vector<std::pair<uint64_t, std::string>> order;
+    for (const auto& [v, s] : seen) order.emplace_back(s.seq, v);
+    std::sort(order.rbegin(), order.rend());
+    for (const auto& [seq, v] : order) {
+      const Seen& s = seen[v];
+      if (s.world_size != size_ || s.manifest_rank < 0) continue;
+      if (std::find(quarantined.begin(), quarantined.end(), v) != quarantined.end()) continue;
+      bool complete = true;
+      std::vector<int> from(static_cast<size_t>(size_), -1);
+      for (int k = 0; k < size_ && complete; ++k) {
+        if (s.own.count(k) != 0) continue;
+        auto h = s.holders.find(k);
+        if (h == s.holders.end()) {
+          complete = false;
+          break;
+        }
+        const int partner = partner_[static_cast<size_t>(k)];
+        from[static_cast<size_t>(k)] =
+            std::find(h->second.begin(), h->second.end(), partner) != h->second.end() ? partner : h->second.front();
+      }
+      if (!complete) continue;
+      if (seq < level3_newest_seq) {
+        BATON_LOG(kCkpt, info) << "level 2's newest complete version " << v
+                               << " is older than level 3's newest: restoring from level 3";
+        break;
+      }
+      name = v;
+      manifest_rank = s.manifest_rank;
+      source = from;
+      break;
+    }
+  }
+  BATON_RETURN_IF_ERROR(BcastFrom(comm_, 0, &name));
+  if (name.empty()) return Status::OK();
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&manifest_rank, 1, MPI_INT, 0, comm_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(source.data(), size_, MPI_INT, 0, comm_)));
+
+  // 3. The manifest, read by one rank that holds it, broadcast.
+  std::string text;
+  Status local;
+  if (rank_ == manifest_rank) {
+    local = env_->ReadFile(local_.VersionDir(name) + "/" + kManifestName, kMaxManifestBytes, &text);
+  }
+  Status agreed = Agree(comm_, local);
+  if (agreed.ok()) {
+    BATON_RETURN_IF_ERROR(BcastFrom(comm_, manifest_rank, &text));
+    local = ParseManifestJson(text, &out->manifest);
+    if (local.ok() && out->manifest.run_id != run_.run_id) {
+      local = Status::InvalidArgument(log::kCkpt, local_.VersionDir(name) + " was written by run " +
+                                                      out->manifest.run_id);
+    }
+    agreed = local;  // the same text everywhere: the same outcome
+  }
+  out->name = name;
+  out->source = source;
+  out->failure = agreed;
+  return Status::OK();
+}
+
+Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
+                                   const std::vector<std::string>& quarantined, RestoreResult* result,
+                                   PhaseClock* clock, bool* restored) {
+  *restored = false;
+  if (!local_.on()) return Status::OK();
+  Level2Choice choice;
+  BATON_RETURN_IF_ERROR(ChooseLevel2(options, level3, quarantined, clock, &choice));
+  const std::string& name = choice.name;
+  const std::vector<int>& source = choice.source;
+  if (name.empty()) return Status::OK();
+  // Rank 0: when level 3 holds the version too, its restore attempt is
+  // marked there (catalog.h), so that a version whose read kills the
+  // processes is quarantined at both levels instead of crashing every
+  // restart; a failure found in level 2 is level 2's copy's, never recorded
+  // against level 3's (the mark ends with no failure).
+  if (rank_ == 0) {
+    for (const VersionInfo& v : level3) {
+      if (v.name == name) BeginAttempt(v);
+    }
+  }
+  struct EndMark {
+    CheckpointerImpl* self;
+    ~EndMark() {
+      if (self->attempt_) self->EndAttempt(nullptr);
+    }
+  } end_mark{this};
+  const std::string vdir = local_.VersionDir(name);
+  auto fall_back = [&](const Status& why) {
+    if (rank_ == 0) {
+      BATON_LOG(kCkpt, warning) << "level 2: cannot restore " << name << " from node-local copies (" << why.message()
+                                << "); trying level 3";
+    }
+    return Status::OK();
+  };
+
+  // The manifest against the registrations.
+  if (!choice.failure.ok()) return fall_back(choice.failure);
+  Manifest& m = choice.manifest;
+  Status local;
+  std::vector<int> index_of;
+  bool with_state = false;
+  local = CompareWithManifest(m, options.arrays, &index_of);
+  if (local.ok()) local = CheckRankState(m, options, &with_state);
+  Status agreed = Agree(comm_, local);  // the same text everywhere: the same outcome
+  if (!agreed.ok()) return fall_back(agreed);
+  clock->Lap("manifest");
+
+  // 4. Shards whose own copy is gone, from the partner copies over MPI.
+  std::vector<FileMove> moves;
+  for (int k = 0; k < size_; ++k) {
+    const int from = source[static_cast<size_t>(k)];
+    if (from < 0) continue;
+    const std::string f = ShardFileName(k);
+    for (const std::string& n : {f, ShardIndexName(f)}) {
+      moves.push_back(FileMove{from, k, local_.PartnerDir(name) + "/" + n, vdir + "/" + n});
+    }
+  }
+  uint64_t fetched = 0;
+  if (!moves.empty()) {
+    local = source[static_cast<size_t>(rank_)] >= 0 ? env_->CreateDir(vdir, options_.dir_mode, /*exist_ok=*/true)
+                                                     : Status::OK();
+    agreed = Agree(comm_, local);
+    if (!agreed.ok()) return fall_back(agreed);
+    local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &fetched);
+    agreed = Agree(comm_, local);
+    if (!agreed.ok()) return fall_back(agreed);
+    clock->Lap("read");
+  }
+
+  // 5. The rows, from this node's copies.
+  const bool gather = GatherFits(m, index_of);
+  uint64_t bytes = 0;
+  std::string state;
+  env_->Mark("restore-read " + vdir);
+  Status read = ReadMyRows(vdir, m, index_of, gather, with_state, clock, &bytes, &state);
+  clock->Lap("read");
+  agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+  clock->Lap("agree");
+  if (!agreed.ok()) return fall_back(agreed);
+  if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+  clock->Lap("gather");
+  blob_ = std::move(m.user_blob);
+  rank_state_ = std::move(state);
+  result->step = m.step;
+  result->version_path = vdir;
+  result->level = 2;
+  result->rank_state_dropped = !with_state && m.world_size != size_ &&
+                               std::any_of(m.arrays.begin(), m.arrays.end(),
+                                           [](const ArrayMeta& a) { return a.name == kRankStateName; });
+  stats_.step = m.step;
+  stats_.version_path = vdir;
+  stats_.level = 2;
+  stats_.bytes = bytes;
+  stats_.bytes_level2 = bytes;
+  stats_.bytes_partner = fetched;
+  uint64_t in[3] = {bytes, fetched, 0}, out[3] = {0, 0, 0};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(in, out, 3, MPI_UINT64_T, MPI_SUM, comm_)));
+  stats_.total_bytes = stats_.total_bytes_level2 = out[0];
+  stats_.total_bytes_partner = out[1];
+  clock->Lap("agree");
+  if (rank_ == 0) {
+    BATON_LOG(kCkpt, info) << "restored step " << m.step << " from level 2 (" << name << "): " << out[0]
+                           << " bytes read from node-local copies, " << out[1]
+                           << " bytes of shard files fetched over MPI from partner copies, 0 from level 3";
+  }
+  *restored = true;
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt

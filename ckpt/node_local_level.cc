@@ -1,0 +1,172 @@
+// Level 2's files on node-local storage (ckpt/node_local_level.h).
+#include "ckpt/node_local_level.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "baton/log.h"
+#include "ckpt/catalog.h"
+#include "ckpt/hdf5/rank_shard_writer.h"
+#include "ckpt/manifest.h"
+#include "ckpt/manifest_index.h"
+
+namespace baton::ckpt {
+namespace {
+
+constexpr uint64_t kCopyPieceBytes = 16u << 20;
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool Exists(fs::Env* env, const std::string& path) {
+  fs::FileInfo info;
+  return env->Stat(path, &info).ok() && info.type == fs::FileType::kRegular;
+}
+
+}  // namespace
+
+Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes) {
+  *bytes = 0;
+  fs::FileInfo info;
+  BATON_RETURN_IF_ERROR(env->Stat(from, &info));
+  const std::string tmp = to + ".tmp";
+  if (Exists(env, tmp)) (void)env->RemoveFile(tmp);
+  std::unique_ptr<fs::WritableFile> f;
+  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, mode, &f));
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kCopyPieceBytes, std::max<uint64_t>(info.size, 1))));
+  Status s;
+  for (uint64_t off = 0; off < info.size && s.ok(); off += kCopyPieceBytes) {
+    const uint64_t n = std::min(kCopyPieceBytes, info.size - off);
+    s = env->ReadAt(from, off, n, buf.data());
+    if (s.ok()) s = f->Append(buf.data(), n);
+  }
+  if (s.ok()) s = f->Sync();
+  if (s.ok()) s = f->Close();
+  if (s.ok()) s = env->Rename(tmp, to);
+  if (s.ok()) s = env->SyncDir(Parent(to));
+  if (!s.ok()) {
+    f.reset();
+    (void)env->RemoveFile(tmp);
+    return s.Annotate("copying " + from + " to " + to);
+  }
+  *bytes = info.size;
+  return Status::OK();
+}
+
+Status NodeLocalLevel::Open(fs::Env* env, const std::string& local_dir, const std::string& run_id, mode_t dir_mode) {
+  env_ = env;
+  dir_mode_ = dir_mode;
+  std::string dir = local_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  BATON_RETURN_IF_ERROR(env->CreateDir(dir, dir_mode, /*exist_ok=*/true).Annotate("node-local directory"));
+  const std::string root = dir + "/" + run_id;
+  BATON_RETURN_IF_ERROR(env->CreateDir(root, dir_mode, /*exist_ok=*/true).Annotate("node-local directory"));
+  fs::FileInfo info;
+  BATON_RETURN_IF_ERROR(env->Stat(root, &info));
+  if (info.type != fs::FileType::kDirectory) {
+    return Status::InvalidArgument(log::kCkpt, "node-local checkpoint directory " + root + " is not a directory");
+  }
+  root_ = root;
+  return Status::OK();
+}
+
+Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& file, const std::string& shared_vdir,
+                                  bool shared_due, const std::vector<h5::ShardArray>& arrays,
+                                  const h5::ShardWriteOptions& options, const std::atomic<bool>* abandon,
+                                  h5::ShardWriteResult* result, WriteOutcome* out) const {
+  *out = WriteOutcome();
+  const std::string local = VersionDir(name) + "/" + file;
+  Status s = env_->CreateDir(VersionDir(name), dir_mode_, /*exist_ok=*/true);
+  if (s.ok()) {
+    // A file left by a crashed run under the same name (the seq is never
+    // reused in one shared directory, but the local disk may be older).
+    if (Exists(env_, local)) (void)env_->RemoveFile(local);
+    s = h5::WriteRankShard(local, arrays, options, abandon, result);
+  }
+  if (s.code() == Code::kAborted) return s;
+  if (!s.ok()) {
+    // Level 2 failed on this node (a full disk): level 3 instead.
+    out->local_failure = s;
+    if (Exists(env_, local)) (void)env_->RemoveFile(local);
+    *result = h5::ShardWriteResult();
+    BATON_RETURN_IF_ERROR(h5::WriteRankShard(shared_vdir + "/" + file, arrays, options, abandon, result));
+    out->shared_written = true;
+    return Status::OK();
+  }
+  out->local_ok = true;
+  if (!shared_due) return Status::OK();
+  uint64_t bytes = 0;
+  BATON_RETURN_IF_ERROR(CopyFileDurably(env_, local, shared_vdir + "/" + file, options.file_mode, &bytes));
+  out->shared_written = true;
+  return Status::OK();
+}
+
+Status NodeLocalLevel::WriteManifest(const std::string& name, const std::string& text, mode_t file_mode) const {
+  const std::string vdir = VersionDir(name);
+  const std::string final_path = vdir + "/" + kManifestName;
+  const std::string tmp = final_path + ".tmp";
+  if (Exists(env_, tmp)) (void)env_->RemoveFile(tmp);
+  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));  // the shards' and indexes' entries first
+  std::unique_ptr<fs::WritableFile> f;
+  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, file_mode, &f));
+  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
+  BATON_RETURN_IF_ERROR(f->Sync());
+  BATON_RETURN_IF_ERROR(f->Close());
+  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
+  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  return env_->SyncDir(root_);
+}
+
+void NodeLocalLevel::ApplyRetention(int keep) const {
+  std::vector<VersionInfo> versions;
+  Status s = ListVersions(env_, root_, /*max_restore_failures=*/1 << 30, &versions);
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "level-2 retention skipped: " << s;
+    return;
+  }
+  for (const VersionInfo& v : PlanRetention(versions, keep)) {
+    s = RemoveVersion(env_, v);
+    if (!s.ok()) {
+      BATON_LOG(kCkpt, warning) << "level-2 retention could not remove " << v.path << ": " << s;
+    }
+  }
+}
+
+Status NodeLocalLevel::List(int rank, std::vector<Held>* out) const {
+  out->clear();
+  std::vector<VersionInfo> versions;
+  BATON_RETURN_IF_ERROR(ListVersions(env_, root_, /*max_restore_failures=*/1 << 30, &versions));
+  const std::string mine = "shard-" + std::to_string(rank) + ".h5";
+  for (const VersionInfo& v : versions) {
+    if (v.status != VersionStatus::kComplete) continue;
+    Held h;
+    h.name = v.name;
+    h.seq = v.seq;
+    h.step = v.step;
+    std::string text;
+    Manifest m;
+    if (env_->ReadFile(v.path + "/" + kManifestName, kMaxManifestBytes, &text).ok() &&
+        ParseManifestJson(text, &m).ok()) {
+      h.world_size = m.world_size;
+    }
+    h.own = Exists(env_, v.path + "/" + mine) && Exists(env_, v.path + "/" + ShardIndexName(mine));
+    std::vector<std::string> names;
+    if (env_->ListDir(v.path + "/" + kPartnerDirName, &names).ok()) {
+      for (const std::string& n : names) {
+        int k = -1;
+        char tail[8] = {0};
+        if (std::sscanf(n.c_str(), "shard-%d.h5%7s", &k, tail) != 1 || k < 0) continue;
+        if (n != "shard-" + std::to_string(k) + ".h5") continue;
+        if (Exists(env_, v.path + "/" + kPartnerDirName + "/" + ShardIndexName(n))) h.partner_of.push_back(k);
+      }
+      std::sort(h.partner_of.begin(), h.partner_of.end());
+    }
+    out->push_back(std::move(h));
+  }
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,89 @@
+// Level 2: this node's copies on node-local storage (ckpt/README.md,
+// "Levels 2 and 3"). MPI-free: the file side of the level; the partner
+// exchange is ckpt/partner_exchange.h, the Checkpointer's use of both
+// ckpt/level2_save.cc and ckpt/level_choice.cc.
+//
+//   <local_dir>/                      made 0700 when missing, kept otherwise
+//     <run id>/                       this checkpoint run's (0700), kept across requeues
+//       v<seq>-s<step>/               the version, named as in the shared directory
+//         shard-<rank>.h5, .json      the own copies of this node's ranks
+//         partner/shard-<rank>.h5, .json   verified copies of the partner node's ranks
+//         manifest.json               the version's top-level manifest, written last
+//
+// A version is complete on a node when its manifest.json is there (the same
+// format and commit as the shared directory: ckpt/catalog.h), so the CLI's
+// listing and retention work on it unchanged. Its files are those of an
+// asynchronous save (one shard per rank), so the normal restore path reads
+// them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/status.h"
+#include "ckpt/fs/env.h"
+#include "ckpt/hdf5/shard_writer.h"
+
+namespace baton::ckpt {
+
+inline constexpr const char* kPartnerDirName = "partner";
+
+// Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
+// rename, directory fsync); *bytes: the size copied.
+Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes);
+
+class NodeLocalLevel {
+ public:
+  // Off until Open succeeds.
+  bool on() const { return !root_.empty(); }
+  // Makes <local_dir> and <local_dir>/<run_id> (dir_mode) when missing;
+  // existing ones (a requeue, another rank of the node) are used as they are.
+  Status Open(fs::Env* env, const std::string& local_dir, const std::string& run_id, mode_t dir_mode);
+  const std::string& root() const { return root_; }
+  std::string VersionDir(const std::string& name) const { return root_ + "/" + name; }
+  std::string PartnerDir(const std::string& name) const { return VersionDir(name) + "/" + kPartnerDirName; }
+
+  // What a rank's background writer does for a version (no MPI): its shard
+  // into the local version directory; then, when `shared_due`, the same
+  // bytes copied into shared_vdir. When the local write fails (ENOSPC, an
+  // I/O error) the shard goes to shared_vdir instead, written from the
+  // staged rows: *local_failure says why, and the save still succeeds.
+  // Returns the failure of the shared write only (or Aborted).
+  struct WriteOutcome {
+    bool local_ok = false;
+    bool shared_written = false;
+    Status local_failure;
+  };
+  Status WriteShard(const std::string& name, const std::string& file, const std::string& shared_vdir, bool shared_due,
+                    const std::vector<h5::ShardArray>& arrays, const h5::ShardWriteOptions& options,
+                    const std::atomic<bool>* abandon, h5::ShardWriteResult* result, WriteOutcome* out) const;
+
+  // The version's manifest, committed on this node (temporary, fsync,
+  // rename, directory fsyncs).
+  Status WriteManifest(const std::string& name, const std::string& text, mode_t file_mode) const;
+  // Keeps the newest `keep` complete versions (and removes crashed ones
+  // older than the newest complete one): catalog.h's PlanRetention.
+  void ApplyRetention(int keep) const;
+
+  // What this node holds of a complete version, as one rank sees it.
+  struct Held {
+    std::string name;
+    uint64_t seq = 0;
+    int64_t step = 0;
+    int world_size = 0;           // from its manifest; 0 when it does not parse
+    bool own = false;             // shard-<rank>.h5 and .json
+    std::vector<int> partner_of;  // ranks whose shard and index are in partner/
+  };
+  Status List(int rank, std::vector<Held>* out) const;
+
+ private:
+  fs::Env* env_ = nullptr;
+  std::string root_;
+  mode_t dir_mode_ = 0700;
+};
+
+}  // namespace baton::ckpt

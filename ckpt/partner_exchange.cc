@@ -1,0 +1,214 @@
+// The partner exchange of level 2 (ckpt/partner_exchange.h).
+//
+// ExchangeFiles moves every file in lockstep rounds: a header round (each
+// sender's file size, or that it cannot read it), then one round per piece
+// (every sender reads and posts its next piece, every receiver posts a
+// receive for it, all wait), then a trailer round (the sender's xxh3 of
+// what it sent, and whether every read succeeded). Within a round all
+// messages are non-blocking, so the ring's sends overlap: each pair moves
+// its bytes at the same time as the others, and no round waits on a message
+// that is posted in a later one. Messages of one move share one tag and
+// MPI keeps their order between a pair.
+#include "ckpt/partner_exchange.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "baton/log.h"
+#include "ckpt/checksum.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+namespace {
+
+constexpr uint64_t kPieceBytes = 16u << 20;
+
+int TagOf(size_t move) { return static_cast<int>(move % 30000) + 1; }
+
+uint64_t Pieces(uint64_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }
+
+std::string Dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+}  // namespace
+
+std::vector<int> PartnerRanks(const std::vector<int>& node_of) {
+  int nodes = 0;
+  for (int n : node_of) nodes = std::max(nodes, n + 1);
+  std::vector<std::vector<int>> ranks_on(static_cast<size_t>(nodes));
+  std::vector<int> local(node_of.size());
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    std::vector<int>& on = ranks_on[static_cast<size_t>(node_of[r])];
+    local[r] = static_cast<int>(on.size());
+    on.push_back(static_cast<int>(r));
+  }
+  std::vector<int> out(node_of.size(), -1);
+  if (nodes < 2) return out;
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    const std::vector<int>& next = ranks_on[static_cast<size_t>((node_of[r] + 1) % nodes)];
+    out[r] = next[static_cast<size_t>(local[r]) % next.size()];
+  }
+  return out;
+}
+
+Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& moves, mode_t file_mode,
+                     uint64_t* received) {
+  *received = 0;
+  int me = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &me)));
+  // What this rank does for each move it takes part in.
+  struct Send {
+    size_t move;
+    uint64_t head[2] = {0, 0};  // [bytes, readable]
+    uint64_t tail[2] = {0, 1};  // [xxh3, every read succeeded]
+    Xxh3Stream sum;
+    std::vector<char> buf;
+    Status failure;
+  };
+  struct Recv {
+    size_t move;
+    uint64_t head[2] = {0, 0};
+    uint64_t tail[2] = {0, 0};
+    Xxh3Stream sum;
+    std::vector<char> buf;
+    std::unique_ptr<fs::WritableFile> file;
+    std::string tmp;
+    Status failure;
+  };
+  std::vector<std::unique_ptr<Send>> sends;
+  std::vector<std::unique_ptr<Recv>> recvs;
+  for (size_t i = 0; i < moves.size(); ++i) {
+    if (moves[i].from == me) {
+      auto s = std::make_unique<Send>();
+      s->move = i;
+      fs::FileInfo info;
+      s->failure = env->Stat(moves[i].from_path, &info);
+      if (s->failure.ok() && info.type != fs::FileType::kRegular) {
+        s->failure = Status::InvalidArgument(log::kCkpt, moves[i].from_path + " is not a regular file");
+      }
+      if (s->failure.ok()) {
+        s->head[0] = info.size;
+        s->head[1] = 1;
+      }
+      sends.push_back(std::move(s));
+    }
+    if (moves[i].to == me) {
+      auto r = std::make_unique<Recv>();
+      r->move = i;
+      recvs.push_back(std::move(r));
+    }
+  }
+  std::vector<MPI_Request> reqs;
+  auto wait_all = [&]() -> Status {
+    Status s = BATON_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE));
+    reqs.clear();
+    return s;
+  };
+  // Headers.
+  for (auto& s : sends) {
+    const FileMove& m = moves[s->move];
+    reqs.emplace_back();
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Isend(s->head, 2, MPI_UINT64_T, m.to, TagOf(s->move), comm, &reqs.back())));
+  }
+  for (auto& r : recvs) {
+    const FileMove& m = moves[r->move];
+    reqs.emplace_back();
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Irecv(r->head, 2, MPI_UINT64_T, m.from, TagOf(r->move), comm, &reqs.back())));
+  }
+  BATON_RETURN_IF_ERROR(wait_all());
+  for (auto& r : recvs) {
+    const FileMove& m = moves[r->move];
+    if (r->head[1] != 1) {
+      r->failure = Status::IOError(log::kCkpt, "rank " + std::to_string(m.from) + " could not read " + m.from_path +
+                                                   " to send it to rank " + std::to_string(m.to));
+      continue;
+    }
+    r->tmp = m.to_path + ".tmp";
+    fs::FileInfo info;
+    if (env->Stat(r->tmp, &info).ok()) (void)env->RemoveFile(r->tmp);  // a crashed earlier receive
+    r->failure = env->NewWritableFile(r->tmp, file_mode, &r->file);
+  }
+  // Pieces, round by round.
+  uint64_t rounds = 0;
+  for (auto& s : sends) rounds = std::max(rounds, Pieces(s->head[0]));
+  for (auto& r : recvs) rounds = std::max(rounds, Pieces(r->head[0]));
+  for (uint64_t k = 0; k < rounds; ++k) {
+    for (auto& s : sends) {
+      if (k >= Pieces(s->head[0])) continue;
+      const FileMove& m = moves[s->move];
+      const uint64_t n = std::min(kPieceBytes, s->head[0] - k * kPieceBytes);
+      s->buf.resize(n);
+      if (s->failure.ok()) s->failure = env->ReadAt(m.from_path, k * kPieceBytes, n, s->buf.data());
+      if (s->failure.ok()) s->sum.Update(s->buf.data(), n);
+      reqs.emplace_back();
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+          MPI_Isend(s->buf.data(), static_cast<int>(n), MPI_BYTE, m.to, TagOf(s->move), comm, &reqs.back())));
+    }
+    for (auto& r : recvs) {
+      if (k >= Pieces(r->head[0])) continue;
+      const FileMove& m = moves[r->move];
+      const uint64_t n = std::min(kPieceBytes, r->head[0] - k * kPieceBytes);
+      r->buf.resize(n);
+      reqs.emplace_back();
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+          MPI_Irecv(r->buf.data(), static_cast<int>(n), MPI_BYTE, m.from, TagOf(r->move), comm, &reqs.back())));
+    }
+    BATON_RETURN_IF_ERROR(wait_all());
+    for (auto& r : recvs) {
+      if (k >= Pieces(r->head[0]) || !r->failure.ok()) continue;
+      r->sum.Update(r->buf.data(), r->buf.size());
+      r->failure = r->file->Append(r->buf.data(), r->buf.size());
+    }
+  }
+  // Trailers.
+  for (auto& s : sends) {
+    const FileMove& m = moves[s->move];
+    s->tail[0] = s->sum.Digest();
+    s->tail[1] = s->failure.ok() ? 1 : 0;
+    reqs.emplace_back();
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Isend(s->tail, 2, MPI_UINT64_T, m.to, TagOf(s->move), comm, &reqs.back())));
+  }
+  for (auto& r : recvs) {
+    const FileMove& m = moves[r->move];
+    reqs.emplace_back();
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Irecv(r->tail, 2, MPI_UINT64_T, m.from, TagOf(r->move), comm, &reqs.back())));
+  }
+  BATON_RETURN_IF_ERROR(wait_all());
+  Status first;
+  for (auto& s : sends) {
+    if (!s->failure.ok() && first.ok()) first = s->failure.Annotate("sending a partner copy");
+  }
+  for (auto& r : recvs) {
+    const FileMove& m = moves[r->move];
+    if (r->failure.ok() && r->tail[1] != 1) {
+      r->failure = Status::IOError(log::kCkpt, "rank " + std::to_string(m.from) + " failed to read " + m.from_path +
+                                                   " while sending it");
+    }
+    if (r->failure.ok()) r->failure = r->file->Sync();
+    if (r->failure.ok()) r->failure = r->file->Close();
+    if (r->failure.ok() && r->sum.Digest() != r->tail[0]) {
+      r->failure = Status::Corruption(log::kCkpt, m.to_path + " received from rank " + std::to_string(m.from) +
+                                                      ": xxh3 " + HexU64(r->sum.Digest()) + ", sent " +
+                                                      HexU64(r->tail[0]));
+    }
+    if (r->failure.ok()) r->failure = env->Rename(r->tmp, m.to_path);
+    if (r->failure.ok()) r->failure = env->SyncDir(Dir(m.to_path));
+    if (r->failure.ok()) {
+      *received += r->head[0];
+    } else {
+      r->file.reset();
+      if (!r->tmp.empty()) (void)env->RemoveFile(r->tmp);
+      if (first.ok()) first = r->failure.Annotate("receiving a partner copy");
+    }
+  }
+  return first;
+}
+
+}  // namespace baton::ckpt

@@ -1,0 +1,332 @@
+// Levels 2 and 3 (issue 17): node-local copies with a partner copy over
+// MPI, the shared directory every shared_every-th save, restore's choice of
+// level, a full node-local disk. At 4 ranks (ckpt-levels-np4.sh) on one
+// machine: $BATON_CKPT_TEST_RANKS_PER_NODE splits them into "nodes" for the
+// partner ring, all on one disk, so a node is wiped by removing the files
+// its ranks own and the partner copies it keeps. The same on real nodes with
+// private disks: tests/cluster/test_ckpt.sh.
+#include <cerrno>
+#include <cstdlib>
+#include <set>
+
+#include "ckpt/partner_exchange.h"
+#include "tests/mpi/ckpt_fixture.h"
+#include "tests/mpi/write_fault.h"
+
+namespace baton::ckpt_testing {
+namespace {
+
+class Levels : public CkptTest {
+ protected:
+  void SetUp() override {
+    CkptTest::SetUp();
+    local_ = stdfs::path(root_).parent_path().string() + "/local";
+  }
+  void TearDown() override {
+    unsetenv("BATON_CKPT_TEST_RANKS_PER_NODE");
+    CkptTest::TearDown();
+  }
+  std::unique_ptr<Checkpointer> Make(int ranks_per_node, int shared_every = 1) {
+    setenv("BATON_CKPT_TEST_RANKS_PER_NODE", std::to_string(ranks_per_node).c_str(), 1);
+    CheckpointOptions o = Options();
+    o.local_dir = local_;
+    o.shared_every = shared_every;
+    return MakeCheckpointer(o);
+  }
+  // Rank 0 removes what node `node` holds (its ranks' own copies, the
+  // partner copies it keeps: those of the previous node's ranks) in every
+  // level-2 version; every rank waits.
+  void WipeNode(const std::string& run_id, int node, int ranks_per_node) {
+    if (Rank() == 0) {
+      const int nodes = Size() / ranks_per_node;
+      const int prev = (node + nodes - 1) % nodes;
+      std::set<std::string> gone;
+      for (int k = node * ranks_per_node; k < (node + 1) * ranks_per_node; ++k) {
+        gone.insert("shard-" + std::to_string(k) + ".h5");
+        gone.insert("shard-" + std::to_string(k) + ".json");
+      }
+      std::set<std::string> gone_partner;
+      for (int k = prev * ranks_per_node; k < (prev + 1) * ranks_per_node; ++k) {
+        gone_partner.insert("shard-" + std::to_string(k) + ".h5");
+        gone_partner.insert("shard-" + std::to_string(k) + ".json");
+      }
+      for (const auto& v : stdfs::directory_iterator(local_ + "/" + run_id)) {
+        for (const std::string& f : gone) stdfs::remove(v.path() / f);
+        for (const std::string& f : gone_partner) stdfs::remove(v.path() / "partner" / f);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  std::string local_;
+};
+
+// The ring: the l-th rank of node i sends to the (l mod n)-th rank of node
+// i+1; on uneven nodes a smaller node's ranks keep several copies, and every
+// rank's copy is on another node; one node has no partner.
+TEST_F(Levels, TheRingPairsRanksAcrossNodesEvenWhenUneven) {
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 1, 1}), (std::vector<int>{2, 3, 0, 1}));
+  EXPECT_EQ(ckpt::PartnerRanks({0, 1, 2, 3}), (std::vector<int>{1, 2, 3, 0}));
+  // Node 0: ranks 0-2; node 1: rank 3; node 2: ranks 4-5.
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0, 1, 2, 2}), (std::vector<int>{3, 3, 3, 4, 0, 1}));
+  EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0}), (std::vector<int>{-1, -1, -1}));
+}
+
+// A save puts every rank's shard on node-local storage and a verified copy
+// with the same local rank of the next node; the level-2 manifest is local
+// too; restore reads level 2, nothing from level 3.
+TEST_F(Levels, ASaveKeepsOwnAndPartnerCopiesAndRestoreReadsThem) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  EXPECT_TRUE(ck->SetRankState("state-" + std::to_string(Rank())).ok());
+  Status s = ck->Save(1);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ck->last_stats().level, 2);
+  EXPECT_TRUE(ck->last_stats().shared);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 1u);
+    EXPECT_EQ(local[0].status, ckpt::VersionStatus::kComplete);
+    for (int k = 0; k < Size(); ++k) {
+      const std::string f = "shard-" + std::to_string(k);
+      EXPECT_TRUE(stdfs::exists(local[0].path + "/" + f + ".h5")) << f;
+      EXPECT_TRUE(stdfs::exists(local[0].path + "/partner/" + f + ".h5")) << f;
+      EXPECT_TRUE(stdfs::exists(local[0].path + "/partner/" + f + ".json")) << f;
+      // The partner copy is the same file, byte for byte.
+      EXPECT_EQ(Slurp(local[0].path + "/" + f + ".h5"), Slurp(local[0].path + "/partner/" + f + ".h5")) << f;
+    }
+    EXPECT_EQ(stdfs::status(local_).permissions() & stdfs::perms::all, stdfs::perms::owner_all);
+    EXPECT_EQ(stdfs::status(local_ + "/" + ck->run_id()).permissions() & stdfs::perms::all, stdfs::perms::owner_all);
+    auto shared = Versions(root_);
+    ASSERT_EQ(shared.size(), 1u);
+    EXPECT_EQ(shared[0].name, local[0].name);
+    EXPECT_EQ(shared[0].status, ckpt::VersionStatus::kComplete);
+    EXPECT_EQ(Slurp(shared[0].path + "/manifest.json"), Slurp(local[0].path + "/manifest.json"));
+  }
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  EXPECT_EQ(ck->rank_state(), "state-" + std::to_string(Rank()));
+  EXPECT_GT(ck->last_stats().bytes_level2, 0u);
+  EXPECT_EQ(ck->last_stats().bytes_partner, 0u);
+  EXPECT_EQ(ck->last_stats().total_bytes_level3, 0u);
+
+  // A requeued run on the same nodes: a new Checkpointer finds the
+  // node-local directory as the last one left it and restores from it.
+  ck.reset();
+  ck = Make(2);
+  ASSERT_TRUE(ck);
+  ZeroAll(&arrays);
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  // from_level 3: the shared directory only.
+  RestoreOptions only3;
+  only3.from_level = 3;
+  ZeroAll(&arrays);
+  s = ck->Restore(only3, &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  EXPECT_EQ(ck->last_stats().total_bytes_level2, 0u);
+}
+
+// One node's local storage wiped: its ranks' shards come over MPI from the
+// partner node's copies (counted), nothing is read from level 3 (its
+// version is even removed, so it could not be), and the fetched copies are
+// the ranks' own again.
+TEST_F(Levels, OneNodeWipedRestoresFromThePartnerCopyOverMpi) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  ASSERT_TRUE(ck->SaveAsync(2).ok());
+  Status s = ck->Wait();
+  ASSERT_TRUE(s.ok()) << s;
+  MPI_Barrier(MPI_COMM_WORLD);
+  uint64_t shard_bytes = 0;  // rank 2's shard and index, as saved
+  std::string name;
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 2u);
+    name = local[1].name;
+    shard_bytes = stdfs::file_size(local[1].path + "/shard-2.h5") + stdfs::file_size(local[1].path + "/shard-2.json");
+    for (const auto& v : Versions(root_)) stdfs::remove_all(v.path);  // level 3 holds nothing now
+  }
+  MPI_Bcast(&shard_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  name = BcastString(name);
+  WipeNode(ck->run_id(), 1, 2);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 2);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+  const CheckpointStats& st = ck->last_stats();
+  if (Rank() >= 2) {
+    EXPECT_GT(st.bytes_partner, 0u);
+  } else {
+    EXPECT_EQ(st.bytes_partner, 0u);
+  }
+  if (Rank() == 2) {
+    EXPECT_EQ(st.bytes_partner, shard_bytes);
+  }
+  EXPECT_GT(st.total_bytes_partner, 0u);
+  EXPECT_EQ(st.total_bytes_level3, 0u);
+  EXPECT_EQ(st.total_bytes_level2, st.total_bytes);
+  if (Rank() == 2) {
+    EXPECT_TRUE(stdfs::exists(local_ + "/" + ck->run_id() + "/" + name + "/shard-2.h5"));
+  }
+}
+
+// Two neighbouring nodes wiped (4 nodes of one rank): rank 1's own copy and
+// its partner copy (on node 2) are both gone: level 3.
+TEST_F(Levels, TwoNeighbouringNodesWipedRestoreFromLevel3) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(1);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 3);
+  ASSERT_TRUE(ck->Save(3).ok());
+  WipeNode(ck->run_id(), 1, 1);
+  WipeNode(ck->run_id(), 2, 1);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 3);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 3), "");
+  EXPECT_EQ(ck->last_stats().total_bytes_level2, 0u);
+  EXPECT_EQ(ck->last_stats().total_bytes_partner, 0u);
+  EXPECT_GT(ck->last_stats().total_bytes_level3, 0u);
+}
+
+// With shared_every 2, level 3 gets saves 1 and 3 (the first and every
+// second); level 2 keeps the newest two; restore takes level 2's newest.
+TEST_F(Levels, SharedEverySecondSaveAndLevel2KeepsTwo) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  std::vector<bool> shared;
+  for (int64_t step = 1; step <= 4; ++step) {
+    FillAll(&arrays, step);
+    Status s = ck->Save(step);
+    ASSERT_TRUE(s.ok()) << s;
+    shared.push_back(ck->last_stats().shared);
+  }
+  EXPECT_EQ(shared, (std::vector<bool>{true, false, true, false}));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    std::vector<int64_t> steps3, steps2;
+    for (const auto& v : Versions(root_)) steps3.push_back(v.step);
+    for (const auto& v : Versions(local_ + "/" + ck->run_id())) steps2.push_back(v.step);
+    EXPECT_EQ(steps3, (std::vector<int64_t>{1, 3}));
+    EXPECT_EQ(steps2, (std::vector<int64_t>{3, 4}));
+  }
+  // ReadMetadata names the version Restore takes: level 2's newest.
+  std::optional<CheckpointMetadata> md;
+  Status m = ck->ReadMetadata(RestoreOptions(), &md);
+  ASSERT_TRUE(m.ok()) << m;
+  ASSERT_TRUE(md.has_value());
+  EXPECT_EQ(md->step, 4);
+  EXPECT_EQ(md->version_path.rfind(local_, 0), 0u) << md->version_path;
+  EXPECT_EQ(md->arrays.size(), arrays.size());
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 4);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 4), "");
+}
+
+// A version quarantined in level 3 (its restores failed there) is not
+// taken from level 2 either: the next older one is.
+TEST_F(Levels, AVersionQuarantinedInLevel3IsSkippedInLevel2) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(ckpt::RecordRestoreFailure(ckpt::fs::Env::Default(), v[1], "test: corrupt").ok());
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(rr.quarantined, 1);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
+// A full node-local disk (ENOSPC under HDF5 on rank 1's local writes): the
+// save falls back to level 3 with a warning and succeeds; restore reads it
+// from level 3.
+TEST_F(Levels, AFullLocalDiskFallsBackToLevel3) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/5);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());  // the first save goes to both levels
+  FillAll(&arrays, 2);
+  if (Rank() == 1) ArmWriteFault(local_, ENOSPC);
+  Status s = ck->Save(2);
+  if (Rank() == 1) {
+    EXPECT_GT(FailedWrites(), 0);
+    DisarmWriteFault();
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ck->last_stats().level, 3);
+  EXPECT_TRUE(ck->last_stats().shared);  // not due (shared_every 5), written because level 2 failed
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto shared = Versions(root_);
+    ASSERT_EQ(shared.size(), 2u);
+    EXPECT_EQ(shared[1].step, 2);
+    EXPECT_EQ(shared[1].status, ckpt::VersionStatus::kComplete);
+  }
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 2);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+}
+
+}  // namespace
+}  // namespace baton::ckpt_testing
