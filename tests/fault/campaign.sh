@@ -15,12 +15,15 @@
 
 FAULT_KINDS=(kill9 sigstop kill-node fs-full read-only bitflip truncate drop-unsynced)
 
-# Short trials: 30 steps, a checkpoint every 5, a tiny model; a collective
-# deadline of 8 s for the stopped rank.
+# Short trials: 40 steps, a checkpoint every 5, a tiny model; a collective
+# deadline of 8 s for the stopped rank. The last fault moment is step 25:
+# 15 steps (some 2 s) of margin for the harness, whose polls (squeue, grep)
+# take up to a second each on a loaded 2-core machine (with 30 steps, seed
+# 1065's kill-node came after the job had completed).
 WORK=${FAULT_WORK:?}
 mkdir -p "$WORK"
 chmod 755 "$WORK"
-STEPS=30
+STEPS=40
 OPTS=(--ckpt-every 5 --hidden 64)
 STEP_MS=100
 COLLECTIVE_TIMEOUT=8
@@ -100,7 +103,8 @@ trial() {
   job=$JOB
   wait_moment "$d/out" "$AT"
   sleep "$(printf '0.%03d' "$DELAY_MS")"
-  pid=$(rank_pid "$job" "$RANK")
+  pid=$(rank_pid "$job" "$RANK") ||
+    fail "rank $RANK of job $job is gone before the fault (its run printed step $(run_out "$d/out" "$(runs "$d/out")" | last_step)): the harness came too late"
   before_fault "$job" "$d" 1
   read -r r run <"$d/fault.1"
   # drop-unsynced: the kill comes as the rank next writes under the
@@ -110,7 +114,10 @@ trial() {
   case $KIND in
     kill9|bitflip|truncate|drop-unsynced|read-only) kill -9 "$pid" ;;
     sigstop) kill -STOP "$pid" ;;
-    kill-node) node=$(rank_node "$job" "$RANK"); kill_node "$node" ;;
+    kill-node)
+      node=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^SLURMD_NODENAME=//p')
+      [ -n "$node" ] || fail "rank $RANK (pid $pid) of job $job ended before its node could be read"
+      kill_node "$node" ;;
     fs-full) dd if=/dev/zero of="$SMALLFS/filler" bs=64k 2>/dev/null || true ;;
   esac
   HIT=$(run_out "$d/out" "$run" | last_step)  # the step printed when the fault was in
