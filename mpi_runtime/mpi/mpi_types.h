@@ -13,6 +13,20 @@
 #include "baton/dtype.h"
 #include "baton/status.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BATON_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(leak_sanitizer)
+#define BATON_LSAN 1
+#endif
+#endif
+#ifndef BATON_LSAN
+#define BATON_LSAN 0
+#endif
+#if BATON_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace baton::mpi {
 
 inline constexpr const char* kComponent = "runtime";
@@ -63,9 +77,17 @@ inline constexpr size_t kMaxCallCount = size_t{1} << 30;
 // A collective that passed its deadline is still in flight inside MPI and
 // may yet read or write its buffers: a temporary buffer it uses is handed
 // over to it (leaked) instead of freed.
+// Under LeakSanitizer the block is registered as kept on purpose, so that
+// a sanitizer run reports only leaks nobody meant.
 template <typename T>
 void Abandon(std::vector<T>* v) {
-  new std::vector<T>(std::move(*v));  // the heap block moves with it
+  auto* kept = new std::vector<T>(std::move(*v));  // the heap block moves with it
+#if BATON_LSAN
+  __lsan_ignore_object(kept);
+  if (kept->data() != nullptr) __lsan_ignore_object(kept->data());
+#else
+  (void)kept;
+#endif
 }
 
 // "1048576 bytes": the size of `count` elements of `t`, for messages.
