@@ -1,5 +1,7 @@
 // WithDeadline (slurm_queries.h): each question to the controller on its
 // own thread, waited for until a deadline.
+#include <dlfcn.h>
+
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -10,6 +12,24 @@
 
 namespace baton::launch {
 namespace {
+
+// A question past its deadline is left running on its detached thread, in
+// this module's code. In the SPANK plugin the caller then returns to
+// slurmstepd, which unloads the plugin (dlclose) and exits: the thread,
+// when libslurm finally answers, returned into unmapped code and the job
+// epilog died of SIGSEGV (seen in a fresh-clone check under load: "epilog
+// failed status=0:11", and slurmd drains a node whose epilog fails). So the
+// module that holds this code is marked never to be unloaded, once, before
+// the first such thread starts (RTLD_NOLOAD: the loaded copy itself).
+void KeepThisModuleLoaded() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&KeepThisModuleLoaded), &info) != 0 && info.dli_fname != nullptr) {
+      (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);  // never closed: that is the point
+    }
+  });
+}
 
 class DeadlineQueries : public SlurmQueries {
  public:
@@ -79,6 +99,7 @@ class DeadlineQueries : public SlurmQueries {
       Status result;
     };
     auto shared = std::make_shared<Shared>();
+    KeepThisModuleLoaded();
     std::thread([shared, call]() mutable {
       Status s = call();
       std::lock_guard<std::mutex> lock(shared->mu);
