@@ -69,4 +69,13 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
   return s;
 }
 
+Status BcastString(MPI_Comm comm, std::string* s, int root) {
+  long long n = static_cast<long long>(s->size());
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm)));
+  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a text of " + std::to_string(n) + " bytes to broadcast");
+  s->resize(static_cast<size_t>(n));
+  if (n == 0) return Status::OK();
+  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, root, comm));
+}
+
 }  // namespace baton::ckpt

@@ -34,4 +34,8 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out = nullptr, Code 
 // A Status of `code` (not kOk) with component ckpt and `message`.
 Status MakeStatus(Code code, std::string_view message);
 
+// Root's `s` on every rank of comm (its length first; up to INT_MAX bytes):
+// the text of a decision one rank made (a manifest, a version's name).
+Status BcastString(MPI_Comm comm, std::string* s, int root = 0);
+
 }  // namespace baton::ckpt

@@ -29,15 +29,6 @@
 namespace baton::ckpt {
 namespace {
 
-Status BcastString(MPI_Comm comm, std::string* s) {
-  long long n = static_cast<long long>(s->size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm)));
-  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a string of " + std::to_string(n) + " bytes to broadcast");
-  s->resize(static_cast<size_t>(n));
-  if (n == 0) return Status::OK();
-  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, 0, comm));
-}
-
 // Rank 0: the manifest of v, read and parsed; failures classified as above.
 Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manifest* m) {
   std::string path;
@@ -84,7 +75,8 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
 }
 
 Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates,
-                                        int* quarantined, std::vector<std::string>* quarantined_names) {
+                                        int* quarantined, std::vector<std::string>* quarantined_names,
+                                        std::string* step_missing) {
   std::vector<VersionInfo> versions;
   BATON_RETURN_IF_ERROR(ListVersions(env_, dir_, options_.max_restore_failures, &versions));
   int of_step = 0;
@@ -103,8 +95,12 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
     }
   }
   if (o.step && of_step == 0) {
-    return Status::NotFound(log::kCkpt, "no committed version of step " + std::to_string(*o.step) + " in " + dir_ +
-                                            (newest.empty() ? " (it holds none)" : " (the newest is step " + newest + ")"));
+    Status none = Status::NotFound(log::kCkpt, "no committed version of step " + std::to_string(*o.step) + " in " +
+                                                   dir_ + (newest.empty() ? " (it holds none)" : " (the newest is step " + newest + ")"));
+    // Level 2 may hold a step level 3 does not (shared_every > 1, or level
+    // 3 not reached yet): the caller asks level 2 before it fails.
+    if (step_missing == nullptr || !local_.on() || o.from_level == 3) return none;
+    *step_missing = none.message();
   }
   return Status::OK();
 }
@@ -190,8 +186,10 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
   int quarantined = 0;
   std::vector<std::string> quarantined_names;
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
+  std::string step_missing;
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names, &step_missing);
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(call + " in " + dir_));
+  BATON_RETURN_IF_ERROR(BcastString(comm_, &step_missing));
   auto metadata_of = [&](const Manifest& m, const std::string& vdir) {
     CheckpointMetadata md;
     md.step = m.step;
@@ -220,6 +218,7 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
       return Status::OK();
     }
   }
+  if (!step_missing.empty()) return Status::NotFound(log::kCkpt, step_missing).Annotate(call);
   for (;;) {
     Candidate c;
     BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));

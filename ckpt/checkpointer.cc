@@ -201,6 +201,10 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
     return Status::InvalidArgument(log::kCkpt, "shared_every = " + std::to_string(options.shared_every) +
                                                    ": must be >= 1");
   }
+  if (!options.level2 && !options.local_dir.empty()) {
+    return Status::InvalidArgument(log::kCkpt, "local_dir \"" + options.local_dir +
+                                                   "\" with level2 = false: level 2 is off, give no local_dir");
+  }
   if (options.local_keep < 1) {
     return Status::InvalidArgument(log::kCkpt, "local_keep = " + std::to_string(options.local_keep) +
                                                    ": must be >= 1");

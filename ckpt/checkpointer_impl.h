@@ -177,9 +177,12 @@ class CheckpointerImpl : public Checkpointer {
   // The call's text (AgreeOnCall) and the local check of the options.
   Status CheckRestoreOptions(const char* what, const RestoreOptions& o, std::string* call) const;
   // Rank 0: the complete versions a restore may take (of o.step if given),
-  // oldest first, and how many were skipped as quarantined.
+  // oldest first, and how many were skipped as quarantined. No version of
+  // o.step is NotFound, unless step_missing is given and level 2 is on:
+  // then OK with the message there, for the caller to return once level 2
+  // has no such step either.
   Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined,
-                        std::vector<std::string>* quarantined_names = nullptr);
+                        std::vector<std::string>* quarantined_names = nullptr, std::string* step_missing = nullptr);
   // Rank 0 pops the newest candidate and reads its manifest (record: a
   // corrupt one is recorded toward quarantine); every rank gets the same
   // Candidate.
@@ -220,7 +223,9 @@ class CheckpointerImpl : public Checkpointer {
   // every rank).
   struct Level2Choice {
     std::string name;
-    std::vector<int> source;
+    std::vector<int> source;  // -1: the rank's own copy; else the rank sending it
+    std::vector<int> spare;   // a rank holding a partner copy of the rank's shard, or -1
+    std::string text;         // the manifest's text, to parse again for a second read
     Manifest manifest;
     Status failure;
   };

@@ -36,15 +36,6 @@
 namespace baton::ckpt {
 namespace {
 
-Status BcastText(MPI_Comm comm, int root, std::string* s) {
-  long long n = static_cast<long long>(s->size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm)));
-  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a text of " + std::to_string(n) + " bytes to broadcast");
-  s->resize(static_cast<size_t>(n));
-  if (n == 0) return Status::OK();
-  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, root, comm));
-}
-
 // The nodes the partner ring is built on: the runtime's, or for tests on
 // one machine $BATON_CKPT_TEST_RANKS_PER_NODE consecutive ranks per node
 // (the ranks still share one disk: the files of a "node" are told apart by
@@ -64,7 +55,7 @@ std::vector<int> PartnerNodes(const Topology& topology) {
 
 Status CheckpointerImpl::InitLevel2() {
   std::string dir = options_.local_dir;
-  if (dir.empty()) {
+  if (dir.empty() && options_.level2) {
     const char* env = std::getenv("BATON_LOCAL_DIR");
     if (env != nullptr) dir = env;
   }
@@ -191,7 +182,7 @@ Status CheckpointerImpl::CommitPendingLevels() {
     local = GatherAndBuild(record, &m);
     if (local.ok() && rank_ == 0) local = WriteTopManifestJson(m, &text);
     BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(where));
-    BATON_RETURN_IF_ERROR(BcastText(comm_, 0, &text));
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &text));
     local = node_leader_ ? local_.WriteManifest(p.name, text, options_.file_mode) : Status::OK();
     agreed = Agree(comm_, local);
     if (!agreed.ok()) {
@@ -218,6 +209,9 @@ Status CheckpointerImpl::CommitPendingLevels() {
     if (!agreed.ok()) return AbandonPending(agreed);
     Manifest sm;
     local = GatherAndBuild(shared_record, &sm);
+    // One version, one manifest: level 3's says the time level 2's does
+    // (a second may have passed during the copy).
+    if (level2_ok && rank_ == 0) sm.time = m.time;
     if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, sm);
     agreed = Agree(comm_, local);
     if (!agreed.ok()) return AbandonPending(agreed);

@@ -16,7 +16,10 @@
 //      over MPI from the rank holding the partner copy (ckpt/
 //      partner_exchange.h, verified), written back as its own copy;
 //   5. every rank reads its rows from its node-local copy (restore.cc's
-//      ReadMyRows: every byte verified), agreed.
+//      ReadMyRows: every byte verified), agreed; a rank whose own copy
+//      fails its checksums (a flipped bit on the local disk) gets the
+//      partner copy over MPI as in 4 and reads again, before level 2 is
+//      given up.
 // Any failure after step 2 is agreed, logged, and the restore goes on to
 // level 3, which tries the same version there first: level 2 never decides
 // that a version is damaged (nothing is recorded toward quarantine), but it
@@ -41,15 +44,6 @@
 
 namespace baton::ckpt {
 namespace {
-
-Status BcastFrom(MPI_Comm comm, int root, std::string* s) {
-  long long n = static_cast<long long>(s->size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm)));
-  if (n > INT_MAX) return Status::Internal(log::kCkpt, "a text of " + std::to_string(n) + " bytes to broadcast");
-  s->resize(static_cast<size_t>(n));
-  if (n == 0) return Status::OK();
-  return BATON_MPI_CHECK(MPI_Bcast(s->data(), static_cast<int>(n), MPI_CHAR, root, comm));
-}
 
 // Each rank's list: one line per version, "<name> <world size> <own 0|1>
 // <partner rank>...".
@@ -114,6 +108,7 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
   std::string name;
   int manifest_rank = -1;
   std::vector<int> source(static_cast<size_t>(size_), -1);  // -1: its own copy; else the rank sending it
+  std::vector<int> spare(static_cast<size_t>(size_), -1);   // a holder of the partner copy, for a second read
   if (rank_ == 0) {
     std::map<std::string, Seen> seen;
     for (int k = 0; k < size_; ++k) {
@@ -143,17 +138,20 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
       if (s.world_size != size_ || s.manifest_rank < 0) continue;
       if (std::find(quarantined.begin(), quarantined.end(), v) != quarantined.end()) continue;
       bool complete = true;
-      std::vector<int> from(static_cast<size_t>(size_), -1);
+      std::vector<int> from(static_cast<size_t>(size_), -1), other(static_cast<size_t>(size_), -1);
       for (int k = 0; k < size_ && complete; ++k) {
-        if (s.own.count(k) != 0) continue;
         auto h = s.holders.find(k);
-        if (h == s.holders.end()) {
-          complete = false;
-          break;
-        }
         const int partner = partner_[static_cast<size_t>(k)];
-        from[static_cast<size_t>(k)] =
-            std::find(h->second.begin(), h->second.end(), partner) != h->second.end() ? partner : h->second.front();
+        const int holder = h == s.holders.end() ? -1
+                           : std::find(h->second.begin(), h->second.end(), partner) != h->second.end()
+                               ? partner
+                               : h->second.front();
+        if (s.own.count(k) != 0) {
+          other[static_cast<size_t>(k)] = holder;
+          continue;
+        }
+        if (holder < 0) complete = false;
+        from[static_cast<size_t>(k)] = holder;
       }
       if (!complete) continue;
       if (seq < level3_newest_seq) {
@@ -164,13 +162,15 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
       name = v;
       manifest_rank = s.manifest_rank;
       source = from;
+      spare = other;
       break;
     }
   }
-  BATON_RETURN_IF_ERROR(BcastFrom(comm_, 0, &name));
+  BATON_RETURN_IF_ERROR(BcastString(comm_, &name));
   if (name.empty()) return Status::OK();
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&manifest_rank, 1, MPI_INT, 0, comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(source.data(), size_, MPI_INT, 0, comm_)));
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(spare.data(), size_, MPI_INT, 0, comm_)));
 
   // 3. The manifest, read by one rank that holds it, broadcast.
   std::string text;
@@ -180,7 +180,7 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
   }
   Status agreed = Agree(comm_, local);
   if (agreed.ok()) {
-    BATON_RETURN_IF_ERROR(BcastFrom(comm_, manifest_rank, &text));
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &text, manifest_rank));
     local = ParseManifestJson(text, &out->manifest);
     if (local.ok() && out->manifest.run_id != run_.run_id) {
       local = Status::InvalidArgument(log::kCkpt, local_.VersionDir(name) + " was written by run " +
@@ -190,6 +190,8 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
   }
   out->name = name;
   out->source = source;
+  out->spare = spare;
+  out->text = std::move(text);
   out->failure = agreed;
   return Status::OK();
 }
@@ -241,27 +243,30 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   if (!agreed.ok()) return fall_back(agreed);
   clock->Lap("manifest");
 
-  // 4. Shards whose own copy is gone, from the partner copies over MPI.
-  std::vector<FileMove> moves;
-  for (int k = 0; k < size_; ++k) {
-    const int from = source[static_cast<size_t>(k)];
-    if (from < 0) continue;
-    const std::string f = ShardFileName(k);
-    for (const std::string& n : {f, ShardIndexName(f)}) {
-      moves.push_back(FileMove{from, k, local_.PartnerDir(name) + "/" + n, vdir + "/" + n});
+  // 4. Shards whose own copy is gone, from the partner copies over MPI:
+  // rank k's shard and index from from[k] (-1: none), written as k's own.
+  auto fetch = [&](const std::vector<int>& from, uint64_t* received) {
+    std::vector<FileMove> moves;
+    for (int k = 0; k < size_; ++k) {
+      if (from[static_cast<size_t>(k)] < 0) continue;
+      const std::string f = ShardFileName(k);
+      for (const std::string& n : {f, ShardIndexName(f)}) {
+        moves.push_back(FileMove{from[static_cast<size_t>(k)], k, local_.PartnerDir(name) + "/" + n, vdir + "/" + n});
+      }
     }
-  }
+    if (moves.empty()) return Status::OK();
+    Status made = from[static_cast<size_t>(rank_)] >= 0 ? env_->CreateDir(vdir, options_.dir_mode, /*exist_ok=*/true)
+                                                         : Status::OK();
+    BATON_RETURN_IF_ERROR(Agree(comm_, made));
+    uint64_t got = 0;
+    Status moved = ExchangeFiles(comm_, env_, moves, options_.file_mode, &got);
+    *received += got;
+    return Agree(comm_, moved);
+  };
   uint64_t fetched = 0;
-  if (!moves.empty()) {
-    local = source[static_cast<size_t>(rank_)] >= 0 ? env_->CreateDir(vdir, options_.dir_mode, /*exist_ok=*/true)
-                                                     : Status::OK();
-    agreed = Agree(comm_, local);
-    if (!agreed.ok()) return fall_back(agreed);
-    local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &fetched);
-    agreed = Agree(comm_, local);
-    if (!agreed.ok()) return fall_back(agreed);
-    clock->Lap("read");
-  }
+  agreed = fetch(source, &fetched);
+  if (!agreed.ok()) return fall_back(agreed);
+  clock->Lap("read");
 
   // 5. The rows, from this node's copies.
   const bool gather = GatherFits(m, index_of);
@@ -272,7 +277,41 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   clock->Lap("read");
   agreed = Agree(comm_, read, nullptr, Code::kCorruption);
   clock->Lap("agree");
-  if (!agreed.ok()) return fall_back(agreed);
+  if (!agreed.ok()) {
+    // Own copies that failed (a checksum, a truncated file: the node's
+    // disk, not the version) are replaced by their partner copies when
+    // every failed rank has one, and read again; the rows of the ranks
+    // that read well stay as they are.
+    int mine = read.ok() ? 0 : 1;
+    std::vector<int> failed(static_cast<size_t>(size_));
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, failed.data(), 1, MPI_INT, comm_)));
+    std::vector<int> from(static_cast<size_t>(size_), -1);
+    bool covered = true;
+    std::string who;
+    for (int k = 0; k < size_; ++k) {
+      if (failed[static_cast<size_t>(k)] == 0) continue;
+      from[static_cast<size_t>(k)] = choice.spare[static_cast<size_t>(k)];
+      if (from[static_cast<size_t>(k)] < 0) covered = false;
+      who += (who.empty() ? "" : ", ") + std::to_string(k);
+    }
+    if (!covered) return fall_back(agreed);
+    if (rank_ == 0) {
+      BATON_LOG(kCkpt, warning) << "level 2: the own copies of rank(s) " << who << " of " << name
+                                << " failed (" << agreed.message() << "); reading their partner copies";
+    }
+    agreed = fetch(from, &fetched);
+    if (!agreed.ok()) return fall_back(agreed);
+    read = Status::OK();
+    if (mine != 0) {
+      Manifest again;  // ReadMyRows loaded shard indexes into m
+      read = ParseManifestJson(choice.text, &again);
+      if (read.ok()) read = ReadMyRows(vdir, again, index_of, gather, with_state, clock, &bytes, &state);
+    }
+    clock->Lap("read");
+    agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+    clock->Lap("agree");
+    if (!agreed.ok()) return fall_back(agreed);
+  }
   if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
   clock->Lap("gather");
   blob_ = std::move(m.user_blob);

@@ -264,10 +264,12 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   int quarantined = 0;
   std::vector<std::string> quarantined_names;  // rank 0
   Status local;
-  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names);
+  std::string step_missing;  // no version of options.step in level 3 (asked of level 2 first)
+  if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names, &step_missing);
   clock.Lap("list");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
+  BATON_RETURN_IF_ERROR(BcastString(comm_, &step_missing));
   result->quarantined = quarantined;
   clock.Lap("agree");
 
@@ -281,6 +283,7 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     stats_.seconds = Now() - t0;
     return Status::OK();
   }
+  if (!step_missing.empty()) return Status::NotFound(log::kCkpt, step_missing).Annotate("restoring from " + dir_);
 
   auto skip = [&](const std::string& name, int64_t step, const Status& why, bool counted) {
     const std::string vdir = dir_ + "/" + name;

@@ -280,10 +280,7 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   }
   clock.Lap("create");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step)));
-  int len = static_cast<int>(name.size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
-  name.resize(static_cast<size_t>(len));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
+  BATON_RETURN_IF_ERROR(BcastString(comm_, &name));
   const std::string vdir = dir_ + "/" + name;
   stats_.version_path = vdir;
   clock.Lap("agree");
@@ -335,6 +332,8 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   if (rank_ == 0) ApplyRetention();
   clock.Lap("retention");
   stats_.total_bytes = total;
+  stats_.level = 3;  // every rank's stats say where the version is, not rank 0's alone
+  stats_.shared = true;
   stats_.seconds = Now() - t0;
   return Status::OK();
 }

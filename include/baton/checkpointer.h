@@ -129,6 +129,11 @@ struct CheckpointOptions {
   // node in a ring (over MPI). With level 2 on, Save writes as SaveAsync
   // followed by Wait (one shard per rank).
   std::string local_dir;
+  // false: level 2 off, even where $BATON_LOCAL_DIR is set (the plugin
+  // exports it on every node of a job started with --baton-local-dir, or
+  // where the site set the plugin's local_root): every save goes to `dir`
+  // alone. local_dir must then be empty.
+  bool level2 = true;
   // Level 3: with level 2 on, a version is also written to `dir` every
   // shared_every-th save (counted from 0 in this Checkpointer: the first
   // save always is), and whenever level 2 failed for it (a full disk);

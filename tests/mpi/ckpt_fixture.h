@@ -6,7 +6,10 @@
 // EXPECT_*, never ASSERT_*.
 #pragma once
 
+#include <fcntl.h>
+#include <hdf5.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -169,6 +172,25 @@ inline std::unique_ptr<Checkpointer> MakeCheckpointer(const CheckpointOptions& o
   Status s = Checkpointer::Create(*testing::g_runtime, o, &ck);
   EXPECT_TRUE(s.ok()) << s;
   return ck;
+}
+
+// Flips one bit of dataset `name`'s second byte in an HDF5 file (the data,
+// not HDF5's metadata: what a bad sector does to a checkpoint).
+inline void FlipDataByte(const std::string& file, const std::string& name) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << file;
+  hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  const haddr_t off = d >= 0 ? H5Dget_offset(d) + 1 : HADDR_UNDEF;
+  if (d >= 0) H5Dclose(d);
+  H5Fclose(f);
+  ASSERT_NE(off, HADDR_UNDEF) << file << ": " << name;
+  int fd = open(file.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << file;
+  unsigned char c = 0;
+  ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(off)), 1);
+  c ^= 0x10;
+  ASSERT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(off)), 1);
+  close(fd);
 }
 
 inline Status ReadManifest(const std::string& vdir, ckpt::Manifest* m) {

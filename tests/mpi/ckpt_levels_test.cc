@@ -260,6 +260,120 @@ TEST_F(Levels, SharedEverySecondSaveAndLevel2KeepsTwo) {
   EXPECT_EQ(CheckAll(arrays, 4), "");
 }
 
+// A step that level 2 holds and level 3 does not (shared_every 2): a
+// restore of that step takes it from level 2 (it once failed with NotFound
+// from level 3's listing before level 2 was asked); a step neither holds
+// is NotFound naming it.
+TEST_F(Levels, AStepOnlyLevel2HoldsIsRestoredFromLevel2) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 4; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  // Level 3: steps 1 and 3; level 2: steps 3 and 4.
+  RestoreOptions four;
+  four.step = 4;
+  std::optional<CheckpointMetadata> md;
+  Status s = ck->ReadMetadata(four, &md);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(md.has_value());
+  EXPECT_EQ(md->step, 4);
+  FillAll(&arrays, 1);
+  RestoreResult rr;
+  s = ck->Restore(four, &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 4);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 4), "");
+  RestoreOptions two;
+  two.step = 2;
+  s = ck->Restore(two, &rr);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find("step 2"), std::string::npos) << s;
+  EXPECT_EQ(CheckAll(arrays, 4), "") << "a failed restore leaves the arrays as they were";
+  s = ck->ReadMetadata(two, &md);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  // Level 3 alone does not hold step 4.
+  four.from_level = 3;
+  s = ck->Restore(four, &rr);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find("step 4"), std::string::npos) << s;
+}
+
+// A flipped bit in one rank's own node-local copy: that rank gets its
+// partner copy over MPI and reads again; the restore stays in level 2
+// (level 3 is removed, so it could not have come from there) and the
+// copy fetched replaces the damaged one.
+TEST_F(Levels, AnOwnCopyThatFailsItsChecksumIsReadFromThePartnerCopy) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  ASSERT_TRUE(ck->Save(2).ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string damaged;
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 2u);
+    damaged = local[1].path + "/shard-3.h5";
+    FlipDataByte(damaged, "s_f32");
+    for (const auto& v : Versions(root_)) stdfs::remove_all(v.path);
+  }
+  damaged = BcastString(damaged);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 2);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_TRUE(rr.fallbacks.empty());
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+  const CheckpointStats& st = ck->last_stats();
+  if (Rank() == 3) {
+    EXPECT_GT(st.bytes_partner, 0u);
+  } else {
+    EXPECT_EQ(st.bytes_partner, 0u);
+  }
+  EXPECT_EQ(st.total_bytes_level3, 0u);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Slurp(damaged), Slurp(stdfs::path(damaged).parent_path().string() + "/partner/shard-3.h5"))
+        << "the own copy is the partner copy again";
+  }
+}
+
+// level2 = false: $BATON_LOCAL_DIR is ignored and every save goes to level
+// 3; with a local_dir too it is an error naming it.
+TEST_F(Levels, Level2OffIgnoresTheEnvironment) {
+  setenv("BATON_LOCAL_DIR", local_.c_str(), 1);
+  CheckpointOptions o = Options();
+  o.level2 = false;
+  auto ck = MakeCheckpointer(o);
+  unsetenv("BATON_LOCAL_DIR");
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  EXPECT_EQ(ck->last_stats().level, 3);
+  EXPECT_FALSE(stdfs::exists(local_ + "/" + ck->run_id()));
+  ck.reset();
+  o.local_dir = local_;
+  std::unique_ptr<Checkpointer> bad;
+  Status s = Checkpointer::Create(*testing::g_runtime, o, &bad);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(local_), std::string::npos) << s;
+}
+
 // A version quarantined in level 3 (its restores failed there) is not
 // taken from level 2 either: the next older one is.
 TEST_F(Levels, AVersionQuarantinedInLevel3IsSkippedInLevel2) {

@@ -519,29 +519,12 @@ TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
 
 // --- restore: verification, fallback, quarantine --------------------------------
 
-// Where dataset `name`'s bytes begin in an HDF5 file.
-uint64_t DataOffset(const std::string& file, const std::string& name) {
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
-  haddr_t off = H5Dget_offset(d);
-  H5Dclose(d);
-  H5Fclose(f);
-  return off;
-}
-
 TEST_F(CkptDamage, FlippedBitFallsBackToTheOlderVersion) {
   SaveTwo();
   const std::string victim = "shard-" + std::to_string(Size() - 1) + ".h5";
   if (Rank() == 0) {
     const std::string path = newest_ + "/" + victim;
-    const uint64_t off = DataOffset(path, "s_f32") + 1;
-    int fd = open(path.c_str(), O_RDWR);
-    ASSERT_GE(fd, 0);
-    unsigned char c = 0;
-    ASSERT_EQ(pread(fd, &c, 1, static_cast<off_t>(off)), 1);
-    c ^= 0x10;
-    ASSERT_EQ(pwrite(fd, &c, 1, static_cast<off_t>(off)), 1);
-    close(fd);
+    FlipDataByte(path, "s_f32");
   }
   ExpectFallback(victim);
 }
