@@ -28,7 +28,8 @@ bool Exists(fs::Env* env, const std::string& path) {
 
 }  // namespace
 
-Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes) {
+Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
+                       const std::atomic<bool>* abandon) {
   *bytes = 0;
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(from, &info));
@@ -39,6 +40,13 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
   std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kCopyPieceBytes, std::max<uint64_t>(info.size, 1))));
   Status s;
   for (uint64_t off = 0; off < info.size && s.ok(); off += kCopyPieceBytes) {
+    // Checked between pieces, as the shard writer checks between chunks:
+    // a stop signal's bounded wait (WaitOrAbandon) is not held up by the
+    // copy of a large shard to a slow shared file system.
+    if (abandon != nullptr && abandon->load(std::memory_order_relaxed)) {
+      s = Status::Aborted(log::kCkpt, "the copy of " + from + " was abandoned");
+      break;
+    }
     const uint64_t n = std::min(kCopyPieceBytes, info.size - off);
     s = env->ReadAt(from, off, n, buf.data());
     if (s.ok()) s = f->Append(buf.data(), n);
@@ -50,7 +58,7 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
   if (!s.ok()) {
     f.reset();
     (void)env->RemoveFile(tmp);
-    return s.Annotate("copying " + from + " to " + to);
+    return s.code() == Code::kAborted ? s : s.Annotate("copying " + from + " to " + to);
   }
   *bytes = info.size;
   return Status::OK();
@@ -99,7 +107,7 @@ Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& fi
   out->local_ok = true;
   if (!shared_due) return Status::OK();
   uint64_t bytes = 0;
-  BATON_RETURN_IF_ERROR(CopyFileDurably(env_, local, shared_vdir + "/" + file, options.file_mode, &bytes));
+  BATON_RETURN_IF_ERROR(CopyFileDurably(env_, local, shared_vdir + "/" + file, options.file_mode, &bytes, abandon));
   out->shared_written = true;
   return Status::OK();
 }

@@ -33,8 +33,10 @@ namespace baton::ckpt {
 inline constexpr const char* kPartnerDirName = "partner";
 
 // Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
-// rename, directory fsync); *bytes: the size copied.
-Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes);
+// rename, directory fsync); *bytes: the size copied. Aborted (nothing left
+// behind) once *abandon is set, checked before each piece.
+Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
+                       const std::atomic<bool>* abandon = nullptr);
 
 class NodeLocalLevel {
  public:

@@ -5,10 +5,12 @@
 // partner ring, all on one disk, so a node is wiped by removing the files
 // its ranks own and the partner copies it keeps. The same on real nodes with
 // private disks: tests/cluster/test_ckpt.sh.
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <set>
 
+#include "ckpt/node_local_level.h"
 #include "ckpt/partner_exchange.h"
 #include "tests/mpi/ckpt_fixture.h"
 #include "tests/mpi/write_fault.h"
@@ -372,6 +374,36 @@ TEST_F(Levels, Level2OffIgnoresTheEnvironment) {
   Status s = Checkpointer::Create(*testing::g_runtime, o, &bad);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_NE(s.message().find(local_), std::string::npos) << s;
+}
+
+// The background writer's copy to level 3 stops between pieces once its
+// save is abandoned (a stop signal's bounded wait), leaving neither the
+// file nor its temporary; not abandoned, it copies every byte.
+TEST_F(Levels, ACopyToLevel3StopsWhenAbandoned) {
+  if (Rank() == 0) {
+    ckpt::fs::Env* env = ckpt::fs::Env::Default();
+    const std::string dir = stdfs::path(root_).parent_path().string();
+    const std::string from = dir + "/big", to = dir + "/copy";
+    std::string bytes(40u << 20, '\0');  // three pieces of 16 MiB
+    for (size_t i = 0; i < bytes.size(); i += 4096) bytes[i] = static_cast<char>(i / 4096);
+    {
+      std::ofstream out(from, std::ios::binary);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    std::atomic<bool> abandon{false};
+    uint64_t copied = 0;
+    Status s = ckpt::CopyFileDurably(env, from, to, 0600, &copied, &abandon);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(copied, bytes.size());
+    EXPECT_TRUE(Slurp(to) == bytes);
+    stdfs::remove(to);
+    abandon = true;
+    s = ckpt::CopyFileDurably(env, from, to, 0600, &copied, &abandon);
+    EXPECT_EQ(s.code(), Code::kAborted) << s;
+    EXPECT_FALSE(stdfs::exists(to));
+    EXPECT_FALSE(stdfs::exists(to + ".tmp"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 // A version quarantined in level 3 (its restores failed there) is not
