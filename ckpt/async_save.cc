@@ -36,10 +36,12 @@
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/rank_shard_writer.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/silence_watch.h"
 
 namespace baton::ckpt {
 
 Status CheckpointerImpl::SaveAsync(int64_t step) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::SaveAsync");
   const double t0 = Now();
   const std::string call = "SaveAsync(" + std::to_string(step) + ")";
   BATON_RETURN_IF_ERROR(CompletePending());
@@ -247,6 +249,7 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
 }
 
 Status CheckpointerImpl::Wait(double timeout_seconds) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Wait");
   if (!pending_) return Status::OK();
   const bool done = writer_.WaitUntil(Now() + timeout_seconds);
   int mine = done ? 1 : 0, all = 0;
@@ -261,6 +264,7 @@ Status CheckpointerImpl::Wait(double timeout_seconds) {
 }
 
 Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::WaitOrAbandon");
   if (!pending_) return Status::OK();
   const bool done = writer_.WaitUntil(Now() + timeout_seconds);
   int mine = done ? 1 : 0, all = 0;
@@ -298,6 +302,7 @@ AsyncSaveStatus CheckpointerImpl::async_status() const {
 // Level 1: the snapshot back into the registered arrays, every rank
 // agreeing that it holds one of the same step matching its registrations.
 Status CheckpointerImpl::Rollback(int64_t* step) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Rollback");
   Status local = memory_.CheckMatches(arrays_);
   const std::optional<int64_t> held = memory_.held_step();
   CallExtra extra;

@@ -23,7 +23,9 @@
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/layout.h"
 #include "ckpt/run.h"
+#include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/silence_watch.h"
 
 namespace baton {
 namespace ckpt {
@@ -89,6 +91,7 @@ Status CheckpointerImpl::LockDirectory() {
 // Restore (it is no longer the newest state). The HDF5 lock is free of the
 // writer by then; it keeps the application's own HDF5 calls out.
 Status CheckpointerImpl::Save(int64_t step) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Save");
   BATON_RETURN_IF_ERROR(CompletePending());
   if (local_.on()) {
     // Level 2 writes one shard per rank (node_local_level.h): a save is
@@ -105,6 +108,7 @@ Status CheckpointerImpl::Save(int64_t step) {
 }
 
 Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Restore");
   *result = RestoreResult();
   BATON_RETURN_IF_ERROR(CompletePending());
   memory_.Drop();
@@ -113,6 +117,7 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
 }
 
 Status CheckpointerImpl::ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) {
+  mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::ReadMetadata");
   out->reset();
   BATON_RETURN_IF_ERROR(CompletePending());
   return ReadMetadataNow(options, out);
@@ -147,14 +152,8 @@ Status CheckpointerImpl::Init() {
   BATON_RETURN_IF_ERROR(Agree(runtime_.world_comm(), local));
   // Every rank uses rank 0's resolved directory and knows the run id
   // (run_id()); only rank 0 its sequence.
-  int dir_len = static_cast<int>(dir_.size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&dir_len, 1, MPI_INT, 0, runtime_.world_comm())));
-  dir_.resize(static_cast<size_t>(dir_len));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(dir_.data(), dir_len, MPI_CHAR, 0, runtime_.world_comm())));
-  int len = static_cast<int>(run_.run_id.size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, runtime_.world_comm())));
-  run_.run_id.resize(static_cast<size_t>(len));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(run_.run_id.data(), len, MPI_CHAR, 0, runtime_.world_comm())));
+  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &dir_));
+  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &run_.run_id));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(runtime_.world_comm(), &comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN)));
   group_of_ = ckpt::ShardGroups(runtime_.topology(), options_.group_size);
@@ -164,6 +163,10 @@ Status CheckpointerImpl::Init() {
   }
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_split(comm_, group_of_[rank_], rank_, &group_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN)));
+  double peer_timeout = 0;
+  BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(
+      options_.peer_timeout > 0 ? options_.peer_timeout : runtime_.options().collective_timeout, &peer_timeout));
+  silence_ = std::make_unique<mpi::SilenceWatch>(runtime_, peer_timeout);
   return InitLevel2();
 }
 
@@ -200,6 +203,10 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   if (options.shared_every < 1) {
     return Status::InvalidArgument(log::kCkpt, "shared_every = " + std::to_string(options.shared_every) +
                                                    ": must be >= 1");
+  }
+  if (!(options.peer_timeout >= 0) || options.peer_timeout > 1e9) {
+    return Status::InvalidArgument(log::kCkpt, "peer_timeout = " + std::to_string(options.peer_timeout) +
+                                                   ": must be >= 0 s (0: the runtime's collective timeout)");
   }
   if (!options.level2 && !options.local_dir.empty()) {
     return Status::InvalidArgument(log::kCkpt, "local_dir \"" + options.local_dir +

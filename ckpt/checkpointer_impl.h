@@ -46,6 +46,7 @@
 #include "ckpt/registered.h"
 #include "ckpt/run.h"
 #include "ckpt/staging_pool.h"
+#include "mpi_runtime/silence_watch.h"
 
 namespace baton::ckpt {
 
@@ -242,6 +243,9 @@ class CheckpointerImpl : public Checkpointer {
   Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m);
 
   Runtime& runtime_;
+  // Ends a collective call's wait for a rank that stopped answering
+  // heartbeats (CheckpointOptions::peer_timeout); made by Init.
+  std::unique_ptr<mpi::SilenceWatch> silence_;
   const CheckpointOptions options_;
   std::string dir_;  // resolved by Init (a symlink as given is followed once, there)
   fs::Env* const env_;

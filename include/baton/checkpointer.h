@@ -114,6 +114,17 @@ struct CheckpointOptions {
   // the lease ends (NFSv4: 90 s); then Unavailable naming the holder (pid,
   // host, job, since when).
   double lock_wait_seconds = 120;
+  // A rank that stops answering heartbeats (stopped, hung, its node gone)
+  // while the others wait for it in a collective call (Save, SaveAsync,
+  // Wait, WaitOrAbandon, Restore, ReadMetadata, Rollback) ends their wait
+  // after this many seconds of silence: they exit with 75 (requeue me), as
+  // a communicator's collective under OnTimeout::kExit does, since MPI
+  // cannot cancel the call they wait in. A call that is only slow (a rank
+  // still writing a large shard keeps answering) is never cut short.
+  // 0: the runtime's collective timeout (RuntimeOptions::collective_timeout,
+  // else BATON_COLLECTIVE_TIMEOUT, else 600 s). Needs the runtime's
+  // heartbeats (RuntimeOptions::heartbeats); without them it never fires.
+  double peer_timeout = 0;
   // The nice value (setpriority, per thread) of SaveAsync's background
   // writer: by default 10, so that where the cores are all busy the
   // training's threads keep their share and the writer takes what is left

@@ -24,6 +24,11 @@
 //                               MPI_Finalize as collective_abandoned() says.
 //   baton_health_prog comm-timeout [return]     the last rank never comes to
 //                               CreateCommunicator: likewise.
+//   baton_health_prog ckpt-stuck DIR            the last rank stops
+//                               (SIGSTOP) after a first Save; the others'
+//                               second Save waits for it until it has been
+//                               silent in heartbeats for the deadline, then
+//                               exits 75.
 //   baton_health_prog return-timeout            kReturn everywhere: the last
 //                               rank never comes to an all-reduce; the others
 //                               get the Timeout and return 75, and ~Runtime
@@ -48,7 +53,9 @@
 #include <string>
 #include <chrono>
 #include <thread>
+#include <vector>
 
+#include "baton/checkpointer.h"
 #include "baton/communicator.h"
 #include "baton/runtime.h"
 
@@ -185,6 +192,35 @@ int StuckRank(baton::Runtime& rt) {
   return 0;
 }
 
+// A rank stopped (SIGSTOP) while the others save: their Save waits in the
+// Checkpointer's agreement, which has no per-call deadline (a slow shard
+// write is not a failure), until the stopped rank has not answered
+// heartbeats for the deadline (CheckpointOptions::peer_timeout, here
+// BATON_COLLECTIVE_TIMEOUT): then every other rank exits 75.
+int CkptStuck(baton::Runtime& rt, const char* dir) {
+  baton::CheckpointOptions o;
+  o.dir = dir;
+  std::unique_ptr<baton::Checkpointer> ck;
+  if (baton::Status s = baton::Checkpointer::Create(rt, o, &ck); !s.ok()) return Fail("checkpointer", s);
+  std::vector<float> w(1024, static_cast<float>(rt.rank()));
+  if (baton::Status s = ck->RegisterSharded("w", baton::Span<float>(w.data(), w.size()),
+                                            {1024 * static_cast<uint64_t>(rt.size())},
+                                            1024 * static_cast<uint64_t>(rt.rank()), 1024);
+      !s.ok())
+    return Fail("register", s);
+  if (baton::Status s = ck->Save(1); !s.ok()) return Fail("save 1", s);
+  std::printf("rank %d: saved step 1\n", rt.rank());
+  std::fflush(stdout);
+  rt.BeginStep(2);
+  if (rt.rank() == rt.size() - 1) {
+    raise(SIGSTOP);  // stuck for good: nothing here continues it
+    return Fail("continued", baton::Status::OK());
+  }
+  baton::Status s = ck->Save(2);
+  std::printf("rank %d: unexpected: Save(2) returned: %s\n", rt.rank(), s.ToString().c_str());
+  return 1;
+}
+
 int StopTimeout(baton::Runtime& rt) {
   if (rt.rank() == rt.size() - 1) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
@@ -204,10 +240,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool kreturn = argc > 2 && std::string(argv[2]) == "return";
   if (mode == "create-timeout") return CreateTimeout(argc, argv, kreturn);
-  if (mode != "timeout" && mode != "requeue" && mode != "stop-timeout" && mode != "comm-timeout" &&
-      mode != "return-timeout" && mode != "stuck") {
+  if ((mode != "timeout" && mode != "requeue" && mode != "stop-timeout" && mode != "comm-timeout" &&
+       mode != "return-timeout" && mode != "stuck" && mode != "ckpt-stuck") ||
+      (mode == "ckpt-stuck" && argc < 3)) {
     std::fprintf(stderr,
-                 "usage: baton_health_prog timeout|requeue|stop-timeout|create-timeout|comm-timeout|return-timeout|stuck\n");
+                 "usage: baton_health_prog timeout|requeue|stop-timeout|create-timeout|comm-timeout|return-timeout|stuck\n"
+                 "       baton_health_prog ckpt-stuck DIR\n");
     return 2;
   }
   baton::RuntimeOptions ro;
@@ -219,6 +257,7 @@ int main(int argc, char** argv) {
                  : mode == "comm-timeout"   ? CommTimeout(*rt, kreturn)
                  : mode == "return-timeout" ? ReturnTimeout(*rt)
                  : mode == "stuck"          ? StuckRank(*rt)
+                 : mode == "ckpt-stuck"     ? CkptStuck(*rt, argv[2])
                                             : StopTimeout(*rt);
   std::fflush(stdout);
   return rc;

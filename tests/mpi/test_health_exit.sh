@@ -46,6 +46,27 @@ test_stop_agreement_past_its_deadline_exits_75() {
   rm -f "$out"
 }
 
+# A rank stopped while the others are in a Checkpointer::Save: the save's
+# agreements have no per-call deadline (a slow disk is not a failure), but a
+# rank silent in heartbeats for the deadline ends the others' wait with 75
+# (found by the fault campaign, seed 1105: a SIGSTOP at a checkpoint step
+# held the job for 120 s until it was cancelled).
+test_a_rank_stopped_during_a_save_makes_the_others_exit_75() {
+  local out rc=0 t0=$SECONDS dir
+  out=$(mktemp)
+  dir=$(mktemp -d)
+  BATON_COLLECTIVE_TIMEOUT=$T BATON_HEARTBEAT_INTERVAL=0.5 timeout 60 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" \
+    ckpt-stuck "$dir/ck" >"$out" 2>&1 || rc=$?
+  cat "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  expect_eq "$(grep -c 'saved step 1' "$out")" 3 "ranks that saved step 1"
+  grep -q "Checkpointer::Save waiting for ranks that stopped answering heartbeats at step 2 timed out after $T s; ranks not answering heartbeats: 2 (" "$out" ||
+    fail "no timeout line naming the call, the step, the deadline and the stopped rank"
+  ! grep -q 'unexpected: Save(2) returned' "$out" || fail "Save returned instead of exiting"
+  [ $((SECONDS - t0)) -lt $((LIMIT + 10)) ] || fail "took $((SECONDS - t0)) s for a $T s deadline"
+  rm -rf "$out" "$dir"
+}
+
 # Deadlines in setup and teardown (issue 14, item 9). The last rank never
 # comes (it sleeps 60 s; mpirun ends it once another rank exits non-zero).
 # run3 ARGS...: 3 ranks, $T s deadline, output in $out, exit code in $rc.
