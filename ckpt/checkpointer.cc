@@ -194,7 +194,7 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
                                                    ": must be >= 0");
   }
   if (!options.run_id.empty() && !ckpt::ValidRunId(options.run_id)) {
-    return Status::InvalidArgument(log::kCkpt, "run_id \"" + options.run_id + "\": must be 1-64 of [A-Za-z0-9._-]");
+    return Status::InvalidArgument(log::kCkpt, "run_id \"" + options.run_id + "\": must be 1-64 of [A-Za-z0-9._-], not . nor ..");
   }
   if (options.async_writer_nice < 0 || options.async_writer_nice > 19) {
     return Status::InvalidArgument(log::kCkpt, "async_writer_nice = " + std::to_string(options.async_writer_nice) +

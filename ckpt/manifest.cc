@@ -459,7 +459,7 @@ Status CheckHeader(const Manifest& m, Code code, std::vector<uint64_t>* row_byte
                                     ")");
   }
   if (m.format >= 2 && !ValidRunId(m.run_id)) {
-    return Fail(code, "run_id", Quote(m.run_id) + " is not a run id (1-64 of [A-Za-z0-9._-])");
+    return Fail(code, "run_id", Quote(m.run_id) + " is not a run id (1-64 of [A-Za-z0-9._-], not . nor ..)");
   }
   if (m.format == 1 && !m.run_id.empty()) return Fail(code, "run_id", "format 1 has no run id");
   if (m.step < 0) return Fail(code, "step", std::to_string(m.step) + " is negative");

@@ -19,7 +19,11 @@ constexpr uint64_t kMaxRunFileBytes = 4096;
 }  // namespace
 
 bool ValidRunId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
+  // Not "." nor "..": a run id names a directory under each node's local
+  // directory (<local_dir>/<run id>/), and `baton ckpt gc --level
+  // node-local` removes versions there, so a run file saying ".." would
+  // aim it at the local directory's parent.
+  if (id.empty() || id.size() > 64 || id == "." || id == "..") return false;
   return std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
            c == '-';
@@ -53,7 +57,7 @@ Status ReadRun(fs::Env* env, const std::string& dir, RunInfo* out) {
     };
     if (line.rfind("run_id ", 0) == 0 && !have_id) {
       run.run_id = line.substr(7);
-      if (!ValidRunId(run.run_id)) return bad("not a run id (1-64 of [A-Za-z0-9._-])");
+      if (!ValidRunId(run.run_id)) return bad("not a run id (1-64 of [A-Za-z0-9._-], not . nor ..)");
       have_id = true;
     } else if (line.rfind("last_seq ", 0) == 0 && !have_seq) {
       const char* b = line.data() + 9;
@@ -72,7 +76,7 @@ Status ReadRun(fs::Env* env, const std::string& dir, RunInfo* out) {
 
 Status WriteRun(fs::Env* env, const std::string& dir, const RunInfo& run, mode_t mode) {
   if (!ValidRunId(run.run_id)) {
-    return Status::InvalidArgument(log::kCkpt, "run id \"" + run.run_id + "\": 1-64 of [A-Za-z0-9._-]");
+    return Status::InvalidArgument(log::kCkpt, "run id \"" + run.run_id + "\": 1-64 of [A-Za-z0-9._-], not . nor ..");
   }
   const std::string path = dir + "/" + kRunFileName;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
@@ -93,7 +97,7 @@ Status WriteRun(fs::Env* env, const std::string& dir, const RunInfo& run, mode_t
 
 Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, mode_t mode, RunInfo* out) {
   if (!wanted.empty() && !ValidRunId(wanted)) {
-    return Status::InvalidArgument(log::kCkpt, "run id \"" + wanted + "\": must be 1-64 of [A-Za-z0-9._-]");
+    return Status::InvalidArgument(log::kCkpt, "run id \"" + wanted + "\": must be 1-64 of [A-Za-z0-9._-], not . nor ..");
   }
   RunInfo run;
   Status s = ReadRun(env, dir, &run);

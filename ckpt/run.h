@@ -37,7 +37,7 @@ struct RunInfo {
   uint64_t last_seq = 0;
 };
 
-// 1-64 bytes of [A-Za-z0-9._-].
+// 1-64 bytes of [A-Za-z0-9._-], not "." nor ".." (it names a directory).
 bool ValidRunId(const std::string& id);
 // 32 lower-case hex digits from std::random_device.
 std::string NewRunId();

@@ -6,6 +6,7 @@
 
 #include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_reader.h"
+#include "ckpt/manifest_index.h"
 
 namespace baton::ckpt {
 namespace {
@@ -18,60 +19,121 @@ std::string Rows(uint64_t first, uint64_t n) {
   return "rows " + std::to_string(first) + "-" + std::to_string(first + n - 1);
 }
 
-}  // namespace
+uint64_t ShardBytes(const Manifest& m, const ShardMeta& shard) {
+  uint64_t n = 0;
+  for (const DatasetMeta& ds : shard.datasets) n += ds.rows * m.arrays[ds.array].row_bytes();
+  return n;
+}
 
-Status VerifyVersion(fs::Env* env, const std::string& version_path, const Manifest& manifest,
-                     std::vector<std::string>* failures, uint64_t* bytes,
-                     const std::function<void(uint64_t, uint64_t)>& progress) {
-  const uint64_t total = manifest.total_bytes();
-  uint64_t done = 0;
-  *bytes = 0;
-  std::vector<char> buf;
-  for (size_t shard_index = 0; shard_index < manifest.shards.size(); ++shard_index) {
-    const ShardMeta& shard = manifest.shards[shard_index];
-    std::unique_ptr<h5::ShardReader> reader;
-    if (Status s = h5::ShardReader::Open(env, version_path, manifest, shard_index, &reader); !s.ok()) {
-      failures->push_back(shard.file + ": " + s.message());
-      for (const DatasetMeta& ds : shard.datasets) done += ds.rows * manifest.arrays[ds.array].row_bytes();
+// What a progress callback is told across shards.
+struct Tally {
+  uint64_t done = 0, total = 0;
+  const VerifyProgress* progress = nullptr;
+};
+
+// Every chunk of manifest.shards[shard_index] (its index loaded), read from
+// dir; failure lines start with label + the file's name.
+void VerifyShard(fs::Env* env, const std::string& dir, const std::string& label, const Manifest& manifest,
+                 size_t shard_index, std::vector<char>* buf, Tally* tally, std::vector<std::string>* failures,
+                 uint64_t* bytes) {
+  const ShardMeta& shard = manifest.shards[shard_index];
+  const std::string name = label + shard.file;
+  std::unique_ptr<h5::ShardReader> reader;
+  if (Status s = h5::ShardReader::Open(env, dir, manifest, shard_index, &reader); !s.ok()) {
+    failures->push_back(name + ": " + s.message());
+    tally->done += ShardBytes(manifest, shard);
+    return;
+  }
+  for (const DatasetMeta& ds : shard.datasets) {
+    const ArrayMeta& array = manifest.arrays[ds.array];
+    const uint64_t row_bytes = array.row_bytes();
+    // Nothing is allocated for a dataset before the file shows it holds
+    // what the manifest claims (a row of 2 GiB was allocated first once).
+    if (Status s = reader->CheckDataset(array, ds.rows); !s.ok()) {
+      failures->push_back(name + ": " + s.message());
+      tally->done += ds.rows * row_bytes;
       continue;
     }
-    for (const DatasetMeta& ds : shard.datasets) {
-      const ArrayMeta& array = manifest.arrays[ds.array];
-      const uint64_t row_bytes = array.row_bytes();
-      // Nothing is allocated for a dataset before the file shows it holds
-      // what the manifest claims (a row of 2 GiB was allocated first once).
-      if (Status s = reader->CheckDataset(array, ds.rows); !s.ok()) {
-        failures->push_back(shard.file + ": " + s.message());
-        done += ds.rows * row_bytes;
-        continue;
+    const uint64_t piece_rows = std::max<uint64_t>(1, row_bytes == 0 ? 1 : kPieceBytes / std::max<uint64_t>(row_bytes, 1));
+    for (const Chunk& chunk : ds.chunks) {
+      Xxh3Stream sum;
+      Status s;
+      for (uint64_t r = 0; r < chunk.rows && s.ok(); r += piece_rows) {
+        const uint64_t n = std::min(piece_rows, chunk.rows - r);
+        buf->resize(n * row_bytes);
+        s = reader->ReadRows(array, ds.rows, chunk.dataset_row + r, n, buf->data());
+        if (s.ok()) sum.Update(buf->data(), buf->size());
+        tally->done += n * row_bytes;
+        if (*tally->progress) (*tally->progress)(tally->done, tally->total);
       }
-      const uint64_t piece_rows = std::max<uint64_t>(1, row_bytes == 0 ? 1 : kPieceBytes / std::max<uint64_t>(row_bytes, 1));
-      for (const Chunk& chunk : ds.chunks) {
-        Xxh3Stream sum;
-        Status s;
-        for (uint64_t r = 0; r < chunk.rows && s.ok(); r += piece_rows) {
-          const uint64_t n = std::min(piece_rows, chunk.rows - r);
-          buf.resize(n * row_bytes);
-          s = reader->ReadRows(array, ds.rows, chunk.dataset_row + r, n, buf.data());
-          if (s.ok()) sum.Update(buf.data(), buf.size());
-          done += n * row_bytes;
-          if (progress) progress(done, total);
-        }
-        const std::string what = shard.file + ": dataset " + array.name + " " +
-                                 Rows(chunk.dataset_row, chunk.rows) + " (written by rank " +
-                                 std::to_string(chunk.rank) + ")";
-        if (!s.ok()) {
-          failures->push_back(what + ": " + s.message());
-        } else if (sum.Digest() != chunk.xxh3) {
-          failures->push_back(what + ": xxh3 " + HexU64(sum.Digest()) + " != manifest " + HexU64(chunk.xxh3));
-        } else {
-          *bytes += chunk.rows * row_bytes;
-        }
+      const std::string what = name + ": dataset " + array.name + " " + Rows(chunk.dataset_row, chunk.rows) +
+                               " (written by rank " + std::to_string(chunk.rank) + ")";
+      if (!s.ok()) {
+        failures->push_back(what + ": " + s.message());
+      } else if (sum.Digest() != chunk.xxh3) {
+        failures->push_back(what + ": xxh3 " + HexU64(sum.Digest()) + " != manifest " + HexU64(chunk.xxh3));
+      } else {
+        *bytes += chunk.rows * row_bytes;
       }
     }
   }
+}
+
+void VerifyUserBlob(const Manifest& manifest, std::vector<std::string>* failures) {
   if (Xxh3(manifest.user_blob.data(), manifest.user_blob.size()) != manifest.user_blob_xxh3)
     failures->push_back("manifest: user blob xxh3 mismatch");
+}
+
+}  // namespace
+
+Status VerifyVersion(fs::Env* env, const std::string& version_path, const Manifest& manifest,
+                     std::vector<std::string>* failures, uint64_t* bytes, const VerifyProgress& progress) {
+  Tally tally{0, manifest.total_bytes(), &progress};
+  *bytes = 0;
+  std::vector<char> buf;
+  for (size_t i = 0; i < manifest.shards.size(); ++i) {
+    VerifyShard(env, version_path, "", manifest, i, &buf, &tally, failures, bytes);
+  }
+  VerifyUserBlob(manifest, failures);
+  return Status::OK();
+}
+
+Status VerifyShardCopies(fs::Env* env, const Manifest& manifest, const std::vector<ShardCopy>& copies,
+                         std::vector<std::string>* failures, uint64_t* bytes, const VerifyProgress& progress) {
+  for (const ShardCopy& c : copies) {
+    if (c.shard >= manifest.shards.size()) {
+      return Status::InvalidArgument("ckpt", "shard " + std::to_string(c.shard) + " of " +
+                                                 std::to_string(manifest.shards.size()));
+    }
+  }
+  // Each copy's index is read from its own directory into a ShardMeta of
+  // its own, so a second copy of one shard is checked against its own
+  // index file, not the first copy's. Held together: the indexes of the
+  // shards one node holds (its ranks' and its partner's), for the total
+  // the progress bar needs before the first chunk.
+  Manifest m = manifest;
+  std::vector<ShardMeta> loaded(copies.size());
+  std::vector<Status> load_status(copies.size());
+  Tally tally{0, 0, &progress};
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const size_t k = copies[i].shard;
+    m.shards[k] = manifest.shards[k];
+    load_status[i] = LoadShardIndex(env, copies[i].dir, k, &m);
+    loaded[i] = std::move(m.shards[k]);
+    if (load_status[i].ok()) tally.total += ShardBytes(m, loaded[i]);
+  }
+  *bytes = 0;
+  std::vector<char> buf;
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const ShardCopy& c = copies[i];
+    if (!load_status[i].ok()) {
+      failures->push_back(c.label + manifest.shards[c.shard].index + ": " + load_status[i].message());
+      continue;
+    }
+    m.shards[c.shard] = std::move(loaded[i]);
+    VerifyShard(env, c.dir, c.label, m, c.shard, &buf, &tally, failures, bytes);
+  }
+  VerifyUserBlob(manifest, failures);
   return Status::OK();
 }
 

@@ -20,11 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "baton/checkpointer.h"
 #include "baton/status.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/node_local_level.h"
 #include "ckpt/run.h"
 #include "ckpt/verify.h"
 #include "cli/commands.h"
@@ -38,9 +40,14 @@ namespace fs = ::baton::ckpt::fs;
 constexpr const char* kUsage =
     "usage: baton ckpt ls      [DIR] [--local-dir L] [--json]\n"
     "       baton ckpt inspect [DIR] [--step N] [--json]\n"
-    "       baton ckpt verify  [DIR] [--step N] [--no-progress]\n"
-    "       baton ckpt gc      [DIR] --keep K [--dry-run]\n"
-    "DIR defaults to $BATON_CKPT_DIR. See baton(1).\n";
+    "       baton ckpt verify  [DIR] [--level shared|node-local|all] [--local-dir L] [--step N] [--no-progress]\n"
+    "       baton ckpt gc      [DIR] [--level shared|node-local] [--keep K] [--local-dir L] [--dry-run]\n"
+    "DIR defaults to $BATON_CKPT_DIR, L to $BATON_LOCAL_DIR. See baton(1).\n";
+
+// The levels a command works on (ckpt/README.md, "Levels 2 and 3"), named
+// as `ls` shows them.
+enum class Level { kShared, kNodeLocal, kAll };
+const char* LevelName(Level l) { return l == Level::kShared ? "shared" : l == Level::kNodeLocal ? "node-local" : "all"; }
 
 
 struct Common {
@@ -164,26 +171,84 @@ Status PickVersion(const std::vector<ckpt::VersionInfo>& versions, const Common&
                                         : "no committed version in " + c.dir);
 }
 
-// Level 2 as this node sees it: the complete versions in
-// <local_dir>/<run id of DIR>/ (ckpt/node_local_level.h), by name. Other
-// nodes' local disks are not visible from here; a missing directory is
-// an empty level 2.
-Status LocalVersions(fs::Env* env, const std::string& dir, const std::string& local_dir,
-                     std::vector<ckpt::VersionInfo>* out, std::string* root) {
-  out->clear();
+// The level-2 directory of DIR's run on this node: <local_dir>/<run id>/
+// (ckpt/node_local_level.h). NotFound when DIR has no run file (no writer
+// ever used it) or that directory does not exist here.
+Status LocalRoot(fs::Env* env, const std::string& dir, const std::string& local_dir, std::string* root) {
   ckpt::RunInfo run;
   Status s = ckpt::ReadRun(env, dir, &run);
-  if (s.code() == Code::kNotFound) return Status::OK();
+  if (s.code() == Code::kNotFound) {
+    return Status::NotFound("cli", dir + " has no " + ckpt::kRunFileName +
+                                       " file: no run, so no node-local directory of one");
+  }
   BATON_RETURN_IF_ERROR(s);
   *root = local_dir + "/" + run.run_id;
   fs::FileInfo info;
-  if (env->Stat(*root, &info).code() == Code::kNotFound) return Status::OK();
+  s = env->Stat(*root, &info);
+  if (s.code() == Code::kNotFound) {
+    return Status::NotFound("cli", *root + ": no node-local directory of run " + run.run_id + " on this node");
+  }
+  BATON_RETURN_IF_ERROR(s);
+  if (info.type != fs::FileType::kDirectory) {
+    return Status::InvalidArgument("cli", *root + ": not a directory");
+  }
+  return Status::OK();
+}
+
+// Level 2 as this node sees it: the complete versions in its LocalRoot,
+// by name. Other nodes' local disks are not visible from here; a missing
+// directory is an empty level 2.
+Status LocalVersions(fs::Env* env, const std::string& dir, const std::string& local_dir,
+                     std::vector<ckpt::VersionInfo>* out, std::string* root) {
+  out->clear();
+  Status s = LocalRoot(env, dir, local_dir, root);
+  if (s.code() == Code::kNotFound) return Status::OK();
+  BATON_RETURN_IF_ERROR(s);
   std::vector<ckpt::VersionInfo> all;
   BATON_RETURN_IF_ERROR(ckpt::ListVersions(env, *root, 1 << 30, &all));
   for (const ckpt::VersionInfo& v : all) {
     if (v.status == ckpt::VersionStatus::kComplete) out->push_back(v);
   }
   return Status::OK();
+}
+
+// --local-dir, else $BATON_LOCAL_DIR, resolved as DIR is when it exists
+// (a missing one is kept as given: the callers say what it means).
+Status LocalDirOption(std::string* local_dir) {
+  if (local_dir->empty()) {
+    const char* env = std::getenv("BATON_LOCAL_DIR");
+    if (env != nullptr) *local_dir = env;
+  }
+  if (local_dir->empty()) return Status::OK();
+  Status s = ResolveDir(local_dir);
+  return s.code() == Code::kNotFound ? Status::OK() : s;
+}
+
+// --level: `allowed` lists the names this subcommand takes; a bad one is
+// named. Returns 0 to go on, else the exit status.
+int ParseLevel(const char* sub, const std::string& text, const std::vector<Level>& allowed, Level* out) {
+  std::string expected;
+  for (Level l : allowed) {
+    if (text == LevelName(l)) {
+      *out = l;
+      return 0;
+    }
+    expected += (expected.empty() ? "" : ", ") + std::string(LevelName(l));
+  }
+  return Usage(std::string(sub) + ": --level: invalid value '" + Printable(text) + "' (expected " + expected + ")");
+}
+
+// "0-3,8,10-11": ranks in ascending runs.
+std::string RankRanges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
 }
 
 int Ls(const std::vector<std::string>& args) {
@@ -194,10 +259,7 @@ int Ls(const std::vector<std::string>& args) {
   extra.add_options()("local-dir", po::value(&local_dir),
                       "node-local directory of level 2, as seen on this node (default: $BATON_LOCAL_DIR)");
   if (int rc = ParseCommon("ls", args, extra, &c, &vm); rc != 0) return rc < 0 ? 0 : rc;
-  if (local_dir.empty()) {
-    const char* env = std::getenv("BATON_LOCAL_DIR");
-    if (env != nullptr) local_dir = env;
-  }
+  if (Status s = LocalDirOption(&local_dir); !s.ok()) return Fail("ls", s);
   fs::Env* env = fs::Env::Default();
   std::vector<ckpt::VersionInfo> versions;
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("ls", s);
@@ -308,17 +370,9 @@ int Inspect(const std::vector<std::string>& args) {
   }
   std::printf("\n%-24s  %14s  %8s  %s\n", "SHARD", "BYTES", "DATASETS", "RANKS");
   for (const ckpt::ShardMeta& sh : m.shards) {
-    std::string ranks;
     // Consecutive ranks print as a range, so a node of 64 ranks is one line.
-    for (size_t i = 0; i < sh.ranks.size();) {
-      size_t j = i;
-      while (j + 1 < sh.ranks.size() && sh.ranks[j + 1] == sh.ranks[j] + 1) ++j;
-      ranks += (ranks.empty() ? "" : ",") + std::to_string(sh.ranks[i]) +
-               (j > i ? "-" + std::to_string(sh.ranks[j]) : "");
-      i = j + 1;
-    }
     std::printf("%-24s  %14llu  %8zu  %s\n", Printable(sh.file).c_str(), static_cast<unsigned long long>(sh.bytes),
-                sh.datasets.size(), ranks.c_str());
+                sh.datasets.size(), RankRanges(sh.ranks).c_str());
   }
   return 0;
 }
@@ -343,47 +397,164 @@ class Progress {
   bool enabled_, shown_ = false;
 };
 
+// The versions of one level that verify checks: with --step, the newest
+// committed one of that step (none: an empty list); else every committed one.
+std::vector<ckpt::VersionInfo> VersionsToVerify(const std::vector<ckpt::VersionInfo>& versions, const Common& c) {
+  std::vector<ckpt::VersionInfo> todo;
+  if (c.step) {
+    ckpt::VersionInfo v;
+    if (PickVersion(versions, c, &v).ok()) todo.push_back(v);
+    return todo;
+  }
+  for (const ckpt::VersionInfo& v : versions)
+    if (v.status != ckpt::VersionStatus::kIncomplete) todo.push_back(v);
+  return todo;
+}
+
+// Whether `path` is there (any answer but NotFound counts: the check that
+// follows then reports what is wrong with it).
+bool Present(fs::Env* env, const std::string& path) {
+  fs::FileInfo info;
+  return env->Stat(path, &info).code() != Code::kNotFound;
+}
+
+// One version of level 2 as this node holds it: each shard of the manifest
+// found as an own copy (in the version directory) or a partner copy (in
+// partner/), a file or its index being there enough to count it held so
+// that a half-missing pair is a failure naming the missing file. A node
+// holds its own ranks' and its partner node's, so shards found in neither
+// place are other nodes' (reported, not failed); a node with none at all
+// has lost its copies, since it wrote its own before committing.
+struct NodeLocalCheck {
+  int own = 0, partner = 0;
+  std::vector<int> elsewhere_ranks;  // ranks of the shards not on this node
+  size_t elsewhere_shards = 0;
+};
+
+Status VerifyNodeLocal(fs::Env* env, const ckpt::VersionInfo& v, const ckpt::Manifest& m, NodeLocalCheck* check,
+                       std::vector<std::string>* failures, uint64_t* bytes, const ckpt::VerifyProgress& progress) {
+  const std::string partner_dir = v.path + "/" + ckpt::kPartnerDirName;
+  std::vector<ckpt::ShardCopy> copies;
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ckpt::ShardMeta& sh = m.shards[i];
+    bool held = false;
+    if (Present(env, v.path + "/" + sh.file) || Present(env, v.path + "/" + sh.index)) {
+      copies.push_back({i, v.path, ""});
+      ++check->own;
+      held = true;
+    }
+    if (Present(env, partner_dir + "/" + sh.file) || Present(env, partner_dir + "/" + sh.index)) {
+      copies.push_back({i, partner_dir, std::string(ckpt::kPartnerDirName) + "/"});
+      ++check->partner;
+      held = true;
+    }
+    if (!held) {
+      ++check->elsewhere_shards;
+      check->elsewhere_ranks.insert(check->elsewhere_ranks.end(), sh.ranks.begin(), sh.ranks.end());
+    }
+  }
+  if (check->own == 0) {
+    failures->push_back("no own copy of any shard: this node's files of the version are gone");
+  }
+  return ckpt::VerifyShardCopies(env, m, copies, failures, bytes, progress);
+}
+
 int Verify(const std::vector<std::string>& args) {
   Common c;
   bool no_progress = false;
+  std::string level_text, local_dir;
   po::options_description extra;
-  extra.add_options()("no-progress", po::bool_switch(&no_progress), "no progress bar");
+  extra.add_options()("no-progress", po::bool_switch(&no_progress), "no progress bar")(
+      "level", po::value(&level_text),
+      "shared, node-local or all (default: all when this node has a node-local directory of the run, else shared)")(
+      "local-dir", po::value(&local_dir),
+      "node-local directory of level 2, as seen on this node (default: $BATON_LOCAL_DIR)");
   po::variables_map vm;
   if (int rc = ParseCommon("verify", args, extra, &c, &vm); rc != 0) return rc < 0 ? 0 : rc;
+  Level level = Level::kShared;
+  if (vm.count("level")) {
+    if (int rc = ParseLevel("verify", level_text, {Level::kShared, Level::kNodeLocal, Level::kAll}, &level); rc != 0)
+      return rc;
+  }
+  if (Status s = LocalDirOption(&local_dir); !s.ok()) return Fail("verify", s);
+  if (vm.count("level") && level != Level::kShared && local_dir.empty()) {
+    return Usage(std::string("verify: --level ") + LevelName(level) +
+                 ": no node-local directory: give --local-dir L or set BATON_LOCAL_DIR");
+  }
   fs::Env* env = fs::Env::Default();
-  std::vector<ckpt::VersionInfo> versions, todo;
-  if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("verify", s);
+  std::string root;
+  if (!local_dir.empty()) {
+    Status s = LocalRoot(env, c.dir, local_dir, &root);
+    if (!vm.count("level")) {
+      // The default: every level this node can see.
+      if (s.ok()) level = Level::kAll;
+      else if (s.code() != Code::kNotFound) return Fail("verify", s);
+    } else if (level != Level::kShared && !s.ok()) {
+      return Fail("verify", s);
+    }
+  }
+  struct Todo {
+    Level level;
+    ckpt::VersionInfo v;
+  };
+  std::vector<Todo> todo;
+  std::vector<std::string> empty_levels;  // checked levels with nothing to verify
+  if (level != Level::kNodeLocal) {
+    std::vector<ckpt::VersionInfo> versions;
+    if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("verify", s);
+    for (const ckpt::VersionInfo& v : VersionsToVerify(versions, c)) todo.push_back({Level::kShared, v});
+    if (todo.empty()) empty_levels.push_back(c.dir);
+  }
+  if (level != Level::kShared) {
+    std::vector<ckpt::VersionInfo> versions;
+    if (Status s = ckpt::ListVersions(env, root, 1 << 30, &versions); !s.ok()) return Fail("verify", s);
+    const size_t before = todo.size();
+    for (const ckpt::VersionInfo& v : VersionsToVerify(versions, c)) todo.push_back({Level::kNodeLocal, v});
+    if (todo.size() == before) empty_levels.push_back(root);
+  }
   // Without --step every committed version is verified: the question is
   // usually "what can I still restore from?".
-  if (c.step) {
-    ckpt::VersionInfo v;
-    if (Status s = PickVersion(versions, c, &v); !s.ok()) return Fail("verify", s);
-    todo.push_back(v);
-  } else {
-    for (const ckpt::VersionInfo& v : versions)
-      if (v.status != ckpt::VersionStatus::kIncomplete) todo.push_back(v);
-    if (todo.empty()) return Fail("verify", Status::NotFound("cli", "no committed version in " + c.dir));
+  const std::string what = c.step ? "no committed version of step " + std::to_string(*c.step) : "no committed version";
+  if (todo.empty()) {
+    std::string where;
+    for (const std::string& d : empty_levels) where += (where.empty() ? " in " : " nor in ") + d;
+    return Fail("verify", Status::NotFound("cli", what + where));
   }
+  for (const std::string& d : empty_levels) std::printf("note    %s in %s\n", what.c_str(), Printable(d).c_str());
   int bad = 0;
-  for (const ckpt::VersionInfo& v : todo) {
+  for (const Todo& t : todo) {
+    const ckpt::VersionInfo& v = t.v;
     ckpt::Manifest m;
     std::vector<std::string> failures;
     uint64_t bytes = 0;
-    Status s = LoadManifest(env, v, &m, /*whole=*/true);
+    NodeLocalCheck held;
+    const bool node_local = t.level == Level::kNodeLocal;
+    // Level 2 holds some shards' indexes only: loaded per copy.
+    Status s = LoadManifest(env, v, &m, /*whole=*/!node_local);
     if (s.ok()) {
       Progress progress(!no_progress);
-      s = ckpt::VerifyVersion(env, v.path, m, &failures, &bytes, [&](uint64_t done, uint64_t total) {
+      auto report = [&](uint64_t done, uint64_t total) {
         progress.Update(Printable(v.path.substr(v.path.find_last_of('/') + 1)), done, total);
-      });
+      };
+      s = node_local ? VerifyNodeLocal(env, v, m, &held, &failures, &bytes, report)
+                     : ckpt::VerifyVersion(env, v.path, m, &failures, &bytes, report);
     }
     if (!s.ok()) failures.push_back(s.ToString());
+    const std::string shards = node_local ? "  (shards: own " + std::to_string(held.own) + ", partner " +
+                                                std::to_string(held.partner) + ")"
+                                          : "";
     if (failures.empty()) {
-      std::printf("ok      %s  step %lld  %llu bytes\n", Printable(v.path).c_str(), static_cast<long long>(v.step),
-                  static_cast<unsigned long long>(bytes));
+      std::printf("ok      %-10s  %s  step %lld  %llu bytes%s\n", LevelName(t.level), Printable(v.path).c_str(),
+                  static_cast<long long>(v.step), static_cast<unsigned long long>(bytes), shards.c_str());
     } else {
       ++bad;
-      std::printf("FAILED  %s  step %lld\n", Printable(v.path).c_str(), static_cast<long long>(v.step));
+      std::printf("FAILED  %-10s  %s  step %lld%s\n", LevelName(t.level), Printable(v.path).c_str(),
+                  static_cast<long long>(v.step), shards.c_str());
       for (const std::string& f : failures) std::printf("  %s\n", Printable(f).c_str());
+    }
+    if (held.elsewhere_shards > 0) {
+      std::printf("  not on this node: %zu of %zu shards (ranks %s), held by other nodes\n", held.elsewhere_shards,
+                  m.shards.size(), RankRanges(held.elsewhere_ranks).c_str());
     }
   }
   return bad == 0 ? 0 : 1;
@@ -393,25 +564,51 @@ int Gc(const std::vector<std::string>& args) {
   Common c;
   int keep = -1;
   bool dry_run = false;
+  std::string level_text = "shared", local_dir;
+  const CheckpointOptions defaults;  // the Checkpointer's own retention
   po::options_description extra;
-  extra.add_options()("keep", po::value(&keep), "committed versions to keep (required, >= 1)")(
+  extra.add_options()("level", po::value(&level_text), "shared or node-local (default: shared)")(
+      "keep", po::value(&keep),
+      ("committed versions to keep, >= 1 (default: " + std::to_string(defaults.keep) + " for shared, " +
+       std::to_string(defaults.local_keep) + " for node-local, as the Checkpointer keeps)")
+          .c_str())("local-dir", po::value(&local_dir),
+                    "node-local directory of level 2, as seen on this node (default: $BATON_LOCAL_DIR)")(
       "dry-run,n", po::bool_switch(&dry_run), "print what would be removed, remove nothing");
   po::variables_map vm;
   if (int rc = ParseCommon("gc", args, extra, &c, &vm); rc != 0) return rc < 0 ? 0 : rc;
-  if (!vm.count("keep")) return Usage("gc: --keep K is required");
+  Level level = Level::kShared;
+  if (int rc = ParseLevel("gc", level_text, {Level::kShared, Level::kNodeLocal}, &level); rc != 0) return rc;
+  if (!vm.count("keep")) keep = level == Level::kShared ? defaults.keep : defaults.local_keep;
   if (keep < 1) return Usage("gc: --keep: invalid value '" + std::to_string(keep) + "' (expected >= 1)");
   fs::Env* env = fs::Env::Default();
+  // The directory whose versions go: DIR, or this node's level 2 of DIR's run.
+  std::string target = c.dir;
+  int max_failures = c.max_failures;
+  if (level == Level::kNodeLocal) {
+    if (Status s = LocalDirOption(&local_dir); !s.ok()) return Fail("gc", s);
+    if (local_dir.empty()) {
+      return Usage("gc: --level node-local: no node-local directory: give --local-dir L or set BATON_LOCAL_DIR");
+    }
+    if (Status s = LocalRoot(env, c.dir, local_dir, &target); !s.ok()) {
+      return Fail("gc", s.Annotate(local_dir + " holds no node-local checkpoint of " + c.dir + ": refusing to clean it"));
+    }
+    max_failures = 1 << 30;  // as the Checkpointer's level-2 retention counts them
+  }
   std::vector<ckpt::VersionInfo> versions;
-  if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("gc", s);
+  if (Status s = ckpt::ListVersions(env, target, max_failures, &versions); !s.ok()) return Fail("gc", s);
   // `gc /` and `gc /etc` once succeeded silently: a directory with neither
-  // a version nor the run file of a Checkpointer is not cleaned.
+  // a version nor the run file of a Checkpointer is not cleaned. (A
+  // node-local one exists only where a Checkpointer made it: LocalRoot.)
   fs::FileInfo run_info;
-  if (versions.empty() && !env->Stat(c.dir + "/" + ckpt::kRunFileName, &run_info).ok()) {
+  if (level == Level::kShared && versions.empty() && !env->Stat(c.dir + "/" + ckpt::kRunFileName, &run_info).ok()) {
     return Fail("gc", Status::InvalidArgument("cli", c.dir + " holds no checkpoint (no version directory, no " +
                                                          ckpt::kRunFileName + " file): refusing to clean it"));
   }
   // A live writer may be saving or applying its own retention: its lock
-  // (ckpt/run.h) keeps gc out, as it keeps out a second writer.
+  // (ckpt/run.h) keeps gc out, as it keeps out a second writer. Level 2
+  // has no lock of its own (docs/checkpoint-format.md): the run's
+  // Checkpointer holds DIR's for its whole life, covering every node's
+  // local directory of the run, so node-local gc takes that one too.
   std::unique_ptr<fs::FileLock> lock;
   if (!dry_run) {
     const std::string holder = "baton ckpt gc, pid " + std::to_string(::getpid());
@@ -431,8 +628,9 @@ int Gc(const std::vector<std::string>& args) {
       std::cerr << "baton ckpt gc: " << Printable(s.ToString()) << "\n";
       continue;
     }
-    std::printf("%s %s  (step %lld, %s)\n", dry_run ? "would remove" : "removed", Printable(v.path).c_str(),
-                static_cast<long long>(v.step), std::string(ckpt::VersionStatusName(v.status)).c_str());
+    std::printf("%s %s  (%s, step %lld, %s)\n", dry_run ? "would remove" : "removed", Printable(v.path).c_str(),
+                LevelName(level), static_cast<long long>(v.step),
+                std::string(ckpt::VersionStatusName(v.status)).c_str());
   }
   return failed == 0 ? 0 : 1;
 }

@@ -105,7 +105,7 @@ struct CheckpointOptions {
   // given: the directory must belong to it (or be new), else
   // InvalidArgument naming both, so that another experiment pointed at the
   // same directory is refused instead of restoring its state. 1-64 of
-  // [A-Za-z0-9._-].
+  // [A-Za-z0-9._-], not "." nor ".." (it names each node's level-2 directory).
   std::string run_id;
   // One Checkpointer per directory at a time: Create takes an exclusive
   // lock (<dir>/writer.lock, flock, released when the holder's process

@@ -13,6 +13,40 @@ saves() {
   "$REPO/tests/lib/mpirun-ranks" 3 "$WORKER" --dir "$dir" --saves "$n" "$@" >/dev/null
 }
 
+# level2_saves DIR LOCAL N: N saves by 3 ranks with level 2 in LOCAL, each
+# rank a "node" of its own (BATON_CKPT_TEST_RANKS_PER_NODE), so node k's
+# partner copies are node k-1's (ckpt/level2_save.cc). The nodes share this
+# machine's disk: LOCAL holds every node's files (node_view picks one's).
+level2_saves() {
+  local dir=$1 local_dir=$2 n=$3
+  "$REPO/tests/lib/mpirun-ranks" 3 -x BATON_CKPT_TEST_RANKS_PER_NODE=1 "$WORKER" --dir "$dir" --saves "$n" \
+    --local-dir "$local_dir" >/dev/null
+}
+
+# node_view VERSION K: leaves in level-2 version directory VERSION what node
+# K of 3 would hold: its own shard-K and, in partner/, node K-1's copy.
+node_view() {
+  local v=$1 k=$2 r prev=$(( ($2 + 2) % 3 ))
+  for r in 0 1 2; do
+    [ "$r" = "$k" ] || rm -f "$v/shard-$r.h5" "$v/shard-$r.json"
+    [ "$r" = "$prev" ] || rm -f "$v/partner/shard-$r.h5" "$v/partner/shard-$r.json"
+  done
+}
+
+# newest_local LOCAL: the newest level-2 version directory under LOCAL/<run id>/.
+newest_local() {
+  local versions=("$1"/*/v*)
+  printf '%s\n' "${versions[-1]}"
+}
+
+# flip_middle_byte FILE: one bit in the middle of FILE, inside the rows of
+# w, which fill most of a shard (HDF5's own metadata sits at the start and
+# the end).
+flip_middle_byte() {
+  perl -e 'open(my $f, "+<", $ARGV[0]) or die; my $n = int((-s $f) / 2); seek($f, $n, 0); read($f, my $b, 1);
+           seek($f, $n, 0); print $f chr(ord($b) ^ 1); close $f' "$1"
+}
+
 scratch() { mktemp -d "${BATON_TEST_RESULTS}/ckpt-cli.XXXXXX"; }
 
 # json_field FIELD: FIELD of every object of the JSON list on stdin, one per line.
@@ -74,10 +108,7 @@ test_verify_passes_then_detects_a_flipped_bit_and_names_the_file() {
   saves "$d" 1 --group-size 1
   "$BATON" ckpt verify "$d" --no-progress | grep -q '^ok ' || fail "verify of a good version did not say ok"
   shard=$(newest_shard "$d")
-  # Flip one bit in the middle of the file: inside the rows of w, which
-  # fill most of it (HDF5's own metadata sits at the start and the end).
-  perl -e 'open(my $f, "+<", $ARGV[0]) or die; my $n = int((-s $f) / 2); seek($f, $n, 0); read($f, my $b, 1);
-           seek($f, $n, 0); print $f chr(ord($b) ^ 1); close $f' "$shard"
+  flip_middle_byte "$shard"
   rc=0; out=$("$BATON" ckpt verify "$d" --no-progress) || rc=$?
   expect_eq "$rc" 1 "verify exit status after a flipped bit"
   echo "$out" | grep -q "FAILED" || fail "no FAILED line: $out"
@@ -122,12 +153,27 @@ test_a_hostile_manifest_is_reported_not_crashed_on() {
 test_bad_options_are_named() {
   local d rc out
   d=$(scratch)
-  for args in "gc $d --keep 0" "gc $d" "ls $d --step -3" "frobnicate" "inspect $d --nope"; do
+  for args in "gc $d --keep 0" "gc $d --level nodelocal" "gc $d --level all" "verify $d --level sharde" \
+    "ls $d --step -3" "frobnicate" "inspect $d --nope"; do
     rc=0
     # shellcheck disable=SC2086  # $args is several words on purpose
     out=$("$BATON" ckpt $args 2>&1) || rc=$?
     expect_eq "$rc" 2 "exit status of 'baton ckpt $args'"
     [ -n "$out" ] || fail "no message for 'baton ckpt $args'"
+  done
+  # A bad level is named, with the levels the subcommand takes.
+  out=$("$BATON" ckpt gc "$d" --level nodelocal 2>&1) || true
+  grep -q "invalid value 'nodelocal' (expected shared, node-local)" <<<"$out" || fail "gc: the bad level is not named: $out"
+  out=$("$BATON" ckpt verify "$d" --level sharde 2>&1) || true
+  grep -q "invalid value 'sharde' (expected shared, node-local, all)" <<<"$out" ||
+    fail "verify: the bad level is not named: $out"
+  # Level 2 with no node-local directory to look in.
+  for args in "verify $d --level node-local" "gc $d --level node-local"; do
+    rc=0
+    # shellcheck disable=SC2086  # $args is several words on purpose
+    out=$(env -u BATON_LOCAL_DIR "$BATON" ckpt $args 2>&1) || rc=$?
+    expect_eq "$rc" 2 "exit status of 'baton ckpt $args' without a local directory"
+    grep -q 'BATON_LOCAL_DIR' <<<"$out" || fail "'baton ckpt $args': the message does not say how to name one: $out"
   done
   rc=0; out=$(env -u BATON_CKPT_DIR "$BATON" ckpt ls 2>&1) || rc=$?
   expect_eq "$rc" 2 "exit status without a directory"
@@ -267,4 +313,133 @@ test_a_huge_manifest_is_refused_before_it_is_read() {
   grep -q "more than the limit of 1073741824" <<<"$out" || fail "the limit is not named"
   kb=$(tail -n 1 <<<"$out")
   [ "$kb" -lt 100000 ] || fail "inspect took $kb KiB for a manifest it refused"
+}
+
+# Level 2 as one node holds it: its own shard and its partner's copy are
+# verified, the third node's shard is reported as held elsewhere (not a
+# failure); the default level with a local directory is both levels.
+test_verify_checks_the_node_local_copies_this_node_holds() {
+  local d l v out rc
+  d=$(scratch)
+  l=$d/local
+  level2_saves "$d/ckpt" "$l" 2
+  v=$(newest_local "$l")
+  out=$("$BATON" ckpt verify "$d/ckpt" --local-dir "$l" --no-progress --step 2)
+  echo "$out"
+  grep -qE "^ok +shared +$d/ckpt/v[0-9]+-s2 +step 2 " <<<"$out" || fail "no ok line of the shared level: $out"
+  grep -qE "^ok +node-local +$v +step 2 +[0-9]+ bytes +\(shards: own 3, partner 3\)$" <<<"$out" ||
+    fail "no ok line of level 2 with 3 own and 3 partner copies (one disk for all nodes): $out"
+  node_view "$v" 1
+  rc=0; out=$(BATON_LOCAL_DIR=$l "$BATON" ckpt verify "$d/ckpt" --level node-local --no-progress --step 2) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 0 "exit status of verify of node 1's copies"
+  grep -qE "^ok +node-local +$v +step 2 .*\(shards: own 1, partner 1\)$" <<<"$out" ||
+    fail "node 1 holds its own shard and node 0's: $out"
+  grep -q "not on this node: 1 of 3 shards (ranks 2), held by other nodes" <<<"$out" ||
+    fail "the shard of node 2 is not reported as held elsewhere: $out"
+  ! grep -qE '^ok +shared' <<<"$out" || fail "--level node-local verified the shared level: $out"
+}
+
+# A flipped bit in a partner copy fails the version, naming partner/'s file.
+test_verify_names_a_damaged_partner_copy_in_level_2() {
+  local d l v out rc
+  d=$(scratch)
+  l=$d/local
+  level2_saves "$d/ckpt" "$l" 1
+  v=$(newest_local "$l")
+  node_view "$v" 1
+  flip_middle_byte "$v/partner/shard-0.h5"
+  rc=0; out=$("$BATON" ckpt verify "$d/ckpt" --level node-local --local-dir "$l" --no-progress) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of verify after a flipped bit in a partner copy"
+  grep -qE "^FAILED +node-local +$v +step 1" <<<"$out" || fail "no FAILED line of level 2: $out"
+  grep -qE "^  partner/shard-0\.h5: dataset w rows .*xxh3 [0-9a-f]+ != manifest" <<<"$out" ||
+    fail "the damaged partner copy is not named: $out"
+  ! grep -qE '^  shard-1\.h5' <<<"$out" || fail "the intact own copy is reported: $out"
+  # The shared level is another copy: not touched, still ok.
+  "$BATON" ckpt verify "$d/ckpt" --level shared --local-dir "$l" --no-progress | grep -qE '^ok +shared' ||
+    fail "the shared level fails with a damaged level-2 copy"
+}
+
+# An own shard whose file is gone but whose index is not is held in part:
+# a failure naming the file. With every own file gone, the node has lost
+# its copies (it wrote them before it committed the version).
+test_verify_fails_a_missing_own_shard_in_level_2() {
+  local d l v out rc
+  d=$(scratch)
+  l=$d/local
+  level2_saves "$d/ckpt" "$l" 1
+  v=$(newest_local "$l")
+  node_view "$v" 2
+  rm "$v/shard-2.h5"
+  rc=0; out=$("$BATON" ckpt verify "$d/ckpt" --level node-local --local-dir "$l" --no-progress) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of verify with an own shard missing"
+  grep -qE "^FAILED +node-local +$v .*\(shards: own 1, partner 1\)$" <<<"$out" || fail "no FAILED line: $out"
+  grep -qE "^  shard-2\.h5: .*shard-2\.h5: missing, yet the manifest lists it" <<<"$out" ||
+    fail "the missing shard is not named: $out"
+  rm "$v/shard-2.json"
+  rc=0; out=$("$BATON" ckpt verify "$d/ckpt" --level node-local --local-dir "$l" --no-progress) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of verify with no own shard left"
+  grep -q "no own copy of any shard" <<<"$out" || fail "a node without its own copies is not reported: $out"
+}
+
+# gc --level node-local keeps the Checkpointer's level-2 count (2) by
+# default, in this node's directory of the run only; the shared level keeps
+# its own (3). Older versions are made by copying the oldest one under
+# lower sequence numbers (the Checkpointer's retention already ran).
+test_gc_prunes_each_level_with_its_own_default() {
+  local d l root v shared_before out rc fd
+  d=$(scratch)
+  l=$d/local
+  level2_saves "$d/ckpt" "$l" 5
+  v=$(newest_local "$l")
+  root=$(dirname "$v")
+  expect_eq "$(cd "$root" && echo v*)" "v00000004-s4 v00000005-s5" "level 2 after 5 saves (the Checkpointer keeps 2)"
+  cp -a "$root/v00000004-s4" "$root/v00000001-s1"
+  cp -a "$root/v00000004-s4" "$root/v00000002-s2"
+  shared_before=$(cd "$d/ckpt" && echo v*)
+  expect_eq "$shared_before" "v00000003-s3 v00000004-s4 v00000005-s5" "shared after 5 saves (the Checkpointer keeps 3)"
+  # While the run's writer lock is held (a live Checkpointer), node-local gc keeps out too.
+  exec {fd}>>"$d/ckpt/writer.lock"
+  flock -n "$fd" || fail "could not take the writer lock for the test"
+  rc=0; out=$("$BATON" ckpt gc "$d/ckpt" --level node-local --local-dir "$l" 2>&1) || rc=$?
+  exec {fd}>&-
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of node-local gc beside a live writer"
+  grep -q "a live writer uses $d/ckpt" <<<"$out" || fail "the refusal does not name the writer's directory: $out"
+  out=$("$BATON" ckpt gc "$d/ckpt" --level node-local --local-dir "$l" --dry-run)
+  expect_eq "$(cd "$root" && echo v*)" "v00000001-s1 v00000002-s2 v00000004-s4 v00000005-s5" "level 2 after --dry-run"
+  grep -q "would remove $root/v00000001-s1  (node-local, step 1" <<<"$out" || fail "dry run: $out"
+  out=$(BATON_LOCAL_DIR=$l "$BATON" ckpt gc "$d/ckpt" --level node-local)
+  echo "$out"
+  expect_eq "$(cd "$root" && echo v*)" "v00000004-s4 v00000005-s5" "level 2 after gc (default keep 2)"
+  expect_eq "$(grep -c '^removed ' <<<"$out")" 2 "versions removed"
+  expect_eq "$(cd "$d/ckpt" && echo v*)" "$shared_before" "shared level after node-local gc"
+  # The shared level: keeps 3 by default.
+  cp -a "$d/ckpt/v00000003-s3" "$d/ckpt/v00000001-s1"
+  cp -a "$d/ckpt/v00000003-s3" "$d/ckpt/v00000002-s2"
+  out=$("$BATON" ckpt gc "$d/ckpt" --local-dir "$l")
+  echo "$out"
+  expect_eq "$(cd "$d/ckpt" && echo v*)" "$shared_before" "shared level after gc (default keep 3)"
+  expect_eq "$(cd "$root" && echo v*)" "v00000004-s4 v00000005-s5" "level 2 after shared gc"
+  # --keep still overrides, per level.
+  "$BATON" ckpt gc "$d/ckpt" --level node-local --local-dir "$l" --keep 1 >/dev/null
+  expect_eq "$(cd "$root" && echo v*)" "v00000005-s5" "level 2 after gc --keep 1"
+}
+
+# Node-local gc of a local directory that holds nothing of the run is
+# refused, as shared gc refuses a directory without checkpoints.
+test_gc_node_local_refuses_a_directory_without_the_run() {
+  local d rc out
+  d=$(scratch)
+  saves "$d/ckpt" 1
+  mkdir "$d/local"
+  touch "$d/local/keepme"
+  rc=0; out=$("$BATON" ckpt gc "$d/ckpt" --level node-local --local-dir "$d/local" 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status of node-local gc without the run's directory"
+  grep -q "holds no node-local checkpoint of $d/ckpt: refusing to clean it" <<<"$out" || fail "the refusal does not say why: $out"
+  expect_eq "$(ls -A "$d/local")" "keepme" "what gc left"
 }

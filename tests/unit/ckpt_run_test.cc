@@ -78,6 +78,24 @@ TEST_F(CkptRun, ADamagedRunFileIsCorruptionNamingTheLine) {
   EXPECT_NE(s.message().find("line 2: not a sequence number"), std::string::npos) << s;
 }
 
+// A run id names a directory (<local_dir>/<run id>/ of level 2, which
+// `baton ckpt gc --level node-local` prunes): "." and ".." would name the
+// local directory or its parent, so a run file saying so is corruption.
+TEST_F(CkptRun, DotAndDotDotAreNotRunIds) {
+  EXPECT_FALSE(ValidRunId("."));
+  EXPECT_FALSE(ValidRunId(".."));
+  EXPECT_TRUE(ValidRunId("..."));
+  EXPECT_TRUE(ValidRunId(".hidden"));
+  ASSERT_TRUE(WriteWholeFile(env, dir / kRunFileName, "run_id ..\nlast_seq 3\n").ok());
+  RunInfo run;
+  Status s = ReadRun(env, dir.path(), &run);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find("not a run id"), std::string::npos) << s;
+  RunInfo opened;
+  s = OpenRun(env, dir / "other", "..", 0600, &opened);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+}
+
 // A second lock of the same file is refused with the holder's text, at
 // once; the first one's end (or its process's death) frees it.
 TEST_F(CkptRun, TheWriterLockIsExclusiveAndDiesWithItsHolder) {
