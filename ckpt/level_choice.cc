@@ -23,7 +23,10 @@
 // Any failure after step 2 is agreed, logged, and the restore goes on to
 // level 3, which tries the same version there first: level 2 never decides
 // that a version is damaged (nothing is recorded toward quarantine), but it
-// skips versions quarantined in level 3 and marks its attempt there.
+// skips versions quarantined in level 3 and marks its attempt there; a
+// version level 3 does not hold is marked in rank 0's node-local copy
+// instead, and skipped once rank 0's node counts max_restore_failures
+// unfinished (or failed) attempts of it.
 #include <mpi.h>
 
 #include <algorithm>
@@ -110,6 +113,18 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
   std::vector<int> source(static_cast<size_t>(size_), -1);  // -1: its own copy; else the rank sending it
   std::vector<int> spare(static_cast<size_t>(size_), -1);   // a holder of the partner copy, for a second read
   if (rank_ == 0) {
+    // Versions only level 2 holds whose restores kept killing the processes
+    // (attempt marks left in rank 0's copy): skipped like level 3's quarantine.
+    std::set<std::string> marked_out;
+    for (const NodeLocalLevel::Held& h : held) {
+      const bool in_level3 =
+          std::any_of(level3.begin(), level3.end(), [&](const VersionInfo& v) { return v.name == h.name; });
+      if (!in_level3 && h.info.restore_failures >= options_.max_restore_failures) {
+        marked_out.insert(h.name);
+        BATON_LOG(kCkpt, warning) << "level 2: skipping " << h.info.path << ": quarantined after "
+                                  << h.info.restore_failures << " failed restores";
+      }
+    }
     std::map<std::string, Seen> seen;
     for (int k = 0; k < size_; ++k) {
       std::istringstream in(all.substr(static_cast<size_t>(displs[static_cast<size_t>(k)]),
@@ -137,6 +152,7 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
       const Seen& s = seen[v];
       if (s.world_size != size_ || s.manifest_rank < 0) continue;
       if (std::find(quarantined.begin(), quarantined.end(), v) != quarantined.end()) continue;
+      if (marked_out.count(v) != 0) continue;
       bool complete = true;
       std::vector<int> from(static_cast<size_t>(size_), -1), other(static_cast<size_t>(size_), -1);
       for (int k = 0; k < size_ && complete; ++k) {
@@ -214,6 +230,16 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   if (rank_ == 0) {
     for (const VersionInfo& v : level3) {
       if (v.name == name) BeginAttempt(v);
+    }
+    // Only in level 2: marked in rank 0's own node-local copy, when its
+    // node holds the version (a wiped node has nowhere to mark).
+    if (!attempt_) {
+      std::vector<VersionInfo> local;
+      if (ListVersions(env_, local_.root(), options_.max_restore_failures, &local).ok()) {
+        for (const VersionInfo& v : local) {
+          if (v.name == name && v.status != VersionStatus::kIncomplete) BeginAttempt(v);
+        }
+      }
     }
   }
   struct EndMark {

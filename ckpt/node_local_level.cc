@@ -154,6 +154,7 @@ Status NodeLocalLevel::List(int rank, std::vector<Held>* out) const {
     h.name = v.name;
     h.seq = v.seq;
     h.step = v.step;
+    h.info = v;
     std::string text;
     Manifest m;
     if (env_->ReadFile(v.path + "/" + kManifestName, kMaxManifestBytes, &text).ok() &&

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "baton/status.h"
+#include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/hdf5/shard_writer.h"
 
@@ -79,6 +80,7 @@ class NodeLocalLevel {
     int world_size = 0;           // from its manifest; 0 when it does not parse
     bool own = false;             // shard-<rank>.h5 and .json
     std::vector<int> partner_of;  // ranks whose shard and index are in partner/
+    VersionInfo info;             // as listed here (its restore_failures: this node's crash marks)
   };
   Status List(int rank, std::vector<Held>* out) const;
 

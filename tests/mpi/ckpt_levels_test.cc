@@ -406,6 +406,45 @@ TEST_F(Levels, ACopyToLevel3StopsWhenAbandoned) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A version only level 2 holds (shared_every 2) is marked in rank 0's
+// node-local copy while it is read: a restore that ends leaves no mark; two
+// that died reading it (their marks left behind) quarantine it, and the
+// next older version is restored instead of crashing every restart.
+TEST_F(Levels, AVersionOnlyInLevel2IsQuarantinedAfterRestoresThatDied) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 2);
+  EXPECT_EQ(rr.level, 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 2u);
+    EXPECT_EQ(local[1].restore_failures, 0) << "a restore that ended left its mark";
+    for (int i = 0; i < 2; ++i) {  // two restores that died while reading it
+      std::string token;
+      ASSERT_TRUE(ckpt::BeginRestoreAttempt(ckpt::fs::Env::Default(), local[1], &token).ok());
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
 // A version quarantined in level 3 (its restores failed there) is not
 // taken from level 2 either: the next older one is.
 TEST_F(Levels, AVersionQuarantinedInLevel3IsSkippedInLevel2) {
