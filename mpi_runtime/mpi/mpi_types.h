@@ -90,6 +90,15 @@ void Abandon(std::vector<T>* v) {
 #endif
 }
 
+// The same for a block of its own (new[]) handed to a call in flight.
+inline void KeepInFlight(const void* block) {
+#if BATON_LSAN
+  __lsan_ignore_object(block);
+#else
+  (void)block;
+#endif
+}
+
 // "1048576 bytes": the size of `count` elements of `t`, for messages.
 std::string Bytes(size_t count, DType t);
 

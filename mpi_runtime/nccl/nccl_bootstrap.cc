@@ -9,6 +9,7 @@
 #include "baton/log.h"
 #include "baton/runtime.h"
 #include "mpi_runtime/deadline.h"
+#include "mpi_runtime/mpi/mpi_types.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::nccl {
@@ -63,7 +64,10 @@ Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step,
   Status s = Polled(timeout, agreeing + " (MPI_Iallreduce)", [&](MPI_Request* r) {
     return BATON_MPI_CHECK(MPI_Iallreduce(&lowest[0], &lowest[1], 1, MPI_INT, MPI_MIN, comm, r));
   });
-  if (s.code() == Code::kTimeout) return s;
+  if (s.code() == Code::kTimeout) {
+    mpi::KeepInFlight(lowest);  // the all-reduce left in flight may still write it
+    return s;
+  }
   const int first = lowest[1];
   delete[] lowest;
   if (!s.ok()) return s.Annotate(agreeing);
@@ -79,7 +83,10 @@ Status AgreeOnSuccess(MPI_Comm comm, const Status& local, std::string_view step,
   s = Polled(timeout, agreeing + " (MPI_Ibcast of the failure)", [&](MPI_Request* r) {
     return BATON_MPI_CHECK(MPI_Ibcast(text, static_cast<int>(kText), MPI_CHAR, first, comm, r));
   });
-  if (s.code() == Code::kTimeout) return local.ok() ? s : local;  // text stays with the broadcast
+  if (s.code() == Code::kTimeout) {
+    mpi::KeepInFlight(text);  // text stays with the broadcast
+    return local.ok() ? s : local;
+  }
   const std::string message(text);
   delete[] text;
   if (!local.ok()) return local;
