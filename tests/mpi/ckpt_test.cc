@@ -325,9 +325,17 @@ TEST_F(CkptTest, SaveAndRestoreMakeNoWholeCopies) {
     s = ck->Restore(&step);
     ASSERT_TRUE(AllRanks(s.ok())) << s;
     const uint64_t after_restore = PeakRss();
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer shadows every byte the save reads and the restore
+    // writes (160 MiB of resident shadow measured for the 80 MiB array):
+    // the bound is checked without it, the round trip with it too.
+    (void)after_save;
+    (void)after_restore;
+#else
     EXPECT_LT(after_save - before, 64ull << 20) << "save, peak grew by " << ((after_save - before) >> 20) << " MiB";
     EXPECT_LT(after_restore - before, 64ull << 20) << "restore, peak grew by " << ((after_restore - before) >> 20)
                                                    << " MiB";
+#endif
     if (Rank() == 0) {
       std::printf("transfer %s: peak RSS +%llu KiB over the 80 MiB array after save, +%llu KiB after restore\n",
                   transfer == Transfer::kCollective ? "collective" : "independent",
