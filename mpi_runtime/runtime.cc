@@ -86,6 +86,14 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   // environment under srun and mpirun, so all fail alike.
   BATON_RETURN_IF_ERROR(ResolveOptions(options, &rt->options_));
   const double seconds = rt->options_.collective_timeout;
+  // The identity every Status and log line names is read from the
+  // environment once, here, before any thread of ours runs: MPI_Init below
+  // sets variables (setenv reallocates environ) while the watchdog may
+  // build its timeout Status on its own thread. Reading environ then was a
+  // data race (ThreadSanitizer, bench-np3 under load: MPI_Init past a 2 s
+  // deadline), and a read of a reallocated environ can crash instead of
+  // exiting 75.
+  (void)CurrentIdentity();
   if (rt->options_.on_timeout == OnTimeout::kExit) {
     Runtime* self = rt.get();
     rt->watchdog_ = std::make_unique<mpi::Watchdog>(seconds, [self, seconds](const mpi::CallInfo& info) {
