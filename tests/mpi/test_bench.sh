@@ -190,3 +190,22 @@ test_a_stopped_rank_makes_the_others_exit_75() {
   echo "the others exited $((SECONDS - t0)) s after rank 2 stopped"
   rm -f "$out"
 }
+
+# MPI_Init past its deadline ends every rank with 75, naming it: 10 ms (no
+# MPI_Init of 3 processes is that fast). Under ThreadSanitizer, 0.2 s: this
+# is also the regression test of a race scripts/check --full found here,
+# the watchdog building its timeout Status (reading environ for the
+# identity) while MPI_Init's setenv reallocated environ (exit 88 and a
+# report, 3 runs of 3 before the fix). The deadline must fall inside
+# MPI_Init, after its first setenv: at 10 ms the watchdog ended the process
+# before it; under TSan MPI_Init takes 0.5-2 s.
+test_mpi_init_past_its_deadline_exits_75() {
+  local out rc=0 T=0.01
+  [ "${BATON_SANITIZE:-}" != thread ] || T=0.2
+  out=$(BATON_COLLECTIVE_TIMEOUT=$T timeout 60 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives \
+    -b 64K -e 64K -n 10 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 75 "exit code of mpirun"
+  echo "$out" | grep -q "Runtime::Create: MPI_Init_thread timed out after $T s" || fail "no timeout naming MPI_Init_thread"
+  ! echo "$out" | grep -q "ThreadSanitizer" || fail "a ThreadSanitizer report"
+}
