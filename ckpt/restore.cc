@@ -29,6 +29,7 @@
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/layout.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/overlapped_hash.h"
 #include "ckpt/phase_clock.h"
 #include "mpi_runtime/mpi_check.h"
 
@@ -120,7 +121,9 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
                                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  std::vector<char> piece;  // a piece of a chunk that only partly holds my rows
+  // Pieces of a chunk that only partly holds my rows, two in turn: one
+  // read while the other is hashed.
+  std::vector<char> pieces_buf[2];
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -187,32 +190,35 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
       // The first read of a dataset opens and checks it: timed as "open".
       BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
       clock->Lap("open");
-      // The chunk in pieces, each hashed right after its read (still in the
-      // CPU's cache, while the kernel reads ahead the next); pieces of rows
-      // that are all mine go straight into the user's buffer, the others
-      // through a buffer of one piece (a chunk that only partly holds my
-      // rows is still verified whole).
+      // The chunk in pieces, each hashed on a second thread while the next
+      // is read (ckpt/overlapped_hash.h), the kernel reading ahead the one
+      // after; pieces of rows that are all mine go straight into the user's
+      // buffer, the others through two buffers of one piece in turn (a chunk
+      // that only partly holds my rows is still verified whole).
       char* dst = base + (p.first_row - buffer_first) * rb;  // where my rows of the piece go
       const uint64_t piece_rows = std::max<uint64_t>(1, kReadPieceBytes / std::max<uint64_t>(rb, 1));
-      Xxh3Stream sum;
-      for (uint64_t r = 0; r < c.rows; r += piece_rows) {
+      OverlappedHash sum;  // after pieces_buf: destroyed (its piece in flight waited for) first
+      uint64_t k = 0;
+      for (uint64_t r = 0; r < c.rows; r += piece_rows, ++k) {
         const uint64_t n = std::min(piece_rows, c.rows - r);
         const uint64_t g = c.first_row + r;  // global row of the piece's first row
-        // The next piece is read ahead while this one is read and hashed.
         if (r + n < c.rows) reader->Prefetch(a, c.dataset_row + r + n, std::min(piece_rows, c.rows - r - n));
         const bool all_mine = g >= p.first_row && g + n <= p.first_row + p.rows;
+        std::vector<char>& piece = pieces_buf[k % 2];  // free: the Submit after its last piece returned
         if (!all_mine) piece.resize(n * rb);
         char* buf = all_mine ? dst + (g - p.first_row) * rb : piece.data();
         BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row + r, n, buf));
         clock->Lap("read");
-        sum.Update(buf, n * rb);
-        if (!all_mine) {  // copy the rows of the piece that are mine
+        if (!all_mine) {  // copy the rows of the piece that are mine (the hash only reads it too)
           const uint64_t lo = std::max(g, p.first_row), hi = std::min(g + n, p.first_row + p.rows);
           if (lo < hi) std::memcpy(dst + (lo - p.first_row) * rb, buf + (lo - g) * rb, (hi - lo) * rb);
         }
+        sum.Submit(buf, n * rb);  // waits for the previous piece's hash: "verify"
         clock->Lap("verify");
       }
-      if (sum.Digest() != c.xxh3) {
+      const uint64_t digest = sum.Finish();
+      clock->Lap("verify");
+      if (digest != c.xxh3) {
         return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
                                                   std::to_string(c.first_row) + ", " +
                                                   std::to_string(c.first_row + c.rows) + ") written by rank " +

@@ -35,7 +35,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -45,7 +44,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/run.h"
-#include "cli/byte_size.h"
+#include "cli/bench_options.h"
 #include "cli/commands.h"
 
 namespace baton::cli {
@@ -54,67 +53,30 @@ namespace {
 namespace po = boost::program_options;
 constexpr const char* kCmd = "baton bench ckpt";
 constexpr size_t kBlock = 8u << 20;
-constexpr uint64_t kRowFloats = 256;  // 1 KiB rows
 
-struct Options {
-  size_t bytes = 1u << 30;
-  int arrays = 8, group_size = 0, reps = 5;
-  std::string dir, transfer = "independent";
-  bool json = false, no_cleanup = false;
+struct Options : CkptBenchOptions {
+  int group_size = 0;
+  std::string transfer = "independent";
+  bool no_cleanup = false;
 };
 
 int ParseOptions(const std::vector<std::string>& args, Options* o) {
   po::options_description desc("baton bench ckpt options");
-  std::string bytes = "1G";
+  AddCkptBenchHead(&desc, o, "1G");
   desc.add_options()
-      ("bytes", po::value(&bytes), "total bytes over all ranks (K/M/G suffixes), default 1G")
-      ("arrays", po::value(&o->arrays), "sharded arrays the bytes are split into, default 8")
-      ("group-size", po::value(&o->group_size), "ranks per shard file: 0 = one per node (default), 1 = file per rank")
-      ("reps", po::value(&o->reps), "repetitions, default 5")
-      ("dir", po::value(&o->dir), "directory on the file system to measure (default $BATON_CKPT_DIR)")
+      ("group-size", po::value(&o->group_size), "ranks per shard file: 0 = one per node (default), 1 = file per rank");
+  AddCkptBenchTail(&desc, o, "repetitions, default 5", "directory on the file system to measure (default $BATON_CKPT_DIR)");
+  desc.add_options()
       ("transfer", po::value(&o->transfer), "independent or collective HDF5 transfers, default independent")
       ("no-cleanup", po::bool_switch(&o->no_cleanup), "leave the checkpoints (not the raw files) for inspection")
-      ("json", po::bool_switch(&o->json), "one JSON object per line")
       ("help,h", "print this text");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << kCmd << ": " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: srun ... baton bench ckpt [OPTIONS]\n" << desc;
-    return -1;
-  }
-  auto bad = [](const std::string& opt, const std::string& v, const char* want) {
-    std::cerr << kCmd << ": " << opt << ": invalid value '" << v << "' (expected " << want << ")\n";
-    return 2;
-  };
-  if (!ParseBytes(bytes, &o->bytes) || o->bytes == 0) return bad("--bytes", bytes, "a byte count such as 64M, 4G");
-  if (o->arrays < 1) return bad("--arrays", std::to_string(o->arrays), "an integer >= 1");
-  if (o->group_size < 0) return bad("--group-size", std::to_string(o->group_size), "an integer >= 0");
-  if (o->reps < 1) return bad("--reps", std::to_string(o->reps), "an integer >= 1");
+  if (int rc = ParseBenchArgs(kCmd, "srun ... baton bench ckpt [OPTIONS]", desc, args, &vm); rc != 0) return rc;
+  if (int rc = CheckCkptBenchOptions(kCmd, o); rc != 0) return rc;
+  if (o->group_size < 0) return BadBenchValue(kCmd, "--group-size", std::to_string(o->group_size), "an integer >= 0");
   if (o->transfer != "collective" && o->transfer != "independent")
-    return bad("--transfer", o->transfer, "collective or independent");
-  if (o->dir.empty()) {
-    const char* env = std::getenv("BATON_CKPT_DIR");
-    if (env == nullptr || *env == '\0') {
-      std::cerr << kCmd << ": no directory: give --dir or set BATON_CKPT_DIR\n";
-      return 2;
-    }
-    o->dir = env;
-  }
+    return BadBenchValue(kCmd, "--transfer", o->transfer, "collective or independent");
   return 0;
-}
-
-// The slowest rank's seconds and whether any rank failed.
-bool AgreeTime(MPI_Comm world, double seconds, bool failed, double* slowest) {
-  double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
-  if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return false;
-  *slowest = out[0];
-  return out[1] == 0;
 }
 
 std::string Errno(const std::string& what, const std::string& path) {
@@ -241,13 +203,7 @@ std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<C
   return out;
 }
 
-int Failed(const std::string& mine, int rank) {
-  if (!mine.empty())
-    std::cerr << kCmd << ": rank " << rank << ": " << mine << "\n";
-  else if (rank == 0)
-    std::cerr << kCmd << ": stopped: another rank failed (see its message)\n";
-  return 1;
-}
+int Failed(const std::string& mine, int rank) { return BenchFailed(kCmd, mine, rank); }
 
 }  // namespace
 
@@ -263,16 +219,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
   const int P = rt->size(), R = rt->rank();
 
   // Rows of 1 KiB per array and rank; the bytes actually used are reported.
-  const uint64_t per_rank = o.bytes / static_cast<uint64_t>(P);
-  const uint64_t rows = std::max<uint64_t>(1, per_rank / static_cast<uint64_t>(o.arrays) / (kRowFloats * 4));
-  const uint64_t total = rows * kRowFloats * 4 * static_cast<uint64_t>(o.arrays) * static_cast<uint64_t>(P);
-  std::vector<std::vector<float>> arrays(static_cast<size_t>(o.arrays));
-  std::mt19937 gen(static_cast<unsigned>(1234 + R));
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (auto& a : arrays) {
-    a.resize(rows * kRowFloats);
-    for (float& x : a) x = dist(gen);
-  }
+  BenchArrays b = MakeBenchArrays(o, P, R, 1234);
+  const uint64_t rows = b.rows, total = b.total;
+  std::vector<std::vector<float>>& arrays = b.arrays;
 
   const std::string bench_dir = o.dir + "/baton-bench-ckpt", raw_dir = bench_dir + "/raw", ckpt_dir = bench_dir + "/ckpt";
   std::string err;
@@ -281,7 +230,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) err = Errno("mkdir", d);
   }
   double ignored = 0;
-  if (!AgreeTime(world, 0, !err.empty(), &ignored)) return Failed(err, R);
+  if (!SlowestRank(world, 0, !err.empty(), &ignored)) return Failed(err, R);
 
   CheckpointOptions co;
   co.dir = ckpt_dir;
@@ -292,8 +241,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
   Status s = Checkpointer::Create(*rt, co, &ck);
   for (int i = 0; s.ok() && i < o.arrays; ++i)
     s = ck->RegisterSharded("array" + std::to_string(i), arrays[static_cast<size_t>(i)].data(), DType::kF32,
-                            {rows * static_cast<uint64_t>(P), kRowFloats}, rows * static_cast<uint64_t>(R), rows);
-  if (!AgreeTime(world, 0, !s.ok(), &ignored)) return Failed(s.ok() ? "" : s.ToString(), R);
+                            {rows * static_cast<uint64_t>(P), kBenchRowFloats}, rows * static_cast<uint64_t>(R), rows);
+  if (!SlowestRank(world, 0, !s.ok(), &ignored)) return Failed(s.ok() ? "" : s.ToString(), R);
 
   const std::string raw_path = raw_dir + "/rank-" + std::to_string(R);
   std::vector<double> t_raw_w, t_save, t_raw_r, t_restore;
@@ -311,7 +260,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         s = ck->Save(rep);
         err = s.ok() ? "" : s.ToString();
       }
-      if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
+      if (!SlowestRank(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_w : t_save).push_back(t);
       if (!raw && !SlowestPhases(world, ck->last_stats(), &p_save.emplace_back())) return Failed("MPI_Allreduce", R);
     }
@@ -329,7 +278,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         s = ck->Restore(&step);
         err = s.ok() ? (step == rep ? "" : "restore gave another step than the one just saved") : s.ToString();
       }
-      if (!AgreeTime(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
+      if (!SlowestRank(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_r : t_restore).push_back(t);
       if (!raw && !SlowestPhases(world, ck->last_stats(), &p_restore.emplace_back()))
         return Failed("MPI_Allreduce", R);

@@ -28,7 +28,6 @@
 #include <cstring>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,7 +37,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/run.h"
-#include "cli/byte_size.h"
+#include "cli/bench_options.h"
 #include "cli/commands.h"
 
 namespace baton::cli {
@@ -46,77 +45,36 @@ namespace {
 
 namespace po = boost::program_options;
 constexpr const char* kCmd = "baton bench ckpt --async";
-constexpr uint64_t kRowFloats = 256;  // 1 KiB rows
 
-struct Options {
-  size_t bytes = 256u << 20;
-  int arrays = 8, reps = 5, every = 10, steps = 60;
+struct Options : CkptBenchOptions {
+  int every = 10, steps = 60;
   double overlap = 2;
-  std::string dir;
-  bool json = false;
 };
 
 int ParseOptions(const std::vector<std::string>& args, Options* o) {
   po::options_description desc("baton bench ckpt --async options");
-  std::string bytes = "256M";
+  AddCkptBenchHead(&desc, o, "256M");
   desc.add_options()
-      ("bytes", po::value(&bytes), "total bytes over all ranks (K/M/G suffixes), default 256M")
-      ("arrays", po::value(&o->arrays), "sharded arrays the bytes are split into, default 8")
-      ("reps", po::value(&o->reps), "repetitions of each measurement, default 5")
       ("every", po::value(&o->every), "loop: SaveAsync every this many steps, default 10")
       ("steps", po::value(&o->steps), "loop: steps per run, default 60")
-      ("overlap", po::value(&o->overlap), "loop: compute of --every steps over one background write, default 2")
-      ("dir", po::value(&o->dir), "directory on the file system to measure (default $BATON_CKPT_DIR)")
-      ("json", po::bool_switch(&o->json), "one JSON object per line")
-      ("help,h", "print this text");
+      ("overlap", po::value(&o->overlap), "loop: compute of --every steps over one background write, default 2");
+  AddCkptBenchTail(&desc, o, "repetitions of each measurement, default 5",
+                   "directory on the file system to measure (default $BATON_CKPT_DIR)");
+  desc.add_options()("help,h", "print this text");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << kCmd << ": " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: srun ... baton bench ckpt --async [OPTIONS]\n" << desc;
-    return -1;
-  }
-  auto bad = [](const std::string& opt, const std::string& v, const char* want) {
-    std::cerr << kCmd << ": " << opt << ": invalid value '" << v << "' (expected " << want << ")\n";
-    return 2;
-  };
-  if (!ParseBytes(bytes, &o->bytes) || o->bytes == 0) return bad("--bytes", bytes, "a byte count such as 64M, 4G");
-  if (o->arrays < 1) return bad("--arrays", std::to_string(o->arrays), "an integer >= 1");
-  if (o->reps < 1) return bad("--reps", std::to_string(o->reps), "an integer >= 1");
-  if (o->every < 1) return bad("--every", std::to_string(o->every), "an integer >= 1");
-  if (o->steps < o->every) return bad("--steps", std::to_string(o->steps), "an integer >= --every");
-  if (!(o->overlap > 0)) return bad("--overlap", std::to_string(o->overlap), "a number > 0");
-  if (o->dir.empty()) {
-    const char* env = std::getenv("BATON_CKPT_DIR");
-    if (env == nullptr || *env == '\0') {
-      std::cerr << kCmd << ": no directory: give --dir or set BATON_CKPT_DIR\n";
-      return 2;
-    }
-    o->dir = env;
-  }
+  if (int rc = ParseBenchArgs(kCmd, "srun ... baton bench ckpt --async [OPTIONS]", desc, args, &vm); rc != 0)
+    return rc;
+  if (int rc = CheckCkptBenchOptions(kCmd, o); rc != 0) return rc;
+  if (o->every < 1) return BadBenchValue(kCmd, "--every", std::to_string(o->every), "an integer >= 1");
+  if (o->steps < o->every) return BadBenchValue(kCmd, "--steps", std::to_string(o->steps), "an integer >= --every");
+  if (!(o->overlap > 0)) return BadBenchValue(kCmd, "--overlap", std::to_string(o->overlap), "a number > 0");
   return 0;
 }
 
-// The slowest rank's seconds; false when a rank failed.
 bool Slowest(MPI_Comm world, double seconds, bool failed, double* slowest) {
-  double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
-  if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return false;
-  *slowest = out[0];
-  return out[1] == 0;
+  return SlowestRank(world, seconds, failed, slowest);
 }
-
-int Failed(const Status& s, int rank) {
-  if (!s.ok())
-    std::cerr << kCmd << ": rank " << rank << ": " << s << "\n";
-  else if (rank == 0)
-    std::cerr << kCmd << ": stopped: another rank failed (see its message)\n";
-  return 1;
-}
+int Failed(const Status& s, int rank) { return BenchFailed(kCmd, s, rank); }
 
 // Fixed CPU work: `iters` dependent multiply-adds over a 64 KiB array
 // (in L2), so that neither the compiler nor the memory system shortens it.
@@ -143,17 +101,10 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
   }
   const MPI_Comm world = rt->world_comm();
   const int P = rt->size(), R = rt->rank();
-  const uint64_t per_rank = o.bytes / static_cast<uint64_t>(P);
-  const uint64_t rows = std::max<uint64_t>(1, per_rank / static_cast<uint64_t>(o.arrays) / (kRowFloats * 4));
-  const uint64_t mine = rows * kRowFloats * 4 * static_cast<uint64_t>(o.arrays);
-  const uint64_t total = mine * static_cast<uint64_t>(P);
-  std::vector<std::vector<float>> arrays(static_cast<size_t>(o.arrays));
-  std::mt19937 gen(static_cast<unsigned>(4321 + R));
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (auto& a : arrays) {
-    a.resize(rows * kRowFloats);
-    for (float& x : a) x = dist(gen);
-  }
+  BenchArrays b = MakeBenchArrays(o, P, R, 4321);
+  const uint64_t rows = b.rows, total = b.total;
+  const uint64_t mine = total / static_cast<uint64_t>(P);
+  std::vector<std::vector<float>>& arrays = b.arrays;
   // The memcpy's destination, faulted in once (as the staging copy is after
   // the first save).
   std::vector<char> copy(mine, 1);
@@ -174,7 +125,7 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
   s = Checkpointer::Create(*rt, co, &ck);
   for (int i = 0; s.ok() && i < o.arrays; ++i)
     s = ck->RegisterSharded("array" + std::to_string(i), arrays[static_cast<size_t>(i)].data(), DType::kF32,
-                            {rows * static_cast<uint64_t>(P), kRowFloats}, rows * static_cast<uint64_t>(R), rows);
+                            {rows * static_cast<uint64_t>(P), kBenchRowFloats}, rows * static_cast<uint64_t>(R), rows);
   if (!Slowest(world, 0, !s.ok(), &t)) return Failed(s, R);
 
   int64_t step = 0;

@@ -25,7 +25,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -33,7 +32,7 @@
 #include "base/median.h"
 #include "baton/checkpointer.h"
 #include "baton/runtime.h"
-#include "cli/byte_size.h"
+#include "cli/bench_options.h"
 #include "cli/commands.h"
 
 namespace baton::cli {
@@ -42,56 +41,28 @@ namespace {
 namespace po = boost::program_options;
 namespace stdfs = std::filesystem;
 constexpr const char* kCmd = "baton bench ckpt --level";
-constexpr uint64_t kRowFloats = 256;  // 1 KiB rows
 
-struct Options {
-  size_t bytes = 256u << 20;
-  int arrays = 8, reps = 5, level = 2;
-  std::string dir, local_dir;
-  bool json = false;
+struct Options : CkptBenchOptions {
+  int level = 2;
+  std::string local_dir;
 };
 
 int ParseOptions(const std::vector<std::string>& args, Options* o) {
   po::options_description desc("baton bench ckpt --level options");
-  std::string bytes = "256M";
+  desc.add_options()("level", po::value(&o->level), "2 or 3: the level printed first (both are measured)");
+  AddCkptBenchHead(&desc, o, "256M");
+  AddCkptBenchTail(&desc, o, "repetitions, default 5", "the shared directory, level 3 (default $BATON_CKPT_DIR)");
   desc.add_options()
-      ("level", po::value(&o->level), "2 or 3: the level printed first (both are measured)")
-      ("bytes", po::value(&bytes), "total bytes over all ranks (K/M/G suffixes), default 256M")
-      ("arrays", po::value(&o->arrays), "sharded arrays the bytes are split into, default 8")
-      ("reps", po::value(&o->reps), "repetitions, default 5")
-      ("dir", po::value(&o->dir), "the shared directory, level 3 (default $BATON_CKPT_DIR)")
       ("local-dir", po::value(&o->local_dir), "the node-local directory, level 2 (default $BATON_LOCAL_DIR)")
-      ("json", po::bool_switch(&o->json), "one JSON object per line")
       ("help,h", "print this text");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << kCmd << ": " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: srun ... baton bench ckpt --level 2|3 [OPTIONS]\n" << desc;
-    return -1;
-  }
-  auto bad = [](const std::string& opt, const std::string& v, const char* want) {
-    std::cerr << kCmd << ": " << opt << ": invalid value '" << v << "' (expected " << want << ")\n";
-    return 2;
-  };
-  if (o->level != 2 && o->level != 3) return bad("--level", std::to_string(o->level), "2 or 3");
-  if (!ParseBytes(bytes, &o->bytes) || o->bytes == 0) return bad("--bytes", bytes, "a byte count such as 64M, 4G");
-  if (o->arrays < 1) return bad("--arrays", std::to_string(o->arrays), "an integer >= 1");
-  if (o->reps < 1) return bad("--reps", std::to_string(o->reps), "an integer >= 1");
-  auto from_env = [](std::string* v, const char* name) {
-    const char* e = std::getenv(name);
-    if (v->empty() && e != nullptr) *v = e;
-  };
-  from_env(&o->dir, "BATON_CKPT_DIR");
-  from_env(&o->local_dir, "BATON_LOCAL_DIR");
-  if (o->dir.empty()) {
-    std::cerr << kCmd << ": no directory: give --dir or set BATON_CKPT_DIR\n";
-    return 2;
+  if (int rc = ParseBenchArgs(kCmd, "srun ... baton bench ckpt --level 2|3 [OPTIONS]", desc, args, &vm); rc != 0)
+    return rc;
+  if (o->level != 2 && o->level != 3) return BadBenchValue(kCmd, "--level", std::to_string(o->level), "2 or 3");
+  if (int rc = CheckCkptBenchOptions(kCmd, o); rc != 0) return rc;
+  if (o->local_dir.empty()) {
+    const char* e = std::getenv("BATON_LOCAL_DIR");
+    if (e != nullptr) o->local_dir = e;
   }
   if (o->local_dir.empty()) {
     std::cerr << kCmd << ": no node-local directory: give --local-dir or set BATON_LOCAL_DIR\n";
@@ -101,19 +72,9 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
 }
 
 bool Slowest(MPI_Comm world, double seconds, bool failed, double* slowest) {
-  double in[2] = {seconds, failed ? 1.0 : 0.0}, out[2] = {0, 1};
-  if (MPI_Allreduce(in, out, 2, MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS) return false;
-  *slowest = out[0];
-  return out[1] == 0;
+  return SlowestRank(world, seconds, failed, slowest);
 }
-
-int Failed(const Status& s, int rank) {
-  if (!s.ok())
-    std::cerr << kCmd << ": rank " << rank << ": " << s << "\n";
-  else if (rank == 0)
-    std::cerr << kCmd << ": stopped: another rank failed (see its message)\n";
-  return 1;
-}
+int Failed(const Status& s, int rank) { return BenchFailed(kCmd, s, rank); }
 
 // Drops the cached pages of every regular file under dir.
 void DropCache(const std::string& dir) {
@@ -139,16 +100,9 @@ int BenchCkptLevelCommand(const std::vector<std::string>& args) {
   }
   const MPI_Comm world = rt->world_comm();
   const int P = rt->size(), R = rt->rank();
-  const uint64_t per_rank = o.bytes / static_cast<uint64_t>(P);
-  const uint64_t rows = std::max<uint64_t>(1, per_rank / static_cast<uint64_t>(o.arrays) / (kRowFloats * 4));
-  const uint64_t total = rows * kRowFloats * 4 * static_cast<uint64_t>(o.arrays) * static_cast<uint64_t>(P);
-  std::vector<std::vector<float>> arrays(static_cast<size_t>(o.arrays));
-  std::mt19937 gen(static_cast<unsigned>(1234 + R));
-  std::uniform_real_distribution<float> dist(-1, 1);
-  for (auto& a : arrays) {
-    a.resize(rows * kRowFloats);
-    for (float& x : a) x = dist(gen);
-  }
+  BenchArrays b = MakeBenchArrays(o, P, R, 1234);
+  const uint64_t rows = b.rows, total = b.total;
+  std::vector<std::vector<float>>& arrays = b.arrays;
   const std::string bench_dir = o.dir + "/baton-bench-ckpt-level";
   CheckpointOptions co;
   co.dir = bench_dir;
@@ -159,7 +113,7 @@ int BenchCkptLevelCommand(const std::vector<std::string>& args) {
   Status s = Checkpointer::Create(*rt, co, &ck);
   for (int i = 0; s.ok() && i < o.arrays; ++i)
     s = ck->RegisterSharded("array" + std::to_string(i), arrays[static_cast<size_t>(i)].data(), DType::kF32,
-                            {rows * static_cast<uint64_t>(P), kRowFloats}, rows * static_cast<uint64_t>(R), rows);
+                            {rows * static_cast<uint64_t>(P), kBenchRowFloats}, rows * static_cast<uint64_t>(R), rows);
   if (s.ok()) s = ck->Save(1);
   if (s.ok() && ck->last_stats().level != 2) {
     s = Status::Unavailable("bench", "the save did not reach level 2 (see the warnings above)");

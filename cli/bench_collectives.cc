@@ -29,6 +29,7 @@
 #include "baton/communicator.h"
 #include "baton/runtime.h"
 #include "baton_config.h"
+#include "cli/bench_options.h"
 #include "cli/byte_size.h"
 #include "cli/collective_case.h"
 #include "cli/commands.h"
@@ -60,8 +61,7 @@ struct Options {
 };
 
 int BadValue(const std::string& option, const std::string& value, const std::string& expected) {
-  std::cerr << kCmd << ": " << option << ": invalid value '" << value << "' (expected " << expected << ")\n";
-  return 2;
+  return BadBenchValue(kCmd, option, value, expected);
 }
 
 // Parses and checks every option; returns 0, or the exit status (2) after
@@ -88,17 +88,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
        "(--tune=FILE; default $BATON_TUNE_FILE, $XDG_CACHE_HOME/baton/tune.json, ~/.cache/baton/tune.json)")
       ("help,h", "print this text");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << kCmd << ": " << e.what() << "\n" << desc;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: baton bench collectives [OPTIONS]\n" << desc;
-    return -1;
-  }
+  if (int rc = ParseBenchArgs(kCmd, "baton bench collectives [OPTIONS]", desc, args, &vm); rc != 0) return rc;
   if (!ParseBytes(minb, &o->min_bytes) || o->min_bytes == 0)
     return BadValue("--minbytes", minb, "a byte count >= 1 such as 8, 1K, 64M");
   if (!ParseBytes(maxb, &o->max_bytes)) return BadValue("--maxbytes", maxb, "a byte count such as 8, 1K, 64M");

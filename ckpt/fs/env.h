@@ -35,6 +35,12 @@ class WritableFile {
   // Writes all n bytes (retrying short writes and EINTR) or fails.
   virtual Status Append(const void* data, size_t n) = 0;
   virtual Status Sync() = 0;   // fsync
+  // Starts the write-back of what was appended since the last call, without
+  // waiting for it: a hint, never durability (only Sync makes bytes
+  // durable). A shard written in pieces, each handed to the disk as soon
+  // as it is copied, keeps the disk busy during the copy of the next: the
+  // fsync at the end then waits for the tail, not for the whole file.
+  virtual void StartWriteback() {}
   virtual Status Close() = 0;  // also done by the destructor, ignoring errors
 };
 

@@ -50,6 +50,12 @@ class FaultEnv::File : public WritableFile {
     return Status::OK();
   }
 
+  // A hint that makes nothing durable: forwarded, and an unsynced write
+  // stays droppable (Sync alone records a sync).
+  void StartWriteback() override {
+    if (!env_->crashed()) target_->StartWriteback();
+  }
+
   Status Close() override { return target_->Close(); }
 
  private:

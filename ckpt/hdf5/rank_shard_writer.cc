@@ -11,9 +11,9 @@
 
 #include "baton/hdf5_mutex.h"
 #include "baton/log.h"
-#include "ckpt/hdf5/attributes.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
 
 namespace baton::ckpt::h5 {
@@ -35,36 +35,10 @@ Status WriteDataset(hid_t file, const ShardArray& a, const std::atomic<bool>* ab
   const bool scalar = a.global_shape.empty();
   std::vector<hsize_t> dims{a.rows};
   for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
-  Hid type, fspace, dcpl, ds;
-  BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
-  if (scalar) {
-    BATON_H5_OPEN(fspace, H5Screate(H5S_SCALAR), H5Sclose);
-  } else {
-    BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  }
-  BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)));
-  BATON_H5_OPEN(ds, H5Dcreate2(file, a.name.c_str(), type.get(), fspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                H5Dclose);
-  BATON_RETURN_IF_ERROR(WriteStringAttribute(ds.get(), "dtype", std::string(DTypeName(a.dtype))));
-  hsize_t shape_len = a.global_shape.size();
-  BATON_RETURN_IF_ERROR(
-      WriteAttribute(ds.get(), "global_shape", H5T_STD_U64LE, 1, &shape_len, a.global_shape.data()));
-  const uint64_t row_map[3] = {0, a.first_row, a.rows};
-  hsize_t map_dims[2] = {1, 3};
-  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "row_map", H5T_STD_U64LE, 2, map_dims, row_map));
-  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "offset", H5T_STD_U64LE, 0, nullptr, &a.first_row));
-  uint8_t replicated = a.replicated ? 1 : 0;
-  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
+  Hid type, fspace, ds;
+  BATON_RETURN_IF_ERROR(CreateShardDataset(file, a, a.rows, {0, a.first_row, a.rows}, &type, &fspace, &ds, offset));
   const uint64_t bytes = a.rows * a.row_bytes;
-  if (bytes > 0) {
-    const haddr_t at = H5Dget_offset(ds.get());
-    if (at == HADDR_UNDEF) return Status::Internal(log::kCkpt, "dataset " + a.name + " has no data address");
-    *offset = at;
-    *extent = {at, at + bytes};
-  }
+  if (bytes > 0) *extent = {*offset, *offset + bytes};
 
   Hid mspace;
   if (scalar) {

@@ -11,9 +11,9 @@
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checksum.h"
-#include "ckpt/hdf5/attributes.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
 #include "mpi_runtime/mpi_check.h"
 
@@ -50,55 +50,23 @@ Status CreateDataset(hid_t file, const ShardArray& a, const std::vector<MemberRo
   if (ds_rows == 0) return Status::OK();  // the group holds none of it
 
   // A scalar (global shape {}) is an HDF5 scalar dataspace, as h5py writes
-  // one; its one "row" is written by the member that holds it.
+  // one; its one "row" is written by the member that holds it. The
+  // attributes hold the same values on every member: collective metadata.
+  std::vector<uint64_t> row_map;
+  uint64_t ds_row = 0;
+  for (const MemberRows& m : members) {
+    if (m.rows == 0) continue;
+    row_map.insert(row_map.end(), {ds_row, m.first_row, m.rows});
+    ds_row += m.rows;
+  }
+  Hid type, fspace, ds;
+  BATON_RETURN_IF_ERROR(CreateShardDataset(file, a, ds_rows, row_map, &type, &fspace, &ds, &out->offset));
   const bool scalar = a.global_shape.empty();
   std::vector<hsize_t> dims{ds_rows};
   for (size_t i = 1; i < a.global_shape.size(); ++i) dims.push_back(a.global_shape[i]);
-  Hid type, fspace, dcpl, ds;
-  BATON_RETURN_IF_ERROR(MakeH5Type(a.dtype, &type));
-  if (scalar) {
-    BATON_H5_OPEN(fspace, H5Screate(H5S_SCALAR), H5Sclose);
-  } else {
-    BATON_H5_OPEN(fspace, H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  }
-  BATON_H5_OPEN(dcpl, H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS)));
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY)));
-  // Every byte is written by a member: filling first would write it all twice.
-  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER)));
-  BATON_H5_OPEN(ds, H5Dcreate2(file, a.name.c_str(), type.get(), fspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-                H5Dclose);
-
-  // Attributes (same values on every member: they are collective metadata).
-  BATON_RETURN_IF_ERROR(WriteStringAttribute(ds.get(), "dtype", std::string(DTypeName(a.dtype))));
-  hsize_t shape_len = a.global_shape.size();
-  BATON_RETURN_IF_ERROR(
-      WriteAttribute(ds.get(), "global_shape", H5T_STD_U64LE, 1, &shape_len, a.global_shape.data()));
-  std::vector<uint64_t> row_map;
-  bool consecutive = true;
-  uint64_t ds_row = 0, next_global = 0;
-  for (const MemberRows& m : members) {
-    if (m.rows == 0) continue;
-    if (!row_map.empty() && m.first_row != next_global) consecutive = false;
-    row_map.insert(row_map.end(), {ds_row, m.first_row, m.rows});
-    ds_row += m.rows;
-    next_global = m.first_row + m.rows;
-  }
-  hsize_t map_dims[2] = {row_map.size() / 3, 3};
-  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "row_map", H5T_STD_U64LE, 2, map_dims, row_map.data()));
-  if (consecutive) {
-    BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "offset", H5T_STD_U64LE, 0, nullptr, &row_map[1]));
-  }
-  uint8_t replicated = a.replicated ? 1 : 0;
-  BATON_RETURN_IF_ERROR(WriteAttribute(ds.get(), "replicated", H5T_STD_U8LE, 0, nullptr, &replicated));
   // Allocated early: where the data lie is known now (the same on every
   // member: metadata is collective).
   out->bytes = ds_rows * a.row_bytes;
-  if (out->bytes > 0) {
-    const haddr_t offset = H5Dget_offset(ds.get());
-    if (offset == HADDR_UNDEF) return Status::Internal(log::kCkpt, "dataset " + a.name + " has no data address");
-    out->offset = offset;
-  }
   out->ds = std::move(ds);
   out->type = std::move(type);
   out->dims = scalar ? std::vector<hsize_t>() : dims;
@@ -332,6 +300,7 @@ Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<MyRo
       sum.Update(m.data + at, n);
       clock->Lap("hash");
       BATON_RETURN_IF_ERROR(f->Append(m.data + at, n));
+      f->StartWriteback();  // the disk writes this piece while the next is copied
       clock->Lap("write");
     }
     (*xxh3)[i] = sum.Digest();

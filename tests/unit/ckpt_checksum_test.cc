@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "ckpt/base64.h"
+#include "ckpt/overlapped_hash.h"
 
 namespace baton::ckpt {
 namespace {
@@ -21,6 +23,32 @@ TEST(CkptChecksum, StreamEqualsOneShot) {
   for (size_t i = 0; i < data.size(); i += 777) s.Update(data.data() + i, std::min<size_t>(777, data.size() - i));
   EXPECT_EQ(s.Digest(), Xxh3(data.data(), data.size()));
   EXPECT_NE(Xxh3(data.data(), data.size() - 1), Xxh3(data.data(), data.size()));
+}
+
+// The restore's use: pieces read into two buffers in turn, each buffer
+// refilled as soon as the Submit after its own returns. A digest that
+// differs means a piece was hashed out of order, twice, or after its
+// buffer was refilled.
+TEST(CkptChecksum, OverlappedHashOfPiecesInTwoBuffersEqualsOneShot) {
+  std::string data(3 * 1000 * 1000 + 17, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 2654435761u >> 13);
+  const size_t piece = 65536;
+  std::string buf[2] = {std::string(piece, '\0'), std::string(piece, '\0')};
+  OverlappedHash h;
+  size_t k = 0;
+  for (size_t at = 0; at < data.size(); at += piece, ++k) {
+    const size_t n = std::min(piece, data.size() - at);
+    std::string& b = buf[k % 2];
+    b.assign(data, at, n);  // the buffer of piece k - 2: Submit(k - 1) returned, so it is free
+    h.Submit(b.data(), n);
+  }
+  buf[k % 2].assign(piece, 'x');  // not the last piece's buffer: free since its Submit returned
+  const uint64_t digest = h.Finish();
+  EXPECT_EQ(digest, Xxh3(data.data(), data.size()));
+  EXPECT_EQ(h.Finish(), digest);  // nothing in flight: the same digest again
+  OverlappedHash none;
+  none.Submit(data.data(), 0);
+  EXPECT_EQ(none.Finish(), Xxh3("", 0));
 }
 
 TEST(CkptChecksum, HexRoundTripAndStrictness) {

@@ -1,0 +1,30 @@
+// One array's dataset in a shard file, created the one way both shard
+// writers (shard_writer.cc, a group's file; rank_shard_writer.cc, one
+// rank's file) create it, so that their files do not differ in anything a
+// reader (ShardReader, h5py, h5dump) checks.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "baton/status.h"
+#include "ckpt/hdf5/h5_check.h"
+#include "ckpt/hdf5/shard_writer.h"
+
+namespace baton::ckpt::h5 {
+
+// Creates `a.name` in `file` with `ds_rows` rows (an HDF5 scalar dataspace
+// when a.global_shape is empty, as h5py writes a scalar): contiguous,
+// allocated at creation (its data's offset is known before any write),
+// never filled (every byte is written by a writer: filling first would
+// write it all twice), with the attributes dtype, global_shape, row_map
+// (`row_map`: (dataset row, global row, rows) triples), offset (the first
+// global row, when the triples' global rows follow one another) and
+// replicated. *type, *fspace and *ds are the dataset's; *offset is its
+// data's offset in the file (left alone when it holds no bytes).
+Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, const std::vector<uint64_t>& row_map,
+                          Hid* type, Hid* fspace, Hid* ds, uint64_t* offset);
+
+}  // namespace baton::ckpt::h5

@@ -1,0 +1,71 @@
+// What every `baton bench` subcommand parses and says the same way: its
+// command line (Boost.Program_options errors and --help), an invalid value
+// (named, with what was expected), the options of the checkpoint
+// benchmarks, and how a benchmark that runs on every rank stops.
+#pragma once
+
+#include <mpi.h>
+
+#include <boost/program_options.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/status.h"
+
+namespace baton::cli {
+
+// Parses args against desc. Returns 0 when parsed, 2 after an error said on
+// stderr (with desc), -1 after --help said on stdout ("usage: USAGE" and
+// desc). desc must hold "help,h".
+int ParseBenchArgs(const std::string& cmd, const std::string& usage,
+                   const boost::program_options::options_description& desc, const std::vector<std::string>& args,
+                   boost::program_options::variables_map* vm);
+
+// "CMD: OPTION: invalid value 'VALUE' (expected EXPECTED)" on stderr; returns 2.
+int BadBenchValue(const std::string& cmd, const std::string& option, const std::string& value,
+                  const std::string& expected);
+
+// --bytes, --arrays, --reps, --dir and --json of `baton bench ckpt` and its
+// --async and --level forms.
+struct CkptBenchOptions {
+  size_t bytes = 0;          // parsed from bytes_text by CheckCkptBenchOptions
+  std::string bytes_text;    // as given, or the default
+  int arrays = 8, reps = 5;
+  std::string dir;           // $BATON_CKPT_DIR when not given
+  bool json = false;
+};
+// Adds --bytes (default bytes_default) and --arrays; --reps, --dir and
+// --json come with AddCkptBenchTail, so that each benchmark keeps its own
+// options between them in its --help.
+void AddCkptBenchHead(boost::program_options::options_description* desc, CkptBenchOptions* o,
+                      const std::string& bytes_default);
+void AddCkptBenchTail(boost::program_options::options_description* desc, CkptBenchOptions* o,
+                      const std::string& reps_help, const std::string& dir_help);
+// Checks them after parsing: bytes a byte count > 0, arrays and reps >= 1,
+// a directory given or in $BATON_CKPT_DIR. Returns 0, or 2 after the error.
+int CheckCkptBenchOptions(const std::string& cmd, CkptBenchOptions* o);
+
+// Each rank's part of the benchmark's checkpoint: --arrays float arrays of
+// rows of kBenchRowFloats (1 KiB), each rank `rows` rows of each (its part
+// of --bytes, at least one row), random values from a seed per rank.
+constexpr uint64_t kBenchRowFloats = 256;
+struct BenchArrays {
+  uint64_t rows = 0;   // per array and rank
+  uint64_t total = 0;  // bytes over all ranks, as used (a multiple of the rows)
+  std::vector<std::vector<float>> arrays;
+};
+BenchArrays MakeBenchArrays(const CkptBenchOptions& o, int ranks, int rank, unsigned seed);
+
+// The slowest rank's seconds (MPI_MAX over world); false when any rank
+// failed, or the reduction itself did.
+bool SlowestRank(MPI_Comm world, double seconds, bool failed, double* slowest);
+// Says why a benchmark stops: this rank's error, or on rank 0 that another
+// rank failed (its own message says why). Returns 1, the exit status.
+int BenchFailed(const std::string& cmd, const std::string& mine, int rank);
+inline int BenchFailed(const std::string& cmd, const Status& s, int rank) {
+  return BenchFailed(cmd, s.ok() ? std::string() : s.ToString(), rank);
+}
+
+}  // namespace baton::cli
