@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/launch/quote.h"
 #include "base/launch/slurm_queries.h"
 #include "base/launch/step_layout.h"
 #include "tests/fuzz/fuzz_input.h"
@@ -32,12 +33,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   baton::Status s = Libslurm().ExpandHostlist(f[0], kFuzzMaxHosts, &hosts);
   if (s.ok() && (hosts.empty() || hosts.size() > kFuzzMaxHosts)) std::abort();
   // libslurm reads some malformed lists as one "host" that keeps the
-  // list's syntax ("gpu-[1-2]-[01x6)" gives "gpu-[1-2]-]"); baton's callers
-  // refuse such a name (slurm_facts.cc, CheckHost), so only lists of real
-  // host names must survive compressing and expanding again.
-  bool names = s.ok();
+  // list's syntax ("gpu-[1-2]-[01x6)" gives "gpu-[1-2]-]"), and any blank
+  // or control character as a separator; baton's callers refuse such a list
+  // or name (slurm_facts.cc: HasControlOrBlank on the list, CheckHost on
+  // each name), so only lists they accept must survive compressing and
+  // expanding again. (A form feed passed the hand-written filter this had
+  // before: "gpu-,\f2,1,0" expanded to a host "\f2" that came back as "2".)
+  bool names = s.ok() && !HasControlOrBlank(f[0]);
   for (const std::string& h : hosts)
-    if (h.empty() || h.find_first_of("#,[]=() \t\r\n") != std::string::npos) names = false;
+    if (h.empty() || HasControlOrBlank(h) || h.find_first_of("#,[]=()") != std::string::npos) names = false;
   if (names) {
     std::string again;
     if (Libslurm().CompressHostlist(hosts, &again).ok()) {

@@ -395,6 +395,18 @@ TEST(HostileValues, ANewlineInAHostNameNeverReachesAFile) {
 
 // Found by tests/fuzz/fuzz_layout: libslurm reads this malformed list as
 // one host named "gpu-[1-2]-]"; the name never reaches a hostfile.
+// Found by fuzz_layout (scripts/check --full, 2026-12-02): libslurm reads a
+// form feed as a separator, so "gpu-,\f2,1,0" would have named a host "2"
+// that the list never held. The list is refused before libslurm sees it.
+TEST(HostileValues, AFormFeedInANodeListIsRefusedBeforeLibslurmReadsItAsABlank) {
+  for (const char* list : {"gpu-,\f2,1,0", "n1,\vn2", "n1\x7f,n2"}) {
+    Env env = TaskEnv();
+    env["SLURM_STEP_NODELIST"] = list;
+    env["SLURM_STEP_NUM_NODES"] = "2";
+    ExpectRefused(env, "holds a blank or a control character");
+  }
+}
+
 TEST(HostileValues, AListLibslurmReadsAsOneBracketedHostIsRefused) {
   Env env = TaskEnv();
   env.erase("SLURM_STEP_ID");
