@@ -205,7 +205,13 @@ test_mpi_init_past_its_deadline_exits_75() {
   out=$(BATON_COLLECTIVE_TIMEOUT=$T timeout 60 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives \
     -b 64K -e 64K -n 10 2>&1) || rc=$?
   echo "$out"
-  expect_eq "$rc" 75 "exit code of mpirun"
-  echo "$out" | grep -q "Runtime::Create: MPI_Init_thread timed out after $T s" || fail "no timeout naming MPI_Init_thread"
+  # The ranks' word, not only mpirun's exit code: with every rank gone
+  # inside MPI_Init, mpirun itself once died of SIGPIPE (exit 141, in CI on
+  # a loaded machine) though the rank it names exited 75; and mpirun kills
+  # the other ranks as soon as one exits, so not every rank gets to say it.
+  [ "$rc" -eq 75 ] || [ "$rc" -eq 141 ] || fail "mpirun exit $rc (75 expected; 141: Open MPI's SIGPIPE)"
+  echo "$out" | grep -q "Runtime::Create: MPI_Init_thread timed out after $T s; exiting with 75" ||
+    fail "no rank said MPI_Init_thread timed out and that it exits 75"
+  echo "$out" | grep -Eq "Exit code: +75" || fail "mpirun does not name a rank that exited 75"
   ! echo "$out" | grep -q "ThreadSanitizer" || fail "a ThreadSanitizer report"
 }
