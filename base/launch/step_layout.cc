@@ -125,6 +125,11 @@ Status LayoutFromDistribution(std::vector<std::string> nodes, const std::vector<
   for (int c : counts) total += c;
   if (total > kMaxTasks)
     return Status::InvalidArgument(kComponent, "more than " + std::to_string(kMaxTasks) + " tasks");
+  // Counts of 0 on some nodes are fine; none at all is no step, and its
+  // task map would be the empty one DecodeTaskMap refuses (found by
+  // fuzz_layout: tasks per node "0,0" was laid out, then not read back).
+  if (total == 0)
+    return Status::InvalidArgument(kComponent, "the task counts add up to 0 tasks (a step has at least one task)");
   out->task_node = Deal(counts, chunk);
   out->nodes = std::move(nodes);
   return Status::OK();

@@ -47,7 +47,8 @@ Status LayoutFromNodeTasks(std::vector<std::string> nodes,
 // round). These are Slurm's distributions for the counts it reports; the
 // plugin's srun side checks the rebuilt layout against Slurm's real one
 // before it names a distribution (DistributionOf), so a layout Slurm made
-// some other way is never rebuilt wrongly.
+// some other way is never rebuilt wrongly. A node may hold 0 tasks; counts
+// that add up to 0 are InvalidArgument (a step has at least one task).
 Status LayoutFromDistribution(std::vector<std::string> nodes, const std::vector<int>& counts,
                               std::string_view distribution, StepLayout* out);
 

@@ -105,6 +105,23 @@ TEST(Distribution, BadNamesAreErrorsNamingThem) {
   EXPECT_FALSE(LayoutFromDistribution({"a", "b"}, {2}, "block", &l).ok()) << "2 nodes, 1 count";
 }
 
+// fuzz_layout (scripts/check --full, 2026-12-02): counts "0,0" were laid
+// out as a step of no tasks, whose task map ("") DecodeTaskMap refuses.
+TEST(Distribution, CountsOfNoTaskAtAllAreRefusedWhileSomeZerosAreFine) {
+  StepLayout l;
+  for (const char* d : {"block", "cyclic", "plane=2"}) {
+    Status s = LayoutFromDistribution({"a", "b"}, {0, 0}, d, &l);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << d;
+    EXPECT_NE(s.message().find("0 tasks"), std::string::npos) << s;
+  }
+  EXPECT_FALSE(LayoutFromCounts({}, {}, &l).ok()) << "no node, no count";
+  ASSERT_TRUE(LayoutFromDistribution({"a", "b", "c"}, {0, 2, 0}, "cyclic", &l).ok());
+  EXPECT_EQ(l.task_node, (std::vector<int>{1, 1}));
+  std::vector<int> back;
+  ASSERT_TRUE(DecodeTaskMap(EncodeTaskMap(l.task_node), l.num_nodes(), &back).ok());
+  EXPECT_EQ(back, l.task_node);
+}
+
 // --- the task map ------------------------------------------------------------------
 
 TEST(TaskMap, EncodesRunsAndRoundTrips) {
