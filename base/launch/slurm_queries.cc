@@ -82,6 +82,26 @@ class LibslurmQueries : public SlurmQueries {
       free(text);
     }
     slurm_hostlist_destroy(hl);
+    if (!s.ok()) return s;
+    // The list is only worth handing over if it expands to the same hosts.
+    // libslurm reads a name's trailing digits as an unsigned long: a name
+    // whose digits pass 2^64 ("node" + 26 digits) comes back as
+    // "node00000018446744073709551615" (found by fuzz_layout). Refused,
+    // naming the first host that does not survive, rather than handing
+    // every task the wrong addresses.
+    std::vector<std::string> back;
+    s = ExpandHostlist(*hostlist, hosts.size(), &back);
+    for (size_t i = 0; s.ok() && i < hosts.size(); ++i) {
+      if (i >= back.size() || back[i] != hosts[i])
+        s = Status::InvalidArgument(kComponent, "host " + Quoted(hosts[i]) +
+                                                    " does not survive a Slurm host list (it comes back as " +
+                                                    (i < back.size() ? Quoted(back[i]) : std::string("nothing")) +
+                                                    "; a number in a name past 2^64?)");
+    }
+    if (s.ok() && back.size() != hosts.size())
+      s = Status::InvalidArgument(kComponent, "the host list " + Quoted(*hostlist) + " does not expand to its " +
+                                                  std::to_string(hosts.size()) + " hosts");
+    if (!s.ok()) hostlist->clear();
     return s;
   }
 

@@ -52,5 +52,19 @@ TEST(LibslurmHostlist, CompressesAddressesKeepingTheirOrder) {
   EXPECT_EQ(back, (std::vector<std::string>{"10.0.0.12", "10.0.0.13", "10.0.0.11"})) << list;
 }
 
+// fuzz_layout (2026-12-02): libslurm reads a name's trailing digits as an
+// unsigned long, so a name whose number passes 2^64 came back from the
+// compressed list as another name. Compressing now refuses it, naming it.
+TEST(LibslurmHostlist, ANameLibslurmCannotHoldIsRefusedNotHandedOverChanged) {
+  const std::string big = "node33333333333333333333333001";
+  std::string list = "left over";
+  Status s = Libslurm().CompressHostlist({big, "node33333333333333333333333002"}, &list);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("'" + big + "'"), std::string::npos) << s;
+  EXPECT_EQ(list, "");
+  ASSERT_TRUE(Libslurm().CompressHostlist({"node001", "node002", "node003"}, &list).ok());
+  EXPECT_EQ(list, "node[001-003]");
+}
+
 }  // namespace
 }  // namespace baton::launch
