@@ -12,6 +12,7 @@
 
 #include "base/launch/component.h"
 #include "base/launch/decimal.h"
+#include "base/launch/hostlist_bound.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 
@@ -43,6 +44,9 @@ class LibslurmQueries : public SlurmQueries {
  public:
   Status ExpandHostlist(const std::string& hostlist, size_t max_hosts, std::vector<std::string>* hosts) override {
     hosts->clear();
+    // libslurm builds every host while it parses; a list of more than the
+    // caller can hold is refused before it is handed over.
+    BATON_RETURN_IF_ERROR(CheckHostlistBound(hostlist, max_hosts));
     hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
     if (hl == nullptr) return Status::InvalidArgument(kComponent, "host list " + Quoted(hostlist) + " is malformed");
     // Counted from the ranges, before a single host is made.
