@@ -32,7 +32,8 @@ test_make_install_stages_everything() {
   for f in usr/local/bin/baton usr/local/include/baton/status.h usr/local/include/baton/log.h \
            usr/local/include/baton/version.h usr/local/lib/libbaton.so usr/local/lib/pkgconfig/baton.pc \
            usr/local/share/man/man1/baton.1 usr/local/share/man/man7/baton.7 \
-           usr/local/share/man/man3/baton.3 usr/local/share/man/man8/spank-baton.8 "${plugindir#/}/spank_baton.so"; do
+           usr/local/share/man/man3/baton.3 usr/local/share/man/man8/spank-baton.8 \
+           usr/local/share/doc/baton/docs/recovery.md usr/local/share/doc/baton/examples/train.sbatch "${plugindir#/}/spank_baton.so"; do
     [ -e "$d/$f" ] || fail "not installed: /$f"
   done
   [ ! -e "$d/${plugindir#/}/spank_baton.la" ] || fail "libtool's spank_baton.la was installed into the plugin directory"
