@@ -199,6 +199,10 @@ Status CheckpointerImpl::CompletePending() {
 Status CheckpointerImpl::AbandonPending(const Status& failure) {
   const std::string vdir = pending_->vdir;
   const int64_t step = pending_->step;
+  // Every rank is past its writer and its file work (the callers agreed
+  // first): what the save left on node-local storage goes too, so that a
+  // full disk recovers within the job.
+  if (pending_->level2 && node_leader_) local_.RemoveVersionDir(pending_->name);
   pending_.reset();
   if (rank_ == 0) {
     Status rm = env_->RemoveTree(vdir);

@@ -194,7 +194,16 @@ struct CheckpointStats {
   // The level of the version saved or restored: 2 node-local (a save: level
   // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
   int level = 0;
-  bool shared = false;  // a save: the version was committed in `dir` too
+  bool shared = false;  // a save: the version was committed in `dir` (level 3)
+  // A save with level 2 on, per level (docs/recovery.md, "A save's outcome
+  // per level"): whether level 2 committed the version on every node, and
+  // why a level failed ("" when it committed, or was not due). The save
+  // returns OK when either level committed the version (the failed one is
+  // logged as a warning and given here), and a restore then uses the level
+  // that holds it; when neither did, the save fails and nothing is kept.
+  bool level2_committed = false;
+  std::string level2_failure;
+  std::string level3_failure;
   // A save with level 2 on: its phases are the commit's (local_index,
   // exchange, local_manifest, shared) and bytes_partner the bytes of
   // partner copies this rank received (the exchange is the part of the
@@ -265,7 +274,12 @@ struct RestoreOptions {
   // Which level serves the restore: 0 (default) the fastest that holds the
   // newest version (node-local copies, level 2, else the shared directory);
   // 3: the shared directory only (level 2 is not read). Others:
-  // InvalidArgument.
+  // InvalidArgument. Level 3's directory is the record of what exists: a
+  // level-2 copy of a version that level 3 committed is used only while
+  // level 3 still holds it, and one of a version level 3 never got only
+  // while level 3 still holds the version it followed, so a version
+  // removed from `dir` (`baton ckpt gc`, rm -r: a rollback) never comes
+  // back from level 2 (docs/recovery.md).
   int from_level = 0;
 };
 
