@@ -30,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -303,6 +304,10 @@ class CheckpointerImpl : public Checkpointer {
   std::vector<int> partner_;     // level 2: the rank keeping each rank's copy (-1: one node)
   bool node_leader_ = false;     // the first rank of its node: the node's manifests, retention
   int64_t level_saves_ = 0;      // saves with level 2 on, for shared_every
+  // WaitOrAbandon's bound (Now() seconds) while it commits a written save:
+  // the partner exchange and the copies to level 3 stop there; infinity
+  // otherwise.
+  double commit_deadline_ = std::numeric_limits<double>::infinity();
   // Rank 0, level 2 on: level 3's newest complete version, "-" for none,
   // empty when not known (Level3Record's base).
   std::string level3_newest_;

@@ -182,7 +182,7 @@ Status CheckpointerImpl::CommitPendingLevels() {
     }
     agreed = Agree(comm_, local);  // every receiver's directories, before any rank starts sending
     if (agreed.ok()) {
-      local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &received);
+      local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &received, commit_deadline_);
       agreed = Agree(comm_, local);
     }
     if (!agreed.ok()) level2_failed(agreed, "the partner copies");

@@ -39,7 +39,7 @@ Status CheckpointerImpl::CommitLevel3(const Manifest* level2) {
   if (local.ok() && !p.outcome.shared_written) {
     uint64_t bytes = 0;
     local = CopyFileDurably(env_, local_.VersionDir(p.name) + "/" + file, p.vdir + "/" + file, options_.file_mode,
-                            &bytes);
+                            &bytes, nullptr, commit_deadline_);
   }
   if (local.ok()) local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
   BATON_RETURN_IF_ERROR(Agree(comm_, local));

@@ -2,6 +2,7 @@
 #include "ckpt/node_local_level.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -69,7 +70,7 @@ Level3Record ParseLevel3Record(const std::string& text) {
 }
 
 Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
-                       const std::atomic<bool>* abandon) {
+                       const std::atomic<bool>* abandon, double deadline) {
   *bytes = 0;
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(from, &info));
@@ -85,6 +86,10 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
     // copy of a large shard to a slow shared file system.
     if (abandon != nullptr && abandon->load(std::memory_order_relaxed)) {
       s = Status::Aborted(log::kCkpt, "the copy of " + from + " was abandoned");
+      break;
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() > deadline) {
+      s = Status::Aborted(log::kCkpt, "the copy of " + from + " ran past its deadline (WaitOrAbandon's bound)");
       break;
     }
     const uint64_t n = std::min(kCopyPieceBytes, info.size - off);

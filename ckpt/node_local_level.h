@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,12 @@ Level3Record ParseLevel3Record(const std::string& text);
 
 // Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
 // rename, directory fsync); *bytes: the size copied. Aborted (nothing left
-// behind) once *abandon is set, checked before each piece.
+// behind) once *abandon is set or the steady clock is past `deadline`
+// (seconds since its epoch: WaitOrAbandon's bound), checked before each
+// piece.
 Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
-                       const std::atomic<bool>* abandon = nullptr);
+                       const std::atomic<bool>* abandon = nullptr,
+                       double deadline = std::numeric_limits<double>::infinity());
 
 class NodeLocalLevel {
  public:

@@ -7,6 +7,8 @@
 // private disks: tests/cluster/test_ckpt.sh.
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <set>
 
@@ -18,6 +20,36 @@
 
 namespace baton::ckpt_testing {
 namespace {
+
+// Every piece written into a partner/ directory takes `delay` longer: a
+// partner node whose disk is slow.
+class SlowPartnerEnv : public ckpt::fs::EnvWrapper {
+ public:
+  explicit SlowPartnerEnv(double delay) : EnvWrapper(ckpt::fs::Env::Default()), delay_(delay) {}
+  Status NewWritableFile(const std::string& path, mode_t mode,
+                         std::unique_ptr<ckpt::fs::WritableFile>* out) override {
+    BATON_RETURN_IF_ERROR(EnvWrapper::NewWritableFile(path, mode, out));
+    if (path.find("/partner/") != std::string::npos) *out = std::make_unique<Slow>(std::move(*out), delay_);
+    return Status::OK();
+  }
+
+ private:
+  class Slow : public ckpt::fs::WritableFile {
+   public:
+    Slow(std::unique_ptr<ckpt::fs::WritableFile> f, double delay) : f_(std::move(f)), delay_(delay) {}
+    Status Append(const void* data, size_t n) override {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay_));
+      return f_->Append(data, n);
+    }
+    Status Sync() override { return f_->Sync(); }
+    Status Close() override { return f_->Close(); }
+
+   private:
+    std::unique_ptr<ckpt::fs::WritableFile> f_;
+    double delay_;
+  };
+  double delay_;
+};
 
 class Levels : public CkptTest {
  protected:
@@ -738,6 +770,56 @@ TEST_F(Levels, BothLevelsFailingFailTheSave) {
   s = ck->Restore(RestoreOptions(), &rr);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(rr.step, 1);
+}
+
+// WaitOrAbandon's bound holds through the commit of a level-2 save: with
+// every shard written (and copied to level 3) in time, a partner exchange
+// slowed to 2 s a piece (3 pieces a shard: 6 s and more unbounded) stops
+// at the bound plus one piece; the version is then saved at level 3 (its
+// shards were there), level 2's failure reported, no partner file left.
+TEST_F(Levels, WaitOrAbandonBoundHoldsThroughASlowPartnerExchange) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  SlowPartnerEnv slow(2.0);
+  auto ck = Make(2, /*shared_every=*/1, &slow);
+  ASSERT_TRUE(ck);
+  const uint64_t row = 1u << 20, rows = 33;  // 33 MiB a rank: pieces of 16, 16 and 1 MiB
+  std::vector<uint8_t> big(rows * row, static_cast<uint8_t>(Rank() + 1));
+  ASSERT_TRUE(ck->RegisterSharded("big", big.data(), DType::kU8, {rows * static_cast<uint64_t>(Size()), row},
+                                  rows * static_cast<uint64_t>(Rank()), rows)
+                  .ok());
+  ASSERT_TRUE(ck->SaveAsync(1).ok());
+  // Every writer done (its shard local and in level 3) before the stop.
+  while (ck->async_status().state == AsyncSaveStatus::State::kWriting) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ck->async_status().state, AsyncSaveStatus::State::kWritten);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double bound = 0.5;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = ck->WaitOrAbandon(bound);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(s.ok()) << s;
+  // The bound, one 2-s piece, and the level-3 commit's indexes, manifest
+  // and fsyncs on a loaded machine; unbounded it is 6 s of pieces alone.
+  EXPECT_LT(took, bound + 2.0 + 2.0);
+  const CheckpointStats st = ck->last_stats();
+  EXPECT_EQ(st.level, 3);
+  EXPECT_TRUE(st.shared);
+  EXPECT_FALSE(st.level2_committed);
+  EXPECT_NE(st.level2_failure.find("deadline"), std::string::npos) << st.level2_failure;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
+    EXPECT_TRUE(Versions(local_ + "/" + ck->run_id()).empty()) << "the cut level-2 save is removed";
+  }
+  std::fill(big.begin(), big.end(), 0);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(big.front(), static_cast<uint8_t>(Rank() + 1));
+  EXPECT_EQ(big.back(), static_cast<uint8_t>(Rank() + 1));
 }
 
 }  // namespace
