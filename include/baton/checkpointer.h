@@ -446,7 +446,12 @@ class Checkpointer {
   // each writer stops at its next slab (at most 64 MiB), the ranks agree,
   // rank 0 removes the version directory, and every rank gets Aborted
   // naming the step. Returns within about timeout_seconds plus one slab's
-  // write, so the job exits within Slurm's grace period.
+  // write, so the job exits within Slurm's grace period. With level 2 the
+  // commit keeps the same bound: the partner exchange (its rounds agreed,
+  // no piece written past the deadline) and the copies to level 3 stop at
+  // the deadline (plus one 16 MiB piece); the version is then saved at the
+  // level that completed (level 3 when the writers had copied it there:
+  // OK, CheckpointStats says which), else abandoned (Aborted).
   virtual Status WaitOrAbandon(double timeout_seconds) = 0;
   // This rank's save in flight. Local, non-blocking, no MPI.
   virtual AsyncSaveStatus async_status() const = 0;
