@@ -139,6 +139,18 @@ struct CheckpointOptions {
   // there, and a verified copy of it to the same local rank of the next
   // node in a ring (over MPI). With level 2 on, Save writes as SaveAsync
   // followed by Wait (one shard per rank).
+  //
+  // A site's plugin key local_root exports BATON_LOCAL_DIR to every
+  // --baton step (man spank-baton(8)), so it turns level 2 on for a program
+  // that did not ask for it. Its consequences: group_size is not used (one
+  // shard file per rank); every save, Save included, keeps one staging copy
+  // of this rank's state in memory for the Checkpointer's life (its sharded
+  // rows and every replicated array whole; not bounded as a synchronous
+  // save's extra memory is); each save sends this rank's shard to a rank of
+  // the next node (network, and node-local disk for own and partner copies
+  // of local_keep versions); restores read level 2 when it holds the newest
+  // version level 3 still records. A program that wants none of it sets
+  // level2 = false.
   std::string local_dir;
   // false: level 2 off, even where $BATON_LOCAL_DIR is set (the plugin
   // exports it on every node of a job started with --baton-local-dir, or
