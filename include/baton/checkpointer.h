@@ -427,6 +427,10 @@ class Checkpointer {
   // every rank before anything is written), and commits it; then applies
   // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
+  // With level 2 on (local_dir) the save succeeds when either level
+  // committed the version: a failure of the other is a warning in the log
+  // and in last_stats() (level2_failure, level3_failure), and a restore
+  // uses the level that holds it. The same holds for SaveAsync's commit.
   virtual Status Save(int64_t step) = 0;
 
   // Asynchronous save of version `step`: completes the save in flight, if
