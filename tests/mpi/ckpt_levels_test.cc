@@ -125,6 +125,28 @@ TEST_F(Levels, TheRingPairsRanksAcrossNodesEvenWhenUneven) {
   EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0}), (std::vector<int>{-1, -1, -1}));
 }
 
+// The record of what level 3 did with a version (node_local_level.h): its
+// two forms round-trip; anything else (a truncated, edited or foreign file)
+// is unknown, which restore treats as committed (the safe side: used only
+// while level 3 holds the version).
+TEST_F(Levels, TheLevel3RecordParsesItsTwoFormsAndNothingElse) {
+  using K = ckpt::Level3Record::Kind;
+  ckpt::Level3Record r;
+  r.kind = K::kCommitted;
+  EXPECT_EQ(ckpt::EncodeLevel3Record(r), "committed\n");
+  EXPECT_EQ(ckpt::ParseLevel3Record("committed\n").kind, K::kCommitted);
+  r.kind = K::kAbsent;
+  r.base = ckpt::VersionName(7, 30);
+  const ckpt::Level3Record back = ckpt::ParseLevel3Record(ckpt::EncodeLevel3Record(r));
+  EXPECT_EQ(back.kind, K::kAbsent);
+  EXPECT_EQ(back.base, r.base);
+  EXPECT_EQ(ckpt::ParseLevel3Record("absent -\n").base, "-");
+  for (const char* bad : {"", "committed", "commit\n", "absent \n", "absent ../x\n", "absent v1-s2 x\n",
+                          "absent -", "unknown\n"}) {
+    EXPECT_EQ(ckpt::ParseLevel3Record(bad).kind, K::kUnknown) << bad;
+  }
+}
+
 // A save puts every rank's shard on node-local storage and a verified copy
 // with the same local rank of the next node; the level-2 manifest is local
 // too; restore reads level 2, nothing from level 3.
