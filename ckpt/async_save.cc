@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -199,6 +200,10 @@ Status CheckpointerImpl::CompletePending() {
 Status CheckpointerImpl::AbandonPending(const Status& failure) {
   const std::string vdir = pending_->vdir;
   const int64_t step = pending_->step;
+  // Every rank is past its writer and its file work (the callers agreed
+  // first): what the save left on node-local storage goes too, so that a
+  // full disk recovers within the job.
+  if (pending_->level2 && node_leader_) local_.RemoveVersionDir(pending_->name);
   pending_.reset();
   if (rank_ == 0) {
     Status rm = env_->RemoveTree(vdir);
@@ -266,10 +271,19 @@ Status CheckpointerImpl::Wait(double timeout_seconds) {
 Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::WaitOrAbandon");
   if (!pending_) return Status::OK();
-  const bool done = writer_.WaitUntil(Now() + timeout_seconds);
+  const double deadline = Now() + timeout_seconds;
+  const bool done = writer_.WaitUntil(deadline);
   int mine = done ? 1 : 0, all = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
-  if (all == 1) return CompletePending();
+  if (all == 1) {
+    // Written everywhere: the commit keeps the same bound (the partner
+    // exchange and the copies to level 3 stop at the deadline; the
+    // version is then saved at whichever level completed, or abandoned).
+    commit_deadline_ = deadline;
+    Status s = CompletePending();
+    commit_deadline_ = std::numeric_limits<double>::infinity();
+    return s;
+  }
   // Not written everywhere in time: every writer stops at its next slab and
   // is joined before rank 0 removes the directory (agreed first, so that no
   // rank's writer still creates files in it).

@@ -14,9 +14,11 @@
 //                     ReadMetadata
 //   restore.cc        the restore path: comparing with the registrations,
 //                     reading and verifying rows, agreement, fallback
-//   level2_save.cc    levels 2 and 3 of a save: the commit of a version
-//                     written to node-local storage, its partner copies,
-//                     and the shared copy every shared_every-th save
+//   level2_save.cc    level 2 of a save: the commit of a version written
+//                     to node-local storage, its partner copies, the
+//                     outcome per level
+//   level3_commit.cc  level 3 of such a save: the shared copy every
+//                     shared_every-th save, or in place of a failed level 2
 //   level_choice.cc   restore's choice of level: the newest version every
 //                     rank can read from node-local copies (its own, or
 //                     the partner's fetched over MPI), else level 3
@@ -28,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -242,6 +245,14 @@ class CheckpointerImpl : public Checkpointer {
   // version's manifest into *m.
   Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m);
 
+  // level3_commit.cc: the pending save's level-3 copy (each rank's shard,
+  // unless its writer copied it; its index), and rank 0's commit of the
+  // manifest there (with level 2's time when `level2` is given: one
+  // version, one manifest), retention. The agreed outcome, the same on
+  // every rank; a failure leaves the shared version directory to the
+  // caller.
+  Status CommitLevel3(const Manifest* level2);
+
   Runtime& runtime_;
   // Ends a collective call's wait for a rank that stopped answering
   // heartbeats (CheckpointOptions::peer_timeout); made by Init.
@@ -293,6 +304,13 @@ class CheckpointerImpl : public Checkpointer {
   std::vector<int> partner_;     // level 2: the rank keeping each rank's copy (-1: one node)
   bool node_leader_ = false;     // the first rank of its node: the node's manifests, retention
   int64_t level_saves_ = 0;      // saves with level 2 on, for shared_every
+  // WaitOrAbandon's bound (Now() seconds) while it commits a written save:
+  // the partner exchange and the copies to level 3 stop there; infinity
+  // otherwise.
+  double commit_deadline_ = std::numeric_limits<double>::infinity();
+  // Rank 0, level 2 on: level 3's newest complete version, "-" for none,
+  // empty when not known (Level3Record's base).
+  std::string level3_newest_;
   std::unique_ptr<PendingSave> pending_;
   BackgroundWriter writer_;      // last: destroyed (joined) first
 };

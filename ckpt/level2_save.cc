@@ -1,6 +1,7 @@
-// Levels 2 and 3 of a save (ckpt/README.md, "Levels 2 and 3"): setting up
-// the node-local level, and the commit of a version whose shards the
-// background writers put on node-local storage.
+// Level 2 of a save (ckpt/README.md, "Levels 2 and 3"): setting up the
+// node-local level, and the commit of a version whose shards the
+// background writers put on node-local storage (level 3's part of that
+// commit: level3_commit.cc).
 //
 // The commit, on the caller's thread at the next collective call (the
 // writers make no MPI call), in order:
@@ -9,16 +10,20 @@
 //   2. the partner exchange: every rank's shard and index go to its partner
 //      rank (ckpt/partner_exchange.h), which keeps a verified copy in
 //      partner/, agreed: the version is level-2 complete once this is;
-//   3. rank 0 builds the manifest and broadcasts it; the first rank of each
-//      node commits it in the node's version directory, agreed;
+//   3. rank 0 builds the manifest;
 //   4. level 3 when due (every shared_every-th save) or when level 2 failed
-//      anywhere (a full disk, a failed exchange: a warning, not a failure):
-//      each rank's shard in the shared version directory (the writer copied
-//      it already when it was due; else copied now), its index, and rank 0
-//      commits the same manifest there (commit.cc), agreed, retention;
-//      otherwise rank 0 removes the shared version directory, which then
-//      holds nothing;
-//   5. level-2 retention on each node (local_keep).
+//      anywhere (a full disk, a failed exchange): level3_commit.cc;
+//   5. level 2's commit: rank 0 broadcasts the manifest and the record of
+//      what level 3 did (node_local_level.h's Level3Record); the first rank
+//      of each node writes the record, then commits the manifest, agreed;
+//      when this fails and level 3 was not due, level 3 now;
+//   6. the save's outcome per level (CheckpointStats::level2_committed,
+//      shared, level2_failure, level3_failure; a warning for a level that
+//      failed): OK when either level committed the version, else the save
+//      is abandoned and its failure returned. A level-2 version that did
+//      not commit is removed on every node; a shared version directory that
+//      holds no version is removed; level-2 retention on each node
+//      (local_keep), incomplete versions included (no save is in progress).
 #include <mpi.h>
 
 #include <climits>
@@ -80,6 +85,26 @@ Status CheckpointerImpl::InitLevel2() {
   partner_ = PartnerRanks(PartnerNodes(runtime_.topology()));
   const Topology& t = runtime_.topology();
   node_leader_ = t.RanksOn(t.node_of[static_cast<size_t>(rank_)]).front() == rank_;
+  // What an earlier run left unfinished on this node (a save that crashed
+  // or failed) goes now: this Checkpointer holds the directory's writer
+  // lock, so no save of it is in progress.
+  if (node_leader_) local_.ApplyRetention(options_.local_keep, /*none_in_progress=*/true);
+  // Rank 0: level 3's newest complete version, which the record of a
+  // version that level 3 does not get names (Level3Record); empty when it
+  // cannot be listed (such records say "unknown").
+  if (rank_ == 0) {
+    std::vector<VersionInfo> versions;
+    Status listed = ListVersions(env_, dir_, options_.max_restore_failures, &versions);
+    if (listed.ok()) {
+      level3_newest_ = "-";
+      for (const VersionInfo& v : versions) {
+        if (v.status != VersionStatus::kIncomplete) level3_newest_ = v.name;
+      }
+    } else {
+      BATON_LOG(kCkpt, warning) << "level 2: cannot list " << dir_ << " (" << listed
+                                << "); versions saved to level 2 alone are restored only while level 3 holds them";
+    }
+  }
   if (rank_ == 0) {
     BATON_LOG(kCkpt, info) << "level 2 on: node-local copies under " << local_.root() << ", "
                            << (partner_.empty() || partner_[0] < 0 ? "no partner (one node)" : "partner copies in a ring of nodes")
@@ -114,12 +139,15 @@ Status CheckpointerImpl::CommitPendingLevels() {
   offsets.resize(n, UINT64_MAX);
   base.insert(base.end(), offsets.begin(), offsets.end());
   const std::string local_vdir = local_.VersionDir(p.name);
-  const std::string file = ShardFileName(rank_);
   // The commit's phases on this rank (CheckpointStats::phases, after the
   // save's own): the partner exchange is the part that moves bytes.
   PhaseClock clock;
   stats_.phases.clear();
   clock.Start(&stats_.phases, {"local_index", "exchange", "local_manifest", "shared"});
+  Status level2_failure;  // agreed: the same on every rank
+  auto level2_failed = [&](const Status& why, const char* what) {
+    if (level2_failure.ok()) level2_failure = why.Annotate(what);
+  };
 
   // 1. The local writes and indexes.
   if (!p.outcome.local_ok) {
@@ -127,25 +155,18 @@ Status CheckpointerImpl::CommitPendingLevels() {
                               << p.outcome.local_failure << "); it went to the shared directory " << dir_
                               << " instead (level 3)";
   }
-  int ok = p.outcome.local_ok ? 1 : 0, all_ok = 0;
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm_)));
-  bool level2_ok = all_ok == 1;
+  Status agreed = Agree(comm_, p.outcome.local_ok ? Status::OK() : p.outcome.local_failure);
+  if (!agreed.ok()) level2_failed(agreed, "the node-local write");
   std::vector<uint64_t> record = base;
   Status local;
   if (p.outcome.local_ok) local = WriteIndexOfShard(local_vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
-  Status agreed = Agree(comm_, local);
-  if (level2_ok && !agreed.ok()) {
-    if (rank_ == 0) {
-      BATON_LOG(kCkpt, warning) << where << ": level 2 failed (" << agreed << "); level 3 instead";
-    }
-    level2_ok = false;
-  }
-
+  agreed = Agree(comm_, local);
+  if (!agreed.ok()) level2_failed(agreed, "the node-local index");
   clock.Lap("local_index");
 
   // 2. The partner copies.
   uint64_t received = 0;
-  if (level2_ok && partner_[static_cast<size_t>(rank_)] >= 0) {
+  if (level2_failure.ok() && partner_[static_cast<size_t>(rank_)] >= 0) {
     std::vector<FileMove> moves;
     local = Status::OK();
     for (int k = 0; k < size_; ++k) {
@@ -161,75 +182,91 @@ Status CheckpointerImpl::CommitPendingLevels() {
     }
     agreed = Agree(comm_, local);  // every receiver's directories, before any rank starts sending
     if (agreed.ok()) {
-      local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &received);
+      local = ExchangeFiles(comm_, env_, moves, options_.file_mode, &received, commit_deadline_);
       agreed = Agree(comm_, local);
     }
-    if (!agreed.ok()) {
-      if (rank_ == 0) {
-        BATON_LOG(kCkpt, warning) << where << ": the partner copies failed (" << agreed << "); level 3 instead";
-      }
-      level2_ok = false;
-    }
+    if (!agreed.ok()) level2_failed(agreed, "the partner copies");
   }
-
   clock.Lap("exchange");
   stats_.bytes_partner = received;
 
-  // 3. The manifest, on every node.
+  // 3. Level 2's manifest, built (committed in 5, once level 3's outcome
+  // is known and recorded beside it).
   Manifest m;
   std::string text;
-  if (level2_ok) {
+  if (level2_failure.ok()) {
     local = GatherAndBuild(record, &m);
     if (local.ok() && rank_ == 0) local = WriteTopManifestJson(m, &text);
-    BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(where));
-    BATON_RETURN_IF_ERROR(BcastString(comm_, &text));
-    local = node_leader_ ? local_.WriteManifest(p.name, text, options_.file_mode) : Status::OK();
     agreed = Agree(comm_, local);
-    if (!agreed.ok()) {
-      if (rank_ == 0) {
-        BATON_LOG(kCkpt, warning) << where << ": the node-local manifests failed (" << agreed << "); level 3 instead";
-      }
-      level2_ok = false;
-    }
+    if (!agreed.ok()) level2_failed(agreed, "the manifest");
   }
-
   clock.Lap("local_manifest");
 
-  // 4. Level 3.
-  const bool shared = p.shared_due || !level2_ok;
-  if (shared) {
-    local = Status::OK();
-    if (!p.outcome.shared_written) {
-      uint64_t bytes = 0;
-      local = CopyFileDurably(env_, local_vdir + "/" + file, p.vdir + "/" + file, options_.file_mode, &bytes);
+  // 4. Level 3 when due, or in place of a level 2 that failed.
+  bool shared = false;
+  Status level3_failure;
+  if (p.shared_due || !level2_failure.ok()) {
+    level3_failure = CommitLevel3(level2_failure.ok() ? &m : nullptr);
+    shared = level3_failure.ok();
+  }
+  clock.Lap("shared");
+
+  // 5. Level 2's commit: the record of level 3's outcome, then the manifest,
+  // on every node. A version level 3 did not get is still level 2's to
+  // restore (the record says which level-3 version it follows).
+  if (level2_failure.ok()) {
+    Level3Record rec;
+    if (shared) {
+      rec.kind = Level3Record::Kind::kCommitted;
+    } else if (!level3_newest_.empty()) {
+      rec.kind = Level3Record::Kind::kAbsent;
+      rec.base = level3_newest_;
     }
-    std::vector<uint64_t> shared_record = base;
-    if (local.ok()) local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &shared_record);
+    std::string rec_text = EncodeLevel3Record(rec);
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &text));
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &rec_text));
+    rec = ParseLevel3Record(rec_text);
+    local = node_leader_ ? local_.WriteManifest(p.name, text, rec, options_.file_mode) : Status::OK();
     agreed = Agree(comm_, local);
-    if (!agreed.ok()) return AbandonPending(agreed);
-    Manifest sm;
-    local = GatherAndBuild(shared_record, &sm);
-    // One version, one manifest: level 3's says the time level 2's does
-    // (a second may have passed during the copy).
-    if (level2_ok && rank_ == 0) sm.time = m.time;
-    if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, sm);
-    agreed = Agree(comm_, local);
-    if (!agreed.ok()) return AbandonPending(agreed);
-    if (rank_ == 0) ApplyRetention();
-  } else if (rank_ == 0) {
-    Status rm = env_->RemoveTree(p.vdir);  // made at SaveAsync; nothing went into it
+    if (!agreed.ok()) level2_failed(agreed, "the node-local manifests");
+    if (!level2_failure.ok() && !shared && level3_failure.ok()) {
+      // Level 3 was not due; now it is the only level left.
+      level3_failure = CommitLevel3(nullptr);
+      shared = level3_failure.ok();
+    }
+  }
+  clock.Lap("local_manifest");
+
+  // 6. What failed goes: a level-2 version that did not commit (a full
+  // disk must not keep it), a level-3 directory that holds no version.
+  if (!level2_failure.ok() && node_leader_) local_.RemoveVersionDir(p.name);
+  if (!level2_failure.ok() && !shared) {
+    if (level3_failure.ok()) level3_failure = Status::Internal(log::kCkpt, "level 3 was not tried");
+    return AbandonPending(level3_failure.Annotate("level 3").Annotate("level 2: " + level2_failure.message()));
+  }
+  if (!shared && rank_ == 0) {
+    Status rm = env_->RemoveTree(p.vdir);  // made at SaveAsync; holds no version
     if (!rm.ok()) {
       BATON_LOG(kCkpt, warning) << "could not remove the unused version directory " << p.vdir << ": " << rm;
     }
   }
+  if (node_leader_) local_.ApplyRetention(options_.local_keep, /*none_in_progress=*/true);
 
-  clock.Lap("shared");
-
-  // 5. Level-2 retention.
-  if (level2_ok && node_leader_) local_.ApplyRetention(options_.local_keep);
-  stats_.level = level2_ok ? 2 : 3;
+  stats_.level = level2_failure.ok() ? 2 : 3;
   stats_.shared = shared;
+  stats_.level2_committed = level2_failure.ok();
+  stats_.level2_failure = level2_failure.ok() ? "" : level2_failure.message();
+  stats_.level3_failure = level3_failure.ok() ? "" : level3_failure.message();
   if (!shared) stats_.version_path = local_vdir;
+  if (rank_ == 0) {
+    if (!level2_failure.ok()) {
+      BATON_LOG(kCkpt, warning) << where << ": saved at level 3 only (" << p.vdir << "); level 2 failed: "
+                                << level2_failure.message();
+    } else if (!level3_failure.ok()) {
+      BATON_LOG(kCkpt, warning) << where << ": saved at level 2 only (" << local_vdir
+                                << ", node-local copies); level 3 failed: " << level3_failure.message();
+    }
+  }
   pending_.reset();
   return Status::OK();
 }

@@ -7,9 +7,15 @@
 //      copies are) and rank 0 gathers the lists;
 //   2. rank 0 takes the newest version saved at this world size for which
 //      every rank k has its own copy or some rank holds k's partner copy
-//      (k's partner first), and which is not older than the newest version
-//      of level 3; it broadcasts the version, which rank reads its manifest
-//      and where each rank's shard comes from;
+//      (k's partner first), which is not older than the newest version of
+//      level 3, and which level 3 did not lose: level 3's directory is the
+//      record (docs/recovery.md), so a version whose level-3 copy was
+//      committed is taken only while level 3 holds it, and one that level 3
+//      never got (Level3Record "absent") only while level 3 holds the
+//      version it followed; a version removed from the shared directory
+//      (`baton ckpt gc`, rm -r) never comes back from level 2. It
+//      broadcasts the version, which rank reads its manifest and where each
+//      rank's shard comes from;
 //   3. the manifest, read by that rank, broadcast; every rank compares it
 //      with its registrations;
 //   4. the fetch: a rank whose own copy is gone receives its shard and index
@@ -49,11 +55,15 @@ namespace baton::ckpt {
 namespace {
 
 // Each rank's list: one line per version, "<name> <world size> <own 0|1>
-// <partner rank>...".
+// <level-3 record: c, a or u> <its base, or -> <partner rank>...".
 std::string Encode(const std::vector<NodeLocalLevel::Held>& held) {
   std::string out;
   for (const NodeLocalLevel::Held& h : held) {
-    out += h.name + " " + std::to_string(h.world_size) + " " + (h.own ? "1" : "0");
+    const char* kind = h.level3.kind == Level3Record::Kind::kCommitted ? "c"
+                       : h.level3.kind == Level3Record::Kind::kAbsent  ? "a"
+                                                                        : "u";
+    out += h.name + " " + std::to_string(h.world_size) + " " + (h.own ? "1" : "0") + " " + kind + " " +
+           (h.level3.base.empty() ? "-" : h.level3.base);
     for (int k : h.partner_of) out += " " + std::to_string(k);
     out += "\n";
   }
@@ -68,6 +78,7 @@ struct Seen {
   int manifest_rank = -1;          // the lowest rank that holds its manifest
   std::set<int> own;               // ranks whose own copy is there
   std::map<int, std::vector<int>> holders;  // rank k -> ranks holding k's partner copy
+  Level3Record level3;             // the first node's record that parses
 };
 
 }  // namespace
@@ -132,11 +143,14 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
       std::string line;
       while (std::getline(in, line)) {
         std::istringstream f(line);
-        std::string v;
+        std::string v, kind, base;
         int world = 0, own = 0;
-        if (!(f >> v >> world >> own)) continue;
+        if (!(f >> v >> world >> own >> kind >> base)) continue;
         Seen& s = seen[v];
         if (!ParseVersionName(v, &s.seq, &s.step)) continue;
+        if (s.level3.kind == Level3Record::Kind::kUnknown && kind != "u") {
+          s.level3 = ParseLevel3Record(kind == "c" ? "committed\n" : "absent " + base + "\n");
+        }
         if (world > 0) {
           s.world_size = world;
           if (s.manifest_rank < 0) s.manifest_rank = k;
@@ -145,6 +159,33 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
         for (int p; f >> p;) s.holders[p].push_back(k);
       }
     }
+    // Level 3's record: the versions its directory holds now (complete or
+    // quarantined, of any step). Not listable: no level-2 version can be
+    // judged, none is taken (level 3's own listing fails the restore).
+    std::set<std::string> in_level3;
+    std::vector<VersionInfo> all3;
+    Status listed3 = ListVersions(env_, dir_, options_.max_restore_failures, &all3);
+    for (const VersionInfo& v : all3) {
+      if (v.status != VersionStatus::kIncomplete) in_level3.insert(v.name);
+    }
+    // Whether level 3 lost v (it was removed from the shared directory),
+    // with the reason for the log.
+    auto lost = [&](const std::string& v, const Seen& s, std::string* why) {
+      if (!listed3.ok()) {
+        *why = "level 3 (" + dir_ + ") cannot be listed: " + listed3.message();
+        return true;
+      }
+      if (s.level3.kind == Level3Record::Kind::kAbsent) {
+        if (s.level3.base == "-" || in_level3.count(s.level3.base) != 0) return false;
+        *why = "it was saved after " + s.level3.base + ", which is gone from " + dir_;
+        return true;
+      }
+      if (in_level3.count(v) != 0) return false;
+      *why = s.level3.kind == Level3Record::Kind::kCommitted
+                 ? "level 3 committed it and " + dir_ + " no longer holds it"
+                 : "its node-local record of level 3 is missing and " + dir_ + " does not hold it";
+      return true;
+    };
     std::vector<std::pair<uint64_t, std::string>> order;
     for (const auto& [v, s] : seen) order.emplace_back(s.seq, v);
     std::sort(order.rbegin(), order.rend());
@@ -170,6 +211,12 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
         from[static_cast<size_t>(k)] = holder;
       }
       if (!complete) continue;
+      std::string why;
+      if (lost(v, s, &why)) {
+        BATON_LOG(kCkpt, info) << "level 2: not restoring " << v << " from node-local copies: " << why
+                               << " (removed there on purpose: a rollback)";
+        continue;
+      }
       if (seq < level3_newest_seq) {
         BATON_LOG(kCkpt, info) << "level 2's newest complete version " << v
                                << " is older than level 3's newest: restoring from level 3";

@@ -2,6 +2,7 @@
 #include "ckpt/node_local_level.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -26,10 +27,50 @@ bool Exists(fs::Env* env, const std::string& path) {
   return env->Stat(path, &info).ok() && info.type == fs::FileType::kRegular;
 }
 
+// `text` as `path`: a temporary name, fsync, rename, directory fsync.
+Status WriteFileDurably(fs::Env* env, const std::string& path, const std::string& text, mode_t mode) {
+  const std::string tmp = path + ".tmp";
+  if (Exists(env, tmp)) (void)env->RemoveFile(tmp);
+  std::unique_ptr<fs::WritableFile> f;
+  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, mode, &f));
+  Status s = f->Append(text.data(), text.size());
+  if (s.ok()) s = f->Sync();
+  if (s.ok()) s = f->Close();
+  if (s.ok()) s = env->Rename(tmp, path);
+  if (!s.ok()) {
+    f.reset();
+    (void)env->RemoveFile(tmp);
+    return s;
+  }
+  return env->SyncDir(Parent(path));
+}
+
 }  // namespace
 
+std::string EncodeLevel3Record(const Level3Record& r) {
+  if (r.kind == Level3Record::Kind::kCommitted) return "committed\n";
+  if (r.kind == Level3Record::Kind::kAbsent) return "absent " + (r.base.empty() ? std::string("-") : r.base) + "\n";
+  return "unknown\n";
+}
+
+Level3Record ParseLevel3Record(const std::string& text) {
+  Level3Record r;
+  uint64_t seq = 0;
+  int64_t step = 0;
+  if (text == "committed\n") {
+    r.kind = Level3Record::Kind::kCommitted;
+  } else if (text.rfind("absent ", 0) == 0 && text.size() > 8 && text.back() == '\n') {
+    const std::string base = text.substr(7, text.size() - 8);
+    if (base == "-" || ParseVersionName(base, &seq, &step)) {
+      r.kind = Level3Record::Kind::kAbsent;
+      r.base = base;
+    }
+  }
+  return r;
+}
+
 Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
-                       const std::atomic<bool>* abandon) {
+                       const std::atomic<bool>* abandon, double deadline) {
   *bytes = 0;
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(from, &info));
@@ -45,6 +86,10 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
     // copy of a large shard to a slow shared file system.
     if (abandon != nullptr && abandon->load(std::memory_order_relaxed)) {
       s = Status::Aborted(log::kCkpt, "the copy of " + from + " was abandoned");
+      break;
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() > deadline) {
+      s = Status::Aborted(log::kCkpt, "the copy of " + from + " ran past its deadline (WaitOrAbandon's bound)");
       break;
     }
     const uint64_t n = std::min(kCopyPieceBytes, info.size - off);
@@ -96,7 +141,9 @@ Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& fi
   }
   if (s.code() == Code::kAborted) return s;
   if (!s.ok()) {
-    // Level 2 failed on this node (a full disk): level 3 instead.
+    // Level 2 failed on this node (a full disk): level 3 instead, and the
+    // version's local directory goes at the commit (a full disk must not
+    // keep what failed).
     out->local_failure = s;
     if (Exists(env_, local)) (void)env_->RemoveFile(local);
     *result = h5::ShardWriteResult();
@@ -107,35 +154,57 @@ Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& fi
   out->local_ok = true;
   if (!shared_due) return Status::OK();
   uint64_t bytes = 0;
-  BATON_RETURN_IF_ERROR(CopyFileDurably(env_, local, shared_vdir + "/" + file, options.file_mode, &bytes, abandon));
+  s = CopyFileDurably(env_, local, shared_vdir + "/" + file, options.file_mode, &bytes, abandon);
+  if (s.code() == Code::kAborted) return s;
+  // A failed copy to level 3 leaves level 2 good: the commit decides.
+  if (!s.ok()) {
+    out->shared_failure = s;
+    return Status::OK();
+  }
   out->shared_written = true;
   return Status::OK();
 }
 
-Status NodeLocalLevel::WriteManifest(const std::string& name, const std::string& text, mode_t file_mode) const {
+Status NodeLocalLevel::WriteManifest(const std::string& name, const std::string& text, const Level3Record& record,
+                                     mode_t file_mode) const {
   const std::string vdir = VersionDir(name);
-  const std::string final_path = vdir + "/" + kManifestName;
-  const std::string tmp = final_path + ".tmp";
-  if (Exists(env_, tmp)) (void)env_->RemoveFile(tmp);
+  // The record is durable before the manifest makes the version complete:
+  // a complete version always says what level 3 did with it.
+  BATON_RETURN_IF_ERROR(
+      WriteFileDurably(env_, vdir + "/" + kLevel3RecordName, EncodeLevel3Record(record), file_mode));
   BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));  // the shards' and indexes' entries first
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, file_mode, &f));
-  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
-  BATON_RETURN_IF_ERROR(f->Sync());
-  BATON_RETURN_IF_ERROR(f->Close());
-  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
-  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  BATON_RETURN_IF_ERROR(WriteFileDurably(env_, vdir + "/" + kManifestName, text, file_mode));
   return env_->SyncDir(root_);
 }
 
-void NodeLocalLevel::ApplyRetention(int keep) const {
+void NodeLocalLevel::RemoveVersionDir(const std::string& name) const {
+  fs::FileInfo info;
+  if (!env_->Stat(VersionDir(name), &info).ok()) return;  // nothing was made here
+  VersionInfo v;
+  v.name = name;
+  v.path = VersionDir(name);
+  v.status = Exists(env_, v.path + "/" + kManifestName) ? VersionStatus::kComplete : VersionStatus::kIncomplete;
+  Status s = RemoveVersion(env_, v);
+  if (!s.ok()) {
+    BATON_LOG(kCkpt, warning) << "level 2: could not remove the failed save " << v.path << ": " << s;
+  }
+}
+
+void NodeLocalLevel::ApplyRetention(int keep, bool none_in_progress) const {
   std::vector<VersionInfo> versions;
   Status s = ListVersions(env_, root_, /*max_restore_failures=*/1 << 30, &versions);
   if (!s.ok()) {
     BATON_LOG(kCkpt, warning) << "level-2 retention skipped: " << s;
     return;
   }
-  for (const VersionInfo& v : PlanRetention(versions, keep)) {
+  std::vector<VersionInfo> remove = PlanRetention(versions, keep);
+  if (none_in_progress) {
+    for (const VersionInfo& v : versions) {
+      const bool planned = std::any_of(remove.begin(), remove.end(), [&](const VersionInfo& r) { return r.name == v.name; });
+      if (v.status == VersionStatus::kIncomplete && v.problem.empty() && !planned) remove.push_back(v);
+    }
+  }
+  for (const VersionInfo& v : remove) {
     s = RemoveVersion(env_, v);
     if (!s.ok()) {
       BATON_LOG(kCkpt, warning) << "level-2 retention could not remove " << v.path << ": " << s;
@@ -161,6 +230,8 @@ Status NodeLocalLevel::List(int rank, std::vector<Held>* out) const {
         ParseManifestJson(text, &m).ok()) {
       h.world_size = m.world_size;
     }
+    std::string record;
+    if (env_->ReadFile(v.path + "/" + kLevel3RecordName, 4096, &record).ok()) h.level3 = ParseLevel3Record(record);
     h.own = Exists(env_, v.path + "/" + mine) && Exists(env_, v.path + "/" + ShardIndexName(mine));
     std::vector<std::string> names;
     if (env_->ListDir(v.path + "/" + kPartnerDirName, &names).ok()) {

@@ -8,6 +8,7 @@
 //       v<seq>-s<step>/               the version, named as in the shared directory
 //         shard-<rank>.h5, .json      the own copies of this node's ranks
 //         partner/shard-<rank>.h5, .json   verified copies of the partner node's ranks
+//         level3                      what level 3 did with the version (Level3Record), before the manifest
 //         manifest.json               the version's top-level manifest, written last
 //
 // A version is complete on a node when its manifest.json is there (the same
@@ -21,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,12 +34,34 @@
 namespace baton::ckpt {
 
 inline constexpr const char* kPartnerDirName = "partner";
+inline constexpr const char* kLevel3RecordName = "level3";
+
+// What level 3 did with a version, recorded beside its node-local copy
+// before the node's manifest is committed, so that restore can tell a
+// version level 3 never got from one removed from the shared directory on
+// purpose (docs/recovery.md, "Which level a restore reads"). One line:
+//   "committed"      level 3 committed the same version;
+//   "absent <name>"  level 3 did not get it (not due, or it failed); <name>
+//                    is level 3's newest complete version at the time ("-":
+//                    none), the version the level-2 copy follows.
+// A version without the file (or with one that does not parse) is
+// kUnknown: treated as committed (taken only while level 3 holds it).
+struct Level3Record {
+  enum class Kind { kUnknown, kCommitted, kAbsent };
+  Kind kind = Kind::kUnknown;
+  std::string base;  // kAbsent: level 3's newest then, "-" for none
+};
+std::string EncodeLevel3Record(const Level3Record& r);
+Level3Record ParseLevel3Record(const std::string& text);
 
 // Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
 // rename, directory fsync); *bytes: the size copied. Aborted (nothing left
-// behind) once *abandon is set, checked before each piece.
+// behind) once *abandon is set or the steady clock is past `deadline`
+// (seconds since its epoch: WaitOrAbandon's bound), checked before each
+// piece.
 Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
-                       const std::atomic<bool>* abandon = nullptr);
+                       const std::atomic<bool>* abandon = nullptr,
+                       double deadline = std::numeric_limits<double>::infinity());
 
 class NodeLocalLevel {
  public:
@@ -55,22 +79,33 @@ class NodeLocalLevel {
   // bytes copied into shared_vdir. When the local write fails (ENOSPC, an
   // I/O error) the shard goes to shared_vdir instead, written from the
   // staged rows: *local_failure says why, and the save still succeeds.
-  // Returns the failure of the shared write only (or Aborted).
+  // A failed copy to shared_vdir after a good local write is
+  // *shared_failure (level 2 may still commit the version). Returns a
+  // failure only when neither level holds the shard (or Aborted).
   struct WriteOutcome {
     bool local_ok = false;
     bool shared_written = false;
     Status local_failure;
+    Status shared_failure;
   };
   Status WriteShard(const std::string& name, const std::string& file, const std::string& shared_vdir, bool shared_due,
                     const std::vector<h5::ShardArray>& arrays, const h5::ShardWriteOptions& options,
                     const std::atomic<bool>* abandon, h5::ShardWriteResult* result, WriteOutcome* out) const;
 
-  // The version's manifest, committed on this node (temporary, fsync,
-  // rename, directory fsyncs).
-  Status WriteManifest(const std::string& name, const std::string& text, mode_t file_mode) const;
+  // The version's level-3 record, then its manifest, committed on this
+  // node (each: temporary, fsync, rename, directory fsyncs).
+  Status WriteManifest(const std::string& name, const std::string& text, const Level3Record& record,
+                       mode_t file_mode) const;
   // Keeps the newest `keep` complete versions (and removes crashed ones
-  // older than the newest complete one): catalog.h's PlanRetention.
-  void ApplyRetention(int keep) const;
+  // older than the newest complete one): catalog.h's PlanRetention. With
+  // `none_in_progress` (no save of this directory is being written: the
+  // Checkpointer's start, or right after a commit) incomplete versions
+  // newer than the newest complete one go too: they are saves that failed
+  // or crashed, and a full disk must not keep them.
+  void ApplyRetention(int keep, bool none_in_progress) const;
+  // Removes one version's node-local directory (a save whose level 2
+  // failed), manifest first; a warning when it cannot.
+  void RemoveVersionDir(const std::string& name) const;
 
   // What this node holds of a complete version, as one rank sees it.
   struct Held {
@@ -80,6 +115,7 @@ class NodeLocalLevel {
     int world_size = 0;           // from its manifest; 0 when it does not parse
     bool own = false;             // shard-<rank>.h5 and .json
     std::vector<int> partner_of;  // ranks whose shard and index are in partner/
+    Level3Record level3;          // its level3 file
     VersionInfo info;             // as listed here (its restore_failures: this node's crash marks)
   };
   Status List(int rank, std::vector<Held>* out) const;

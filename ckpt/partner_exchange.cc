@@ -12,6 +12,8 @@
 #include "ckpt/partner_exchange.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 
@@ -27,6 +29,10 @@ constexpr uint64_t kPieceBytes = 16u << 20;
 int TagOf(size_t move) { return static_cast<int>(move % 30000) + 1; }
 
 uint64_t Pieces(uint64_t bytes) { return (bytes + kPieceBytes - 1) / kPieceBytes; }
+
+double SteadyNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string Dir(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -55,7 +61,7 @@ std::vector<int> PartnerRanks(const std::vector<int>& node_of) {
 }
 
 Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& moves, mode_t file_mode,
-                     uint64_t* received) {
+                     uint64_t* received, double deadline) {
   *received = 0;
   int me = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &me)));
@@ -133,11 +139,28 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
     if (env->Stat(r->tmp, &info).ok()) (void)env->RemoveFile(r->tmp);  // a crashed earlier receive
     r->failure = env->NewWritableFile(r->tmp, file_mode, &r->file);
   }
-  // Pieces, round by round.
+  // Pieces, round by round. With a deadline every rank runs the same
+  // rounds (the most any rank needs), agreeing before each whether any
+  // rank is past it.
+  const bool bounded = std::isfinite(deadline);
+  const Status past = Status::Aborted(log::kCkpt, "the partner exchange ran past its deadline (WaitOrAbandon's bound)");
   uint64_t rounds = 0;
   for (auto& s : sends) rounds = std::max(rounds, Pieces(s->head[0]));
   for (auto& r : recvs) rounds = std::max(rounds, Pieces(r->head[0]));
+  if (bounded) {
+    uint64_t mine = rounds;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &rounds, 1, MPI_UINT64_T, MPI_MAX, comm)));
+  }
+  bool stopped = false;
   for (uint64_t k = 0; k < rounds; ++k) {
+    if (bounded) {
+      int mine = SteadyNow() > deadline ? 1 : 0, any = 0;
+      BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm)));
+      if (any != 0) {
+        stopped = true;
+        break;
+      }
+    }
     for (auto& s : sends) {
       if (k >= Pieces(s->head[0])) continue;
       const FileMove& m = moves[s->move];
@@ -161,9 +184,20 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
     BATON_RETURN_IF_ERROR(wait_all());
     for (auto& r : recvs) {
       if (k >= Pieces(r->head[0]) || !r->failure.ok()) continue;
+      if (bounded && SteadyNow() > deadline) {
+        r->failure = past;  // a slow disk: no further piece written
+        continue;
+      }
       r->sum.Update(r->buf.data(), r->buf.size());
       r->failure = r->file->Append(r->buf.data(), r->buf.size());
     }
+  }
+  if (stopped) {
+    for (auto& r : recvs) {
+      r->file.reset();
+      if (!r->tmp.empty()) (void)env->RemoveFile(r->tmp);
+    }
+    return past;
   }
   // Trailers.
   for (auto& s : sends) {

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,14 @@ struct FileMove {
 // OK or the first failure of this rank (the caller agrees on it); a
 // sender's failure to read is sent on to its receiver as a failed file.
 // *received: the bytes this rank received and kept (verified).
+//
+// deadline (steady_clock seconds since its epoch, as ckpt's Now(); every
+// rank passes a finite one or none): a bound for WaitOrAbandon. The ranks
+// agree before each round of pieces whether any is past it, and then all
+// stop there (no message left in flight); a receiver past it writes no
+// further piece. Either way: Aborted, no file or temporary left. So the
+// exchange ends within the deadline plus one piece's round.
 Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& moves, mode_t file_mode,
-                     uint64_t* received);
+                     uint64_t* received, double deadline = std::numeric_limits<double>::infinity());
 
 }  // namespace baton::ckpt

@@ -248,7 +248,7 @@ int Job::Run(int* argc, char*** argv) {
 int Job::Restore(const RunFacts& facts) {
   std::optional<int64_t> step;
   Blob saved;
-  if (baton::Status s = state_->Restore(&step, &saved); !s.ok())
+  if (baton::Status s = state_->Restore(&step, &saved, o_.restore_level); !s.ok())
     return Fail(s, "restoring from " + state_->dir() +
                        (s.code() == baton::Code::kInvalidArgument
                             ? " (a checkpoint of other options or another world size? start in a new --ckpt-dir)"

@@ -52,7 +52,7 @@ bool ParseDouble(const std::string& name, const std::string& v, double lo, bool 
 const char* Usage() {
   return "usage: baton-train --data FILE [--steps N] [--ckpt-every N] [--ckpt-dir DIR] [--seed N]\n"
          "                   [--lr X] [--hidden N] [--batch N] [--step-ms X] [--max-restarts N]\n"
-         "                   [--ckpt-mode sync|async] [--ckpt-stop-seconds X]\n"
+         "                   [--ckpt-mode sync|async] [--ckpt-stop-seconds X] [--restore-level auto|3]\n"
          "       baton-train --make-data FILE [--seed N] [--samples N] [--features N] [--classes N]\n"
          "       baton-train --help\n"
          "\n"
@@ -75,6 +75,10 @@ const char* Usage() {
          "  --hidden N          hidden units (default 1024: 2 MiB of weights at 512 features)\n"
          "  --batch N           samples per rank per step (default 32)\n"
          "  --step-ms X         extra CPU-busy compute per step, ms (default 0)\n"
+         "  --restore-level L   auto: restore from node-local copies ($BATON_LOCAL_DIR)\n"
+         "                      when they hold the newest version the checkpoint\n"
+         "                      directory still has, else from it (default); 3: from\n"
+         "                      the checkpoint directory only\n"
          "  --max-restarts N    restarts in a row that find no newer checkpoint before\n"
          "                      the job gives up with exit 3 (default 3)\n"
          "  --make-data FILE    write the data set and exit; with --samples (8192),\n"
@@ -124,6 +128,13 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
          return ParseDouble(k, v, 0, false, 3.6e6, &x, error) && (o->ckpt_stop_seconds = x, true); }},
       {"--step-ms", [&](const std::string& k, const std::string& v) {
          return ParseDouble(k, v, 0, false, 3.6e6, &x, error) && (o->step_ms = x, true); }},
+      {"--restore-level", [&](const std::string& k, const std::string& v) {
+         if (v != "auto" && v != "3") {
+           *error = k + ": " + Quote(v) + " is not auto or 3";
+           return false;
+         }
+         o->restore_level = v == "3" ? 3 : 0;
+         return true; }},
       {"--max-restarts", [&](const std::string& k, const std::string& v) {
          return ParseInt(k, v, 0, 1000000, &n, error) && (o->max_restarts = static_cast<int>(n), true); }},
   };

@@ -33,6 +33,10 @@ struct Options {
   uint32_t batch = 32;         // samples per rank per step
   double step_ms = 0;          // extra CPU-busy compute per step, in milliseconds
   int max_restarts = 3;        // restarts in a row without a newer checkpoint before giving up
+  // --restore-level: 0 ("auto": node-local copies when they hold the newest
+  // version the shared directory still records, else the shared directory)
+  // or 3 (the shared directory only): RestoreOptions::from_level.
+  int restore_level = 0;
   bool help = false;
 };
 

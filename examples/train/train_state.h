@@ -70,7 +70,9 @@ class TrainState {
 
   // The newest version every rank can read: model, momentum, this rank's
   // RNG, and *blob. *step is nullopt when there is none.
-  baton::Status Restore(std::optional<int64_t>* step, Blob* blob);
+  // from_level: RestoreOptions::from_level (0: any level, 3: the shared
+  // directory only).
+  baton::Status Restore(std::optional<int64_t>* step, Blob* blob, int from_level = 0);
   // Saves the state after step `step`: synchronously, or (async) copied
   // and written in the background, committed at the next call.
   baton::Status Save(int64_t step, const Blob& blob, bool async = false);

@@ -139,6 +139,18 @@ struct CheckpointOptions {
   // there, and a verified copy of it to the same local rank of the next
   // node in a ring (over MPI). With level 2 on, Save writes as SaveAsync
   // followed by Wait (one shard per rank).
+  //
+  // A site's plugin key local_root exports BATON_LOCAL_DIR to every
+  // --baton step (man spank-baton(8)), so it turns level 2 on for a program
+  // that did not ask for it. Its consequences: group_size is not used (one
+  // shard file per rank); every save, Save included, keeps one staging copy
+  // of this rank's state in memory for the Checkpointer's life (its sharded
+  // rows and every replicated array whole; not bounded as a synchronous
+  // save's extra memory is); each save sends this rank's shard to a rank of
+  // the next node (network, and node-local disk for own and partner copies
+  // of local_keep versions); restores read level 2 when it holds the newest
+  // version level 3 still records. A program that wants none of it sets
+  // level2 = false.
   std::string local_dir;
   // false: level 2 off, even where $BATON_LOCAL_DIR is set (the plugin
   // exports it on every node of a job started with --baton-local-dir, or
@@ -221,7 +233,16 @@ struct CheckpointStats {
   // The level of the version saved or restored: 2 node-local (a save: level
   // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
   int level = 0;
-  bool shared = false;  // a save: the version was committed in `dir` too
+  bool shared = false;  // a save: the version was committed in `dir` (level 3)
+  // A save with level 2 on, per level (docs/recovery.md, "A save's outcome
+  // per level"): whether level 2 committed the version on every node, and
+  // why a level failed ("" when it committed, or was not due). The save
+  // returns OK when either level committed the version (the failed one is
+  // logged as a warning and given here), and a restore then uses the level
+  // that holds it; when neither did, the save fails and nothing is kept.
+  bool level2_committed = false;
+  std::string level2_failure;
+  std::string level3_failure;
   // A save with level 2 on: its phases are the commit's (local_index,
   // exchange, local_manifest, shared) and bytes_partner the bytes of
   // partner copies this rank received (the exchange is the part of the
@@ -292,7 +313,12 @@ struct RestoreOptions {
   // Which level serves the restore: 0 (default) the fastest that holds the
   // newest version (node-local copies, level 2, else the shared directory);
   // 3: the shared directory only (level 2 is not read). Others:
-  // InvalidArgument.
+  // InvalidArgument. Level 3's directory is the record of what exists: a
+  // level-2 copy of a version that level 3 committed is used only while
+  // level 3 still holds it, and one of a version level 3 never got only
+  // while level 3 still holds the version it followed, so a version
+  // removed from `dir` (`baton ckpt gc`, rm -r: a rollback) never comes
+  // back from level 2 (docs/recovery.md).
   int from_level = 0;
 };
 
@@ -428,6 +454,10 @@ class Checkpointer {
   // every rank before anything is written), and commits it; then applies
   // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
+  // With level 2 on (local_dir) the save succeeds when either level
+  // committed the version: a failure of the other is a warning in the log
+  // and in last_stats() (level2_failure, level3_failure), and a restore
+  // uses the level that holds it. The same holds for SaveAsync's commit.
   virtual Status Save(int64_t step) = 0;
 
   // Asynchronous save of version `step`: completes the save in flight, if
@@ -459,7 +489,12 @@ class Checkpointer {
   // each writer stops at its next slab (at most 64 MiB), the ranks agree,
   // rank 0 removes the version directory, and every rank gets Aborted
   // naming the step. Returns within about timeout_seconds plus one slab's
-  // write, so the job exits within Slurm's grace period.
+  // write, so the job exits within Slurm's grace period. With level 2 the
+  // commit keeps the same bound: the partner exchange (its rounds agreed,
+  // no piece written past the deadline) and the copies to level 3 stop at
+  // the deadline (plus one 16 MiB piece); the version is then saved at the
+  // level that completed (level 3 when the writers had copied it there:
+  // OK, CheckpointStats says which), else abandoned (Aborted).
   virtual Status WaitOrAbandon(double timeout_seconds) = 0;
   // This rank's save in flight. Local, non-blocking, no MPI.
   virtual AsyncSaveStatus async_status() const = 0;

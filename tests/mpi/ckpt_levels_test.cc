@@ -7,9 +7,12 @@
 // private disks: tests/cluster/test_ckpt.sh.
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <set>
 
+#include "ckpt/fs/fault_env.h"
 #include "ckpt/node_local_level.h"
 #include "ckpt/partner_exchange.h"
 #include "tests/mpi/ckpt_fixture.h"
@@ -17,6 +20,36 @@
 
 namespace baton::ckpt_testing {
 namespace {
+
+// Every piece written into a partner/ directory takes `delay` longer: a
+// partner node whose disk is slow.
+class SlowPartnerEnv : public ckpt::fs::EnvWrapper {
+ public:
+  explicit SlowPartnerEnv(double delay) : EnvWrapper(ckpt::fs::Env::Default()), delay_(delay) {}
+  Status NewWritableFile(const std::string& path, mode_t mode,
+                         std::unique_ptr<ckpt::fs::WritableFile>* out) override {
+    BATON_RETURN_IF_ERROR(EnvWrapper::NewWritableFile(path, mode, out));
+    if (path.find("/partner/") != std::string::npos) *out = std::make_unique<Slow>(std::move(*out), delay_);
+    return Status::OK();
+  }
+
+ private:
+  class Slow : public ckpt::fs::WritableFile {
+   public:
+    Slow(std::unique_ptr<ckpt::fs::WritableFile> f, double delay) : f_(std::move(f)), delay_(delay) {}
+    Status Append(const void* data, size_t n) override {
+      std::this_thread::sleep_for(std::chrono::duration<double>(delay_));
+      return f_->Append(data, n);
+    }
+    Status Sync() override { return f_->Sync(); }
+    Status Close() override { return f_->Close(); }
+
+   private:
+    std::unique_ptr<ckpt::fs::WritableFile> f_;
+    double delay_;
+  };
+  double delay_;
+};
 
 class Levels : public CkptTest {
  protected:
@@ -28,12 +61,31 @@ class Levels : public CkptTest {
     unsetenv("BATON_CKPT_TEST_RANKS_PER_NODE");
     CkptTest::TearDown();
   }
-  std::unique_ptr<Checkpointer> Make(int ranks_per_node, int shared_every = 1) {
+  std::unique_ptr<Checkpointer> Make(int ranks_per_node, int shared_every = 1, ckpt::fs::Env* env = nullptr) {
     setenv("BATON_CKPT_TEST_RANKS_PER_NODE", std::to_string(ranks_per_node).c_str(), 1);
     CheckpointOptions o = Options();
     o.local_dir = local_;
     o.shared_every = shared_every;
+    o.env = env;
     return MakeCheckpointer(o);
+  }
+  // Rank 0 flips a data byte in every shard of every level-3 version, so
+  // that a restore that succeeds cannot have read level 3; every rank waits.
+  void DamageLevel3() {
+    if (Rank() == 0) {
+      for (const auto& v : Versions(root_)) {
+        for (int k = 0; k < Size(); ++k) FlipDataByte(v.path + "/shard-" + std::to_string(k) + ".h5", "s_f32");
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // The steps of the versions in `dir` (rank 0's view), with their status.
+  static std::vector<std::string> Steps(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& v : Versions(dir)) {
+      out.push_back(std::to_string(v.step) + (v.status == ckpt::VersionStatus::kComplete ? "" : "?"));
+    }
+    return out;
   }
   // Rank 0 removes what node `node` holds (its ranks' own copies, the
   // partner copies it keeps: those of the previous node's ranks) in every
@@ -71,6 +123,28 @@ TEST_F(Levels, TheRingPairsRanksAcrossNodesEvenWhenUneven) {
   // Node 0: ranks 0-2; node 1: rank 3; node 2: ranks 4-5.
   EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0, 1, 2, 2}), (std::vector<int>{3, 3, 3, 4, 0, 1}));
   EXPECT_EQ(ckpt::PartnerRanks({0, 0, 0}), (std::vector<int>{-1, -1, -1}));
+}
+
+// The record of what level 3 did with a version (node_local_level.h): its
+// two forms round-trip; anything else (a truncated, edited or foreign file)
+// is unknown, which restore treats as committed (the safe side: used only
+// while level 3 holds the version).
+TEST_F(Levels, TheLevel3RecordParsesItsTwoFormsAndNothingElse) {
+  using K = ckpt::Level3Record::Kind;
+  ckpt::Level3Record r;
+  r.kind = K::kCommitted;
+  EXPECT_EQ(ckpt::EncodeLevel3Record(r), "committed\n");
+  EXPECT_EQ(ckpt::ParseLevel3Record("committed\n").kind, K::kCommitted);
+  r.kind = K::kAbsent;
+  r.base = ckpt::VersionName(7, 30);
+  const ckpt::Level3Record back = ckpt::ParseLevel3Record(ckpt::EncodeLevel3Record(r));
+  EXPECT_EQ(back.kind, K::kAbsent);
+  EXPECT_EQ(back.base, r.base);
+  EXPECT_EQ(ckpt::ParseLevel3Record("absent -\n").base, "-");
+  for (const char* bad : {"", "committed", "commit\n", "absent \n", "absent ../x\n", "absent v1-s2 x\n",
+                          "absent -", "unknown\n"}) {
+    EXPECT_EQ(ckpt::ParseLevel3Record(bad).kind, K::kUnknown) << bad;
+  }
 }
 
 // A save puts every rank's shard on node-local storage and a verified copy
@@ -146,8 +220,8 @@ TEST_F(Levels, ASaveKeepsOwnAndPartnerCopiesAndRestoreReadsThem) {
 
 // One node's local storage wiped: its ranks' shards come over MPI from the
 // partner node's copies (counted), nothing is read from level 3 (its
-// version is even removed, so it could not be), and the fetched copies are
-// the ranks' own again.
+// shards are damaged, so it could not be), and the fetched copies are the
+// ranks' own again.
 TEST_F(Levels, OneNodeWipedRestoresFromThePartnerCopyOverMpi) {
   ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
   auto ck = Make(2);
@@ -168,8 +242,8 @@ TEST_F(Levels, OneNodeWipedRestoresFromThePartnerCopyOverMpi) {
     ASSERT_EQ(local.size(), 2u);
     name = local[1].name;
     shard_bytes = stdfs::file_size(local[1].path + "/shard-2.h5") + stdfs::file_size(local[1].path + "/shard-2.json");
-    for (const auto& v : Versions(root_)) stdfs::remove_all(v.path);  // level 3 holds nothing now
   }
+  DamageLevel3();
   MPI_Bcast(&shard_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   name = BcastString(name);
   WipeNode(ck->run_id(), 1, 2);
@@ -308,7 +382,7 @@ TEST_F(Levels, AStepOnlyLevel2HoldsIsRestoredFromLevel2) {
 
 // A flipped bit in one rank's own node-local copy: that rank gets its
 // partner copy over MPI and reads again; the restore stays in level 2
-// (level 3 is removed, so it could not have come from there) and the
+// (level 3 is damaged, so it could not have come from there) and the
 // copy fetched replaces the damaged one.
 TEST_F(Levels, AnOwnCopyThatFailsItsChecksumIsReadFromThePartnerCopy) {
   ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
@@ -327,8 +401,8 @@ TEST_F(Levels, AnOwnCopyThatFailsItsChecksumIsReadFromThePartnerCopy) {
     ASSERT_EQ(local.size(), 2u);
     damaged = local[1].path + "/shard-3.h5";
     FlipDataByte(damaged, "s_f32");
-    for (const auto& v : Versions(root_)) stdfs::remove_all(v.path);
   }
+  DamageLevel3();
   damaged = BcastString(damaged);
   MPI_Barrier(MPI_COMM_WORLD);
   ZeroAll(&arrays);
@@ -497,12 +571,18 @@ TEST_F(Levels, AFullLocalDiskFallsBackToLevel3) {
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(ck->last_stats().level, 3);
   EXPECT_TRUE(ck->last_stats().shared);  // not due (shared_every 5), written because level 2 failed
+  EXPECT_FALSE(ck->last_stats().level2_committed);
+  EXPECT_NE(ck->last_stats().level2_failure, "");
+  EXPECT_EQ(ck->last_stats().level3_failure, "");
   MPI_Barrier(MPI_COMM_WORLD);
   if (Rank() == 0) {
     auto shared = Versions(root_);
     ASSERT_EQ(shared.size(), 2u);
     EXPECT_EQ(shared[1].step, 2);
     EXPECT_EQ(shared[1].status, ckpt::VersionStatus::kComplete);
+    // What the failed level-2 save left on the node (the other ranks'
+    // shards and indexes) is gone: a full disk is not kept full by it.
+    EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1"}));
   }
   ZeroAll(&arrays);
   RestoreResult rr;
@@ -511,6 +591,257 @@ TEST_F(Levels, AFullLocalDiskFallsBackToLevel3) {
   EXPECT_EQ(rr.step, 2);
   EXPECT_EQ(rr.level, 3);
   EXPECT_EQ(CheckAll(arrays, 2), "");
+  // The disk has room again: the next save goes to level 2 (not due at
+  // level 3), and level-2 retention ran.
+  FillAll(&arrays, 3);
+  s = ck->Save(3);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ck->last_stats().level, 2);
+  EXPECT_FALSE(ck->last_stats().shared);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1", "3"}));
+  }
+}
+
+// A failed level-2 save left by an earlier run (a crash: shards, no
+// manifest, newer than every complete version) is removed when the next
+// Checkpointer of the directory starts (it holds the writer lock: no save
+// is in progress).
+TEST_F(Levels, ACrashedLevel2SaveOfAnEarlierRunIsRemovedAtStart) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  const std::string run = ck->run_id();
+  ck.reset();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string crashed = local_ + "/" + run + "/" + ckpt::VersionName(99, 2);
+  if (Rank() == 0) {
+    stdfs::create_directories(crashed);
+    std::ofstream(crashed + "/shard-0.h5") << std::string(4096, 'x');
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ck = Make(2);
+  ASSERT_TRUE(ck);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_FALSE(stdfs::exists(crashed));
+    EXPECT_EQ(Steps(local_ + "/" + run), (std::vector<std::string>{"1"}));
+  }
+}
+
+// Level 3's directory is the record (docs/recovery.md): versions removed
+// from it (rm -r, or RemoveVersion as `baton ckpt gc` does: a user rolling
+// back after a divergence) are not restored from their level-2 copies,
+// here or in a requeued run; the newest version level 3 still holds is.
+TEST_F(Levels, AVersionRemovedFromLevel3DoesNotComeBackFromLevel2) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 3; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 3u);
+    EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"2", "3"}));
+    stdfs::remove_all(v[2].path);
+    EXPECT_TRUE(ckpt::RemoveVersion(ckpt::fs::Env::Default(), v[1]).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int run = 0; run < 2; ++run) {  // this Checkpointer, then a requeued run's
+    std::optional<CheckpointMetadata> md;
+    Status s = ck->ReadMetadata(RestoreOptions(), &md);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(md.has_value());
+    EXPECT_EQ(md->step, 1);
+    ZeroAll(&arrays);
+    RestoreResult rr;
+    s = ck->Restore(RestoreOptions(), &rr);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(rr.step, 1);
+    EXPECT_EQ(rr.level, 3);
+    EXPECT_EQ(CheckAll(arrays, 1), "");
+    ck.reset();
+    ck = Make(2);
+    ASSERT_TRUE(ck);
+    ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  }
+}
+
+// A version level 3 never got (shared_every 2) follows the level-3 version
+// newest at its save: restored from level 2 while that one is there, not
+// once it is removed (the rollback goes on to what level 3 holds).
+TEST_F(Levels, ALevel2OnlyVersionIsNotRestoredOnceTheVersionItFollowedIsRemoved) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 4; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  // Level 3: steps 1 and 3; level 2: steps 3 and 4.
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 4);
+  EXPECT_EQ(rr.level, 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[1].step, 3);
+    stdfs::remove_all(v[1].path);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
+// Level 3 failing (EIO on rank 1's copy to the shared directory) does not
+// abandon a version level 2 committed: the save returns OK, reports the
+// outcome per level, leaves no partial version in level 3, and restores
+// (here and in a requeued run) use the level-2 copy.
+TEST_F(Levels, AFailedLevel3KeepsTheVersionLevel2Committed) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  ckpt::fs::FaultEnv fault;
+  auto ck = Make(2, /*shared_every=*/1, &fault);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  if (Rank() == 1) fault.Inject(ckpt::fs::FaultEnv::Fault::kFailWrite, root_ + "/v");
+  Status s = ck->Save(2);
+  ASSERT_TRUE(s.ok()) << s;
+  const CheckpointStats st = ck->last_stats();
+  EXPECT_EQ(st.level, 2);
+  EXPECT_FALSE(st.shared);
+  EXPECT_TRUE(st.level2_committed);
+  EXPECT_EQ(st.level2_failure, "");
+  EXPECT_NE(st.level3_failure.find("rank 1"), std::string::npos) << st.level3_failure;
+  EXPECT_EQ(st.version_path.rfind(local_, 0), 0u) << st.version_path;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
+    EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1", "2"}));
+  }
+  for (int run = 0; run < 2; ++run) {  // this Checkpointer, then a requeued run's
+    ZeroAll(&arrays);
+    RestoreResult rr;
+    s = ck->Restore(RestoreOptions(), &rr);
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(rr.step, 2);
+    EXPECT_EQ(rr.level, 2);
+    EXPECT_EQ(CheckAll(arrays, 2), "");
+    ck.reset();
+    ck = Make(2);
+    ASSERT_TRUE(ck);
+    ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  }
+  // The next save goes to both levels again.
+  FillAll(&arrays, 3);
+  s = ck->Save(3);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(ck->last_stats().shared);
+  EXPECT_EQ(ck->last_stats().level3_failure, "");
+}
+
+// Both levels failing (ENOSPC on rank 1's node-local write, then EIO on
+// the shared copy of rank 2): the save fails on every rank and neither
+// level keeps anything of it.
+TEST_F(Levels, BothLevelsFailingFailTheSave) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  ckpt::fs::FaultEnv fault;
+  auto ck = Make(2, /*shared_every=*/1, &fault);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  if (Rank() == 1) ArmWriteFault(local_, ENOSPC);
+  if (Rank() == 2) fault.Inject(ckpt::fs::FaultEnv::Fault::kFailWrite, root_ + "/v");
+  Status s = ck->Save(2);
+  if (Rank() == 1) DisarmWriteFault();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("abandoned"), std::string::npos) << s;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
+    EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1"}));
+  }
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+}
+
+// WaitOrAbandon's bound holds through the commit of a level-2 save: with
+// every shard written (and copied to level 3) in time, a partner exchange
+// slowed to 2 s a piece (3 pieces a shard: 6 s and more unbounded) stops
+// at the bound plus one piece; the version is then saved at level 3 (its
+// shards were there), level 2's failure reported, no partner file left.
+TEST_F(Levels, WaitOrAbandonBoundHoldsThroughASlowPartnerExchange) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  SlowPartnerEnv slow(2.0);
+  auto ck = Make(2, /*shared_every=*/1, &slow);
+  ASSERT_TRUE(ck);
+  const uint64_t row = 1u << 20, rows = 33;  // 33 MiB a rank: pieces of 16, 16 and 1 MiB
+  std::vector<uint8_t> big(rows * row, static_cast<uint8_t>(Rank() + 1));
+  ASSERT_TRUE(ck->RegisterSharded("big", big.data(), DType::kU8, {rows * static_cast<uint64_t>(Size()), row},
+                                  rows * static_cast<uint64_t>(Rank()), rows)
+                  .ok());
+  ASSERT_TRUE(ck->SaveAsync(1).ok());
+  // Every writer done (its shard local and in level 3) before the stop.
+  while (ck->async_status().state == AsyncSaveStatus::State::kWriting) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(ck->async_status().state, AsyncSaveStatus::State::kWritten);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double bound = 0.5;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = ck->WaitOrAbandon(bound);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(s.ok()) << s;
+  // The bound, one 2-s piece, and the level-3 commit's indexes, manifest
+  // and fsyncs on a loaded machine; unbounded it is 6 s of pieces alone.
+  EXPECT_LT(took, bound + 2.0 + 2.0);
+  const CheckpointStats st = ck->last_stats();
+  EXPECT_EQ(st.level, 3);
+  EXPECT_TRUE(st.shared);
+  EXPECT_FALSE(st.level2_committed);
+  EXPECT_NE(st.level2_failure.find("deadline"), std::string::npos) << st.level2_failure;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
+    EXPECT_TRUE(Versions(local_ + "/" + ck->run_id()).empty()) << "the cut level-2 save is removed";
+  }
+  std::fill(big.begin(), big.end(), 0);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(big.front(), static_cast<uint8_t>(Rank() + 1));
+  EXPECT_EQ(big.back(), static_cast<uint8_t>(Rank() + 1));
 }
 
 }  // namespace

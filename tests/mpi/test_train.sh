@@ -81,7 +81,7 @@ resume_and_check() {
 test_bad_values_are_refused_with_name_and_value_before_mpi() {
   local out rc
   for bad in "--lr 0" "--lr abc" "--steps 0" "--ckpt-every -1" "--hidden 0" "--step-ms -3" "--max-restarts x" \
-             "--batch 0" "--seed -1" "--ckpt-mode fast" "--ckpt-stop-seconds -1" "--bogus 1"; do
+             "--batch 0" "--seed -1" "--ckpt-mode fast" "--ckpt-stop-seconds -1" "--restore-level 2" "--bogus 1"; do
     rc=0
     # shellcheck disable=SC2086
     out=$("$MPIRUN_RANKS" 3 "$TRAIN" --data "$(data)" --ckpt-dir "$WORK/never" $bad 2>&1) || rc=$?

@@ -1,0 +1,58 @@
+// Level 3 of a save written with level 2 on (ckpt/README.md, "Levels 2 and
+// 3"): the shared directory's copy of the version, committed on the
+// caller's thread at the save's completion (level2_save.cc decides when:
+// every shared_every-th save, or in place of a level 2 that failed).
+//
+//   1. each rank's shard in the shared version directory: its writer
+//      copied it there already when level 3 was due (or wrote it there when
+//      its local write failed); else it is copied now from the node-local
+//      copy; a copy the writer could not make is this rank's failure;
+//   2. each rank writes its shard's index there, agreed;
+//   3. rank 0 commits the manifest (commit.cc), with level 2's time when
+//      level 2 has the same version; agreed; retention (`keep`).
+// A failure is agreed and returned: the caller reports it per level, and
+// removes the shared version directory when no level holds the version.
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+#include "ckpt/agreement.h"
+#include "ckpt/checkpointer_impl.h"
+#include "ckpt/manifest_index.h"
+#include "mpi_runtime/mpi_check.h"
+
+namespace baton::ckpt {
+
+Status CheckpointerImpl::CommitLevel3(const Manifest* level2) {
+  const PendingSave& p = *pending_;
+  const size_t n = p.arrays.size();
+  std::vector<int> group_of(static_cast<size_t>(size_));
+  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
+  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
+  std::vector<uint64_t> offsets = p.written.offsets;
+  offsets.resize(n, UINT64_MAX);
+  record.insert(record.end(), offsets.begin(), offsets.end());
+  const std::string file = ShardFileName(rank_);
+
+  Status local = p.outcome.shared_failure;
+  if (local.ok() && !p.outcome.shared_written) {
+    uint64_t bytes = 0;
+    local = CopyFileDurably(env_, local_.VersionDir(p.name) + "/" + file, p.vdir + "/" + file, options_.file_mode,
+                            &bytes, nullptr, commit_deadline_);
+  }
+  if (local.ok()) local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  BATON_RETURN_IF_ERROR(Agree(comm_, local));
+  Manifest m;
+  local = GatherAndBuild(record, &m);
+  if (level2 != nullptr && rank_ == 0) m.time = level2->time;
+  if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, m);
+  BATON_RETURN_IF_ERROR(Agree(comm_, local));
+  if (rank_ == 0) {
+    level3_newest_ = p.name;
+    ApplyRetention();
+  }
+  return Status::OK();
+}
+
+}  // namespace baton::ckpt
