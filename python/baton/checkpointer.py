@@ -34,6 +34,10 @@ class SaveFuture:
         """Waits until every rank's write ended and commits the version (collective)."""
         self._checkpointer.wait(timeout)
 
+    def status(self):
+        """This rank's write, as this rank knows it: "idle", "writing", "written" or "failed" (local, no MPI)."""
+        return self._checkpointer.async_status()
+
     def __repr__(self):
         return f"baton.SaveFuture(step={self.step})"
 
@@ -222,7 +226,7 @@ class Checkpointer:
         return self._low.wait_or_abandon(timeout)
 
     def async_status(self):
-        """This rank's save in flight, as this rank knows it (local, no MPI)."""
+        """This rank's save in flight: "idle", "writing", "written" or "failed" (local, no MPI)."""
         return self._low.async_status()
 
     def read_metadata(self, step=None):

@@ -35,8 +35,7 @@ class Leaf:
         self.lib, self.dtype, self.baton_dtype = tensors.describe(value, path)
 
     def ref(self):
-        shape = None if self.global_shape is None else list(self.global_shape)
-        return {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": shape,
+        return {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
                 "sharded": self.sharded}
 
 

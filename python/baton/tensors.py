@@ -136,10 +136,16 @@ class Binding:
 
 
 def identity(leaf):
-    """What must stay the same for a registration to be reused: the object, its memory, its layout."""
+    """What must stay the same for a registration to be reused: the memory and its layout.
+
+    Not the object: module.state_dict() makes new tensor objects (detached
+    views) at every call. The memory is enough: the registration keeps the
+    registered tensor, so its memory cannot be freed and reused for another
+    while it is registered; the same address is the same storage.
+    """
     if isinstance(leaf, np.ndarray):
-        return (id(leaf), leaf.__array_interface__["data"][0], leaf.shape, leaf.strides, leaf.dtype.str)
-    return (id(leaf), leaf.data_ptr(), tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, str(leaf.device))
+        return ("numpy", leaf.__array_interface__["data"][0], leaf.shape, leaf.strides, leaf.dtype.str)
+    return ("torch", leaf.data_ptr(), tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, str(leaf.device))
 
 
 def _torch():

@@ -11,26 +11,27 @@ class Sharded:
     written once, each rank writing its own rows, and a restore at another
     world size reads each rank's new rows from wherever they were saved
     (resharding). ``tensor`` is a torch.Tensor or a NumPy array;
-    ``global_shape`` None lets the extension take dim 0 from the ranks' rows.
-    Restore writes into ``tensor`` in place.
+    ``global_shape`` is the same on every rank. Restore writes into
+    ``tensor`` in place.
     """
 
     __slots__ = ("tensor", "offset", "global_shape")
 
-    def __init__(self, tensor, offset, global_shape=None):
+    def __init__(self, tensor, offset, global_shape):
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"baton.Sharded: offset must be an int >= 0, not {offset!r}")
         shape = tuple(tensor.shape)
         if len(shape) == 0:
             raise ValueError("baton.Sharded: a 0-dimensional tensor has no rows to shard")
-        if global_shape is not None:
-            global_shape = tuple(int(d) for d in global_shape)
-            if len(global_shape) != len(shape) or global_shape[1:] != shape[1:]:
-                raise ValueError(f"baton.Sharded: global_shape {global_shape} and the shard's shape {shape} "
-                                 "differ beyond dim 0")
-            if offset + shape[0] > global_shape[0]:
-                raise ValueError(f"baton.Sharded: rows [{offset}, {offset + shape[0]}) lie beyond "
-                                 f"global_shape[0] = {global_shape[0]}")
+        # Required (the extension could agree on dim 0 over the ranks, but
+        # that is a collective, and a registration is made or reused per rank).
+        global_shape = tuple(int(d) for d in global_shape)
+        if len(global_shape) != len(shape) or global_shape[1:] != shape[1:]:
+            raise ValueError(f"baton.Sharded: global_shape {global_shape} and the shard's shape {shape} "
+                             "differ beyond dim 0")
+        if offset + shape[0] > global_shape[0]:
+            raise ValueError(f"baton.Sharded: rows [{offset}, {offset + shape[0]}) lie beyond "
+                             f"global_shape[0] = {global_shape[0]}")
         self.tensor = tensor
         self.offset = offset
         self.global_shape = global_shape
