@@ -86,7 +86,7 @@ def decode_plain(node, what):
 
 class Plan:
     def __init__(self):
-        self.targets = {}  # name -> (path, tensor or array)
+        self.targets = {}  # name -> (path, tensor, array or Sharded)
         self.errors = []
         self.actions = []  # callables, children first
         self.per_rank = []  # (object, key, path)
@@ -192,7 +192,7 @@ class _Matcher:
                 self.error(path, "a replicated tensor in the state, a baton.Sharded array in the checkpoint")
             if tuple(value.shape) != shape:
                 self.error(path, f"shape {tuple(value.shape)} in the state, {shape} in the checkpoint")
-        self.plan.targets[ck.name] = (path, value)
+        self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
         return cur
 
     def object(self, cur, ck, path):
