@@ -93,6 +93,12 @@ class Checkpointer:
     """
 
     def __init__(self, runtime, dir=None, local_dir=None, **options):
+        """Opens the checkpoint directory (collective; takes its writer lock).
+
+        ``runtime``: a baton.Runtime. ``dir``: the shared directory, else
+        $BATON_CKPT_DIR; ``local_dir``: the node-local directory (level 2),
+        else $BATON_LOCAL_DIR, else none. ``options``: baton.ArrayCheckpointer's.
+        """
         self._runtime = runtime
         self._options = dict(options, dir=dir, local_dir=local_dir)
         self._low = _baton.ArrayCheckpointer(runtime, **self._options)
@@ -243,10 +249,12 @@ class Checkpointer:
 
     @property
     def dir(self):
+        """The checkpoint directory (shared, level 3)."""
         return self._low.dir
 
     @property
     def run_id(self):
+        """The directory's run id, the same on every rank."""
         return self._low.run_id
 
     def close(self):

@@ -21,7 +21,7 @@ def global_emb(step):
 
 
 def global_moments(step):
-    return np.linspace(0, 1, ROWS) + step
+    return np.arange(ROWS) / 8 + step  # exact in binary: adding 10 twice is adding 20
 
 
 def my_rows(rank, size):
