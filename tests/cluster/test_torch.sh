@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2016  # single-quoted commands and Python programs run in another shell (srun's) or language
 # PyTorch on the local cluster, with only what baton's plugin gives a task:
-# torch.distributed's env:// rendezvous across nodes (gloo). Sourced by
-# run-all. Without torch (Debian's python3-torch, scripts/install-deps
-# --with-torch) every case says SKIP.
+# torch.distributed's env:// rendezvous across nodes (gloo), and
+# examples/train_ddp.py, baton's Python package under DDP, through a node
+# failure. Sourced by run-all. Without torch (Debian's python3-torch,
+# scripts/install-deps --with-torch) every case says SKIP.
 
 PY=/usr/bin/python3  # the interpreter Debian's torch and numpy belong to
 
@@ -41,3 +42,97 @@ dist.destroy_process_group()
   ! grep -q 'Connection refused\|127\.0\.0\.1' <<<"$out" || fail "a rank connected to or advertised 127.0.0.1"
 }
 
+# --- examples/train_ddp.py through a node failure ----------------------------
+# The harness of baton-train's node-failure scenario (train-lib.sh) with the
+# DDP example's job script: the same output lines ("[train_ddp.sbatch ...]
+# start on", "resumed from step N (restart R)", "step=N", "final_checksum=")
+# and the same checks (check_job).
+
+WORK=$BATON_TEST_RESULTS/cluster-torch
+mkdir -p "$WORK"
+chmod 755 "$WORK"
+SCRIPT_NAME=train_ddp.sbatch
+RANK_PROG=python3
+. "$REPO/tests/cluster/train-lib.sh"
+DDP_PY=$REPO/examples/train_ddp.py
+SCRIPT=$REPO/examples/train_ddp.sbatch
+# Small and short: 60 steps of a 64-wide MLP, saved every 10 (synchronously:
+# a "checkpoint step=N" line means committed). The job's steps sleep 100 ms so
+# that the fault meets a run in progress; the reference needs no sleep.
+DDP_STEPS=60
+DDP_OPTS=(--ckpt-every 10 --hidden 64)
+DDP_STEP_MS=100
+# baton's Python package in the build tree (make builds it there); an
+# installed one needs no PYTHONPATH.
+BATON_PY_DIR=$BATON_BUILD_DIR/python
+
+# need_baton_python: SKIP when the build has no Python package (configure
+# found no pybind11 or Python headers); FAIL when it has one that does not
+# import.
+need_baton_python() {
+  local why
+  if ! compgen -G "$BATON_PY_DIR/baton/_baton*.so" >/dev/null; then
+    echo "SKIP: the build has no baton Python extension in $BATON_PY_DIR/baton (configure's summary says why)"
+    exit 77
+  fi
+  why=$(PYTHONPATH=$BATON_PY_DIR "$PY" -c 'import baton' 2>&1) ||
+    fail "baton's Python package in $BATON_PY_DIR does not import: $why"
+}
+
+# reference STEPS [RANKS]: the uninterrupted run's checksum, one srun step
+# of RANKS ranks on as many nodes (the sum order depends on the world size,
+# not on the nodes).
+reference() {
+  local n=$1 ranks=${2:-3} f=$WORK/ddp-reference-$1-np${2:-3}
+  if [ ! -s "$f" ]; then
+    rm -rf "$f.ckpt"
+    PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$f.ckpt timeout 300 \
+      srun -N"$ranks" -n"$ranks" --ntasks-per-node=1 --baton --mpi=pmix -K \
+      "$PY" "$DDP_PY" --steps "$n" "${DDP_OPTS[@]}" >"$f.out" 2>&1 || { cat "$f.out"; fail "the reference run failed"; }
+    sed -n 's/^final_checksum=//p' "$f.out" | sort -u >"$f"
+    [ "$(wc -l <"$f")" = 1 ] || { cat "$f.out"; fail "the reference's ranks disagree or printed no checksum"; }
+  fi
+  cat "$f"
+}
+
+# submit DIR STEPS [SBATCH OPTIONS...]: sets JOB.
+submit() {
+  local d=$1 steps=$2 job
+  shift 2
+  job=$(PYTHON=$PY TRAIN_DDP=$DDP_PY PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$(ckpt_dir "$d") \
+    BATON_COLLECTIVE_TIMEOUT=10 \
+    sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "$@" "$SCRIPT" \
+    --steps "$steps" --step-ms "$DDP_STEP_MS" "${DDP_OPTS[@]}") || return 1
+  CASE_JOBS="$CASE_JOBS $job"
+  JOB=$job
+  echo "submitted job $job"
+}
+
+# A node of the job is killed after a committed checkpoint: Slurm requeues
+# the job, the next run (on the three nodes left) resumes from the newest
+# committed version, and the weights end bit for bit as the uninterrupted
+# run's. The reference runs while the job waits to be requeued.
+test_ddp_example_through_a_node_failure_ends_bit_identical() {
+  need_torch
+  need_baton_python
+  begin_case
+  local d job node run nodes ref_pid
+  d=$(case_dir)
+  submit "$d" "$DDP_STEPS"
+  job=$JOB
+  wait_step "$d/out" 25
+  node=$(rank_node "$job" 1)
+  before_fault "$job" "$d" 1
+  kill_node "$node"
+  reference "$DDP_STEPS" >/dev/null &
+  ref_pid=$!
+  after_fault "$job" "$d" 1
+  run=$(($(runs "$d/out") + 1))
+  wait_for 60 "the requeued run to start" runs_at_least "$d/out" "$run"
+  revive_node "$node"
+  wait "$ref_pid" || fail "the reference run failed"
+  check_job "$job" "$d" 1 "$DDP_STEPS"
+  nodes=$(run_out "$d/out" "$run" | sed -n 's/.*start on \([^ ]*\) at .*/\1/p')
+  echo "killed $node; the next run ran on $nodes"
+  [ "$(scontrol show hostnames "$nodes" | grep -cx "$node")" = 0 ] || fail "the job ran on $node again"
+}
