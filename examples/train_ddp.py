@@ -217,4 +217,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (baton.InvalidArgument, baton.NotFound, baton.CorruptCheckpointError):
+        raise  # a new run would fail the same way: exit 1, not requeued
+    except baton.Error as e:
+        # I/O, a deadline, another rank's failure: a new run may well succeed.
+        print(f"train_ddp.py: {e}; exiting {baton.EXIT_REQUEUE} to be requeued", file=sys.stderr, flush=True)
+        sys.exit(baton.EXIT_REQUEUE)
