@@ -108,11 +108,16 @@ submit() {
   echo "submitted job $job"
 }
 
-# A node of the job is killed after a committed checkpoint: Slurm requeues
-# the job, the next run (on the three nodes left) resumes from the newest
-# committed version, and the weights end bit for bit as the uninterrupted
-# run's. The reference runs while the job waits to be requeued.
-test_ddp_example_through_a_node_failure_ends_bit_identical() {
+# Two faults in one job, as in baton-train's scenarios. First `scontrol
+# requeue`: Slurm's SIGTERM reaches every rank, they agree on a step
+# (rt.should_stop()), save it and exit 75 (KillWait bounds the save: a stop
+# that made it lost nothing). Then, in the requeued run, a node of the job is
+# killed after a committed checkpoint: Slurm requeues the job, the next run
+# (on the three nodes left) resumes from the newest committed version. After
+# each fault the run resumes from the newest committed version, and the
+# weights end bit for bit as the uninterrupted run's, which runs while the
+# job waits for its second requeue.
+test_ddp_example_through_an_agreed_stop_and_a_node_failure_ends_bit_identical() {
   need_torch
   need_baton_python
   begin_case
@@ -120,18 +125,28 @@ test_ddp_example_through_a_node_failure_ends_bit_identical() {
   d=$(case_dir)
   submit "$d" "$DDP_STEPS"
   job=$JOB
-  wait_step "$d/out" 25
-  node=$(rank_node "$job" 1)
+  wait_step "$d/out" 12
   before_fault "$job" "$d" 1
+  scontrol requeue "$job"
+  after_fault "$job" "$d" 1
+  wait_for 60 "the requeued run to start" runs_at_least "$d/out" 2
+  wait_step "$d/out" $(($(cut -d' ' -f3 "$d/fault.1") + 15))
+  node=$(rank_node "$job" 1)
+  before_fault "$job" "$d" 2
   kill_node "$node"
   reference "$DDP_STEPS" >/dev/null &
   ref_pid=$!
-  after_fault "$job" "$d" 1
+  after_fault "$job" "$d" 2
   run=$(($(runs "$d/out") + 1))
-  wait_for 60 "the requeued run to start" runs_at_least "$d/out" "$run"
+  wait_for 60 "the next run to start" runs_at_least "$d/out" "$run"
   revive_node "$node"
   wait "$ref_pid" || fail "the reference run failed"
-  check_job "$job" "$d" 1 "$DDP_STEPS"
+  check_job "$job" "$d" 2 "$DDP_STEPS"
+  if run_out "$d/out" "$(cut -d' ' -f2 "$d/fault.1")" | grep '^stop agreed' >/dev/null; then
+    check_stop_lost_nothing "$d" 1
+  else
+    echo "the first fault's run was killed before its agreed stop was saved (KillWait)"
+  fi
   nodes=$(run_out "$d/out" "$run" | sed -n 's/.*start on \([^ ]*\) at .*/\1/p')
   echo "killed $node; the next run ran on $nodes"
   [ "$(scontrol show hostnames "$nodes" | grep -cx "$node")" = 0 ] || fail "the job ran on $node again"

@@ -139,6 +139,16 @@ after_fault() {
   [ "$newest" != none ] || fail "no committed version before fault $k"
 }
 
+# check_stop_lost_nothing DIR K: fault K asked for an agreed stop: the
+# faulted run's last step is its stop step, which it saved (no work lost).
+check_stop_lost_nothing() {
+  local d=$1 k=$2 r run want stop
+  read -r r run want <"$d/fault.$k"
+  stop=$(run_out "$d/out" "$run" | sed -n 's/^stop agreed at step \([0-9]*\):.*/\1/p')
+  expect_eq "$stop" "$want" "the agreed stop step of fault $k, the newest committed version"
+  expect_eq "$(run_out "$d/out" "$run" | last_step)" "$stop" "last step of the stopped run"
+}
+
 # Runs that died before baton-train started (no resume or first-run line):
 # Open MPI's start-up crash on this one-machine cluster (docs/testing.md),
 # about 1 launch in 10 here. A job survives it by its own requeue; each is
