@@ -111,7 +111,7 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
       step("MPI_Init_thread");
       return BATON_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     }));
-    rt->finalize_ = true;
+    rt->finalize_ = options.finalize_mpi;
   } else {
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Query_thread(&provided)));
   }
@@ -340,20 +340,31 @@ Runtime::~Runtime() {
   }
   for (MPI_Comm* c : {&control_, &leaders_, &node_, &world_})
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalize_ || finalized) return;
-  // A rank that stops (SIGSTOP, a hung driver) after the last collective
-  // would hold MPI_Finalize's synchronization for ever: past
-  // min(collective_timeout, 60 s) the process exits 75.
-  mpi::SetupGuard fin(std::min(options_.collective_timeout, 60.0), OnTimeout::kExit, this, "~Runtime");
-  const Status s = fin.Run([](const mpi::SetupGuard::Steps& step) {
-    step("MPI_Finalize");
-    return BATON_MPI_CHECK(MPI_Finalize());
-  });
+  if (!finalize_) return;
+  const Status s = FinalizeMpi(std::min(options_.collective_timeout, 60.0));
   if (!s.ok()) {
     BATON_LOG(kRuntime, error) << s;
   }
+}
+
+Status Runtime::FinalizeMpi(double timeout_seconds) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return Status::OK();
+  if (mpi::Abandoned()) {
+    BATON_LOG(kRuntime, warning) << "a collective was left in flight at its deadline: MPI_Finalize skipped "
+                                    "(it would wait for the rank that did not come)";
+    return Status::OK();
+  }
+  // A rank that stops (SIGSTOP, a hung driver) after the last collective
+  // would hold MPI_Finalize's synchronization for ever: past the timeout
+  // (~Runtime: min(collective_timeout, 60 s)) the process exits 75.
+  mpi::SetupGuard fin(timeout_seconds, OnTimeout::kExit, nullptr, "MPI_Finalize");
+  return fin.Run([](const mpi::SetupGuard::Steps& step) {
+    step("MPI_Finalize");
+    return BATON_MPI_CHECK(MPI_Finalize());
+  });
 }
 
 bool Runtime::collective_abandoned() { return mpi::Abandoned(); }

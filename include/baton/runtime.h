@@ -69,6 +69,14 @@ struct RuntimeOptions {
   bool install_stop_handlers = true;
   int stop_signal = 0;
   long stop_check_every = 0;
+
+  // Whether the destructor finalizes MPI when Create initialized it. false:
+  // MPI stays initialized after the Runtime (MPI cannot be initialized
+  // twice in a process), so that a later Runtime, or mpi4py, can still use
+  // it; the program calls FinalizeMpi() once at its end. The Python
+  // binding does (at interpreter exit). A Runtime that found MPI
+  // initialized (by mpi4py, by the program) never finalizes it.
+  bool finalize_mpi = true;
 };
 
 class Runtime {
@@ -145,6 +153,13 @@ class Runtime {
   // A program that called MPI_Init itself must then not call MPI_Finalize
   // (it would wait for the rank that never came); it exits instead.
   static bool collective_abandoned();
+  // MPI_Finalize, for a program whose Runtimes were made with
+  // finalize_mpi = false: nothing when MPI is not initialized, already
+  // finalized, or a collective was abandoned (collective_abandoned(): it
+  // would wait for ever); past `timeout_seconds` the process exits 75, as
+  // ~Runtime does. Call it on the thread that initialized MPI, after every
+  // Runtime is destroyed.
+  static Status FinalizeMpi(double timeout_seconds);
   // Whether this process got SIGTERM or the stop signal (not agreed). Any
   // thread: the flag is a lock-free atomic set by the handler.
   static bool stop_signal_received();

@@ -1,0 +1,40 @@
+"""baton from Python: checkpoints, the agreed stop and requeue for training programs.
+
+    import baton
+    rt = baton.Runtime()                  # MPI (adopted if mpi4py started it), rank, size, should_stop()
+    ck = baton.Checkpointer(rt)           # state dicts, or registered arrays (help(baton.Checkpointer))
+    state = {"model": model, "optim": opt, "rng": baton.RNGState()}
+    step = ck.restore(state)              # None on a first run
+    ...
+    ck.save(state, step)
+    if rt.should_stop():
+        ck.save(state, step)
+        sys.exit(baton.EXIT_REQUEUE)
+
+The compiled part is baton._baton (Runtime, ArrayCheckpointer, the errors);
+the state-dict layer is pure Python over it. docs/python.md has the whole
+story.
+"""
+
+from baton._baton import (  # noqa: F401  (the public names)
+    EXIT_REQUEUE,
+    Aborted,
+    ArrayCheckpointer,
+    CorruptCheckpointError,
+    Error,
+    InvalidArgument,
+    IOError,
+    NotFound,
+    Runtime,
+    TimeoutError,
+    Unavailable,
+)
+from baton.checkpointer import Checkpointer, SaveFuture  # noqa: F401
+from baton.rng import RNGState  # noqa: F401
+from baton.wrappers import PerRank, Sharded  # noqa: F401
+
+__all__ = [
+    "EXIT_REQUEUE", "Aborted", "ArrayCheckpointer", "Checkpointer", "CorruptCheckpointError", "Error",
+    "IOError", "InvalidArgument", "NotFound", "PerRank", "RNGState", "Runtime", "SaveFuture", "Sharded",
+    "TimeoutError", "Unavailable",
+]

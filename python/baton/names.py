@@ -1,0 +1,44 @@
+"""Array names for the paths of a state dict's tensors.
+
+A path such as ("model", "layer1.weight") or ("optim", "state", 0, "exp_avg")
+becomes the baton array name "model:layer1.weight" or "optim:state:0:exp_avg".
+baton's names are HDF5 dataset names: 1-255 bytes of UTF-8, no '/', not
+beginning with '.'. So each key is percent-escaped for '%', '/', ':', '~'
+(and a leading '.'), the keys are joined with ':', and a name longer than
+255 bytes keeps its first 200 bytes plus '~' and 16 hex digits of the
+SHA-256 of the whole name. The mapping is a function of the path alone, the
+same on every rank and in every run, so it never has to be read back: the
+checkpoint's JSON records each array's path beside its name.
+"""
+
+import hashlib
+
+SEPARATOR = ":"
+MAX_BYTES = 255
+# The array every state-dict save holds besides the state's own (an int64
+# scalar: the format version). '~' is escaped in every key, so no key maps
+# to a name beginning with it.
+MARKER = "~baton.state_dict"
+
+_ESCAPES = {"%": "%25", "/": "%2F", ":": "%3A", "~": "%7E"}
+
+
+def _escape(key):
+    text = str(key)
+    if text == "":
+        return "%00"
+    out = "".join(_ESCAPES.get(c, c) for c in text)
+    if out.startswith("."):
+        out = "%2E" + out[1:]
+    return out
+
+
+def array_name(path):
+    """The baton array name of the tensor at ``path`` (a tuple of keys)."""
+    name = SEPARATOR.join(_escape(k) for k in path)
+    raw = name.encode("utf-8")
+    if len(raw) <= MAX_BYTES:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    head = raw[:200].decode("utf-8", errors="ignore")  # never split a character
+    return f"{head}~{digest}"

@@ -1,0 +1,310 @@
+"""A checkpoint's state-dict tree matched against the program's live state.
+
+``match(state, tree, arrays, strict)`` walks the decoded checkpoint tree
+beside the state dict the program passes to Checkpointer.restore and says,
+before anything is read:
+
+- ``targets``: for each array to restore, the tensor it goes into: the
+  program's own (in place), or a new one where the state lacks it inside an
+  object that is not a torch module (state torch creates lazily, such as
+  Adam's ``exp_avg`` before the first step: the new tensors go to the
+  object's ``load_state_dict``);
+- ``errors``: every difference that refuses the restore, naming the path: a
+  tensor whose dtype or shape differs, a key the checkpoint lacks or the
+  state lacks (strict only), a tensor where the other side holds a value;
+- ``actions``: what to run once the arrays are read, children first: plain
+  values put into the program's own dicts and lists, ``load_state_dict`` of
+  each object with its state dict as the checkpoint has it, the per-rank
+  entries.
+"""
+
+from baton import metadata, tensors
+from baton.metadata import path_text
+from baton.state_walk import has_state_dict
+from baton.wrappers import Sharded, is_per_rank
+
+MISSING = object()  # a key one side lacks
+
+
+class ArrayNode:
+    __slots__ = ("name", "lib", "dtype", "shape", "sharded")
+
+    def __init__(self, node, path):
+        self.name = node[metadata.ARRAY]
+        self.lib = node.get("lib")
+        self.dtype = node.get("dtype")
+        self.shape = node.get("shape")
+        self.sharded = bool(node.get("sharded"))
+        if not isinstance(self.name, str) or self.lib not in ("torch", "numpy") or not isinstance(self.dtype, str):
+            raise metadata.FormatError(f"'{path_text(path)}': malformed array reference {node!r}")
+
+
+class ObjectNode:
+    __slots__ = ("type", "module", "state")
+
+    def __init__(self, node, path, on_tag):
+        self.type = node[metadata.OBJECT]
+        self.module = bool(node.get("module"))
+        if "state" not in node:
+            raise metadata.FormatError(f"'{path_text(path)}': object without a state")
+        self.state = metadata.decode(node["state"], path, on_tag)
+
+
+class PerRankNode:
+    __slots__ = ("key",)
+
+    def __init__(self, node, path):
+        self.key = node[metadata.PER_RANK]
+        if not isinstance(self.key, str):
+            raise metadata.FormatError(f"'{path_text(path)}': malformed per-rank reference {node!r}")
+
+
+def decode_tree(tree):
+    """The checkpoint's tree with its array, object and per-rank nodes as the classes above."""
+
+    def on_tag(tag, node, path):
+        if tag == metadata.ARRAY:
+            return ArrayNode(node, path)
+        if tag == metadata.OBJECT:
+            return ObjectNode(node, path, on_tag)
+        if tag == metadata.PER_RANK:
+            return PerRankNode(node, path)
+        raise metadata.FormatError(f"'{path_text(path)}': unknown tag {tag!r} (baton never loads "
+                                   "code or pickles from a checkpoint)")
+
+    return metadata.decode(tree, (), on_tag)
+
+
+def decode_plain(node, what):
+    """A JSON-only value (per-rank entries): any array or object tag is a FormatError."""
+
+    def on_tag(tag, _node, path):
+        raise metadata.FormatError(f"{what} '{path_text(path)}': unexpected tag {tag!r}")
+
+    return metadata.decode(node, (), on_tag)
+
+
+class Plan:
+    def __init__(self):
+        self.targets = {}  # name -> (path, tensor, array or Sharded)
+        self.errors = []
+        self.actions = []  # callables, children first
+        self.per_rank = []  # (object, key, path)
+
+
+def match(state, tree, arrays, strict):
+    """The Plan for restoring ``tree`` (decode_tree's) into ``state``.
+
+    ``arrays``: the version's arrays by name ({name: {"dtype", "shape",
+    "replicated"}}, from read_metadata), the authority on dtypes and shapes.
+    """
+    plan = Plan()
+    if not isinstance(tree, dict):
+        plan.errors.append("the checkpoint's state is not a dict")
+        return plan
+    _Matcher(plan, arrays, strict).node(state, tree, (), create=False, live=True)
+    return plan
+
+
+class _Matcher:
+    """One walk. ``create``: inside the state dict of an object that is not a
+    torch module, where what the checkpoint has and the object's state dict
+    lacks is created (the object's load_state_dict takes it, as it takes
+    torch.load's). ``live``: the program's own containers (the state dict and
+    its plain dicts and lists), updated in place; an object's state dict is
+    not live (it goes to load_state_dict)."""
+
+    def __init__(self, plan, arrays, strict):
+        self.plan = plan
+        self.arrays = arrays
+        self.strict = strict
+
+    def error(self, path, text):
+        self.plan.errors.append(f"'{path_text(path)}': {text}")
+
+    def node(self, cur, ck, path, create, live):
+        """The value that goes at ``path`` after the restore (MISSING: none)."""
+        if isinstance(ck, ArrayNode):
+            return self.array(cur, ck, path)
+        if isinstance(ck, ObjectNode):
+            return self.object(cur, ck, path)
+        if isinstance(ck, PerRankNode):
+            if cur is MISSING or not is_per_rank(cur):
+                return self.conflict(cur, "per-rank state (RNGState, PerRank)", path)
+            self.plan.per_rank.append((cur, ck.key, path))
+            return cur
+        if isinstance(ck, dict):
+            return self.mapping(cur, ck, path, create, live)
+        if isinstance(ck, (list, tuple)):
+            return self.sequence(cur, ck, path, create, live)
+        if cur is not MISSING and not _plain(cur):
+            return self.conflict(cur, f"the value {ck!r}", path)
+        return ck
+
+    def missing(self, ck, path, create):
+        """The value for a key the checkpoint has and the state lacks."""
+        if create:
+            return self.node(MISSING, ck, path, create=True, live=False)
+        if self.strict:
+            self.error(path, "in the checkpoint, not in the state (strict=False ignores it)")
+        return MISSING
+
+    def conflict(self, cur, what, path):
+        held = "nothing" if cur is MISSING else f"a {type(cur).__name__}"
+        self.error(path, f"the checkpoint holds {what}, the state {held}")
+        return MISSING
+
+    def array(self, cur, ck, path):
+        saved = self.arrays.get(ck.name)
+        if saved is None:
+            self.error(path, f"array {ck.name!r} is named in the checkpoint's metadata but not in its arrays")
+            return MISSING
+        if cur is MISSING:
+            if ck.sharded:
+                self.error(path, "a sharded array the state lacks (baton cannot tell this rank's rows)")
+                return MISSING
+            try:
+                new = tensors.allocate(ck.lib, ck.dtype, saved["shape"], path)
+            except (ValueError, ImportError) as e:
+                self.error(path, str(e))
+                return MISSING
+            self.plan.targets[ck.name] = (path, new)
+            return new
+        sharded = isinstance(cur, Sharded)
+        value = cur.tensor if sharded else cur
+        if not tensors.is_array(value):
+            return self.conflict(cur, "a tensor", path)
+        try:
+            _, _, baton_dtype = tensors.describe(value, path)
+        except TypeError as e:
+            self.error(path, str(e))
+            return MISSING
+        if baton_dtype != saved["dtype"]:
+            self.error(path, f"dtype {baton_dtype} in the state, {saved['dtype']} in the checkpoint")
+        shape = tuple(saved["shape"])
+        if sharded:
+            if not ck.sharded:
+                self.error(path, "a baton.Sharded in the state, a replicated array in the checkpoint")
+            if tuple(cur.global_shape) != shape:
+                self.error(path, f"global shape {tuple(cur.global_shape)} in the state, {shape} in the checkpoint")
+        else:
+            if ck.sharded:
+                self.error(path, "a replicated tensor in the state, a baton.Sharded array in the checkpoint")
+            if tuple(value.shape) != shape:
+                self.error(path, f"shape {tuple(value.shape)} in the state, {shape} in the checkpoint")
+        self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
+        return cur
+
+    def object(self, cur, ck, path):
+        if cur is MISSING or not has_state_dict(cur):
+            return self.conflict(cur, f"an object ({ck.type}) with state_dict()/load_state_dict()", path)
+        restored = self.node(cur.state_dict(), ck.state, path, create=not tensors.is_module(cur), live=False)
+        if restored is not MISSING:
+            self.plan.actions.append(_LoadStateDict(cur, restored, path))
+        return cur
+
+    def mapping(self, cur, ck, path, create, live):
+        if cur is MISSING:
+            out = type(ck)()
+            for k, v in ck.items():
+                r = self.node(MISSING, v, path + (k,), create=True, live=False)
+                if r is not MISSING:
+                    out[k] = r
+            return _with_meta(out, ck)
+        if not isinstance(cur, dict):
+            if _plain(cur) and _plain_ck(ck):
+                return ck
+            return self.conflict(cur, "a dict", path)
+        out = type(ck)()
+        for k, v in ck.items():
+            if k in cur:
+                r = self.node(cur[k], v, path + (k,), create=create, live=live)
+            else:
+                r = self.missing(v, path + (k,), create)
+            if r is not MISSING:
+                out[k] = r
+        for k in cur:
+            if k not in ck:
+                if self.strict:
+                    self.error(path + (k,), "in the state, not in the checkpoint (strict=False keeps it)")
+                out[k] = cur[k]
+        if live:
+            self.plan.actions.append(_UpdateDict(cur, out))
+            return cur
+        return _with_meta(out, ck)
+
+    def sequence(self, cur, ck, path, create, live):
+        if cur is MISSING:
+            items = [self.node(MISSING, v, path + (i,), create=True, live=False) for i, v in enumerate(ck)]
+            return type(ck)(items)
+        if not isinstance(cur, (list, tuple)) or len(cur) != len(ck):
+            if _plain(cur) and _plain_ck(ck):
+                return ck
+            held = f"{len(cur)} items" if isinstance(cur, (list, tuple)) else f"a {type(cur).__name__}"
+            self.error(path, f"{len(ck)} items in the checkpoint, {held} in the state")
+            return MISSING
+        in_place = live and isinstance(cur, list) and isinstance(ck, list)
+        items = [self.node(c, v, path + (i,), create=create, live=in_place) for i, (c, v) in enumerate(zip(cur, ck))]
+        if any(r is MISSING for r in items):
+            return MISSING
+        if in_place:
+            self.plan.actions.append(_UpdateList(cur, items))
+            return cur
+        return type(ck)(items)
+
+
+def _with_meta(out, ck):
+    meta = getattr(ck, "_metadata", None)
+    if meta is not None:
+        out._metadata = meta
+    return out
+
+
+def _plain(value):
+    """A live value with no tensor, object or per-rank state inside."""
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    return not (tensors.is_array(value) or isinstance(value, Sharded) or is_per_rank(value) or
+                has_state_dict(value))
+
+
+def _plain_ck(node):
+    if isinstance(node, (list, tuple)):
+        return all(_plain_ck(v) for v in node)
+    if isinstance(node, dict):
+        return all(_plain_ck(v) for v in node.values())
+    return not isinstance(node, (ArrayNode, ObjectNode, PerRankNode))
+
+
+class _LoadStateDict:
+    def __init__(self, obj, state, path):
+        self.obj, self.state, self.path = obj, state, path
+
+    def __call__(self):
+        try:
+            self.obj.load_state_dict(self.state)
+        except Exception as e:
+            raise type(e)(f"baton: '{path_text(self.path)}': {type(self.obj).__name__}.load_state_dict "
+                          f"refused the checkpoint's state: {e}") from e
+
+
+class _UpdateDict:
+    def __init__(self, live, out):
+        self.live, self.out = live, out
+
+    def __call__(self):
+        for k, v in self.out.items():
+            if self.live.get(k, MISSING) is not v:
+                self.live[k] = v
+
+
+class _UpdateList:
+    def __init__(self, live, items):
+        self.live, self.items = live, items
+
+    def __call__(self):
+        for i, v in enumerate(self.items):
+            if self.live[i] is not v:
+                self.live[i] = v

@@ -1,0 +1,57 @@
+"""baton.RNGState: this rank's random number generators, as per-rank state."""
+
+import random
+import sys
+
+
+class RNGState:
+    """This rank's torch, NumPy and Python ``random`` generator states.
+
+    Put one in the state dict (``state["rng"] = baton.RNGState()``): a save
+    records the global generators as they are at the call, as this rank's
+    per-rank state (JSON, no pickle); a restore sets them back on the same
+    rank at the same world size (at another world size the restore refuses
+    unless ``drop_rank_state_on_resize=True``, which leaves them as they
+    are). Covered: ``random`` (Python's global generator), ``numpy.random``'s
+    global RandomState, torch's CPU generator and, where CUDA is initialised,
+    every CUDA device's generator (untested: no GPU here). A NumPy
+    ``Generator`` of the program's own is not global: keep
+    ``gen.bit_generator.state`` (a dict of ints) in a ``baton.PerRank``.
+
+    torch and NumPy are recorded only when the program has imported them.
+    """
+
+    _baton_per_rank = True
+
+    def state_dict(self):
+        version, internal, gauss_next = random.getstate()
+        state = {"python": [version, list(internal), gauss_next]}
+        np = sys.modules.get("numpy")
+        if np is not None:
+            kind, key, pos, has_gauss, cached = np.random.get_state(legacy=True)
+            state["numpy"] = {"kind": kind, "key": key.astype("<u4").tobytes(), "pos": int(pos),
+                              "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            state["torch"] = torch.get_rng_state().numpy().tobytes()
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                state["cuda"] = [s.numpy().tobytes() for s in torch.cuda.get_rng_state_all()]
+        return state
+
+    def load_state_dict(self, state):
+        version, internal, gauss_next = state["python"]
+        random.setstate((version, tuple(internal), gauss_next))
+        if "numpy" in state:
+            import numpy as np
+            s = state["numpy"]
+            key = np.frombuffer(s["key"], dtype="<u4").astype(np.uint32)
+            np.random.set_state((s["kind"], key, s["pos"], s["has_gauss"], s["cached_gaussian"]))
+        if "torch" in state:
+            import torch
+            torch.set_rng_state(torch.frombuffer(bytearray(state["torch"]), dtype=torch.uint8))
+            if "cuda" in state:
+                torch.cuda.set_rng_state_all(
+                    [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in state["cuda"]])
+
+    def __repr__(self):
+        return "baton.RNGState()"

@@ -1,0 +1,156 @@
+"""Tensors and NumPy arrays as baton arrays: dtypes, buffers, allocation.
+
+torch is looked up in sys.modules, never imported here: a program that has
+not imported torch holds no tensors, and NumPy programs do not pay torch's
+import time.
+"""
+
+import sys
+
+import numpy as np
+
+from baton.metadata import path_text
+
+_TORCH_DTYPES = {  # torch dtype attribute -> baton dtype
+    "float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16",
+    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
+    "int8": "i8", "int16": "i16",
+}
+_NUMPY_DTYPES = {  # numpy dtype name -> baton dtype
+    "float32": "f32", "float64": "f64", "float16": "f16",
+    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
+    "int8": "i8", "int16": "i16", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+}
+
+
+def torch_module():
+    return sys.modules.get("torch")
+
+
+def is_tensor(value):
+    torch = torch_module()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def is_array(value):
+    return isinstance(value, np.ndarray) or is_tensor(value)
+
+
+def is_module(obj):
+    torch = torch_module()
+    return torch is not None and isinstance(obj, torch.nn.Module)
+
+
+def describe(value, path):
+    """(lib, dtype text, baton dtype) of a tensor or array; TypeError naming the path."""
+    if isinstance(value, np.ndarray):
+        name = value.dtype.name
+        baton = _NUMPY_DTYPES.get(name) if value.dtype.isnative or value.dtype.itemsize == 1 else None
+        if baton is None:
+            raise TypeError(f"baton: '{path_text(path)}': NumPy dtype {value.dtype} has no baton type "
+                            f"(baton keeps {', '.join(sorted(set(_NUMPY_DTYPES)))})")
+        return "numpy", value.dtype.str, baton
+    name = str(value.dtype).replace("torch.", "")
+    baton = _TORCH_DTYPES.get(name)
+    if baton is None:
+        raise TypeError(f"baton: '{path_text(path)}': torch dtype {value.dtype} has no baton type "
+                        f"(baton keeps torch.{', torch.'.join(_TORCH_DTYPES)})")
+    return "torch", name, baton
+
+
+def allocate(lib, dtype, shape, path):
+    """A new zeroed tensor or array for an array the state lacks (lazily created optimizer state)."""
+    shape = tuple(int(d) for d in shape)
+    if lib == "torch":
+        torch = torch_module()
+        if torch is None:
+            import torch
+        if dtype not in _TORCH_DTYPES:
+            raise ValueError(f"baton: '{path_text(path)}': the checkpoint names torch dtype {dtype!r}")
+        return torch.zeros(shape, dtype=getattr(torch, dtype))
+    if lib == "numpy":
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise ValueError(f"baton: '{path_text(path)}': the checkpoint names NumPy dtype {dtype!r}") from None
+        if dt.name not in _NUMPY_DTYPES:
+            raise ValueError(f"baton: '{path_text(path)}': the checkpoint names NumPy dtype {dtype!r}")
+        return np.zeros(shape, dtype=dt)
+    raise ValueError(f"baton: '{path_text(path)}': the checkpoint names array library {lib!r}")
+
+
+class Binding:
+    """How one leaf is handed to the extension.
+
+    ``buffer`` is what is registered (the tensor itself, detached, or the
+    NumPy array: the extension keeps a reference and copies nothing);
+    ``dtype`` the baton dtype name given with it. A CUDA tensor or a
+    non-contiguous one is registered through a host copy (``mirror``):
+    refreshed from the leaf before every save, copied back after a restore.
+    """
+
+    __slots__ = ("leaf", "buffer", "dtype", "mirror", "key")
+
+    def __init__(self, leaf, baton_dtype):
+        self.leaf = leaf
+        self.dtype = baton_dtype
+        self.mirror = False
+        if isinstance(leaf, np.ndarray):
+            if leaf.flags.c_contiguous:
+                self.buffer = leaf
+            else:
+                self.buffer = np.ascontiguousarray(leaf)
+                self.mirror = True
+        else:
+            t = leaf.detach()
+            if t.device.type != "cpu" or not t.is_contiguous():
+                # Untested on CUDA (no GPU on this project's machine).
+                t = t.to(device="cpu", memory_format=_contiguous(), copy=True)
+                self.mirror = True
+            if baton_dtype == "bool":
+                # torch 1.13's DLPack export refuses bool; the bytes are u8.
+                t = t.view(_torch().uint8)
+            self.buffer = t
+        self.key = identity(leaf)
+
+    def before_save(self):
+        if not self.mirror:
+            return
+        if isinstance(self.leaf, np.ndarray):
+            np.copyto(self.buffer, self.leaf)
+        else:
+            self._host().copy_(self.leaf.detach())
+
+    def after_restore(self):
+        if not self.mirror:
+            return
+        if isinstance(self.leaf, np.ndarray):
+            np.copyto(self.leaf, self.buffer)
+        else:
+            with _torch().no_grad():
+                self.leaf.copy_(self._host())
+
+    def _host(self):
+        torch = _torch()
+        return self.buffer.view(torch.bool) if self.dtype == "bool" else self.buffer
+
+
+def identity(leaf):
+    """What must stay the same for a registration to be reused: the memory and its layout.
+
+    Not the object: module.state_dict() makes new tensor objects (detached
+    views) at every call. The memory is enough: the registration keeps the
+    registered tensor, so its memory cannot be freed and reused for another
+    while it is registered; the same address is the same storage.
+    """
+    if isinstance(leaf, np.ndarray):
+        return ("numpy", leaf.__array_interface__["data"][0], leaf.shape, leaf.strides, leaf.dtype.str)
+    return ("torch", leaf.data_ptr(), tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, str(leaf.device))
+
+
+def _torch():
+    return sys.modules["torch"]
+
+
+def _contiguous():
+    return _torch().contiguous_format

@@ -1,0 +1,405 @@
+#include "python/src/checkpointer_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "baton/checkpointer.h"
+#include "mpi_runtime/deadline.h"
+#include "mpi_runtime/mpi_check.h"
+#include "python/src/array_view.h"
+#include "python/src/errors.h"
+#include "python/src/results.h"
+#include "python/src/runtime_binding.h"
+
+namespace baton::python {
+namespace {
+
+class PyArrayCheckpointer : public RuntimeUser {
+ public:
+  PyArrayCheckpointer(py::object runtime, const CheckpointOptions& options)
+      : runtime_obj_(std::move(runtime)), runtime_(runtime_obj_.cast<PyRuntime*>()) {
+    Runtime& rt = runtime_->get();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = Checkpointer::Create(rt, options, &ck_);
+    }
+    Check(s);
+    runtime_->AddUser(this);
+  }
+  ~PyArrayCheckpointer() override { Close(); }
+  PyArrayCheckpointer(const PyArrayCheckpointer&) = delete;
+  PyArrayCheckpointer& operator=(const PyArrayCheckpointer&) = delete;
+
+  void CloseForRuntime() override { Close(); }
+
+  // Marks a call in progress: the Checkpointer is for one thread at a time,
+  // and with the GIL released a second Python thread could otherwise enter.
+  // busy_ is read and written with the GIL held.
+  class Busy {
+   public:
+    explicit Busy(PyArrayCheckpointer& c, const char* call) : c_(c) {
+      if (c_.busy_)
+        throw StatusError(Status::Unavailable(
+            kComponent, std::string("ArrayCheckpointer.") + call + ": another thread is in a call of this "
+                                                                   "checkpointer (one thread calls a checkpointer)"));
+      c_.busy_ = true;
+    }
+    ~Busy() { c_.busy_ = false; }
+
+   private:
+    PyArrayCheckpointer& c_;
+  };
+
+  Checkpointer& get() {
+    if (!ck_) ThrowInvalid("ArrayCheckpointer is closed");
+    return *ck_;
+  }
+  bool closed() const { return ck_ == nullptr; }
+
+  // Runs `call` on the checkpointer with the GIL released and raises its failure.
+  template <typename F>
+  void Run(const char* what, F call) {
+    Busy busy(*this, what);
+    Checkpointer& ck = get();
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = call(ck);
+    }
+    Check(s);
+  }
+
+  void Close() {
+    { Busy refuse_if_busy(*this, "close"); }
+    if (ck_) {
+      py::gil_scoped_release release;  // waits for the background writer
+      ck_.reset();
+    }
+    arrays_.clear();  // the exporters, with the GIL
+    if (runtime_ != nullptr) runtime_->RemoveUser(this);
+    runtime_ = nullptr;
+    runtime_obj_ = py::none();
+  }
+
+  void RegisterReplicated(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype) {
+    Busy busy(*this, "register_replicated");
+    ArrayView v = ViewArray(name, array, dtype);
+    Check(get().RegisterReplicated(name, v.data, v.dtype, v.shape));
+    arrays_[name] = std::move(v);
+  }
+
+  void RegisterSharded(const std::string& name, const py::handle& array, uint64_t offset,
+                       const std::optional<std::vector<uint64_t>>& global_shape,
+                       const std::optional<std::string>& dtype) {
+    Busy busy(*this, "register_sharded");
+    ArrayView v = ViewArray(name, array, dtype);
+    const std::string quoted = "array '" + name + "'";
+    if (v.shape.empty())
+      ThrowInvalid(quoted + " is a scalar (0-d): a sharded array is split along dim 0; register it replicated");
+    const uint64_t rows = v.shape[0];
+    std::vector<uint64_t> global;
+    if (global_shape) {
+      global = *global_shape;
+      if (global.size() != v.shape.size() || !std::equal(global.begin() + 1, global.end(), v.shape.begin() + 1))
+        ThrowInvalid(quoted + ": global_shape " + ShapeText(global) + " does not fit this rank's shard of shape " +
+                     ShapeText(v.shape) + " (the dimensions after the first must be the same)");
+      if (offset > global[0] || rows > global[0] - offset)
+        ThrowInvalid(quoted + ": rows [" + std::to_string(offset) + ", " + std::to_string(offset + rows) +
+                     ") lie outside dim 0 of global_shape " + ShapeText(global));
+    } else {
+      global = v.shape;
+      global[0] = AgreedEnd(name, offset + rows);
+    }
+    Check(get().RegisterSharded(name, v.data, v.dtype, global, offset, rows));
+    arrays_[name] = std::move(v);
+  }
+
+  std::optional<int64_t> Restore(std::optional<int64_t> step, const std::optional<std::vector<std::string>>& arrays,
+                                 bool drop_rank_state_on_resize, int from_level) {
+    RestoreOptions options;
+    options.step = step;
+    if (arrays) options.arrays = *arrays;
+    options.drop_rank_state_on_resize = drop_rank_state_on_resize;
+    options.from_level = from_level;
+    RestoreResult result;
+    Run("restore", [&](Checkpointer& ck) { return ck.Restore(options, &result); });
+    last_restore_ = result;
+    return result.step;
+  }
+
+  py::object ReadMetadata(std::optional<int64_t> step) {
+    RestoreOptions options;
+    options.step = step;
+    std::optional<CheckpointMetadata> meta;
+    Run("read_metadata", [&](Checkpointer& ck) { return ck.ReadMetadata(options, &meta); });
+    if (!meta) return py::none();
+    return MetadataDict(*meta);
+  }
+
+  py::object LastRestore() const {
+    if (!last_restore_) return py::none();
+    return RestoreDict(*last_restore_);
+  }
+
+  std::string AsyncStatus() {
+    switch (get().async_status().state) {
+      case AsyncSaveStatus::State::kIdle: return "idle";
+      case AsyncSaveStatus::State::kWriting: return "writing";
+      case AsyncSaveStatus::State::kWritten: return "written";
+      case AsyncSaveStatus::State::kFailed: return "failed";
+    }
+    return "unknown";
+  }
+
+  std::vector<std::string> Registered() const {
+    std::vector<std::string> names;
+    for (const auto& [name, view] : arrays_) names.push_back(name);
+    return names;
+  }
+
+ private:
+  // dim 0 of a sharded array registered without global_shape: the largest
+  // end row over the ranks. An all-reduce on the runtime's world under its
+  // collective deadline (past it the process exits 75, as the runtime's own
+  // collectives under OnTimeout::kExit do: MPI cannot cancel the call).
+  uint64_t AgreedEnd(const std::string& name, uint64_t end) {
+    Runtime& rt = runtime_->get();
+    // On the heap: after a timeout MPI may still write it.
+    auto* buf = new uint64_t[2]{end, 0};
+    Status s;
+    {
+      py::gil_scoped_release release;
+      MPI_Request request = MPI_REQUEST_NULL;
+      s = BATON_MPI_CHECK(MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_UINT64_T, MPI_MAX, rt.world_comm(), &request));
+      if (s.ok()) s = mpi::Deadline(rt.options().collective_timeout).Wait(&request, 1);
+      if (s.code() == Code::kTimeout)
+        mpi::ExitForRequeue(mpi::TimeoutStatus(&rt, "register_sharded('" + name + "') agreeing on dim 0",
+                                               rt.options().collective_timeout));
+    }
+    Check(s.Annotate("register_sharded('" + name + "'): agreeing on dim 0 of its global shape"));
+    const uint64_t agreed = buf[1];
+    delete[] buf;
+    return agreed;
+  }
+
+  py::object runtime_obj_;  // keeps the Runtime alive while this is open
+  PyRuntime* runtime_ = nullptr;
+  std::unique_ptr<Checkpointer> ck_;
+  std::map<std::string, ArrayView> arrays_;
+  std::optional<RestoreResult> last_restore_;
+  bool busy_ = false;
+};
+
+std::string PathText(const py::object& path) {
+  return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
+}
+
+}  // namespace
+
+void BindCheckpointer(py::module_& m) {
+  py::class_<PyArrayCheckpointer>(m, "ArrayCheckpointer", R"(Atomically committed, verified checkpoints of NumPy arrays and tensors.
+
+ArrayCheckpointer(runtime, dir=None, local_dir=None, group_size=0, keep=3,
+                  level2=True, shared_every=1, local_keep=2, run_id="",
+                  verify_replicas=True, peer_timeout=0.0)
+
+The low-level API (baton::Checkpointer): register arrays by name, then save,
+save_async and restore them all at once. Collective: every rank makes it, and
+calls register_*, save, save_async, wait, restore and read_metadata in the
+same order with the same names.
+
+    ck = baton.ArrayCheckpointer(rt, dir="/shared/ckpt")
+    ck.register_replicated("w", w)                 # numpy array or tensor, same on every rank
+    ck.register_sharded("emb", emb_rows, offset=first_row)   # this rank's rows of dim 0
+    step = ck.restore()                            # None on a first run
+    for step in range(step or 0, steps):
+        train(step)
+        if (step + 1) % 100 == 0:
+            ck.save(step + 1)                      # or ck.save_async(step + 1)
+    ck.wait(); ck.close()
+
+A step is the number of training steps completed: save(n) after steps 0..n-1.
+
+Arrays: NumPy arrays (buffer protocol) or objects with __dlpack__
+(torch.Tensor, any dtype baton has, bf16 included); C-contiguous, writable,
+in host memory. Registration keeps a reference and copies nothing: what the
+array holds at save() is saved; restore() writes into it.
+
+dir: the shared checkpoint directory (str or path); None: $BATON_CKPT_DIR.
+local_dir: the node-local directory of level 2; None: $BATON_LOCAL_DIR;
+  level2=False turns level 2 off.
+group_size: ranks per shard file (0: the ranks of a node).
+keep: committed versions kept in dir; local_keep: versions kept in local_dir.
+shared_every: with level 2, every n-th save also goes to dir.
+run_id: the run the directory belongs to ("" : the directory's own).
+verify_replicas: each save checks that replicated arrays are the same on
+  every rank (one hash pass each).
+peer_timeout: seconds of a silent peer after which the waiting ranks exit 75
+  (0: the runtime's collective timeout).
+
+Failures raise baton.Error subclasses naming rank, host and the value.
+The GIL is released while a call does I/O or waits for other ranks.)")
+      .def(py::init([](py::object runtime, py::object dir, py::object local_dir, int group_size, int keep, bool level2,
+                       int shared_every, int local_keep, std::string run_id, bool verify_replicas,
+                       double peer_timeout) {
+             if (!py::isinstance<PyRuntime>(runtime))
+               ThrowInvalid("ArrayCheckpointer: runtime must be a baton.Runtime, not " +
+                            std::string(py::str(py::type::handle_of(runtime).attr("__name__"))));
+             CheckpointOptions o;
+             if (!dir.is_none()) o.dir = PathText(dir);
+             if (!local_dir.is_none()) o.local_dir = PathText(local_dir);
+             o.group_size = group_size;
+             o.keep = keep;
+             o.level2 = level2;
+             o.shared_every = shared_every;
+             o.local_keep = local_keep;
+             o.run_id = std::move(run_id);
+             o.verify_replicas = verify_replicas;
+             o.peer_timeout = peer_timeout;
+             return std::make_unique<PyArrayCheckpointer>(std::move(runtime), o);
+           }),
+           py::arg("runtime"), py::arg("dir") = py::none(), py::arg("local_dir") = py::none(),
+           py::arg("group_size") = 0, py::arg("keep") = 3, py::arg("level2") = true, py::arg("shared_every") = 1,
+           py::arg("local_keep") = 2, py::arg("run_id") = "", py::arg("verify_replicas") = true,
+           py::arg("peer_timeout") = 0.0)
+      .def("register_replicated", &PyArrayCheckpointer::RegisterReplicated, py::arg("name"), py::arg("array"),
+           py::arg("dtype") = py::none(),
+           R"(Registers an array that every rank holds alike (DDP's parameters).
+
+Written once in total, its rows spread over the ranks; restored on every rank.
+name: 1-255 bytes, no '/', not starting with '.'; registering a name again
+replaces the earlier registration. dtype: a baton dtype name that overrides
+the array's own, for elements of the same size (raw uint16 bits as "bf16").
+Not collective, but every rank registers the same names.)")
+      .def("register_sharded", &PyArrayCheckpointer::RegisterSharded, py::arg("name"), py::arg("array"),
+           py::arg("offset"), py::arg("global_shape") = py::none(), py::arg("dtype") = py::none(),
+           R"(Registers this rank's shard of an array split along dim 0.
+
+array holds rows [offset, offset + len(array)) of the global array; over all
+ranks the row ranges must tile dim 0 exactly (checked at save). A restore at
+another world size reshards (each rank gets the rows it registered).
+global_shape: the whole array's shape (its dims after the first equal the
+  shard's). None: the dims of the shard, dim 0 the largest offset + rows of
+  any rank, agreed collectively (then every rank must register its shards in
+  the same order). dtype: as in register_replicated.)")
+      .def(
+          "save", [](PyArrayCheckpointer& c, int64_t step) { c.Run("save", [&](Checkpointer& ck) { return ck.Save(step); }); },
+          py::arg("step"),
+          R"(Writes every registered array, the user blob and the rank state as version
+`step` (training steps completed, >= 0) and commits it atomically; keeps the
+newest `keep` versions. Collective. On failure nothing is committed and every
+rank raises the same exception.)")
+      .def(
+          "save_async",
+          [](PyArrayCheckpointer& c, int64_t step) {
+            c.Run("save_async", [&](Checkpointer& ck) { return ck.SaveAsync(step); });
+          },
+          py::arg("step"),
+          R"(Starts saving version `step` in the background and returns.
+
+First completes (commits) the save in flight, if any; then copies every
+registered array into one staging copy: changes to the arrays after it
+returns never reach this version. A background thread writes the copy; the
+next save, save_async, restore, read_metadata or wait commits it (and raises
+its failure on every rank). Collective. Memory: one copy of this rank's
+arrays.)")
+      .def(
+          "wait",
+          [](PyArrayCheckpointer& c, std::optional<double> timeout) {
+            const double t = timeout ? *timeout : std::numeric_limits<double>::infinity();
+            c.Run("wait", [&](Checkpointer& ck) { return ck.Wait(t); });
+          },
+          py::arg("timeout") = py::none(),
+          R"(Completes the save in flight: waits until every rank's write ended (or
+`timeout` seconds passed: baton.TimeoutError on every rank, the save stays in
+flight), then commits it. Returns at once when none is in flight. Collective.
+Call it before close(): an uncommitted save is discarded.)")
+      .def(
+          "wait_or_abandon",
+          [](PyArrayCheckpointer& c, double timeout) {
+            c.Run("wait_or_abandon", [&](Checkpointer& ck) { return ck.WaitOrAbandon(timeout); });
+          },
+          py::arg("timeout"),
+          R"(For an agreed stop: as wait(), but a save not written everywhere within
+`timeout` seconds is abandoned (its directory removed) and baton.Aborted is
+raised on every rank. Returns within about timeout plus one 64 MiB slab.)")
+      .def("async_status", &PyArrayCheckpointer::AsyncStatus,
+           R"(This rank's save in flight, as this rank knows it: "idle", "writing",
+"written" (waits for the next collective call to commit) or "failed" (every
+rank learns it at the next call). Local: no MPI, no waiting.)")
+      .def(
+          "rollback",
+          [](PyArrayCheckpointer& c) {
+            int64_t step = -1;
+            c.Run("rollback", [&](Checkpointer& ck) { return ck.Rollback(&step); });
+            return step;
+          },
+          R"(Restores the newest save_async's in-memory snapshot into the registered
+arrays, with no I/O (a NaN loss); returns its step. Collective. baton.NotFound
+when there is none.)")
+      .def("restore", &PyArrayCheckpointer::Restore, py::arg("step") = py::none(), py::arg("arrays") = py::none(),
+           py::arg("drop_rank_state_on_resize") = false, py::arg("from_level") = 0,
+           R"(Restores the newest version every rank can read and verify into the
+registered arrays (in place), the user blob and the rank state; returns its
+step, or None when the directory holds no version (a first run).
+
+step: that step's newest version instead of the newest (baton.NotFound if none).
+arrays: names to restore (a partial restore); None: every registered array,
+  and the version must hold exactly those.
+drop_rank_state_on_resize: at another world size, restore without the rank
+  state instead of raising InvalidArgument.
+from_level: 0 the fastest level that holds the version, 3 the shared dir only.
+A version that fails verification is skipped for the next older one
+(last_restore()['fallbacks']). Collective.)")
+      .def("last_restore", &PyArrayCheckpointer::LastRestore,
+           R"(What the last restore() did, or None before one: {step, version_path,
+level (2 node-local, 3 shared, 0 nothing), fallbacks [{path, step, reason,
+code, counted}], quarantined, rank_state_dropped}.)")
+      .def("read_metadata", &PyArrayCheckpointer::ReadMetadata, py::arg("step") = py::none(),
+           R"(The metadata of the version restore(step) would try first, read from its
+manifest, or None: {step, version_path, world_size, time, arrays [{name, dtype
+(a baton name), shape (tuple), replicated}], user_blob_bytes, has_rank_state}.
+For allocating arrays before registering them. Collective.)")
+      .def_property(
+          "rank_state", [](PyArrayCheckpointer& c) { return py::bytes(c.get().rank_state()); },
+          [](PyArrayCheckpointer& c, const py::bytes& b) {
+            PyArrayCheckpointer::Busy busy(c, "rank_state");
+            Check(c.get().SetRankState(std::string(b)));
+          },
+          R"(This rank's own bytes (an RNG state, a loader cursor), saved with every
+later save and given back to this rank by restore at the same world size.
+At most 64 MiB.)")
+      .def_property(
+          "user_blob", [](PyArrayCheckpointer& c) { return py::bytes(c.get().user_blob()); },
+          [](PyArrayCheckpointer& c, const py::bytes& b) {
+            PyArrayCheckpointer::Busy busy(c, "user_blob");
+            Check(c.get().SetUserBlob(std::string(b)));
+          },
+          "Job-wide bytes saved with the next save (rank 0's are kept) and given back to every rank by restore. "
+          "At most 64 MiB.")
+      .def(
+          "last_stats", [](PyArrayCheckpointer& c) { return StatsDict(c.get().last_stats()); },
+          R"(What the last save or restore did on this rank: step, version_path, bytes,
+total_bytes, seconds, fallbacks, level, shared, bytes_level2, bytes_partner,
+bytes_level3 (and total_ of each), phases {name: seconds}.)")
+      .def_property_readonly("registered", &PyArrayCheckpointer::Registered, "The registered names, sorted.")
+      .def_property_readonly("dir", [](PyArrayCheckpointer& c) { return c.get().dir(); }, "The checkpoint directory.")
+      .def_property_readonly("run_id", [](PyArrayCheckpointer& c) { return c.get().run_id(); },
+                             "The directory's run id, the same on every rank.")
+      .def_property_readonly("closed", &PyArrayCheckpointer::closed, "Whether close() was called.")
+      .def("close", &PyArrayCheckpointer::Close,
+           R"(Ends the checkpointer: waits for this rank's background writer (a save
+not yet committed by wait() is discarded), releases the directory's lock and
+the registered arrays. Not collective; closing twice is harmless.)")
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__", [](PyArrayCheckpointer& c, py::args) { c.Close(); });
+}
+
+}  // namespace baton::python

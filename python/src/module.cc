@@ -1,0 +1,36 @@
+// baton._baton: the compiled half of the Python package `baton` (pybind11).
+// python/baton/__init__.py re-exports it; see docs/architecture.md, "python/".
+#include <pybind11/pybind11.h>
+
+#include "baton/dtype.h"
+#include "baton/version.h"
+#include "python/src/bench_binding.h"
+#include "python/src/checkpointer_binding.h"
+#include "python/src/errors.h"
+#include "python/src/runtime_binding.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_baton, m) {
+  m.doc() = "baton's runtime and checkpointer (the C++ library libbaton), for Python programs.";
+  m.attr("__version__") = BATON_VERSION;
+  m.attr("EXIT_REQUEUE") = 75;  // EX_TEMPFAIL: "requeue me", everywhere in baton
+  baton::python::BindErrors(m);
+  baton::python::BindRuntime(m);
+  baton::python::BindCheckpointer(m);
+  baton::python::BindBench(m);
+  // Runtimes left open at exit are closed, then MPI finalized if baton
+  // started it: after Python's own atexit handlers registered later
+  // (mpi4py's, if imported after baton) and before the interpreter goes.
+  m.def(
+      "_parse_dtype",
+      [](const std::string& name) {
+        baton::DType t;
+        baton::python::Check(baton::ParseDType(name, &t));
+        return py::make_tuple(std::string(baton::DTypeName(t)), baton::DTypeSize(t));
+      },
+      py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
+  m.def("_at_exit", &baton::python::PyRuntime::AtExit,
+        "Closes every open Runtime and finalizes MPI if baton started it (registered with atexit).");
+  py::module_::import("atexit").attr("register")(m.attr("_at_exit"));
+}

@@ -1,0 +1,100 @@
+"""Resharding from Python: baton.Sharded rows saved by 3 ranks, restored by 2
+(which save again), restored by 4. Not collected by run-pytest (the name
+does not start with test_): tests/python/state-dict-reshard.sh runs each
+phase in its own launch (-k test_save_at_3, test_restore_at_2,
+test_restore_at_4) on one directory, $BATON_PY_RESHARD_DIR."""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (scripts/install-deps --with-torch)")
+
+import baton  # noqa: E402
+
+ROWS = 12
+
+
+def global_emb(step):
+    return torch.arange(ROWS * 5, dtype=torch.float32).reshape(ROWS, 5) + 1000 * step
+
+
+def global_moments(step):
+    return np.arange(ROWS) / 8 + step  # exact in binary: adding 10 twice is adding 20
+
+
+def my_rows(rank, size):
+    # Uneven splits (12 rows over 3, 2, 4 ranks; array_split gives 4/4/4, 6/6, 3/3/3/3): shift one
+    # row from the last rank to the first so that the shards differ in size too.
+    bounds = [len(b) for b in np.array_split(np.arange(ROWS), size)]
+    if size > 1:
+        bounds[0] += 1
+        bounds[-1] -= 1
+    start = sum(bounds[:rank])
+    return start, bounds[rank]
+
+
+def state_for(rank, size, emb, moments, w, job):
+    start, _ = my_rows(rank, size)
+    return {"emb": baton.Sharded(emb, start, (ROWS, 5)), "moments": baton.Sharded(moments, start, (ROWS,)),
+            "w": w, "job": job, "rng": baton.RNGState()}
+
+
+def directory():
+    path = os.environ.get("BATON_PY_RESHARD_DIR")
+    if not path:
+        pytest.fail("BATON_PY_RESHARD_DIR must name the directory shared by the launches "
+                    "(tests/python/state-dict-reshard.sh sets it)")
+    return path
+
+
+def check(rank, size, step, emb, moments, w, job):
+    start, n = my_rows(rank, size)
+    assert torch.equal(emb, global_emb(step)[start:start + n])
+    assert np.array_equal(moments, global_moments(step)[start:start + n])
+    assert torch.equal(w, torch.full((3, 3), float(step)))
+    assert job == {"step": step, "size_at_save": {10: 3, 20: 2}[step]}
+
+
+def test_save_at_3(rt, rank, size):
+    assert size == 3
+    start, n = my_rows(rank, size)
+    emb, moments = global_emb(10)[start:start + n].clone(), global_moments(10)[start:start + n].copy()
+    ck = baton.Checkpointer(rt, dir=directory())
+    ck.save(state_for(rank, size, emb, moments, torch.full((3, 3), 10.0), {"step": 10, "size_at_save": 3}), 10)
+    ck.close()
+
+
+def test_restore_at_2(rt, rank, size):
+    assert size == 2
+    start, n = my_rows(rank, size)
+    emb, moments, w, job = torch.zeros(n, 5), np.zeros(n), torch.zeros(3, 3), {"step": 0, "size_at_save": 0}
+    state = state_for(rank, size, emb, moments, w, job)
+    ck = baton.Checkpointer(rt, dir=directory())
+    # Per-rank state (RNGState) saved by 3 ranks does not go to 2.
+    with pytest.raises(baton.InvalidArgument, match="3"):
+        ck.restore(state)
+    assert ck.restore(state, drop_rank_state_on_resize=True) == 10
+    check(rank, size, 10, emb, moments, w, job)
+    assert ck.last_restore()["rank_state_dropped"]
+    with torch.no_grad():
+        emb.add_(1000 * 10)
+        w.fill_(20.0)
+    moments += 10
+    job.update(step=20, size_at_save=2)
+    ck.save(state, 20)
+    ck.close()
+
+
+def test_restore_at_4(rt, rank, size):
+    assert size == 4
+    start, n = my_rows(rank, size)
+    emb, moments, w, job = torch.zeros(n, 5), np.zeros(n), torch.zeros(3, 3), {"step": 0, "size_at_save": 0}
+    ck = baton.Checkpointer(rt, dir=directory())
+    assert ck.restore(state_for(rank, size, emb, moments, w, job), drop_rank_state_on_resize=True) == 20
+    check(rank, size, 20, emb, moments, w, job)
+    # The older version, of 3 ranks, restores at 4 too.
+    assert ck.restore(state_for(rank, size, emb, moments, w, job), step=10, drop_rank_state_on_resize=True) == 10
+    check(rank, size, 10, emb, moments, w, job)
+    ck.close()

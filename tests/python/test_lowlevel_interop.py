@@ -1,0 +1,286 @@
+"""baton._baton beside others: mpi4py in either order, torch tensors through
+DLPack, the C++ example's checkpoints, and the `baton ckpt` command."""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from baton import _baton
+
+BUILD = os.environ.get("BATON_BUILD_DIR")
+
+
+def ckpt(rt, shared_dir, **kw):
+    kw.setdefault("level2", False)
+    return _baton.ArrayCheckpointer(rt, dir=shared_dir, **kw)
+
+
+def singleton_env():
+    """The environment of a process that starts MPI alone (no mpirun's variables)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+
+
+def run_singleton(code, timeout=120):
+    p = subprocess.run([sys.executable, "-c", code], env=singleton_env(), capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, "exit %d\nstdout: %s\nstderr: %s" % (p.returncode, p.stdout, p.stderr[-3000:])
+    return p.stdout
+
+
+# ---- mpi4py ---------------------------------------------------------------------------
+
+def test_mpi4py_first_then_baton():
+    """mpi4py initialises MPI; baton adopts it, does not finalize it; mpi4py still works after."""
+    pytest.importorskip("mpi4py", reason="mpi4py (python3-mpi4py) is not installed")
+    out = run_singleton("""
+from mpi4py import MPI
+assert MPI.Is_initialized() and MPI.Query_thread() == MPI.THREAD_MULTIPLE
+from baton import _baton
+rt = _baton.Runtime()
+assert rt.size == MPI.COMM_WORLD.Get_size() and rt.rank == MPI.COMM_WORLD.Get_rank()
+assert rt.should_stop() is False
+rt.close()
+assert not MPI.Is_finalized()
+print("sum", MPI.COMM_WORLD.allreduce(41) + 1)
+rt2 = _baton.Runtime()   # a second Runtime in the same process
+rt2.close()
+""")
+    assert "sum 42" in out
+
+
+def test_baton_first_then_mpi4py():
+    """baton initialises MPI; mpi4py adopts it; baton finalizes at exit, once."""
+    pytest.importorskip("mpi4py", reason="mpi4py (python3-mpi4py) is not installed")
+    out = run_singleton("""
+from baton import _baton
+rt = _baton.Runtime()
+from mpi4py import MPI
+assert MPI.Is_initialized()
+print("sum", MPI.COMM_WORLD.allreduce(41) + 1)
+rt.close()
+print("after close", MPI.COMM_WORLD.allreduce(1))
+rt2 = _baton.Runtime()   # still open at exit: closed by baton's atexit, then MPI finalized
+""")
+    assert "sum 42" in out and "after close 1" in out
+
+
+def test_runtime_left_open_at_exit():
+    out = run_singleton("""
+from baton import _baton
+import numpy as np, tempfile
+rt = _baton.Runtime()
+ck = _baton.ArrayCheckpointer(rt, dir=tempfile.mkdtemp(), level2=False)
+a = np.ones(4)
+ck.register_replicated("a", a)
+ck.save_async(1)
+print("ok")
+""")
+    assert "ok" in out
+
+
+# ---- torch through DLPack -------------------------------------------------------------------
+
+def torch_or_skip():
+    return pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: scripts/install-deps "
+                                               "--with-torch installs it")
+
+
+TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "int8", "int16"]
+
+
+@pytest.mark.parametrize("tname", TORCH_DTYPES)
+def test_round_trip_torch(rt, shared_dir, tname):
+    torch = torch_or_skip()
+    dt = getattr(torch, tname)
+    name = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
+            "uint8": "u8", "int8": "i8", "int16": "i16"}[tname]
+    try:
+        _baton._parse_dtype(name)
+    except _baton.InvalidArgument:
+        pytest.skip("this baton has no dtype %s yet (baton::ParseDType refuses it)" % name)
+    g = torch.Generator().manual_seed(3)
+    if dt.is_floating_point:
+        rep = torch.randn(6, 5, generator=g).to(dt)
+        mine = torch.randn(4, 5, generator=g).to(dt) + rt.rank
+    else:
+        rep = torch.randint(0, 100, (6, 5), generator=g).to(dt)
+        mine = torch.randint(0, 100, (4, 5), generator=g).to(dt) + rt.rank
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("rep", rep)
+    ck.register_sharded("mine", mine, offset=4 * rt.rank, global_shape=(4 * rt.size, 5))
+    ck.save(1)
+    want_rep, want_mine = rep.clone(), mine.clone()
+    rep.zero_()
+    mine.zero_()
+    assert ck.restore() == 1
+    assert torch.equal(rep, want_rep) and torch.equal(mine, want_mine)
+    assert {a["name"]: a["dtype"] for a in ck.read_metadata()["arrays"]} == {"rep": name, "mine": name}
+    ck.close()
+
+
+def test_torch_parameter_requires_grad(rt, shared_dir):
+    """A parameter (requires_grad) is registered through .detach(): restore writes into the parameter."""
+    torch = torch_or_skip()
+    torch.manual_seed(0)  # replicated: the same on every rank
+    lin = torch.nn.Linear(4, 3)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("weight", lin.weight)
+    want = lin.weight.detach().clone()
+    ck.save(1)
+    with torch.no_grad():
+        lin.weight.zero_()
+    ck.restore()
+    assert torch.equal(lin.weight.detach(), want) and lin.weight.requires_grad
+    ck.close()
+
+
+def test_torch_save_async_sees_the_values_at_the_call(rt, shared_dir):
+    torch = torch_or_skip()
+    t = torch.arange(1 << 20, dtype=torch.float32)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("t", t)
+    ck.save_async(5)
+    t.fill_(-1)
+    ck.wait()
+    t.zero_()
+    assert ck.restore() == 5
+    assert torch.equal(t, torch.arange(1 << 20, dtype=torch.float32))
+    ck.close()
+
+
+def test_torch_bad_inputs(rt, shared_dir):
+    torch = torch_or_skip()
+    ck = ckpt(rt, shared_dir)
+    with pytest.raises(_baton.InvalidArgument, match="array 'tt' is not contiguous"):
+        ck.register_replicated("tt", torch.zeros(3, 4).t())
+    with pytest.raises(_baton.InvalidArgument, match="array 'c'.*complex"):
+        ck.register_replicated("c", torch.zeros(3, dtype=torch.complex64))
+    with pytest.raises(_baton.InvalidArgument, match="array 'b'.*DLPack.*torch.uint8"):
+        ck.register_replicated("b", torch.zeros(3, dtype=torch.bool))
+    ck.close()
+
+
+def test_torch_bool_as_bytes(rt, shared_dir):
+    torch = torch_or_skip()
+    try:
+        _baton._parse_dtype("bool")
+    except _baton.InvalidArgument:
+        pytest.skip("this baton has no dtype bool yet (baton::ParseDType refuses it)")
+    b = torch.tensor([True, False, True])
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("mask", b.view(torch.uint8), dtype="bool")
+    ck.save(1)
+    b.zero_()
+    ck.restore()
+    assert b.tolist() == [True, False, True]
+    ck.close()
+
+
+# ---- the C++ side: baton-train's checkpoints, `baton ckpt` ------------------------------------
+
+def xxh3(data):
+    lib = ctypes.CDLL("libxxhash.so.0")
+    lib.XXH3_64bits.restype = ctypes.c_uint64
+    lib.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return lib.XXH3_64bits(data, len(data))
+
+
+def barrier(rt):
+    rt.should_stop()  # a collective every rank calls once: as good as a barrier here
+
+
+def test_read_a_checkpoint_of_baton_train(rt, shared_dir):
+    """baton-train (C++, one process) saves; every rank restores it from Python and finds the weights
+    whose checksum baton-train printed."""
+    if BUILD is None:
+        pytest.skip("BATON_BUILD_DIR is not set (tests/python/run-pytest sets it)")
+    train = os.path.join(BUILD, "examples", "baton-train")
+    if rt.rank == 0:
+        data = os.path.join(shared_dir, "data.bin")
+        subprocess.run([train, "--make-data", data, "--samples", "256"], check=True, env=singleton_env(),
+                       capture_output=True, timeout=60)
+        p = subprocess.run([train, "--data", data, "--ckpt-dir", os.path.join(shared_dir, "ckpt"), "--steps", "6",
+                            "--ckpt-every", "3", "--hidden", "16", "--ckpt-mode", "sync"],
+                           env=singleton_env(), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        with open(os.path.join(shared_dir, "checksum"), "w") as f:
+            f.write([l for l in p.stdout.splitlines() if l.startswith("final_checksum=")][0].split("=")[1])
+    barrier(rt)
+    ck = ckpt(rt, os.path.join(shared_dir, "ckpt"))
+    meta = ck.read_metadata()
+    assert meta["step"] == 6 and meta["world_size"] == 1
+    arrays = {}
+    for a in meta["arrays"]:
+        arr = np.zeros(a["shape"], dtype={"f32": np.float32, "i64": np.int64}[a["dtype"]])
+        if a["replicated"]:
+            ck.register_replicated(a["name"], arr)
+        else:  # "rng": one row per rank of the saving run: rank 0 takes them all
+            mine = arr if rt.rank == 0 else arr[:0]
+            ck.register_sharded(a["name"], mine, offset=0 if rt.rank == 0 else a["shape"][0], global_shape=a["shape"])
+        arrays[a["name"]] = arr
+    assert ck.restore() == 6
+    weights = b"".join(arrays[n].tobytes() for n in ("w1", "b1", "w2", "b2"))
+    with open(os.path.join(shared_dir, "checksum")) as f:
+        assert "%016x" % xxh3(weights) == f.read().strip()
+    assert len(ck.user_blob) > 0
+    ck.close()
+
+
+def test_baton_ckpt_lists_and_verifies_a_python_checkpoint(rt, shared_dir):
+    if BUILD is None:
+        pytest.skip("BATON_BUILD_DIR is not set (tests/python/run-pytest sets it)")
+    ck = ckpt(rt, shared_dir)
+    a = np.arange(100, dtype=np.float32) + rt.rank
+    w = np.ones((8, 8), dtype=np.float64)
+    ck.register_sharded("a", a, offset=100 * rt.rank, global_shape=(100 * rt.size,))
+    ck.register_replicated("w", w)
+    ck.save(1)
+    ck.save_async(2)
+    ck.wait()
+    ck.close()
+    barrier(rt)
+    if rt.rank == 0:
+        baton = os.path.join(BUILD, "cli", "baton")
+        ls = subprocess.run([baton, "ckpt", "ls", shared_dir, "--json"], capture_output=True, text=True, timeout=60)
+        assert ls.returncode == 0, ls.stderr
+        versions = json.loads(ls.stdout)
+        assert sorted(v["step"] for v in versions if v["status"] == "complete") == [1, 2], versions
+        for v in versions:
+            p = subprocess.run([baton, "ckpt", "verify", shared_dir, "--step", str(v["step"])], capture_output=True,
+                               text=True, timeout=60)
+            assert p.returncode == 0, p.stdout + p.stderr
+    barrier(rt)
+
+
+def test_beside_torch_distributed_gloo(rt, shared_dir):
+    """torch.distributed (gloo, env://) and baton in one process: both collectives work, a save too."""
+    torch = torch_or_skip()
+    import torch.distributed as dist
+    import zlib
+    env = {"MASTER_ADDR": "127.0.0.1", "RANK": str(rt.rank), "WORLD_SIZE": str(rt.size),
+           # the same port on every rank of this launch, different between launches
+           "MASTER_PORT": str(20000 + zlib.crc32(shared_dir.encode()) % 20000)}
+    os.environ.update(env)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method="env://", timeout=__import__("datetime").timedelta(seconds=60))
+    try:
+        t = torch.tensor([rt.rank + 1.0])
+        dist.all_reduce(t)
+        assert t.item() == rt.size * (rt.size + 1) / 2
+        assert rt.should_stop() is False
+        w = torch.full((4, 4), t.item())
+        ck = ckpt(rt, shared_dir)
+        ck.register_replicated("w", w)
+        ck.save(1)
+        w.zero_()
+        assert ck.restore() == 1 and (w == t.item()).all()
+        ck.close()
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+        for k in env:
+            os.environ.pop(k, None)
