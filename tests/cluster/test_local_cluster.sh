@@ -34,6 +34,36 @@ SH
   done
 }
 
+# Every node resolves every node's name, its own included, to that node's address on the
+# cluster's network, as on a real cluster: programs advertise the address their host name
+# resolves to (torch's gloo fell back to 127.0.0.1 when nK resolved nowhere, and its peers on
+# other nodes then connected to themselves). Both resolver calls: gethostbyname (getent hosts)
+# and getaddrinfo (getent ahostsv4), which gloo uses. The host's own /etc/hosts is untouched.
+test_every_node_resolves_every_nodes_name_to_its_address() {
+  local d out node k want
+  d=$(case_dir)
+  cat >"$d/resolve.sh" <<'SH'
+for name in "$(hostname)" n1 n2 n3 n4; do
+  byname=$(getent hosts "$name" | awk '{ print $1 }' | sort -u | tr '\n' ,)
+  byaddrinfo=$(getent ahostsv4 "$name" | awk '{ print $1 }' | sort -u | tr '\n' ,)
+  echo "$SLURMD_NODENAME $name ${byname:-none} ${byaddrinfo:-none}"
+done
+SH
+  out=$(srun -N4 -n4 --ntasks-per-node=1 bash "$d/resolve.sh" | sort)
+  echo "$out"
+  for node in n1 n2 n3 n4; do
+    for k in 1 2 3 4; do
+      want=$(node_addr "n$k")
+      grep -qxF "$node n$k $want, $want," <<<"$out" ||
+        fail "on $node, n$k does not resolve to exactly $want (its NodeAddr) by both calls"
+    done
+    want=$(node_addr "$node")
+    grep -qxF "$node $node $want, $want," <<<"$out" ||
+      fail "on $node, its own host name does not resolve to exactly $want (not 127.0.0.1)"
+  done
+  ! grep -q 'local-cluster' /etc/hosts || fail "the host's /etc/hosts holds the cluster's lines"
+}
+
 # A server on n1 is reached at n1's address from n2, and not at n3's: on a shared network
 # stack every address reaches every listener, and a rendezvous at the wrong node's address
 # would pass. 127.0.0.1 of one node is not another node's either.

@@ -111,8 +111,9 @@ test_plain_hostfile_lists_ranks_in_order_for_cyclic() {
 }
 
 test_hostfile_formats() {
-  # Nodes are named by their NodeAddr: these nodes' names resolve nowhere,
-  # and launchers ssh to what the file says.
+  # Nodes are named by their NodeAddr: a node's name need not resolve where
+  # the launcher runs (these nodes' names resolve only on the nodes), and
+  # launchers ssh to what the file says.
   local f expected got a1 a2
   a1=$(node_addr n1) a2=$(node_addr n2)
   for f in openmpi deepspeed mpich horovod; do

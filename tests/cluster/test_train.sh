@@ -69,16 +69,6 @@ test_node_failure_without_a_spare_node_waits_for_revive() {
 }
 job_reason_mentions() { [[ $(job_field "$1" Reason) =~ $2 ]]; }
 
-# fault_by_stop JOB DIR: a fault that asks for an agreed stop: the faulted
-# run's last step is its stop step, which it saved (no work lost).
-check_stop_lost_nothing() {
-  local d=$1 k=$2 r run want stop
-  read -r r run want <"$d/fault.$k"
-  stop=$(run_out "$d/out" "$run" | sed -n 's/^stop agreed at step \([0-9]*\):.*/\1/p')
-  expect_eq "$stop" "$want" "the agreed stop step of fault $k, the newest committed version"
-  expect_eq "$(run_out "$d/out" "$run" | last_step)" "$stop" "last step of the stopped run"
-}
-
 test_scontrol_requeue_stops_at_an_agreed_step_and_resumes() {
   begin_case
   local d job

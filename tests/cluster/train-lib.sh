@@ -7,6 +7,10 @@
 # The sourcing file sets WORK (a directory for the data set and the
 # references), STEPS, OPTS (baton-train options of every run) and STEP_MS.
 # Jobs run 3 ranks, one per node (-N3 of the 4 nodes) unless told otherwise.
+# Another job script (examples/train_ddp.sbatch, tests/cluster/test_torch.sh)
+# reuses the output readers and the fault checks: it sets SCRIPT_NAME (the
+# name in its "[NAME ...] start on" lines) and RANK_PROG (its ranks' process
+# name), and redefines reference and submit.
 
 TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
 BATON=$BATON_BUILD_DIR/cli/baton
@@ -78,8 +82,10 @@ submit() {
 
 # A job's output holds all its runs (--open-mode=append); each starts with the
 # batch script's "start on" line, which names the run's restart count.
-run_out() { [ -f "$1" ] && awk -v k="$2" '/^\[train.sbatch .*\] start on /{n++} n==k' "$1"; }
-runs() { grep -c '^\[train.sbatch .*\] start on ' "$1" 2>/dev/null || true; }
+SCRIPT_NAME=${SCRIPT_NAME:-train.sbatch}
+RANK_PROG=${RANK_PROG:-baton-train}
+run_out() { [ -f "$1" ] && awk -v k="$2" -v mark="[$SCRIPT_NAME " 'index($0, mark) == 1 && / start on /{n++} n==k' "$1"; }
+runs() { grep -c "^\\[$SCRIPT_NAME .*\\] start on " "$1" 2>/dev/null || true; }
 last_step() { sed -n 's/^step=\([0-9]*\) .*/\1/p' | tail -n 1; }
 # Predicates for wait_for (which runs its command again and again).
 runs_at_least() { [ "$(runs "$1")" -ge "$2" ]; }
@@ -100,7 +106,7 @@ has_committed() { [ "$(newest_committed "$(ckpt_dir "$1")")" != none ]; }
 # this cluster's SLURM_CONF, the job id and the task id.
 rank_pid() {
   local job=$1 r=$2 p
-  for p in $(pgrep -x baton-train); do
+  for p in $(pgrep -x "$RANK_PROG"); do
     [ "$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
          grep -cxF -e "SLURM_JOB_ID=$job" -e "SLURM_PROCID=$r" -e "SLURM_CONF=$SLURM_CONF")" = 3 ] &&
       { echo "$p"; return 0; }
@@ -131,6 +137,16 @@ after_fault() {
   echo "$r $run $newest" >"$d/fault.$k"
   echo "after fault $k (run $run, restart $r): newest committed version is step $newest"
   [ "$newest" != none ] || fail "no committed version before fault $k"
+}
+
+# check_stop_lost_nothing DIR K: fault K asked for an agreed stop: the
+# faulted run's last step is its stop step, which it saved (no work lost).
+check_stop_lost_nothing() {
+  local d=$1 k=$2 r run want stop
+  read -r r run want <"$d/fault.$k"
+  stop=$(run_out "$d/out" "$run" | sed -n 's/^stop agreed at step \([0-9]*\):.*/\1/p')
+  expect_eq "$stop" "$want" "the agreed stop step of fault $k, the newest committed version"
+  expect_eq "$(run_out "$d/out" "$run" | last_step)" "$stop" "last step of the stopped run"
 }
 
 # Runs that died before baton-train started (no resume or first-run line):
