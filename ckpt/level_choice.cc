@@ -175,16 +175,7 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
         *why = "level 3 (" + dir_ + ") cannot be listed: " + listed3.message();
         return true;
       }
-      if (s.level3.kind == Level3Record::Kind::kAbsent) {
-        if (s.level3.base == "-" || in_level3.count(s.level3.base) != 0) return false;
-        *why = "it was saved after " + s.level3.base + ", which is gone from " + dir_;
-        return true;
-      }
-      if (in_level3.count(v) != 0) return false;
-      *why = s.level3.kind == Level3Record::Kind::kCommitted
-                 ? "level 3 committed it and " + dir_ + " no longer holds it"
-                 : "its node-local record of level 3 is missing and " + dir_ + " does not hold it";
-      return true;
+      return Level3Lost(v, s.level3, in_level3, dir_, why);
     };
     std::vector<std::pair<uint64_t, std::string>> order;
     for (const auto& [v, s] : seen) order.emplace_back(s.seq, v);

@@ -69,6 +69,20 @@ Level3Record ParseLevel3Record(const std::string& text) {
   return r;
 }
 
+bool Level3Lost(const std::string& name, const Level3Record& r, const std::set<std::string>& in_level3,
+                const std::string& level3_dir, std::string* why) {
+  if (r.kind == Level3Record::Kind::kAbsent) {
+    if (r.base == "-" || in_level3.count(r.base) != 0) return false;
+    *why = "it was saved after " + r.base + ", which is gone from " + level3_dir;
+    return true;
+  }
+  if (in_level3.count(name) != 0) return false;
+  *why = r.kind == Level3Record::Kind::kCommitted
+             ? "level 3 committed it and " + level3_dir + " no longer holds it"
+             : "its node-local record of level 3 is missing and " + level3_dir + " does not hold it";
+  return true;
+}
+
 Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string& to, mode_t mode, uint64_t* bytes,
                        const std::atomic<bool>* abandon, double deadline) {
   *bytes = 0;

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,13 @@ struct Level3Record {
 };
 std::string EncodeLevel3Record(const Level3Record& r);
 Level3Record ParseLevel3Record(const std::string& text);
+// The rule restore applies (docs/recovery.md, "Which level a restore
+// reads"): whether level 3 lost the node-local version `name` of record
+// `r`, level 3 now holding the versions `in_level3` (complete or
+// quarantined), so that its level-2 copy must not be restored; *why says
+// how, for the log and `baton ckpt ls`.
+bool Level3Lost(const std::string& name, const Level3Record& r, const std::set<std::string>& in_level3,
+                const std::string& level3_dir, std::string* why);
 
 // Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
 // rename, directory fsync); *bytes: the size copied. Aborted (nothing left

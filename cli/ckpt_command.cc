@@ -17,6 +17,7 @@
 #include <iostream>
 #include <new>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -282,6 +283,23 @@ int Ls(const std::vector<std::string>& args) {
       node_local.push_back(true);
     }
   }
+  // Which node-local copies a restore would pass over: those of versions
+  // the shared directory lost (ckpt::Level3Lost, docs/recovery.md).
+  std::set<std::string> in_shared;
+  for (size_t i = 0; i < versions.size(); ++i) {
+    if (shared[i] && versions[i].status != ckpt::VersionStatus::kIncomplete) in_shared.insert(versions[i].name);
+  }
+  std::vector<std::string> passed_over(versions.size());
+  for (size_t i = 0; i < versions.size(); ++i) {
+    if (!node_local[i] || versions[i].status == ckpt::VersionStatus::kIncomplete) continue;
+    std::string text;
+    ckpt::Level3Record r;
+    if (env->ReadFile(local_root + "/" + versions[i].name + "/" + ckpt::kLevel3RecordName, 4096, &text).ok()) {
+      r = ckpt::ParseLevel3Record(text);
+    }
+    std::string why;
+    if (ckpt::Level3Lost(versions[i].name, r, in_shared, c.dir, &why)) passed_over[i] = why;
+  }
   std::vector<size_t> order(versions.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return versions[a].seq < versions[b].seq; });
@@ -309,12 +327,14 @@ int Ls(const std::vector<std::string>& args) {
                         {"restore_failures", v.restore_failures}};
     if (!s.ok()) o["error"] = s.ToString();
     if (!v.problem.empty()) o["problem"] = v.problem;
+    if (!passed_over[i].empty()) o["node_local_not_restored"] = passed_over[i];
     if (c.json) {
       list.push_back(o);
       continue;
     }
     std::string note = s.ok() ? "" : "  (" + s.message() + ")";
     if (!v.problem.empty()) note += "  (" + v.problem + ")";
+    if (!passed_over[i].empty()) note += "  (node-local copy not restored: " + passed_over[i] + ")";
     std::printf("%10lld  %-11s  %-20s  %6s  %14s  %-17s  %s%s\n", static_cast<long long>(v.step),
                 std::string(ckpt::VersionStatusName(v.status)).c_str(), have ? Printable(m.time).c_str() : "-",
                 have ? std::to_string(m.world_size).c_str() : "-", have ? std::to_string(m.total_bytes()).c_str() : "-",

@@ -443,3 +443,23 @@ test_gc_node_local_refuses_a_directory_without_the_run() {
   grep -q "holds no node-local checkpoint of $d/ckpt: refusing to clean it" <<<"$out" || fail "the refusal does not say why: $out"
   expect_eq "$(ls -A "$d/local")" "keepme" "what gc left"
 }
+
+# ls names the node-local copies a restore passes over: those of versions
+# removed from the shared directory (`gc`, rm -r: a rollback), which the
+# shared directory records (docs/recovery.md).
+test_ls_names_node_local_copies_of_versions_removed_from_the_shared_directory() {
+  local d l out
+  d=$(scratch)
+  l=$d/local
+  level2_saves "$d/ckpt" "$l" 3
+  out=$("$BATON" ckpt ls "$d/ckpt" --json --local-dir "$l")
+  expect_eq "$(json_field node_local_not_restored <<<"$out" | tr -s '\n' ' ')" " " "no copy passed over before the removal"
+  rm -r "$d/ckpt/v00000003-s3"
+  out=$("$BATON" ckpt ls "$d/ckpt" --json --local-dir "$l")
+  expect_eq "$(json_field step <<<"$out" | tr '\n' ' ')" "1 2 3 " "versions listed"
+  expect_eq "$(json_field node_local_not_restored <<<"$out" | sed -n 3p)" \
+    "level 3 committed it and $d/ckpt no longer holds it" "why step 3's copy is passed over"
+  expect_eq "$(json_field node_local_not_restored <<<"$out" | sed -n 2p)" "" "step 2's copy is still restored"
+  out=$("$BATON" ckpt ls "$d/ckpt" --local-dir "$l")
+  grep -q "node-local copy not restored: level 3 committed it" <<<"$out" || fail "the table does not say so: $out"
+}
