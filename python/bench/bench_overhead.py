@@ -50,6 +50,7 @@ def main():
     arrays = [rng.standard_normal((rows, cols), dtype=np.float32) for _ in range(a.arrays)]
     offset, global_shape = rt.rank * rows, (rows * rt.size, cols)
     py_dir, cpp_dir = os.path.join(a.dir, "py"), os.path.join(a.dir, "cpp")
+    os.makedirs(a.dir, exist_ok=True)
     ck = _baton.ArrayCheckpointer(rt, dir=py_dir, level2=False, keep=2)
     cpp = _baton._CppBench(rt, cpp_dir, arrays, offset, rows * rt.size)
 
