@@ -28,6 +28,7 @@ from baton._baton import (  # noqa: F401  (the public names)
     Runtime,
     TimeoutError,
     Unavailable,
+    __version__,
 )
 from baton.checkpointer import Checkpointer, SaveFuture  # noqa: F401
 from baton.rng import RNGState  # noqa: F401
