@@ -1,5 +1,7 @@
 #include "baton/dtype.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -7,10 +9,10 @@ namespace baton {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kBF16: case DType::kF16: return 2;
-    case DType::kU8: return 1;
+    case DType::kF32: case DType::kI32: case DType::kU32: return 4;
+    case DType::kF64: case DType::kI64: case DType::kU64: return 8;
+    case DType::kBF16: case DType::kF16: case DType::kI16: case DType::kU16: return 2;
+    case DType::kU8: case DType::kBool: case DType::kI8: case DType::kF8E4M3: case DType::kF8E5M2: return 1;
   }
   return 0;
 }
@@ -24,6 +26,14 @@ std::string_view DTypeName(DType t) {
     case DType::kI32: return "i32";
     case DType::kI64: return "i64";
     case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+    case DType::kI8: return "i8";
+    case DType::kI16: return "i16";
+    case DType::kU16: return "u16";
+    case DType::kU32: return "u32";
+    case DType::kU64: return "u64";
+    case DType::kF8E4M3: return "f8e4m3";
+    case DType::kF8E5M2: return "f8e5m2";
   }
   return "?";
 }
@@ -39,18 +49,40 @@ std::string_view ReduceOpName(ReduceOp op) {
 }
 
 bool IsFloating(DType t) {
-  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16;
+  return t == DType::kF32 || t == DType::kF64 || t == DType::kBF16 || t == DType::kF16 || t == DType::kF8E4M3 ||
+         t == DType::kF8E5M2;
+}
+
+const std::string& DTypeNames() {
+  static const std::string names = [] {
+    std::string s;
+    for (DType d : kAllDTypes) s += (s.empty() ? "" : ", ") + std::string(DTypeName(d));
+    return s;
+  }();
+  return names;
 }
 
 Status ParseDType(std::string_view text, DType* t) {
-  for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+  for (DType d : kAllDTypes) {
     if (text == DTypeName(d)) {
       *t = d;
       return Status::OK();
     }
   }
-  return Status::InvalidArgument("runtime", "dtype '" + std::string(text) +
-                                                "' is not one of f32, f64, bf16, f16, i32, i64, u8");
+  return Status::InvalidArgument("runtime", "dtype '" + std::string(text) + "' is not one of " + DTypeNames());
+}
+
+Status CheckReducible(DType t, ReduceOp op) {
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("runtime", "reduce op " + std::string(ReduceOpName(op)) + " on dtype " +
+                                                  std::string(DTypeName(t)) + ": " + why);
+  };
+  if (t == DType::kF8E4M3 || t == DType::kF8E5M2)
+    return refuse("8-bit floats are not reduced (convert to bf16, f16 or f32 to reduce); they move only");
+  if (t == DType::kBool && (op == ReduceOp::kSum || op == ReduceOp::kAvg))
+    return refuse("bool takes max (or) and min (and) only");
+  if (op == ReduceOp::kAvg && !IsFloating(t)) return refuse("avg is for floating types only");
+  return Status::OK();
 }
 
 Status ParseReduceOp(std::string_view text, ReduceOp* op) {
@@ -126,6 +158,57 @@ uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+namespace {
+
+// An 8-bit float of `mbits` mantissa bits and exponent bias `bias` (the
+// exponent takes the other 7 - mbits bits). fn: no infinities, only
+// S.1111.111 is NaN (e4m3fn); else IEEE-like (e5m2).
+float Float8ToFloat(uint8_t b, int mbits, int bias, bool fn) {
+  const int ebits = 7 - mbits;
+  const uint32_t emax = (1u << ebits) - 1, mmask = (1u << mbits) - 1;
+  const uint32_t exp = (b >> mbits) & emax, mant = b & mmask;
+  const float sign = (b & 0x80) ? -1.0f : 1.0f;
+  if (fn && exp == emax && mant == mmask) return std::nanf("");
+  if (!fn && exp == emax) return mant ? std::nanf("") : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), 1 - bias - mbits);
+  return sign * std::ldexp(static_cast<float>(mant | (1u << mbits)), static_cast<int>(exp) - bias - mbits);
+}
+
+uint8_t FloatToFloat8(float f, int mbits, int bias, bool fn) {
+  const int ebits = 7 - mbits;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const uint8_t nan = fn ? 0x7f : static_cast<uint8_t>(((1u << ebits) - 1) << mbits | 1u << (mbits - 1));
+  const uint8_t inf = fn ? nan : static_cast<uint8_t>(((1u << ebits) - 1) << mbits);
+  // The largest finite code: fn's all-ones exponent holds numbers too.
+  const uint32_t max_code = fn ? 0x7e : inf - 1u;
+  if (std::isnan(f)) return static_cast<uint8_t>(sign | nan);
+  const float a = std::fabs(f);
+  if (std::isinf(a)) return static_cast<uint8_t>(sign | inf);
+  if (a == 0) return sign;
+  int e = 0;
+  (void)std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  // The value in units of the last mantissa bit at a's exponent (or of
+  // the subnormals' spacing), rounded to nearest even (the default mode).
+  const int unit_exp = std::max(e - 1, 1 - bias) - mbits;
+  const uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(a, -unit_exp)));
+  uint32_t code;
+  if (e - 1 < 1 - bias) {
+    code = q;  // subnormal (q == 1 << mbits: the smallest normal, encoded alike)
+  } else {
+    // q in [2^mbits, 2^(mbits+1)]: a carry to 2^(mbits+1) moves the exponent up.
+    code = (static_cast<uint32_t>(e - 1 + bias) << mbits) + (q - (1u << mbits));
+  }
+  if (code > max_code) return static_cast<uint8_t>(sign | inf);
+  return static_cast<uint8_t>(sign | code);
+}
+
+}  // namespace
+
+float Float8E4M3ToFloat(uint8_t b) { return Float8ToFloat(b, 3, 7, /*fn=*/true); }
+uint8_t FloatToFloat8E4M3(float f) { return FloatToFloat8(f, 3, 7, /*fn=*/true); }
+float Float8E5M2ToFloat(uint8_t b) { return Float8ToFloat(b, 2, 15, /*fn=*/false); }
+uint8_t FloatToFloat8E5M2(float f) { return FloatToFloat8(f, 2, 15, /*fn=*/false); }
+
 void StoreValue(DType t, double v, void* out, size_t i) {
   switch (t) {
     case DType::kF32: static_cast<float*>(out)[i] = static_cast<float>(v); break;
@@ -135,6 +218,14 @@ void StoreValue(DType t, double v, void* out, size_t i) {
     case DType::kI32: static_cast<int32_t*>(out)[i] = static_cast<int32_t>(v); break;
     case DType::kI64: static_cast<int64_t*>(out)[i] = static_cast<int64_t>(v); break;
     case DType::kU8: static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(v); break;
+    case DType::kBool: static_cast<uint8_t*>(out)[i] = v != 0 ? 1 : 0; break;
+    case DType::kI8: static_cast<int8_t*>(out)[i] = static_cast<int8_t>(v); break;
+    case DType::kI16: static_cast<int16_t*>(out)[i] = static_cast<int16_t>(v); break;
+    case DType::kU16: static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(v); break;
+    case DType::kU32: static_cast<uint32_t*>(out)[i] = static_cast<uint32_t>(v); break;
+    case DType::kU64: static_cast<uint64_t*>(out)[i] = static_cast<uint64_t>(v); break;
+    case DType::kF8E4M3: static_cast<uint8_t*>(out)[i] = FloatToFloat8E4M3(static_cast<float>(v)); break;
+    case DType::kF8E5M2: static_cast<uint8_t*>(out)[i] = FloatToFloat8E5M2(static_cast<float>(v)); break;
   }
 }
 
@@ -147,6 +238,14 @@ double LoadValue(DType t, const void* in, size_t i) {
     case DType::kI32: return static_cast<const int32_t*>(in)[i];
     case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(in)[i]);
     case DType::kU8: return static_cast<const uint8_t*>(in)[i];
+    case DType::kBool: return static_cast<const uint8_t*>(in)[i] != 0 ? 1 : 0;
+    case DType::kI8: return static_cast<const int8_t*>(in)[i];
+    case DType::kI16: return static_cast<const int16_t*>(in)[i];
+    case DType::kU16: return static_cast<const uint16_t*>(in)[i];
+    case DType::kU32: return static_cast<const uint32_t*>(in)[i];
+    case DType::kU64: return static_cast<double>(static_cast<const uint64_t*>(in)[i]);
+    case DType::kF8E4M3: return Float8E4M3ToFloat(static_cast<const uint8_t*>(in)[i]);
+    case DType::kF8E5M2: return Float8E5M2ToFloat(static_cast<const uint8_t*>(in)[i]);
   }
   return 0;
 }

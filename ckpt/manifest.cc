@@ -872,7 +872,7 @@ Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_valu
     std::string dtype;
     BATON_RETURN_IF_ERROR(GetString(j, path, "dtype", &dtype));
     if (!ParseDType(dtype, &am.dtype).ok()) {
-      return Fail(Code::kCorruption, Field(path, "dtype"), Quote(dtype) + " is not a dtype (f32, f64, bf16, f16, i32, i64, u8)");
+      return Fail(Code::kCorruption, Field(path, "dtype"), Quote(dtype) + " is not a dtype (" + DTypeNames() + ")");
     }
     const json* shape = nullptr;
     BATON_RETURN_IF_ERROR(GetArray(j, path, "shape", &shape));

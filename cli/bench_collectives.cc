@@ -35,6 +35,8 @@
 #include "cli/commands.h"
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi/mpi_communicator.h"
+#include "mpi_runtime/mpi/mpi_types.h"
+#include "mpi_runtime/mpi/reduce_kernels.h"
 #include "mpi_runtime/mpi/tune_table.h"
 #include "mpi_runtime/mpi/watchdog.h"
 #if BATON_HAVE_NCCL
@@ -107,7 +109,7 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
   else
     return BadValue("--algo", algo, "native, hierarchical, ring, auto or all");
   if (!ParseReduceOp(op, &o->op).ok()) return BadValue("--op", op, "sum, max, min or avg");
-  if (!ParseDType(dtype, &o->dtype).ok()) return BadValue("--dtype", dtype, "f32, f64, bf16, f16, i32, i64 or u8");
+  if (!ParseDType(dtype, &o->dtype).ok()) return BadValue("--dtype", dtype, DTypeNames());
   if (!ParseCollective(collective, &o->collective))
     return BadValue("--collective", collective, "all_reduce, all_gather, reduce_scatter, broadcast or all_to_all");
   if (vm.count("tune")) {
@@ -128,15 +130,8 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
 // --- the raw MPI call beside baton's (the nccl side is cli/nccl_bench.cc) ----------
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
-MPI_Datatype RawType(DType t) {
-  switch (t) {
-    case DType::kF64: return MPI_DOUBLE;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kU8: return MPI_UINT8_T;
-    default: return MPI_FLOAT;  // f32; halves are compared with MPI on f32 (MPI has no f16)
-  }
-}
+// halves are compared with MPI on f32 (MPI has no f16): their work type.
+MPI_Datatype RawType(DType t) { return mpi::MpiType(mpi::WorkType(t)); }
 
 MPI_Op RawOp(ReduceOp op) {
   return op == ReduceOp::kMax ? MPI_MAX : op == ReduceOp::kMin ? MPI_MIN : MPI_SUM;  // avg: MPI has none

@@ -361,11 +361,11 @@ int Inspect(const std::vector<std::string>& args) {
               Printable(m.time).c_str(), m.world_size, m.group_size, m.group_size == 0 ? " (one shard per node)" : "",
               Printable(m.baton_version).c_str(), static_cast<unsigned long long>(m.total_bytes()),
               m.user_blob.size());
-  std::printf("%-32s  %-5s  %-10s  %s\n", "ARRAY", "DTYPE", "KIND", "SHAPE");
+  std::printf("%-32s  %-6s  %-10s  %s\n", "ARRAY", "DTYPE", "KIND", "SHAPE");
   for (const ckpt::ArrayMeta& a : m.arrays) {
     std::string shape = "[";
     for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape[i]);
-    std::printf("%-32s  %-5s  %-10s  %s]\n", Printable(a.name).c_str(), std::string(DTypeName(a.dtype)).c_str(),
+    std::printf("%-32s  %-6s  %-10s  %s]\n", Printable(a.name).c_str(), std::string(DTypeName(a.dtype)).c_str(),
                 a.replicated ? "replicated" : "sharded", shape.c_str());
   }
   std::printf("\n%-24s  %14s  %8s  %s\n", "SHARD", "BYTES", "DATASETS", "RANKS");

@@ -8,7 +8,6 @@ namespace baton {
 namespace {
 
 constexpr const char* kComponent = "runtime";
-constexpr size_t kNumDTypes = static_cast<size_t>(DType::kU8) + 1;
 
 size_t Index(DType t) { return static_cast<size_t>(t); }
 
@@ -40,9 +39,9 @@ Status Bucketer::AllReduce(const std::vector<BucketArray>& arrays, ReduceOp op) 
     if (a.data == nullptr)
       return Status::InvalidArgument(kComponent, "bucketer: array " + std::to_string(i) + " of " +
                                                      std::to_string(a.count) + " elements is null");
-    if (op == ReduceOp::kAvg && !IsFloating(a.dtype))
-      return Status::InvalidArgument(kComponent, "bucketer: avg is for floating types, but array " +
-                                                     std::to_string(i) + " is " + std::string(DTypeName(a.dtype)));
+    Status reducible = CheckReducible(a.dtype, op);
+    if (!reducible.ok())
+      return Status::InvalidArgument(kComponent, "bucketer: array " + std::to_string(i) + ": " + reducible.message());
     const size_t cap = options_.bucket_bytes / DTypeSize(a.dtype);
     if (a.count <= cap) small_elems[Index(a.dtype)] += a.count;
   }

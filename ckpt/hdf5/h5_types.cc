@@ -22,6 +22,18 @@ Status MakeFloat16(size_t exponent_bits, size_t mantissa_bits, size_t bias, Hid*
   return Status::OK();
 }
 
+// h5py's bool: an enum of int8 with FALSE = 0 and TRUE = 1 (h5py reads
+// exactly this enum as numpy's bool_).
+Status MakeBoolEnum(Hid* out) {
+  Hid t;
+  BATON_H5_OPEN(t, H5Tenum_create(H5T_STD_I8LE), H5Tclose);
+  const int8_t no = 0, yes = 1;
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tenum_insert(t.get(), "FALSE", &no)));
+  BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Tenum_insert(t.get(), "TRUE", &yes)));
+  *out = std::move(t);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status MakeH5Type(DType t, Hid* out) {
@@ -35,6 +47,16 @@ Status MakeH5Type(DType t, Hid* out) {
     case DType::kI32: base = H5T_STD_I32LE; break;
     case DType::kI64: base = H5T_STD_I64LE; break;
     case DType::kU8: base = H5T_STD_U8LE; break;
+    case DType::kI8: base = H5T_STD_I8LE; break;
+    case DType::kI16: base = H5T_STD_I16LE; break;
+    case DType::kU16: base = H5T_STD_U16LE; break;
+    case DType::kU32: base = H5T_STD_U32LE; break;
+    case DType::kU64: base = H5T_STD_U64LE; break;
+    case DType::kBool: return MakeBoolEnum(out);
+    // The bits as u8: numpy has no 8-bit float and HDF5 1.10 cannot describe
+    // e4m3fn (no infinities, NaN only at S.1111.111); the "dtype"
+    // attribute names the format.
+    case DType::kF8E4M3: case DType::kF8E5M2: base = H5T_STD_U8LE; break;
   }
   if (base == H5I_INVALID_HID) {
     return Status::Internal(log::kCkpt, "no HDF5 type for dtype " + std::to_string(static_cast<int>(t)));

@@ -158,8 +158,10 @@ struct CheckpointOptions {
 };
 
 // The DType of a C++ element type, for the typed registrations: float
-// f32, double f64, int32_t i32, int64_t i64, uint8_t u8. bf16 and f16 have
-// no standard C++ type: pass their bits as a Span<uint16_t> with the DType.
+// f32, double f64, int8_t i8, int16_t i16, int32_t i32, int64_t i64, uint8_t
+// u8, uint16_t u16, uint32_t u32, uint64_t u64, bool bool. bf16, f16 and the
+// 8-bit floats have no standard C++ type: pass their bits as a
+// Span<uint16_t> (bf16, f16) or Span<uint8_t> (f8e4m3, f8e5m2) with the DType.
 template <typename T>
 struct DTypeOf;
 template <>
@@ -181,6 +183,31 @@ struct DTypeOf<int64_t> {
 template <>
 struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::kU8;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::kI8;
+};
+template <>
+struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::kI16;
+};
+template <>
+struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::kU16;
+};
+template <>
+struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::kU32;
+};
+template <>
+struct DTypeOf<uint64_t> {
+  static constexpr DType value = DType::kU64;
+};
+template <>
+struct DTypeOf<bool> {
+  static_assert(sizeof(bool) == 1, "a bool array is stored one byte per element");
+  static constexpr DType value = DType::kBool;
 };
 
 // What the last Save or Restore did, for the program and the benchmark.

@@ -9,12 +9,21 @@ namespace baton::mpi {
 
 MPI_Datatype MpiType(DType work) {
   switch (work) {
+    case DType::kF32: case DType::kF16: case DType::kBF16: return MPI_FLOAT;  // f16/bf16 widened to f32
     case DType::kF64: return MPI_DOUBLE;
+    case DType::kI8: return MPI_INT8_T;
+    case DType::kI16: return MPI_INT16_T;
     case DType::kI32: return MPI_INT32_T;
     case DType::kI64: return MPI_INT64_T;
-    case DType::kU8: return MPI_UINT8_T;
-    default: return MPI_FLOAT;  // f32, and f16/bf16 widened to f32
+    case DType::kU16: return MPI_UINT16_T;
+    case DType::kU32: return MPI_UINT32_T;
+    case DType::kU64: return MPI_UINT64_T;
+    // bool: 0 or 1, reduced by max (or) and min (and), which MPI does not
+    // define on MPI_C_BOOL; the 8-bit floats are never reduced
+    // (CheckReducible), so they reach MPI as bytes only.
+    case DType::kU8: case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2: return MPI_UINT8_T;
   }
+  return MPI_BYTE;
 }
 
 MPI_Op MpiOp(ReduceOp op) {
@@ -28,10 +37,8 @@ MPI_Op MpiOp(ReduceOp op) {
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 Status CheckOp(const char* what, DType t, ReduceOp op) {
-  if (op == ReduceOp::kAvg && !IsFloating(t))
-    return Status::InvalidArgument(kComponent, std::string(what) + ": avg is for floating types, not " +
-                                                   std::string(DTypeName(t)));
-  return Status::OK();
+  Status s = CheckReducible(t, op);
+  return s.ok() ? s : Status::InvalidArgument(kComponent, std::string(what) + ": " + s.message());
 }
 
 Status CheckSize(const char* what, size_t count, size_t esize, size_t blocks) {

@@ -38,7 +38,8 @@ MPI_Op MpiOp(ReduceOp op);
 
 bool IsHalf(DType t);
 
-// avg is for floating types only: InvalidArgument naming `what` and the type.
+// The reductions CheckReducible (baton/dtype.h) allows: else InvalidArgument
+// naming `what`, the op and the type.
 Status CheckOp(const char* what, DType t, ReduceOp op);
 
 // `count` elements of `esize` bytes times `blocks` fit in a size_t (else

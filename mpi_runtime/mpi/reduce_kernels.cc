@@ -34,7 +34,15 @@ void Reduce(DType t, ReduceOp op, const void* in, void* inout, size_t count) {
     case DType::kF64: ReduceT(op, static_cast<const double*>(in), static_cast<double*>(inout), count); break;
     case DType::kI32: ReduceT(op, static_cast<const int32_t*>(in), static_cast<int32_t*>(inout), count); break;
     case DType::kI64: ReduceT(op, static_cast<const int64_t*>(in), static_cast<int64_t*>(inout), count); break;
-    case DType::kU8: ReduceT(op, static_cast<const uint8_t*>(in), static_cast<uint8_t*>(inout), count); break;
+    case DType::kU8: case DType::kBool:  // bool: max and min only (CheckReducible), or and and of 0/1
+      ReduceT(op, static_cast<const uint8_t*>(in), static_cast<uint8_t*>(inout), count);
+      break;
+    case DType::kI8: ReduceT(op, static_cast<const int8_t*>(in), static_cast<int8_t*>(inout), count); break;
+    case DType::kI16: ReduceT(op, static_cast<const int16_t*>(in), static_cast<int16_t*>(inout), count); break;
+    case DType::kU16: ReduceT(op, static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout), count); break;
+    case DType::kU32: ReduceT(op, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(inout), count); break;
+    case DType::kU64: ReduceT(op, static_cast<const uint64_t*>(in), static_cast<uint64_t*>(inout), count); break;
+    case DType::kF8E4M3: case DType::kF8E5M2: break;  // never reduced (CheckReducible refuses every op)
   }
 }
 

@@ -111,6 +111,15 @@ Status ToNcclType(DType dtype, ncclDataType_t* out) {
     case DType::kI32: *out = ncclInt32; return Status::OK();
     case DType::kI64: *out = ncclInt64; return Status::OK();
     case DType::kU8: *out = ncclUint8; return Status::OK();
+    case DType::kI8: *out = ncclInt8; return Status::OK();
+    case DType::kU32: *out = ncclUint32; return Status::OK();
+    case DType::kU64: *out = ncclUint64; return Status::OK();
+    // bool (0/1: max is or, min is and) and the 8-bit floats (never
+    // reduced: CheckReducible) as bytes; NCCL has no 16-bit integers, so
+    // i16 and u16 move as 2-byte elements (copied bit for bit) and
+    // ToNcclOp refuses to reduce them.
+    case DType::kBool: case DType::kF8E4M3: case DType::kF8E5M2: *out = ncclUint8; return Status::OK();
+    case DType::kI16: case DType::kU16: *out = ncclFloat16; return Status::OK();
     case DType::kBF16:
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
       *out = ncclBfloat16;
@@ -124,6 +133,12 @@ Status ToNcclType(DType dtype, ncclDataType_t* out) {
 }
 
 Status ToNcclOp(ReduceOp op, DType dtype, ncclRedOp_t* out) {
+  Status reducible = CheckReducible(dtype, op);
+  if (!reducible.ok()) return Status::InvalidArgument(kComponent, reducible.message());
+  if (dtype == DType::kI16 || dtype == DType::kU16)
+    return Status::InvalidArgument(kComponent, "reduce op " + std::string(ReduceOpName(op)) + " on dtype " +
+                                                   std::string(DTypeName(dtype)) +
+                                                   ": NCCL has no 16-bit integer type (the mpi backend reduces it)");
   switch (op) {
     case ReduceOp::kSum: *out = ncclSum; return Status::OK();
     case ReduceOp::kMax: *out = ncclMax; return Status::OK();

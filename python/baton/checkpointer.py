@@ -13,6 +13,7 @@ from baton.wrappers import Sharded
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
 VERSION = 1  # of the JSON below; the marker array holds it too
+_MAX_PASSES = 8  # restore(state): versions tried one after the other when tensors fail to verify
 
 
 def _is_step(value):
@@ -106,6 +107,7 @@ class Checkpointer:
         self._bindings = {}  # array name -> (Binding, registration key)
         self._marker = np.array(VERSION, dtype=np.int64)
         self._rank_state_set = False
+        self._earlier_fallbacks = []  # versions skipped by earlier passes of the last restore(state)
 
     # ----------------------------------------------------------------- forms
 
@@ -241,7 +243,10 @@ class Checkpointer:
 
     def last_restore(self):
         """The last restore's outcome: step, version_path, fallbacks, level, rank_state_dropped (dict)."""
-        return self._low.last_restore()
+        info = self._low.last_restore()
+        if info is not None and self._earlier_fallbacks:
+            info = dict(info, fallbacks=self._earlier_fallbacks + list(info.get("fallbacks") or []))
+        return info
 
     def last_stats(self):
         """The last save's or restore's figures: bytes, total_bytes, seconds, phases, level (dict)."""
@@ -333,6 +338,25 @@ class Checkpointer:
             self._bindings[MARKER] = (None, None)
 
     def _restore_state(self, state, step, strict, options):
+        # A pass reads the version's JSON (with the marker array only), plans,
+        # then reads the tensors. A version whose tensors fail to verify is
+        # skipped by the extension for an older one, whose JSON the plan did
+        # not see: then the older version is restored whole, in a pass of
+        # its own (its step pinned), and last_restore() lists what every
+        # pass skipped.
+        self._earlier_fallbacks = []
+        for _ in range(_MAX_PASSES):
+            done, found = self._restore_pass(state, step, strict, options)
+            if done:
+                return found
+            info = self._low.last_restore()
+            self._earlier_fallbacks += list(info.get("fallbacks") or [])
+            step = info["step"]
+        raise _baton.Error(f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): versions "
+                           f"kept failing to verify after {_MAX_PASSES} passes (last_restore() lists them)")
+
+    def _restore_pass(self, state, step, strict, options):
+        """(True, step restored or None) or (False, None): the tensors came from another version."""
         md = self._low.read_metadata(step)
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
@@ -342,11 +366,11 @@ class Checkpointer:
                                 "(restore(step=..., arrays=...)) on a Checkpointer of its own")
         found = self._low.restore(step=step, arrays=[MARKER], **options)
         if found is None:
-            return None
+            return True, None
         if int(self._marker) != VERSION:
             raise self._invalid(f"restore(state): the checkpoint's state-dict format is version "
                                 f"{int(self._marker)}; this baton reads version {VERSION} (a newer baton wrote it)")
-        version_path = self.last_restore()["version_path"]
+        version_path = self._low.last_restore()["version_path"]
         if md is None or md["version_path"] != version_path:
             md = self._low.read_metadata(found)
         arrays = {a["name"]: a for a in md["arrays"]}
@@ -357,20 +381,18 @@ class Checkpointer:
             value = cur.tensor if isinstance(cur, Sharded) else cur
             self._bind(Leaf(name, path, value, cur if isinstance(cur, Sharded) else None))
         if names:
-            got = self._low.restore(step=found, arrays=names, **options)
-            restored_path = self.last_restore()["version_path"]
-            if got != found or restored_path != version_path:
-                raise _baton.Error(
-                    f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): version "
-                    f"{version_path} could not be read (last_restore() says why) and the fallback "
-                    f"{restored_path} (step {got}) may hold another state; restore(state, step={got}) "
-                    "restores it whole")
+            # The pass's step, not `found`: pinned to found's step, a version
+            # that fails to verify could fall back only to an older copy of
+            # that same step.
+            self._low.restore(step=step, arrays=names, **options)
+            if self._low.last_restore()["version_path"] != version_path:
+                return False, None
         for name in names:
             self._bindings[name][0].after_restore()
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)
-        return found
+        return True, found
 
     def _plan(self, state, arrays, strict, found, version_path):
         where = f"step {found}, {version_path}"

@@ -90,6 +90,9 @@ def main():
     parser.add_argument("--mib", type=int, default=64, help="MiB of float32 parameters (default 64)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
+    parser.add_argument("--verify-replicas", type=int, choices=(0, 1), default=1,
+                        help="baton's check that every rank's replicated copy is the same (default 1): "
+                             "each rank hashes its whole copy")
     args = parser.parse_args()
 
     comm = MPI.COMM_WORLD
@@ -105,7 +108,8 @@ def main():
     state_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     state_bytes += sum(t.numel() * t.element_size() for s in optim.state_dict()["state"].values()
                        for t in s.values() if isinstance(t, torch.Tensor))
-    ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2)
+    ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2,
+                            verify_replicas=bool(args.verify_replicas))
     torch_path = os.path.join(args.dir, "torch", "ckpt.pt")
 
     def timed(fn):
@@ -160,6 +164,9 @@ def main():
                 m["baton_save_rss_max"] = comm.allreduce(rise, op=MPI.MAX)
                 m["baton_bytes_max"] = comm.allreduce(stats["bytes"], op=MPI.MAX)
                 m["baton_total_bytes"] = stats["total_bytes"]
+                phases = comm.gather(dict(stats.get("phases", {})), root=0)
+                if rank == 0:
+                    m["baton_save_phases_max"] = {k: max(p.get(k, 0.0) for p in phases) for k in phases[0]}
                 m["baton_restore_s"], got = timed(baton_restore)
                 assert got == step, (got, step)
                 step += 1
@@ -181,7 +188,8 @@ def main():
 
         mib = 2**20
         print(f"ranks {size}, state {state_bytes / mib:.0f} MiB (model {args.mib} MiB + Adam), "
-              f"{args.rounds} rounds, load: {open('/proc/loadavg').read().split()[:3]}")
+              f"{args.rounds} rounds, verify_replicas={bool(args.verify_replicas)}, "
+              f"load at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
         print("| what | median s | range s | MiB/s | written per rank | peak RSS rise |")
         print("| --- | --- | --- | --- | --- | --- |")
 
@@ -189,14 +197,22 @@ def main():
             m, lo, hi = med(key)
             print(f"| {name} | {m:.3f} | {lo:.3f}-{hi:.3f} | {state_bytes / mib / m:.0f} | {written} | {rss} |")
 
+        # Peak memory: the largest rise over the rounds (the first save
+        # allocates what later ones reuse: save_async's staging copy stays).
         line("baton save (N ranks)", "baton_save_s", f"{med('baton_bytes_max')[0] / mib:.1f} MiB (max)",
-             f"{med('baton_save_rss_max')[0] / mib:.1f} MiB (max)")
+             f"{med('baton_save_rss_max')[2] / mib:.1f} MiB (max)")
         line("torch.save + fsync (rank 0)", "torch_save_s", f"{med('torch_file_bytes')[0] / mib:.1f} MiB (rank 0)",
-             f"{med('torch_save_rss')[0] / mib:.1f} MiB")
-        line("baton save_async, blocked", "baton_async_block_s", "", f"{med('baton_async_rss_max')[0] / mib:.1f} MiB (max)")
+             f"{med('torch_save_rss')[2] / mib:.1f} MiB")
+        line("baton save_async, blocked", "baton_async_block_s", "", f"{med('baton_async_rss_max')[2] / mib:.1f} MiB (max)")
         line("baton save_async, to committed", "baton_async_total_s", "", "")
         line("baton restore (every rank)", "baton_restore_s", "", "")
         line("torch.load + load_state_dict (every rank)", "torch_load_s", "", "")
+        phases = {}
+        for row in rows:
+            for k, v in row["baton_save_phases_max"].items():
+                phases.setdefault(k, []).append(v)
+        print("baton save phases, slowest rank, median over rounds (s): " +
+              ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in phases.items()))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"ranks": size, "state_bytes": state_bytes, "mib": args.mib, "rounds": rows}, f, indent=1)

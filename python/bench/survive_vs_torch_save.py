@@ -21,6 +21,7 @@ import argparse
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -118,34 +119,26 @@ def shard_bytes(ckdir, step):
     return total
 
 
-def flip_torch(path):
-    data = bytearray(open(path, "rb").read())
-    data[len(data) // 2] ^= 0x10
-    with open(path, "wb") as f:
-        f.write(data)
+def flip(path, pattern):
+    """Flips one bit inside the first copy of ``pattern`` (the tensor's bytes) in the file; True if found."""
+    data = open(path, "rb").read()
+    at = data.find(pattern)
+    if at < 0:
+        return False
+    with open(path, "r+b") as f:
+        f.seek(at + 3)
+        f.write(bytes([data[at + 3] ^ 0x10]))
+        f.flush()
+        os.fsync(f.fileno())
+    return True
 
 
-def flip_baton(ckdir, step):
-    import h5py  # finds where the array's bytes are in the shard file
+def flip_baton(ckdir, step, pattern):
     version = next(e for e in sorted(os.listdir(ckdir)) if e.endswith(f"-s{step}"))
     for root, _, files in os.walk(os.path.join(ckdir, version)):
-        for name in files:
-            if not name.endswith(".h5"):
-                continue
-            shard = os.path.join(root, name)
-            with h5py.File(shard, "r") as f:
-                if "w" not in f:
-                    continue
-                offset = f["w"].id.get_offset() + f["w"].id.get_storage_size() // 2
-            with open(shard, "r+b") as f:
-                f.seek(offset)
-                byte = f.read(1)
-                f.seek(offset)
-                f.write(bytes([byte[0] ^ 0x10]))
-                f.flush()
-                os.fsync(f.fileno())
+        if any(flip(os.path.join(root, f), pattern) for f in sorted(files) if f.endswith(".h5")):
             return
-    raise SystemExit(f"no shard with array 'w' in {version}")
+    raise SystemExit(f"no shard of {version} holds the tensor's bytes")
 
 
 def main():
@@ -160,7 +153,9 @@ def main():
     pt = os.path.join(args.dir, "kill", "ckpt.pt")
     os.makedirs(os.path.dirname(pt))
     child(TORCH_SAVE, 1, mib, pt)
-    how = child(TORCH_SAVE, 2, mib, pt, kill_when=lambda: file_bytes(pt) > 0)
+    before = os.stat(pt).st_mtime_ns
+    # torch.save reopens the file with "wb": killed once it has truncated it and written again.
+    how = child(TORCH_SAVE, 2, mib, pt, kill_when=lambda: os.stat(pt).st_mtime_ns != before and file_bytes(pt) > 0)
     print(f"kill -9 during save, torch.save {how}: file {file_bytes(pt)} of ~{mib} MiB: {child(TORCH_LOAD, pt)}")
 
     ck = os.path.join(args.dir, "kill", "baton")
@@ -171,13 +166,15 @@ def main():
     pt = os.path.join(args.dir, "flip", "ckpt.pt")
     os.makedirs(os.path.dirname(pt))
     child(TORCH_SAVE, 2, mib, pt)
-    flip_torch(pt)
+    pattern = struct.pack("<f", 2.0) * 16
+    if not flip(pt, pattern):
+        raise SystemExit("the tensor's bytes are not in ckpt.pt")
     print(f"one bit flipped, torch.save: {child(TORCH_LOAD, pt)}")
 
     ck = os.path.join(args.dir, "flip", "baton")
     child(BATON_SAVE, 1, mib, ck)
     child(BATON_SAVE, 2, mib, ck)
-    flip_baton(ck, 2)
+    flip_baton(ck, 2, pattern)
     print(f"one bit flipped, baton: {child(BATON_LOAD, ck, mib)}")
     return 0
 

@@ -77,16 +77,7 @@ std::vector<unsigned char> Pattern(DType dtype, size_t count, int salt) {
   std::vector<unsigned char> out(count * w);
   for (size_t i = 0; i < count; ++i) {
     const int v = static_cast<int>((i + salt) % 100);
-    unsigned char* p = out.data() + i * w;
-    switch (dtype) {
-      case DType::kF32: { float f = v; std::memcpy(p, &f, w); break; }
-      case DType::kF64: { double d = v; std::memcpy(p, &d, w); break; }
-      case DType::kF16: { uint16_t h = baton::FloatToHalf(v); std::memcpy(p, &h, w); break; }
-      case DType::kBF16: { uint16_t b = baton::FloatToBFloat16(v); std::memcpy(p, &b, w); break; }
-      case DType::kI32: { int32_t x = v; std::memcpy(p, &x, w); break; }
-      case DType::kI64: { int64_t x = v; std::memcpy(p, &x, w); break; }
-      case DType::kU8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(p, &x, w); break; }
-    }
+    baton::StoreValue(dtype, v, out.data(), i);
   }
   return out;
 }

@@ -123,6 +123,34 @@ CC
   grep -q "NotFound" <<<"$out" || fail "no status text: $out"
 }
 
+# The Python package: installed into the directory configure chose (the
+# interpreter's sys.path entry under the prefix), the module without
+# libtool's .la, and importable from there.
+installed_pythondir() {
+  make -s --no-print-directory -C "$BATON_BUILD_DIR" -f Makefile -f - print-pythondir <<'MK'
+print-pythondir:
+	@echo '$(baton_pyexecdir)' '$(PYTHON)' '$(BATON_PYTHON_SUMMARY)'
+MK
+}
+
+test_python_package_is_installed_where_python_finds_it() {
+  local d; d=$(stage)
+  [ -d "$d" ] || fail "nothing staged"
+  local dir python rest
+  read -r dir python rest <<<"$(installed_pythondir)"
+  case $rest in no*) echo "built without the Python extension: $rest"; exit 77 ;; esac
+  [ -e "$d$dir/_baton.so" ] || fail "not installed: $dir/_baton.so"
+  [ ! -e "$d$dir/_baton.la" ] || fail "libtool's _baton.la was installed into $dir"
+  "$python" -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$(dirname "$dir")" ||
+    fail "$(dirname "$dir") is not on $python's sys.path"
+  local out
+  out=$(cd / && PYTHONPATH="$d$(dirname "$dir")" LD_LIBRARY_PATH="$d/usr/local/lib" "$python" -c '
+import baton._baton as b, sys
+print(b.__file__, b.EXIT_REQUEUE, b.__version__)') || fail "the installed package does not import: $out"
+  echo "$out"
+  grep -q "^$d$dir/_baton.so 75 [0-9]" <<<"$out" || fail "imported something else: $out"
+}
+
 # `make uninstall` removes every file `make install` put down, the plugin too
 # (its .la is deleted at install, so libtool alone would not know it).
 test_make_uninstall_leaves_no_file() {

@@ -225,17 +225,7 @@ size_t WorkSize(DType t) { return t == DType::kF16 || t == DType::kBF16 ? 4 : DT
 
 std::vector<char> Ones(DType t, size_t n) {
   std::vector<char> b(n * DTypeSize(t) + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    switch (t) {
-      case DType::kF32: reinterpret_cast<float*>(b.data())[i] = 1.0f; break;
-      case DType::kF64: reinterpret_cast<double*>(b.data())[i] = 1.0; break;
-      case DType::kBF16: reinterpret_cast<uint16_t*>(b.data())[i] = FloatToBFloat16(1.0f); break;
-      case DType::kF16: reinterpret_cast<uint16_t*>(b.data())[i] = FloatToHalf(1.0f); break;
-      case DType::kI32: reinterpret_cast<int32_t*>(b.data())[i] = 1; break;
-      case DType::kI64: reinterpret_cast<int64_t*>(b.data())[i] = 1; break;
-      case DType::kU8: reinterpret_cast<uint8_t*>(b.data())[i] = 1; break;
-    }
-  }
+  for (size_t i = 0; i < n; ++i) StoreValue(t, 1.0, b.data(), i);
   return b;
 }
 

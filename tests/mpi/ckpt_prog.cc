@@ -15,13 +15,19 @@
 //   ckpt_prog DIR save-async-kill  SaveAsync(1), Wait, SaveAsync(2); the last rank
 //                                kills itself (SIGKILL) inside its background
 //                                write of step 2 (at the shard's fsync)
+//   ckpt_prog DIR save-dtypes    saves step 1 with an array of every newer
+//                                dtype (bool, i8, i16, u16, u32, u64, f8e4m3,
+//                                f8e5m2: "t_<name>", 8 known values each),
+//                                restores it into zeroed arrays and checks them
 // lock_wait_seconds is 0: a held directory fails at once. Exit 0 on
 // success, 1 on an error, 3 on wrong content.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,11 +72,52 @@ int Fail(const baton::Status& s, int rank) {
   return 1;
 }
 
+// One array per dtype added for the Python extension (issue 32, item 10),
+// with the values test_ckpt_processes.sh expects h5py to read: extremes of
+// every integer type, and for the 8-bit floats the largest finite value,
+// the smallest normal and the smallest subnormal.
+struct DTypeArray {
+  baton::DType dtype;
+  std::vector<unsigned char> bytes;  // 8 elements
+};
+
+std::vector<DTypeArray> DTypeArrays() {
+  using baton::DType;
+  std::vector<DTypeArray> out;
+  auto add = [&](DType t, const void* values) {
+    DTypeArray a{t, std::vector<unsigned char>(8 * baton::DTypeSize(t))};
+    std::memcpy(a.bytes.data(), values, a.bytes.size());
+    out.push_back(a);
+  };
+  const bool b[8] = {true, false, true, true, false, false, true, false};
+  const int8_t i8[8] = {-128, -1, 0, 1, 127, 42, -42, 7};
+  const int16_t i16[8] = {-32768, -1, 0, 1, 32767, 1000, -1000, 7};
+  const uint16_t u16[8] = {0, 1, 255, 256, 65535, 1000, 32768, 7};
+  const uint32_t u32[8] = {0, 1, 65536, 4294967295u, 2147483648u, 1000, 123456789, 7};
+  const uint64_t u64[8] = {0, 1, 4294967296ull, 18446744073709551615ull, 9223372036854775808ull, 1000, 123456789012345ull, 7};
+  add(DType::kBool, b);
+  add(DType::kI8, i8);
+  add(DType::kI16, i16);
+  add(DType::kU16, u16);
+  add(DType::kU32, u32);
+  add(DType::kU64, u64);
+  const float e4m3[8] = {0.0f, 1.0f, -2.0f, 0.5f, 448.0f, -448.0f, 0.015625f, 0.001953125f};
+  const float e5m2[8] = {0.0f, 1.0f, -2.0f, 0.5f, 57344.0f, -57344.0f, 6.103515625e-05f, 1.52587890625e-05f};
+  DTypeArray f4{DType::kF8E4M3, std::vector<unsigned char>(8)}, f5{DType::kF8E5M2, std::vector<unsigned char>(8)};
+  for (size_t i = 0; i < 8; ++i) {
+    f4.bytes[i] = baton::FloatToFloat8E4M3(e4m3[i]);
+    f5.bytes[i] = baton::FloatToFloat8E5M2(e5m2[i]);
+  }
+  out.push_back(f4);
+  out.push_back(f5);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|hold|save-async|save-async-kill\n");
+    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|hold|save-async|save-async-kill|save-dtypes\n");
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
@@ -96,6 +143,26 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     for (;;) pause();
+  }
+  if (mode == "save-dtypes") {
+    std::vector<DTypeArray> arrays = DTypeArrays();
+    const std::vector<DTypeArray> want = arrays;
+    for (DTypeArray& a : arrays) {
+      const std::string name = "t_" + std::string(baton::DTypeName(a.dtype));
+      if (baton::Status s = ck->RegisterReplicated(name, a.bytes.data(), a.dtype, {8}); !s.ok()) return Fail(s, rank);
+    }
+    if (baton::Status s = ck->Save(1); !s.ok()) return Fail(s, rank);
+    for (DTypeArray& a : arrays) std::fill(a.bytes.begin(), a.bytes.end(), 0);
+    std::optional<int64_t> step;
+    if (baton::Status s = ck->Restore(&step); !s.ok()) return Fail(s, rank);
+    for (size_t i = 0; i < arrays.size(); ++i) {
+      if (arrays[i].bytes != want[i].bytes) {
+        std::fprintf(stderr, "ckpt_prog rank %d: t_%s restored other bytes\n", rank,
+                     std::string(baton::DTypeName(arrays[i].dtype)).c_str());
+        return 3;
+      }
+    }
+    return 0;
   }
   if (mode == "save" || mode == "save-more") {
     const int64_t first = mode == "save" ? 1 : 3, last = mode == "save" ? 2 : 3;

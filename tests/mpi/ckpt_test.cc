@@ -216,6 +216,21 @@ TEST_F(CkptTest, ReplicatedArrayIsWrittenOnce) {
   }
 }
 
+// The words in h5dump's DATA { ... } block (an enum's names).
+std::vector<std::string> DumpedWords(const std::string& dump) {
+  std::vector<std::string> v;
+  size_t at = dump.find("DATA {");
+  if (at == std::string::npos) return v;
+  std::string body = dump.substr(at + 6, dump.find('}', at) - at - 6);
+  for (char& c : body) {
+    if (c == ',') c = ' ';
+  }
+  std::istringstream in(body);
+  std::string w;
+  while (in >> w) v.push_back(w);
+  return v;
+}
+
 // Runs a command, returns its standard output.
 std::string RunCommand(const std::string& cmd) {
   std::string out;
@@ -257,10 +272,25 @@ TEST_F(CkptTest, H5dumpReadsWhatWasWritten) {
     for (size_t i = 0; i < arrays.size(); ++i) {
       const TestArray& a = arrays[i];
       const uint64_t rows = a.shape.empty() ? 1 : a.shape[0];
-      std::vector<double> dumped = DumpedValues(RunCommand(h5dump + " -y -w 0 -d /" + a.name + " " + file));
+      const std::string dump = RunCommand(h5dump + " -y -w 0 -d /" + a.name + " " + file);
+      if (a.dtype == DType::kBool) {  // h5py's enum: h5dump prints the names
+        std::vector<std::string> names = DumpedWords(dump);
+        ASSERT_EQ(names.size(), rows * a.row_elems) << a.name << dump;
+        for (uint64_t e = 0; e < names.size(); ++e) {
+          EXPECT_EQ(names[e], Value(static_cast<int>(i), e, 3) != 0 ? "TRUE" : "FALSE") << a.name << " element " << e;
+        }
+        continue;
+      }
+      std::vector<double> dumped = DumpedValues(dump);
       ASSERT_EQ(dumped.size(), rows * a.row_elems) << a.name;
       for (uint64_t e = 0; e < dumped.size(); ++e) {
-        EXPECT_EQ(dumped[e], Value(static_cast<int>(i), e, 3)) << a.name << " element " << e;
+        double want = Value(static_cast<int>(i), e, 3);
+        if (a.dtype == DType::kF8E4M3 || a.dtype == DType::kF8E5M2) {  // stored as their bits (u8)
+          unsigned char bits = 0;
+          StoreValue(a.dtype, want, &bits, 0);
+          want = bits;
+        }
+        EXPECT_EQ(dumped[e], want) << a.name << " element " << e;
       }
     }
     const std::string attrs = RunCommand(h5dump + " -A -d /s_bf16 " + file);
@@ -271,6 +301,15 @@ TEST_F(CkptTest, H5dumpReadsWhatWasWritten) {
     // f16 is HDF5's 16-bit IEEE layout: h5dump names its fields.
     const std::string f16 = RunCommand(h5dump + " -H -d /s_f16 " + file);
     EXPECT_NE(f16.find("16-bit little-endian floating-point"), std::string::npos) << f16;
+    // bool is h5py's enum of int8 (FALSE 0, TRUE 1); an 8-bit float is
+    // its bits as u8, its "dtype" attribute naming the format.
+    const std::string b = RunCommand(h5dump + " -H -d /s_bool " + file);
+    EXPECT_NE(b.find("H5T_ENUM"), std::string::npos) << b;
+    EXPECT_NE(b.find("\"FALSE\"            0;"), std::string::npos) << b;
+    EXPECT_NE(b.find("\"TRUE\"             1;"), std::string::npos) << b;
+    const std::string f8 = RunCommand(h5dump + " -A -d /s_f8e4m3 " + file);
+    EXPECT_NE(f8.find("H5T_STD_U8LE"), std::string::npos) << f8;
+    EXPECT_NE(f8.find("\"f8e4m3\""), std::string::npos) << f8;
   }
 }
 

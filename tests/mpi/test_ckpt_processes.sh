@@ -137,6 +137,71 @@ assert (w == 2000 + np.arange(64)).all(), w
 PY
 }
 
+# Issue 32, item 10: the dtypes a Python program saves (bool, i8, i16, u16,
+# u32, u64, f8e4m3, f8e5m2) round-trip through Save and Restore, and h5py
+# reads each as the numpy type it is: bool as numpy's bool_ (h5py's enum),
+# the integers as themselves, the 8-bit floats as their bits (uint8) with a
+# "dtype" attribute naming the format; their bits decode (by an independent
+# decoder here) to the values the program saved.
+test_every_newer_dtype_round_trips_and_reads_with_h5py() {
+  local dir v
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" save-dtypes || fail "the save or the round trip of the newer dtypes failed"
+  "$BATON" ckpt verify "$dir/ck" || fail "baton ckpt verify refused the newer dtypes"
+  "$BATON" ckpt inspect "$dir/ck" | grep -q "^t_f8e4m3  *f8e4m3  *replicated  *\[8\]" ||
+    fail "inspect does not show t_f8e4m3 as f8e4m3: $("$BATON" ckpt inspect "$dir/ck")"
+  v=$(ls -d "$dir"/ck/v*-s1)
+  /usr/bin/python3 - "$v" <<'PY' || fail "h5py read other types or values than were saved"
+import sys, glob, h5py, numpy as np
+v = sys.argv[1]
+got = {}
+for path in sorted(glob.glob(f"{v}/shard-*.h5")):
+    with h5py.File(path, "r") as f:
+        for name in f:
+            if name.startswith("t_"):
+                d = f[name]
+                got.setdefault(name, []).append((int(d.attrs["offset"]), d[...], d.attrs["dtype"]))
+def whole(name):
+    parts = sorted(got[name], key=lambda p: p[0])
+    return np.concatenate([p[1] for p in parts]), parts[0][2]
+want = {
+    "t_bool": (np.bool_, [True, False, True, True, False, False, True, False]),
+    "t_i8": (np.int8, [-128, -1, 0, 1, 127, 42, -42, 7]),
+    "t_i16": (np.int16, [-32768, -1, 0, 1, 32767, 1000, -1000, 7]),
+    "t_u16": (np.uint16, [0, 1, 255, 256, 65535, 1000, 32768, 7]),
+    "t_u32": (np.uint32, [0, 1, 65536, 4294967295, 2147483648, 1000, 123456789, 7]),
+    "t_u64": (np.uint64, [0, 1, 4294967296, 18446744073709551615, 9223372036854775808, 1000, 123456789012345, 7]),
+}
+for name, (dt, values) in want.items():
+    a, attr = whole(name)
+    assert a.dtype == np.dtype(dt), (name, a.dtype)
+    assert (a == np.array(values, dtype=dt)).all(), (name, a)
+    assert attr in (name[2:], name[2:].encode()), (name, attr)
+def decode(bits, mbits, bias, fn):
+    out = []
+    for b in bits.tolist():
+        sign = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> mbits) & ((1 << (7 - mbits)) - 1), b & ((1 << mbits) - 1)
+        emax = (1 << (7 - mbits)) - 1
+        if (fn and e == emax and m == (1 << mbits) - 1) or (not fn and e == emax):
+            out.append(float("nan"))
+        elif e == 0:
+            out.append(sign * m * 2.0 ** (1 - bias - mbits))
+        else:
+            out.append(sign * (1 + m / 2.0 ** mbits) * 2.0 ** (e - bias))
+    return out
+for name, mbits, bias, fn, values in (
+        ("t_f8e4m3", 3, 7, True, [0, 1, -2, 0.5, 448, -448, 2 ** -6, 2 ** -9]),
+        ("t_f8e5m2", 2, 15, False, [0, 1, -2, 0.5, 57344, -57344, 2 ** -14, 2 ** -16])):
+    a, attr = whole(name)
+    assert a.dtype == np.uint8, (name, a.dtype)
+    assert attr in (name[2:], name[2:].encode()), (name, attr)
+    assert decode(a, mbits, bias, fn) == values, (name, a, decode(a, mbits, bias, fn))
+print("h5py read", len(got), "arrays of the newer dtypes")
+PY
+}
+
 # as_user COMMAND...: runs COMMAND as an ordinary user: as nobody through
 # setpriv when this runs as root (root ignores permission bits, so a denied
 # directory denies nothing), else as the current user.

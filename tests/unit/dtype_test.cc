@@ -13,7 +13,7 @@ namespace baton {
 namespace {
 
 TEST(DType, NamesSizesAndParsing) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+  for (DType t : kAllDTypes) {
     DType back;
     ASSERT_TRUE(ParseDType(DTypeName(t), &back).ok());
     EXPECT_EQ(back, t);
@@ -24,10 +24,77 @@ TEST(DType, NamesSizesAndParsing) {
   Status s = ParseDType("f8", &t);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("'f8'"), std::string::npos);
+  EXPECT_NE(s.message().find("u8, bool, i8, i16, u16, u32, u64, f8e4m3, f8e5m2"), std::string::npos) << s;
   ReduceOp op;
   EXPECT_TRUE(ParseReduceOp("avg", &op).ok());
   EXPECT_EQ(op, ReduceOp::kAvg);
   EXPECT_FALSE(ParseReduceOp("prod", &op).ok());
+}
+
+// The names and sizes the Python extension maps numpy's and torch's dtypes to.
+TEST(DType, TheNewerTypesHaveTheirNamesAndSizes) {
+  const std::pair<const char*, size_t> want[] = {{"bool", 1}, {"i8", 1},     {"i16", 2},    {"u16", 2},
+                                                 {"u32", 4},  {"u64", 8},    {"f8e4m3", 1}, {"f8e5m2", 1}};
+  for (auto [name, size] : want) {
+    DType t;
+    ASSERT_TRUE(ParseDType(name, &t).ok()) << name;
+    EXPECT_EQ(DTypeName(t), name);
+    EXPECT_EQ(DTypeSize(t), size) << name;
+  }
+  EXPECT_TRUE(IsFloating(DType::kF8E4M3));
+  EXPECT_FALSE(IsFloating(DType::kBool));
+}
+
+// Which reductions the collectives take: every refusal names op and dtype.
+TEST(DType, ReductionsThatMakeNoSenseAreRefused) {
+  EXPECT_TRUE(CheckReducible(DType::kBool, ReduceOp::kMax).ok());
+  EXPECT_TRUE(CheckReducible(DType::kBool, ReduceOp::kMin).ok());
+  EXPECT_TRUE(CheckReducible(DType::kU64, ReduceOp::kSum).ok());
+  EXPECT_TRUE(CheckReducible(DType::kI8, ReduceOp::kMin).ok());
+  EXPECT_TRUE(CheckReducible(DType::kF16, ReduceOp::kAvg).ok());
+  const std::pair<DType, ReduceOp> refused[] = {
+      {DType::kBool, ReduceOp::kSum},   {DType::kBool, ReduceOp::kAvg},   {DType::kF8E4M3, ReduceOp::kSum},
+      {DType::kF8E4M3, ReduceOp::kMax}, {DType::kF8E5M2, ReduceOp::kAvg}, {DType::kI16, ReduceOp::kAvg}};
+  for (auto [t, op] : refused) {
+    Status s = CheckReducible(t, op);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << DTypeName(t);
+    EXPECT_NE(s.message().find("reduce op " + std::string(ReduceOpName(op)) + " on dtype " + std::string(DTypeName(t))),
+              std::string::npos)
+        << s;
+  }
+}
+
+// Every code of both 8-bit formats decodes and encodes back to itself
+// (NaNs to the format's NaN), known values match the OCP definitions, and
+// rounding is to nearest even with overflow to NaN (e4m3) or inf (e5m2).
+TEST(Float8, EveryCodeRoundTripsAndKnownValuesMatch) {
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float f4 = Float8E4M3ToFloat(static_cast<uint8_t>(b));
+    if ((b & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(f4)) << b;
+    } else {
+      EXPECT_EQ(FloatToFloat8E4M3(f4), b) << std::hex << b << " " << f4;
+    }
+    const float f5 = Float8E5M2ToFloat(static_cast<uint8_t>(b));
+    if ((b & 0x7c) == 0x7c && (b & 3) != 0) {
+      EXPECT_TRUE(std::isnan(f5)) << b;
+    } else {
+      EXPECT_EQ(FloatToFloat8E5M2(f5), b) << std::hex << b << " " << f5;
+    }
+  }
+  EXPECT_EQ(Float8E4M3ToFloat(0x7e), 448.0f);
+  EXPECT_EQ(Float8E4M3ToFloat(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(Float8E4M3ToFloat(0x38), 1.0f);
+  EXPECT_EQ(Float8E5M2ToFloat(0x7b), 57344.0f);
+  EXPECT_EQ(Float8E5M2ToFloat(0x3c), 1.0f);
+  EXPECT_TRUE(std::isinf(Float8E5M2ToFloat(0x7c)));
+  EXPECT_EQ(FloatToFloat8E4M3(1.0f + 1.0f / 16), 0x38) << "halfway rounds to even (down)";
+  EXPECT_EQ(FloatToFloat8E4M3(1.0f + 3.0f / 16), 0x3a) << "halfway rounds to even (up)";
+  EXPECT_EQ(FloatToFloat8E4M3(1000.0f), 0x7f) << "past 448: NaN";
+  EXPECT_EQ(FloatToFloat8E5M2(1e6f), 0x7c) << "past 57344: inf";
+  EXPECT_EQ(FloatToFloat8E4M3(-0.0f), 0x80);
+  EXPECT_EQ(FloatToFloat8E5M2(std::ldexp(1.0f, -17)), 0x00) << "half the smallest subnormal rounds to even: 0";
+  EXPECT_EQ(FloatToFloat8E5M2(std::ldexp(3.0f, -17)), 0x02) << "1.5 subnormal units round to even: 2";
 }
 
 TEST(Half, EveryFiniteHalfRoundTripsExactly) {
@@ -62,11 +129,17 @@ TEST(BFloat16, KnownValuesAndRoundingToNearestEven) {
 }
 
 TEST(DType, StoreThenLoadGivesTheValueBackInEveryType) {
-  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64, DType::kU8}) {
+  for (DType t : kAllDTypes) {
+    if (t == DType::kBool) continue;  // below: 0 or 1
     unsigned char buf[3 * 8] = {};
-    for (size_t i = 0; i < 3; ++i) StoreValue(t, static_cast<double>(i * 7 + 1), buf, i);
-    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(LoadValue(t, buf, i), static_cast<double>(i * 7 + 1)) << DTypeName(t);
+    for (size_t i = 0; i < 3; ++i) StoreValue(t, static_cast<double>(i * 6 + 2), buf, i);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(LoadValue(t, buf, i), static_cast<double>(i * 6 + 2)) << DTypeName(t);
   }
+  unsigned char b[3];
+  for (size_t i = 0; i < 3; ++i) StoreValue(DType::kBool, static_cast<double>(i), b, i);
+  EXPECT_EQ(b[0], 0);
+  EXPECT_EQ(b[1], 1);
+  EXPECT_EQ(b[2], 1) << "bool stores whether the value is not 0";
   unsigned char half[2];
   StoreValue(DType::kBF16, 1.0 + 1.0 / 512, half, 0);  // below bf16's precision: rounded once, to even
   EXPECT_EQ(LoadValue(DType::kBF16, half, 0), 1.0);

@@ -264,7 +264,10 @@ TEST_F(NcclControl, EveryDTypeMapsToNcclsType) {
   const std::pair<DType, ncclDataType_t> pairs[] = {
       {DType::kF32, ncclFloat32}, {DType::kF64, ncclFloat64}, {DType::kBF16, ncclBfloat16},
       {DType::kF16, ncclFloat16}, {DType::kI32, ncclInt32},   {DType::kI64, ncclInt64},
-      {DType::kU8, ncclUint8}};
+      {DType::kU8, ncclUint8},    {DType::kI8, ncclInt8},     {DType::kU32, ncclUint32},
+      {DType::kU64, ncclUint64},  {DType::kBool, ncclUint8},  {DType::kF8E4M3, ncclUint8},
+      {DType::kF8E5M2, ncclUint8}, {DType::kI16, ncclFloat16}, {DType::kU16, ncclFloat16}};
+  static_assert(sizeof pairs / sizeof pairs[0] == kNumDTypes, "every dtype");
   for (auto [d, n] : pairs) {
     ncclDataType_t t;
     ASSERT_TRUE(ToNcclType(d, &t).ok()) << DTypeName(d);
@@ -278,9 +281,25 @@ TEST_F(NcclControl, AvgIsForFloatingTypesOnly) {
   EXPECT_EQ(op, ncclAvg);
   Status s = ToNcclOp(ReduceOp::kAvg, DType::kI64, &op);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_TRUE(Has(s, "avg is for floating types only, not i64")) << s;
+  EXPECT_TRUE(Has(s, "reduce op avg on dtype i64: avg is for floating types only")) << s;
   EXPECT_TRUE(ToNcclOp(ReduceOp::kMax, DType::kU8, &op).ok());
   EXPECT_EQ(op, ncclMax);
+}
+
+// bool reduces by max and min only, the 8-bit floats not at all, and
+// NCCL has no 16-bit integers: each refusal names the op and the dtype.
+TEST_F(NcclControl, ReductionsThatMakeNoSenseAreRefused) {
+  ncclRedOp_t op;
+  EXPECT_TRUE(ToNcclOp(ReduceOp::kMax, DType::kBool, &op).ok());
+  EXPECT_TRUE(ToNcclOp(ReduceOp::kSum, DType::kU64, &op).ok());
+  const std::pair<ReduceOp, DType> refused[] = {{ReduceOp::kSum, DType::kBool},   {ReduceOp::kSum, DType::kF8E4M3},
+                                                {ReduceOp::kMax, DType::kF8E5M2}, {ReduceOp::kSum, DType::kI16},
+                                                {ReduceOp::kMin, DType::kU16}};
+  for (auto [o, d] : refused) {
+    Status s = ToNcclOp(o, d, &op);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << DTypeName(d);
+    EXPECT_TRUE(Has(s, "reduce op " + std::string(ReduceOpName(o)) + " on dtype " + std::string(DTypeName(d)))) << s;
+  }
 }
 
 // ---- collectives ------------------------------------------------------------
