@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "ckpt/fs/durable_write.h"
 #include "ckpt/manifest.h"
 
 namespace baton::ckpt {
@@ -134,8 +135,8 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions) {
 namespace {
 
 // Replaces the version's restore-failures file by `text` (removes it when
-// empty): a temporary of this process's own, fsync, rename, a directory
-// fsync, so a reader sees the old or the new file, never half of one.
+// empty) durably (fs::WriteFileDurably), so a reader sees the old or the
+// new file, never half of one.
 Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text) {
   const std::string path = version.path + "/" + kRestoreFailuresName;
   if (text.empty()) {
@@ -143,20 +144,9 @@ Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::stri
     if (!s.ok() && s.code() != Code::kNotFound) return s;
     return env->SyncDir(version.path);
   }
-  // A name of this process's own, so that a leftover from a crash is never in the way.
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, 0644, &f));
-  Status s = f->Append(text.data(), text.size());
-  if (s.ok()) s = f->Sync();
-  if (s.ok()) s = f->Close();
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    env->RemoveFile(tmp).IgnoreError();  // best effort; the failure reported is the first one
-    return s;
-  }
-  return env->SyncDir(version.path);
+  // Its temporary is this writer's own (ranks may mark at once), so that
+  // neither another writer nor a crash's leftover is in the way.
+  return fs::WriteFileDurably(env, version.path, kRestoreFailuresName, text);
 }
 
 // The file's lines; a restore-failures that is not a regular file (a FIFO

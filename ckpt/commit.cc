@@ -16,6 +16,7 @@
 #include "baton/version.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/checksum.h"
+#include "ckpt/fs/durable_write.h"
 #include "ckpt/manifest_index.h"
 #include "mpi_runtime/mpi_check.h"
 
@@ -126,15 +127,9 @@ Status CheckpointerImpl::CommitManifest(const std::string& vdir, const Manifest&
   // The indexes' directory entries are durable before the manifest that
   // names them can be.
   BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
-  const std::string final_path = vdir + "/" + kManifestName;
-  const std::string tmp = final_path + ".tmp";
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env_->NewWritableFile(tmp, options_.file_mode, &f));
-  BATON_RETURN_IF_ERROR(f->Append(text.data(), text.size()));
-  BATON_RETURN_IF_ERROR(f->Sync());
-  BATON_RETURN_IF_ERROR(f->Close());
-  BATON_RETURN_IF_ERROR(env_->Rename(tmp, final_path));
-  BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));
+  fs::DurableWriteOptions o;
+  o.mode = options_.file_mode;
+  BATON_RETURN_IF_ERROR(fs::WriteFileDurably(env_, vdir, kManifestName, text, o));
   return env_->SyncDir(dir_);
 }
 

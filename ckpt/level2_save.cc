@@ -250,6 +250,9 @@ Status CheckpointerImpl::CommitPendingLevels() {
       BATON_LOG(kCkpt, warning) << "could not remove the unused version directory " << p.vdir << ": " << rm;
     }
   }
+  // The own copy's last readers (the copy to level 3, the partner send)
+  // are done: its pages leave the page cache as the copies' did.
+  if (p.outcome.local_ok) env_->DropFileCache(local_vdir + "/" + ShardFileName(rank_));
   if (node_leader_) local_.ApplyRetention(options_.local_keep, /*none_in_progress=*/true);
 
   stats_.level = level2_failure.ok() ? 2 : 3;

@@ -6,6 +6,7 @@
 
 #include "ckpt/catalog.h"
 #include "ckpt/checksum.h"
+#include "ckpt/fs/durable_write.h"
 
 namespace baton::ckpt {
 
@@ -120,7 +121,8 @@ Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t
   BATON_RETURN_IF_ERROR(env->ListDir(version_dir, &names));
   uint64_t bytes = 0;
   for (const std::string& name : names) {
-    if (name.compare(0, std::char_traits<char>::length(kManifestName), kManifestName) == 0) continue;  // and .tmp
+    if (name.compare(0, std::char_traits<char>::length(kManifestName), kManifestName) == 0) continue;
+    if (fs::IsDurableTemporary(name)) continue;  // a write in progress or a crash's leftover (the manifest's)
     fs::FileInfo info;
     if (!env->Stat(version_dir + "/" + name, &info).ok() || info.type != fs::FileType::kRegular) continue;
     bytes += info.size;

@@ -8,6 +8,7 @@
 
 #include "baton/log.h"
 #include "ckpt/catalog.h"
+#include "ckpt/fs/durable_write.h"
 #include "ckpt/hdf5/rank_shard_writer.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_index.h"
@@ -27,22 +28,9 @@ bool Exists(fs::Env* env, const std::string& path) {
   return env->Stat(path, &info).ok() && info.type == fs::FileType::kRegular;
 }
 
-// `text` as `path`: a temporary name, fsync, rename, directory fsync.
-Status WriteFileDurably(fs::Env* env, const std::string& path, const std::string& text, mode_t mode) {
-  const std::string tmp = path + ".tmp";
-  if (Exists(env, tmp)) (void)env->RemoveFile(tmp);
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, mode, &f));
-  Status s = f->Append(text.data(), text.size());
-  if (s.ok()) s = f->Sync();
-  if (s.ok()) s = f->Close();
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    f.reset();
-    (void)env->RemoveFile(tmp);
-    return s;
-  }
-  return env->SyncDir(Parent(path));
+std::string Base(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -88,12 +76,15 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
   *bytes = 0;
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(from, &info));
-  const std::string tmp = to + ".tmp";
-  if (Exists(env, tmp)) (void)env->RemoveFile(tmp);
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, mode, &f));
+  // A large file: its pages leave the cache after the fsync, so that the
+  // node's own, partner and level-3 copies do not all stay in memory.
+  fs::DurableWriteOptions o;
+  o.mode = mode;
+  o.drop_cache = true;
+  std::unique_ptr<fs::DurableFile> f;
+  Status s = fs::DurableFile::Create(env, Parent(to), Base(to), o, &f);
+  if (!s.ok()) return s.Annotate("copying " + from);
   std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(kCopyPieceBytes, std::max<uint64_t>(info.size, 1))));
-  Status s;
   for (uint64_t off = 0; off < info.size && s.ok(); off += kCopyPieceBytes) {
     // Checked between pieces, as the shard writer checks between chunks:
     // a stop signal's bounded wait (WaitOrAbandon) is not held up by the
@@ -110,14 +101,10 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
     s = env->ReadAt(from, off, n, buf.data());
     if (s.ok()) s = f->Append(buf.data(), n);
   }
-  if (s.ok()) s = f->Sync();
-  if (s.ok()) s = f->Close();
-  if (s.ok()) s = env->Rename(tmp, to);
-  if (s.ok()) s = env->SyncDir(Parent(to));
+  if (s.ok()) s = f->Commit();
   if (!s.ok()) {
-    f.reset();
-    (void)env->RemoveFile(tmp);
-    return s.code() == Code::kAborted ? s : s.Annotate("copying " + from + " to " + to);
+    f->Abandon();  // the temporary goes (nothing when Append or Commit removed it already)
+    return s.code() == Code::kAborted ? s : s.Annotate("copying " + from);
   }
   *bytes = info.size;
   return Status::OK();
@@ -151,7 +138,9 @@ Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& fi
     // A file left by a crashed run under the same name (the seq is never
     // reused in one shared directory, but the local disk may be older).
     if (Exists(env_, local)) (void)env_->RemoveFile(local);
-    s = h5::WriteRankShard(local, arrays, options, abandon, result);
+    h5::ShardWriteOptions kept = options;
+    kept.drop_cache = false;  // read again by the copy to level 3 and the partner send
+    s = h5::WriteRankShard(local, arrays, kept, abandon, result);
   }
   if (s.code() == Code::kAborted) return s;
   if (!s.ok()) {
@@ -184,10 +173,11 @@ Status NodeLocalLevel::WriteManifest(const std::string& name, const std::string&
   const std::string vdir = VersionDir(name);
   // The record is durable before the manifest makes the version complete:
   // a complete version always says what level 3 did with it.
-  BATON_RETURN_IF_ERROR(
-      WriteFileDurably(env_, vdir + "/" + kLevel3RecordName, EncodeLevel3Record(record), file_mode));
+  fs::DurableWriteOptions o;
+  o.mode = file_mode;
+  BATON_RETURN_IF_ERROR(fs::WriteFileDurably(env_, vdir, kLevel3RecordName, EncodeLevel3Record(record), o));
   BATON_RETURN_IF_ERROR(env_->SyncDir(vdir));  // the shards' and indexes' entries first
-  BATON_RETURN_IF_ERROR(WriteFileDurably(env_, vdir + "/" + kManifestName, text, file_mode));
+  BATON_RETURN_IF_ERROR(fs::WriteFileDurably(env_, vdir, kManifestName, text, o));
   return env_->SyncDir(root_);
 }
 

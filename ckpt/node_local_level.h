@@ -62,8 +62,9 @@ Level3Record ParseLevel3Record(const std::string& text);
 bool Level3Lost(const std::string& name, const Level3Record& r, const std::set<std::string>& in_level3,
                 const std::string& level3_dir, std::string* why);
 
-// Copies `from` to `to` through the Env in pieces (a temporary name, fsync,
-// rename, directory fsync); *bytes: the size copied. Aborted (nothing left
+// Copies `from` to `to` through the Env in pieces, durably
+// (fs::DurableFile: a temporary, fsync, the cache dropped, rename,
+// directory fsync); *bytes: the size copied. Aborted (nothing left
 // behind) once *abandon is set or the steady clock is past `deadline`
 // (seconds since its epoch: WaitOrAbandon's bound), checked before each
 // piece.

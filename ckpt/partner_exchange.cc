@@ -19,6 +19,7 @@
 
 #include "baton/log.h"
 #include "ckpt/checksum.h"
+#include "ckpt/fs/durable_write.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -37,6 +38,11 @@ double SteadyNow() {
 std::string Dir(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+std::string Base(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
 }  // namespace
@@ -80,8 +86,7 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
     uint64_t tail[2] = {0, 0};
     Xxh3Stream sum;
     std::vector<char> buf;
-    std::unique_ptr<fs::WritableFile> file;
-    std::string tmp;
+    std::unique_ptr<fs::DurableFile> file;  // removes its temporary unless committed
     Status failure;
   };
   std::vector<std::unique_ptr<Send>> sends;
@@ -134,10 +139,11 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
                                                    " to send it to rank " + std::to_string(m.to));
       continue;
     }
-    r->tmp = m.to_path + ".tmp";
-    fs::FileInfo info;
-    if (env->Stat(r->tmp, &info).ok()) (void)env->RemoveFile(r->tmp);  // a crashed earlier receive
-    r->failure = env->NewWritableFile(r->tmp, file_mode, &r->file);
+    // A large file: its pages leave the cache after the fsync.
+    fs::DurableWriteOptions o;
+    o.mode = file_mode;
+    o.drop_cache = true;
+    r->failure = fs::DurableFile::Create(env, Dir(m.to_path), Base(m.to_path), o, &r->file);
   }
   // Pieces, round by round. With a deadline every rank runs the same
   // rounds (the most any rank needs), agreeing before each whether any
@@ -193,10 +199,7 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
     }
   }
   if (stopped) {
-    for (auto& r : recvs) {
-      r->file.reset();
-      if (!r->tmp.empty()) (void)env->RemoveFile(r->tmp);
-    }
+    for (auto& r : recvs) r->file.reset();  // its temporary goes
     return past;
   }
   // Trailers.
@@ -225,20 +228,18 @@ Status ExchangeFiles(MPI_Comm comm, fs::Env* env, const std::vector<FileMove>& m
       r->failure = Status::IOError(log::kCkpt, "rank " + std::to_string(m.from) + " failed to read " + m.from_path +
                                                    " while sending it");
     }
-    if (r->failure.ok()) r->failure = r->file->Sync();
-    if (r->failure.ok()) r->failure = r->file->Close();
+    // The checksum of what arrived, before the bytes become the file: a
+    // file in place is a verified copy.
     if (r->failure.ok() && r->sum.Digest() != r->tail[0]) {
       r->failure = Status::Corruption(log::kCkpt, m.to_path + " received from rank " + std::to_string(m.from) +
                                                       ": xxh3 " + HexU64(r->sum.Digest()) + ", sent " +
                                                       HexU64(r->tail[0]));
     }
-    if (r->failure.ok()) r->failure = env->Rename(r->tmp, m.to_path);
-    if (r->failure.ok()) r->failure = env->SyncDir(Dir(m.to_path));
+    if (r->failure.ok()) r->failure = r->file->Commit();
     if (r->failure.ok()) {
       *received += r->head[0];
     } else {
-      r->file.reset();
-      if (!r->tmp.empty()) (void)env->RemoveFile(r->tmp);
+      r->file.reset();  // its temporary goes
       if (first.ok()) first = r->failure.Annotate("receiving a partner copy");
     }
   }

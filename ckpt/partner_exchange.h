@@ -11,9 +11,10 @@
 // ExchangeFiles runs on the caller's thread only (the background writer
 // makes no MPI call). Each file goes in pieces of at most 64 MiB: the
 // sender reads a piece (Env::ReadAt), hashes it and sends it; the receiver
-// writes it (a new file, O_EXCL through a temporary name), and after the
-// last piece fsyncs, checks the xxh3 of what it received against the
-// sender's, and renames it into place: a file in place is a verified copy.
+// writes it (fs::DurableFile: a temporary of its own), and after the last
+// piece checks the xxh3 of what it received against the sender's, then
+// fsyncs, drops it from the page cache and renames it into place: a file
+// in place is a verified copy.
 #pragma once
 
 #include <mpi.h>

@@ -1,14 +1,13 @@
 #include "ckpt/run.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <random>
 
 #include "baton/log.h"
 #include "ckpt/checksum.h"
+#include "ckpt/fs/durable_write.h"
 
 namespace baton::ckpt {
 namespace {
@@ -78,27 +77,19 @@ Status WriteRun(fs::Env* env, const std::string& dir, const RunInfo& run, mode_t
   if (!ValidRunId(run.run_id)) {
     return Status::InvalidArgument(log::kCkpt, "run id \"" + run.run_id + "\": 1-64 of [A-Za-z0-9._-], not . nor ..");
   }
-  const std::string path = dir + "/" + kRunFileName;
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
-                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const std::string text = "run_id " + run.run_id + "\nlast_seq " + std::to_string(run.last_seq) + "\n";
-  std::unique_ptr<fs::WritableFile> f;
-  BATON_RETURN_IF_ERROR(env->NewWritableFile(tmp, mode, &f));
-  Status s = f->Append(text.data(), text.size());
-  if (s.ok()) s = f->Sync();
-  if (s.ok()) s = f->Close();
-  if (s.ok()) s = env->Rename(tmp, path);
-  if (!s.ok()) {
-    env->RemoveFile(tmp).IgnoreError();  // best effort; the failure reported is the first one
-    return s;
-  }
-  return env->SyncDir(dir);
+  fs::DurableWriteOptions o;
+  o.mode = mode;
+  return fs::WriteFileDurably(env, dir, kRunFileName, text, o);
 }
 
 Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, mode_t mode, RunInfo* out) {
   if (!wanted.empty() && !ValidRunId(wanted)) {
     return Status::InvalidArgument(log::kCkpt, "run id \"" + wanted + "\": must be 1-64 of [A-Za-z0-9._-], not . nor ..");
   }
+  // The caller holds the writer lock: no other writer of `run` is at work,
+  // so a temporary of it is a crashed writer's leftover.
+  fs::RemoveDurableTemporaries(env, dir, kRunFileName).IgnoreError();  // a leftover in the way of nothing
   RunInfo run;
   Status s = ReadRun(env, dir, &run);
   if (s.ok()) {

@@ -45,13 +45,15 @@ std::string NewRunId();
 // <dir>/run: NotFound when absent, Corruption when it is not what WriteRun
 // writes (the message names the line).
 Status ReadRun(fs::Env* env, const std::string& dir, RunInfo* out);
-// Replaces <dir>/run through a temporary, fsync, rename, directory fsync.
+// Replaces <dir>/run durably (fs::WriteFileDurably: a temporary, fsync,
+// rename, directory fsync).
 Status WriteRun(fs::Env* env, const std::string& dir, const RunInfo& run, mode_t mode);
 
 // The directory's run for a writer that asks for run id `wanted` ("": the
 // directory's, or a new one): made (and written) when the directory has
 // none, its last_seq then the highest listed; InvalidArgument naming both
-// ids when the directory belongs to another run.
+// ids when the directory belongs to another run. For the writer lock's
+// holder only: it removes the temporaries of `run` that crashed writers left.
 Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, mode_t mode, RunInfo* out);
 
 // The sequence number of a new version: above run->last_seq and every

@@ -16,8 +16,8 @@
 //      index (shard-NNNNN.json, fsynced; ckpt/commit.cc); agreed; rank 0
 //      gathers each shard's size, metadata checksum, data offsets and
 //      index size and xxh3, fsyncs the version directory, writes
-//      manifest.json.tmp, fsyncs, renames it to manifest.json, fsyncs the
-//      version directory and the checkpoint directory; agreed (the commit);
+//      manifest.json durably (ckpt/fs/durable_write.h: a temporary,
+//      fsync, rename, directory fsync), fsyncs the checkpoint directory; agreed (the commit);
 //   5. rank 0 applies retention (PlanRetention, RemoveTree).
 // A failure abandons the version on every rank (rank 0 removes its
 // directory, best effort) and every rank returns the failure of the lowest

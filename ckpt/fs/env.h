@@ -41,6 +41,11 @@ class WritableFile {
   // as it is copied, keeps the disk busy during the copy of the next: the
   // fsync at the end then waits for the tail, not for the whole file.
   virtual void StartWriteback() {}
+  // After a Sync: the file's pages may leave the page cache
+  // (posix_fadvise DONTNEED), so that the large files of a save (shards,
+  // partner and level-3 copies) do not crowd out the job's memory. A hint:
+  // it never fails and makes nothing durable.
+  virtual void DropCache() {}
   virtual Status Close() = 0;  // also done by the destructor, ignoring errors
 };
 
@@ -77,6 +82,10 @@ class Env {
   virtual Status Stat(const std::string& path, FileInfo* info) = 0;
   // fsync of a file written by someone else (HDF5): open read-only, fsync.
   virtual Status SyncFile(const std::string& path) = 0;
+  // After SyncFile of a large file written by someone else (an HDF5
+  // shard): its pages may leave the page cache (posix_fadvise DONTNEED).
+  // A hint, as WritableFile::DropCache: never fails.
+  virtual void DropFileCache(const std::string& /*path*/) {}
   // fsync of a directory, making the entries created or renamed in it durable.
   virtual Status SyncDir(const std::string& path) = 0;
   // rename(2): atomic replacement within one file system.
@@ -128,6 +137,7 @@ class EnvWrapper : public Env {
   }
   Status Stat(const std::string& path, FileInfo* info) override { return target_->Stat(path, info); }
   Status SyncFile(const std::string& path) override { return target_->SyncFile(path); }
+  void DropFileCache(const std::string& path) override { target_->DropFileCache(path); }
   Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
   Status Rename(const std::string& from, const std::string& to) override { return target_->Rename(from, to); }
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {

@@ -56,6 +56,12 @@ class FaultEnv::File : public WritableFile {
     if (!env_->crashed()) target_->StartWriteback();
   }
 
+  void DropCache() override {
+    if (env_->crashed()) return;
+    target_->DropCache();
+    env_->Record("dropcache " + path_);
+  }
+
   Status Close() override { return target_->Close(); }
 
  private:
@@ -136,6 +142,12 @@ Status FaultEnv::SyncFile(const std::string& path) {
   BATON_RETURN_IF_ERROR(target()->SyncFile(path));
   Record("sync " + path);
   return Status::OK();
+}
+
+void FaultEnv::DropFileCache(const std::string& path) {
+  if (crashed()) return;
+  target()->DropFileCache(path);
+  Record("dropcache " + path);
 }
 
 Status FaultEnv::SyncDir(const std::string& path) {

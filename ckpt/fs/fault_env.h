@@ -39,8 +39,8 @@ class FaultEnv : public EnvWrapper {
   void Clear();  // disarms everything, un-crashes
   bool crashed() const;
 
-  // "create <path>", "sync <path>" (file), "syncdir <path>", "rename <from> -> <to>",
-  // "remove <path>", "mark <event>", in call order; only calls that succeeded
+  // "create <path>", "sync <path>" (file), "dropcache <path>", "syncdir <path>",
+  // "rename <from> -> <to>", "remove <path>", "mark <event>", in call order; only calls that succeeded
   // (a failed or crashed rename is not in the list).
   std::vector<std::string> events() const;
   void ClearEvents();
@@ -49,6 +49,7 @@ class FaultEnv : public EnvWrapper {
   // Its Append and Sync take the same faults as a new file's (not recorded as a create).
   Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) override;
   Status SyncFile(const std::string& path) override;
+  void DropFileCache(const std::string& path) override;  // recorded as "dropcache <path>"
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override;

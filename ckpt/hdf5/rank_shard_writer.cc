@@ -109,7 +109,9 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
   BATON_RETURN_IF_ERROR(env->Stat(path, &info));
   result->file_bytes = info.size;
   std::sort(extents.begin(), extents.end());
-  return HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3);
+  BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+  if (options.drop_cache) env->DropFileCache(path);
+  return Status::OK();
 }
 
 }  // namespace baton::ckpt::h5

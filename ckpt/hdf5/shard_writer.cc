@@ -447,6 +447,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     result->file_bytes = info.size;
     BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
   }
+  if (options.drop_cache && (me == 0 || result->bytes_written > 0)) env->DropFileCache(path);
   clock->Lap("meta_hash");
   return Status::OK();
 }

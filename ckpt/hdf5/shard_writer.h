@@ -83,6 +83,11 @@ struct ShardWriteOptions {
   Transfer transfer = Transfer::kCollective;
   mode_t file_mode = 0600;
   fs::Env* env = nullptr;  // not owned
+  // After its fsync and metadata checksum, the shard's pages leave the page
+  // cache (Env::DropFileCache): a save does not crowd out the job's memory
+  // with bytes it will not read again. False for a file read again soon
+  // (level 2's own copy: the level-3 copy and the partner send read it).
+  bool drop_cache = true;
   // Laps create, write, close, sync, meta_hash and agree; null: untimed. Not owned.
   PhaseClock* clock = nullptr;
 };

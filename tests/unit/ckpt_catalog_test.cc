@@ -96,8 +96,9 @@ TEST_F(CkptCatalogDir, RestoreFailuresAreCountedAndQuarantine) {
   ASSERT_TRUE(RecordRestoreFailure(&fenv, v[0], "rank 3: shard-1.h5: xxh3 mismatch\nin layer0").ok());
   const auto events = fenv.events();
   ASSERT_EQ(events.size(), 4u);
-  EXPECT_EQ(events[0].rfind("create " + v[0].path + "/restore-failures.tmp-", 0), 0u) << events[0];
-  EXPECT_EQ(events[2].rfind("rename " + v[0].path + "/restore-failures.tmp-", 0), 0u) << events[2];
+  // Durably (ckpt/fs/durable_write.h), through a temporary of its own.
+  EXPECT_EQ(events[0].rfind("create " + v[0].path + "/.restore-failures.tmp.", 0), 0u) << events[0];
+  EXPECT_EQ(events[2].rfind("rename " + v[0].path + "/.restore-failures.tmp.", 0), 0u) << events[2];
   EXPECT_EQ(events[3], "syncdir " + v[0].path);
   v = List();
   EXPECT_EQ(v[0].restore_failures, 1);

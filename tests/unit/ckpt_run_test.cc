@@ -9,11 +9,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/catalog.h"
+#include "ckpt/fs/durable_write.h"
+#include "ckpt/fs/fault_env.h"
 #include "tests/unit/ckpt_temp_dir.h"
 
 namespace baton::ckpt {
@@ -48,6 +51,31 @@ TEST_F(CkptRun, AnotherRunIdIsRefusedNamingBoth) {
     if (*bad == '\0') continue;  // "" means "the directory's"
     EXPECT_EQ(OpenRun(env, dir.path(), bad, 0600, &a).code(), Code::kInvalidArgument) << bad;
   }
+}
+
+// A crash while the run file was replaced leaves its temporary and the old
+// run file (still the one read); the next writer to open the run (the lock's
+// holder) removes the leftover, and no other file.
+TEST_F(CkptRun, ACrashedRunWriteLeavesTheOldFileAndItsLeftoverGoes) {
+  RunInfo run;
+  ASSERT_TRUE(OpenRun(env, dir.path(), "r1", 0600, &run).ok());
+  fs::FaultEnv crash;
+  crash.Inject(fs::FaultEnv::Fault::kCrashBeforeRename);
+  RunInfo next = run;
+  next.last_seq = 7;
+  Status s = WriteRun(&crash, dir.path(), next, 0600);
+  EXPECT_NE(s.message().find("writing " + dir / "run: rename failed"), std::string::npos) << s;
+  std::vector<std::string> names;
+  ASSERT_TRUE(env->ListDir(dir.path(), &names).ok());
+  ASSERT_EQ(names.size(), 2u);
+  const std::string other = fs::DurableTemporaryName("restore-failures");
+  ASSERT_TRUE(WriteWholeFile(env, dir / other, "not run's").ok());
+  RunInfo again;
+  ASSERT_TRUE(OpenRun(env, dir.path(), "", 0600, &again).ok());
+  EXPECT_EQ(again.last_seq, 0u);  // the old file
+  ASSERT_TRUE(env->ListDir(dir.path(), &names).ok());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{other, "run"}));
 }
 
 // Sequence numbers only grow, even when the newest version is removed.
