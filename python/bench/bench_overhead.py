@@ -50,6 +50,7 @@ def main():
     arrays = [rng.standard_normal((rows, cols), dtype=np.float32) for _ in range(a.arrays)]
     offset, global_shape = rt.rank * rows, (rows * rt.size, cols)
     py_dir, cpp_dir = os.path.join(a.dir, "py"), os.path.join(a.dir, "cpp")
+    os.makedirs(a.dir, exist_ok=True)
     ck = _baton.ArrayCheckpointer(rt, dir=py_dir, level2=False, keep=2)
     cpp = _baton._CppBench(rt, cpp_dir, arrays, offset, rows * rt.size)
 
@@ -57,16 +58,17 @@ def main():
         t0 = time.perf_counter()
         for i, x in enumerate(arrays):
             ck.register_sharded("array%d" % i, x, offset, global_shape)
+        t_reg = time.perf_counter() - t0
         if async_:
             ck.save_async(step)
         else:
             ck.save(step)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, t_reg
 
     def cpp_round(step, async_):
         return cpp.register_and_save(step, async_)
 
-    results = {k: [] for k in ("py_save", "cpp_save", "py_async", "cpp_async")}
+    results = {k: [] for k in ("py_save", "cpp_save", "py_async", "cpp_async", "py_register", "cpp_register")}
     step = 0
     for rep in range(a.reps):
         sides = [("py", py_round), ("cpp", cpp_round)]
@@ -76,8 +78,9 @@ def main():
             for side, fn in sides:
                 step += 1
                 comm.Barrier()
-                s = fn(step, kind == "async")
+                s, reg = fn(step, kind == "async")
                 results["%s_%s" % (side, kind)].append(comm.allreduce(s, op=MPI.MAX))
+                results["%s_register" % side].append(comm.allreduce(reg, op=MPI.MAX))
                 if kind == "async":
                     (ck.wait if side == "py" else cpp.wait)()
     ck.close()
@@ -88,13 +91,15 @@ def main():
         print("# %d ranks, %d arrays per rank, %.1f MiB in all, %d repetitions, load %s" %
               (rt.size, a.arrays, total / 2**20, a.reps, " ".join("%.2f" % x for x in os.getloadavg())))
         print("# %-22s %10s %10s %8s" % ("median s (slowest rank)", "python", "c++", "py/c++"))
-        for kind, label in (("save", "register + save"), ("async", "register + save_async")):
+        for kind, label in (("register", "%d registrations" % a.arrays), ("save", "register + save"),
+                            ("async", "register + save_async")):
             py, c = med["py_" + kind], med["cpp_" + kind]
-            print("  %-22s %10.4f %10.4f %8.3f" % (label, py, c, py / c))
+            print("  %-22s %10.6f %10.6f %8.3f" % (label, py, c, py / c))
         print(json.dumps({"bench": "python_overhead", "ranks": rt.size, "bytes": total, "arrays": a.arrays,
                           "reps": a.reps, "load": os.getloadavg(), "seconds": results,
                           "median": med, "ratio_save": med["py_save"] / med["cpp_save"],
-                          "ratio_async": med["py_async"] / med["cpp_async"]}))
+                          "ratio_async": med["py_async"] / med["cpp_async"],
+                          "register_overhead_s": med["py_register"] - med["cpp_register"]}))
     rt.close()
     return 0
 

@@ -129,7 +129,7 @@ CC
 installed_pythondir() {
   make -s --no-print-directory -C "$BATON_BUILD_DIR" -f Makefile -f - print-pythondir <<'MK'
 print-pythondir:
-	@echo $(baton_pyexecdir) $(PYTHON) $(BATON_PYTHON_SUMMARY)
+	@echo '$(baton_pyexecdir)' '$(PYTHON)' '$(BATON_PYTHON_SUMMARY)'
 MK
 }
 

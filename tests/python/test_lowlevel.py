@@ -355,3 +355,41 @@ def test_gil_released_during_save(rt, shared_dir):
     assert t1 - t0 > 0.02, "the save was too short to tell (%.3f s)" % (t1 - t0)
     assert len(during) >= 5, "the thread ran %d times during a %.3f s save" % (len(during), t1 - t0)
     ck.close()
+
+
+# ---- a failed call leaves nothing behind that hangs the next ---------------------------------
+
+def test_failed_saves_then_a_good_one(rt, shared_dir):
+    a = np.full(64, float(rt.rank if rt.size > 1 else 0), dtype=np.float32)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("a", a)
+    with pytest.raises(_baton.InvalidArgument, match="-1"):
+        ck.save(-1)  # refused on every rank before anything is written
+    if rt.size > 1:
+        # replicas that differ: refused on every rank, naming the array
+        with pytest.raises(_baton.InvalidArgument, match="'a'|a\\b"):
+            ck.save(1)
+        with pytest.raises(_baton.InvalidArgument):
+            ck.save_async(1)
+        a[:] = 0
+    ck.save_async(2)
+    ck.wait()
+    ck.save(3)
+    assert ck.restore() == 3
+    assert [m["step"] for m in [ck.read_metadata(step=2), ck.read_metadata(step=3)]] == [2, 3]
+    ck.close()
+
+
+def test_wait_timeout_and_wait_or_abandon(rt, shared_dir):
+    a = np.ones(1 << 20, dtype=np.float64)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("a", a)
+    ck.save_async(1)
+    ck.wait(timeout=600)
+    ck.save_async(2)
+    try:
+        ck.wait_or_abandon(60)  # written within a minute here: committed, no exception
+    except _baton.Aborted:
+        pytest.fail("a small save was abandoned")
+    assert ck.restore() == 2
+    ck.close()
