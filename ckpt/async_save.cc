@@ -49,11 +49,7 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
 
   // 2. Stage (the old snapshot is overwritten: dropped until this succeeds).
   memory_.Drop();
-  Status args;
-  if (step < 0) {
-    args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
-                                                   " is negative; a step counts the training steps completed (>= 0)");
-  }
+  Status args = CheckSaveStep(call, step);
   staging_.Stage(step, arrays_, size_, rank_, options_.verify_replicas, blob_, rank_state_);
   const StagedVersion& v = staging_.version();
 

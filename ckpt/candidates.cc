@@ -12,8 +12,18 @@
 //   newer (a hard error, no fallback): a manifest format newer than this
 //     baton reads; restoring an older version instead would silently go back
 //     in time;
-//   transient (skipped, not recorded): anything else (I/O errors, stale
-//     handles, permissions): the version may well be good.
+//   gone (skipped, not recorded): the manifest is no longer there (the
+//     version was removed since the listing);
+//   transient (a hard error, no fallback, not recorded): anything else
+//     (I/O errors, stale handles, permissions): the version may well be
+//     good, and restoring an older one would go back in time for an error
+//     that a requeue may not meet again.
+//
+// The attempt mark (BeginAttempt) counts a process that dies while it
+// reads the version; a stop signal (SIGTERM of a preemption or a time
+// limit, the stop signal) after which every rank still answers its
+// heartbeats takes the mark away (ckpt/stop_watch.h), since the kill that
+// follows is not the version's doing.
 #include <mpi.h>
 
 #include <climits>
@@ -23,7 +33,9 @@
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
+#include "baton/runtime.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/stop_watch.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
@@ -42,7 +54,9 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   uint64_t max_values = 0;
   BATON_RETURN_IF_ERROR(ManifestValueLimit(env, v.path, text->size(), &max_values));
   // kCorruption, or kInvalidArgument for a newer format.
-  return ParseManifestJson(*text, m, max_values).Annotate(path);
+  BATON_RETURN_IF_ERROR(ParseManifestJson(*text, m, max_values).Annotate(path));
+  // Its step is its directory's (an edited step, another version's files).
+  return CheckManifestStep(*m, v.step, v.name).Annotate(path);
 }
 
 }  // namespace
@@ -107,14 +121,48 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
 
 void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
   attempt_ = Attempt{v, ""};
-  Status s = BeginRestoreAttempt(env_, v, &attempt_->token);
+  if (Runtime::stop_signal_received()) {
+    BATON_LOG(kCkpt, info) << "a stop was requested before the restore of " << v.path
+                           << ": the attempt is not marked (a kill now is a preemption, not a failed restore)";
+    return;
+  }
+  std::string token;
+  Status s = BeginRestoreAttempt(env_, v, &token);
   if (!s.ok()) {
     BATON_LOG(kCkpt, warning) << "could not mark the restore attempt of " << v.path
                               << " (a crash while reading it will not be counted): " << s;
+    return;
   }
+  attempt_->token = token;
+  // Until EndAttempt: a stop signal takes the mark away (on the watch's
+  // thread; EndAttempt joins it before it reads attempt_ again).
+  // A rank that died before the signal (the launcher's SIGTERM after a
+  // crash) is silent a few heartbeat intervals later; after a preemption's
+  // SIGTERM every rank still answers. Without heartbeats (at more than one
+  // rank) the two look alike: the mark stays, so a version that crashes
+  // every restore is still quarantined.
+  const RuntimeOptions& ro = runtime_.options();
+  const bool can_tell = size_ == 1 || ro.heartbeats;
+  const double settle = size_ == 1 ? 0 : 3 * ro.heartbeat_interval + 0.5;
+  auto every_rank_answers = [this, can_tell] { return can_tell && runtime_.silent_ranks().empty(); };
+  attempt_watch_ = std::make_unique<StopWatch>([this] {
+    Attempt& a = *attempt_;
+    Status ended = EndRestoreAttempt(env_, a.version, a.token, nullptr);
+    a.token.clear();  // a corruption found later is still recorded (RecordRestoreFailure)
+    if (ended.ok()) {
+      BATON_LOG(kCkpt, warning) << "a stop was requested while restoring " << a.version.path
+                                << ": its attempt mark is removed (a kill now is a preemption, not a failed restore)";
+    } else {
+      BATON_LOG(kCkpt, warning) << "a stop was requested while restoring " << a.version.path
+                                << ", but its attempt mark could not be removed (a kill now counts toward its "
+                                   "quarantine): "
+                                << ended;
+    }
+  }, settle, every_rank_answers);
 }
 
 void CheckpointerImpl::EndAttempt(const std::string* failure) {
+  attempt_watch_.reset();  // joined: it touches attempt_ no more
   if (!attempt_) return;
   const Attempt a = std::move(*attempt_);
   attempt_.reset();
@@ -148,14 +196,20 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
       out->text.clear();
     } else if (s.ok()) {
       out->kind = Candidate::kManifest;  // the attempt stays open while the shards are read
-    } else if (s.code() == Code::kInvalidArgument) {
-      out->kind = Candidate::kHardError;
-      out->failure = s;
-    } else {
+    } else if (s.code() == Code::kCorruption || s.code() == Code::kNotFound) {
+      // Damaged (counted), or removed since the listing (nothing to count).
       out->kind = Candidate::kSkipped;
       out->failure = s;
       out->counted = s.code() == Code::kCorruption;
       out->text.clear();
+    } else if (s.code() == Code::kInvalidArgument) {
+      out->kind = Candidate::kHardError;  // a newer format
+      out->failure = s;
+    } else {
+      // Transient (EIO, ESTALE, EACCES, ...): the bytes are not shown to be
+      // bad, so no older version is taken for it.
+      out->kind = Candidate::kHardError;
+      out->failure = TransientRestoreError(s, v.path);
     }
     if (record && out->kind != Candidate::kManifest) {
       const std::string reason = out->failure.message();

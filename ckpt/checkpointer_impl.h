@@ -49,6 +49,7 @@
 #include "ckpt/registered.h"
 #include "ckpt/run.h"
 #include "ckpt/staging_pool.h"
+#include "ckpt/stop_watch.h"
 #include "mpi_runtime/silence_watch.h"
 
 namespace baton::ckpt {
@@ -82,6 +83,12 @@ inline double Now() {
 std::string UtcNow();
 std::string ShapeText(const std::vector<uint64_t>& shape);
 std::string ShardFileName(int group);
+
+// A restore's failure that does not show the version damaged (an I/O
+// error, a stale handle, a permission: anything but kCorruption): the
+// restore fails with it, same code, saying why no older version was
+// taken (restore.cc).
+Status TransientRestoreError(const Status& s, const std::string& version_path);
 
 class CheckpointerImpl : public Checkpointer {
  public:
@@ -196,6 +203,8 @@ class CheckpointerImpl : public Checkpointer {
   // outcome is known; ending it records `failure` when given. Failures of
   // the marks themselves are logged: a mark is a safeguard, not a reason
   // to refuse a restore.
+  // A stop signal during the attempt takes its mark away (attempt_watch_):
+  // a kill after it is a preemption, not the version's doing.
   void BeginAttempt(const VersionInfo& v);
   void EndAttempt(const std::string* failure);
 
@@ -275,6 +284,8 @@ class CheckpointerImpl : public Checkpointer {
     std::string token;  // empty: the mark could not be written
   };
   std::optional<Attempt> attempt_;  // rank 0: the restore attempt marked and not yet ended
+  // Rank 0, while attempt_ holds a mark: removes it when a stop signal arrives.
+  std::unique_ptr<StopWatch> attempt_watch_;
   CheckpointStats stats_;
 
   // async_save.cc: the save in flight (SaveAsync to its commit).

@@ -463,6 +463,9 @@ Status CheckHeader(const Manifest& m, Code code, std::vector<uint64_t>* row_byte
   }
   if (m.format == 1 && !m.run_id.empty()) return Fail(code, "run_id", "format 1 has no run id");
   if (m.step < 0) return Fail(code, "step", std::to_string(m.step) + " is negative");
+  if (m.step > kMaxStep) {
+    return Fail(code, "step", std::to_string(m.step) + " is more than the largest step, " + std::to_string(kMaxStep));
+  }
   if (m.world_size < 1) return Fail(code, "world_size", std::to_string(m.world_size) + " is not a world size");
   if (m.group_size < 0) return Fail(code, "group_size", std::to_string(m.group_size) + " is negative");
   if (m.user_blob.size() > kMaxUserBlobBytes) {
@@ -748,6 +751,7 @@ Status WriteDocument(const Manifest& m, bool top, std::string* out) {
   o += ", \"base64\": \"";
   o += Base64Encode(m.user_blob);
   o += "\"}\n}\n";
+  if (top && m.format >= kChecksummedFormat) SealManifest(&o);
   return Status::OK();
 }
 
@@ -778,6 +782,10 @@ Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out) {
   o.reserve(256 + 64 * chunks);
   o += "{\n  \"format\": ";
   AppendU64(&o, static_cast<uint64_t>(m.format));
+  if (m.format >= kChecksummedFormat) {  // binds the index to its version's step
+    o += ",\n  \"step\": ";
+    AppendU64(&o, static_cast<uint64_t>(m.step));
+  }
   o += ",\n  \"shard\": ";
   AppendU64(&o, shard);
   o += ",\n  \"file\": " + file + ",\n  \"datasets\": [";
@@ -787,6 +795,29 @@ Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out) {
 }
 
 namespace {
+
+constexpr std::string_view kSealKey = "\"manifest_xxh3\": \"";
+constexpr std::string_view kSealEnd = "\"\n}\n";
+constexpr size_t kSealTail = kSealKey.size() + 16 + kSealEnd.size();
+
+// The checksum line of a format-4 manifest: present, last, and the xxh3 of
+// every byte before its key.
+Status CheckSeal(std::string_view text) {
+  if (text.size() < kSealTail + 4 || text.substr(text.size() - kSealEnd.size()) != kSealEnd ||
+      text.substr(text.size() - kSealTail, kSealKey.size()) != kSealKey ||
+      text.substr(text.size() - kSealTail - 4, 4) != ",\n  ") {
+    return Fail(Code::kCorruption, kManifestChecksumKey, "missing, or not the last line as baton writes it");
+  }
+  uint64_t claimed = 0;
+  const std::string_view hex = text.substr(text.size() - kSealTail + kSealKey.size(), 16);
+  if (!ParseHexU64(hex, &claimed)) return Fail(Code::kCorruption, kManifestChecksumKey, Quote(hex) + " is not 16 hex digits");
+  const uint64_t actual = Xxh3(text.data(), text.size() - kSealTail);
+  if (actual != claimed) {
+    return Fail(Code::kCorruption, kManifestChecksumKey, HexU64(claimed) + ", but the manifest hashes to " + HexU64(actual) +
+                                                             ": it was changed after it was written");
+  }
+  return Status::OK();
+}
 
 // A manifest of a newer format is reported as such (InvalidArgument)
 // whatever else in it this baton cannot parse: baton writes "format" as the
@@ -807,6 +838,14 @@ Status CheckNotNewer(std::string_view text) {
   uint64_t format = 0;
   auto r = std::from_chars(text.data() + i, text.data() + text.size(), format);
   if (r.ec == std::errc() && format > static_cast<uint64_t>(kManifestFormat)) {
+    // Every format from 4 on ends with its checksum: one that fails it
+    // is a damaged manifest (a flipped bit in "format" too), not a newer one.
+    if (!CheckSeal(text).ok()) {
+      return Status::Corruption("ckpt", "manifest format " + std::to_string(format) +
+                                            " (newer than this baton's " + std::to_string(kManifestFormat) +
+                                            ") without a valid manifest_xxh3, which every format from " +
+                                            std::to_string(kChecksummedFormat) + " on ends with: a damaged manifest");
+    }
     return Status::InvalidArgument("ckpt", "manifest format " + std::to_string(format) +
                                                " was written by a newer baton; this baton reads formats " + std::to_string(kOldestManifestFormat) + " to " +
                                                std::to_string(kManifestFormat) + ": restore with a newer baton");
@@ -843,7 +882,14 @@ Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_valu
     }
     m.format = static_cast<int>(f.get<uint64_t>());
   }
-  if (m.format == 1) {
+  if (m.format >= kChecksummedFormat) {
+    // The checksum first: a damaged manifest is reported as such, not by
+    // the first field it made wrong.
+    BATON_RETURN_IF_ERROR(CheckSeal(text));
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "run_id", "step", "world_size", "group_size", "time",
+                                               "baton_version", "arrays", "shards", "user_blob", kManifestChecksumKey}));
+    BATON_RETURN_IF_ERROR(GetString(root, "", "run_id", &m.run_id));
+  } else if (m.format == 1) {
     BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "world_size", "group_size", "time", "baton_version",
                                                "arrays", "shards", "user_blob"}));
   } else {
@@ -852,7 +898,7 @@ Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_valu
     BATON_RETURN_IF_ERROR(GetString(root, "", "run_id", &m.run_id));
   }
   uint64_t step = 0;
-  BATON_RETURN_IF_ERROR(GetU64(root, "", "step", INT64_MAX, &step));
+  BATON_RETURN_IF_ERROR(GetU64(root, "", "step", static_cast<uint64_t>(kMaxStep), &step));
   m.step = static_cast<int64_t>(step);
   BATON_RETURN_IF_ERROR(GetInt(root, "", "world_size", &m.world_size));
   BATON_RETURN_IF_ERROR(GetInt(root, "", "group_size", &m.group_size));
@@ -979,11 +1025,23 @@ Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uin
   }
   if (!parsed) return sax.error.ok() ? Status::Corruption("ckpt", "shard index is not valid JSON") : sax.error;
   const json& root = sax.root;
-  BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "shard", "file", "datasets"}));
+  if (m->format >= kChecksummedFormat) {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "step", "shard", "file", "datasets"}));
+  } else {
+    BATON_RETURN_IF_ERROR(CheckKeys(root, "", {"format", "shard", "file", "datasets"}));
+  }
   uint64_t format = 0, index = 0;
   BATON_RETURN_IF_ERROR(GetU64(root, "", "format", UINT64_MAX, &format));
   if (format != static_cast<uint64_t>(m->format)) {
     return Fail(Code::kCorruption, "format", std::to_string(format) + ", the manifest's is " + std::to_string(m->format));
+  }
+  if (m->format >= kChecksummedFormat) {
+    uint64_t step = 0;
+    BATON_RETURN_IF_ERROR(GetU64(root, "", "step", UINT64_MAX, &step));
+    if (step != static_cast<uint64_t>(m->step)) {
+      return Fail(Code::kCorruption, "step", std::to_string(step) + ", the manifest's is " + std::to_string(m->step) +
+                                                 " (an index of another version)");
+    }
   }
   BATON_RETURN_IF_ERROR(GetU64(root, "", "shard", UINT64_MAX, &index));
   if (index != shard) return Fail(Code::kCorruption, "shard", std::to_string(index) + ", expected " + std::to_string(shard));
@@ -1003,6 +1061,45 @@ Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uin
     sh.loaded = false;
   }
   return s;
+}
+
+void SealManifest(std::string* text) {
+  // "...}\n}\n" -> "...},\n  " + key line + "\n}\n"
+  if (text->size() >= 3 && text->compare(text->size() - 3, 3, "\n}\n") == 0) text->resize(text->size() - 3);
+  *text += ",\n  ";
+  const uint64_t h = Xxh3(text->data(), text->size());
+  *text += kSealKey;
+  *text += HexU64(h);
+  *text += kSealEnd;
+}
+
+bool UnsealManifest(std::string* text) {
+  if (text->size() < kSealTail + 4 || text->compare(text->size() - kSealTail, kSealKey.size(), kSealKey) != 0 ||
+      text->compare(text->size() - kSealTail - 4, 4, ",\n  ") != 0) {
+    return false;
+  }
+  text->resize(text->size() - kSealTail - 4);
+  *text += "\n}\n";
+  return true;
+}
+
+Status CheckManifestStep(const Manifest& m, int64_t version_step, const std::string& version_name) {
+  if (m.step == version_step) return Status::OK();
+  return Status::Corruption("ckpt", "manifest step " + std::to_string(m.step) + ", but its version " + version_name +
+                                        " is step " + std::to_string(version_step) +
+                                        ": the manifest was edited or comes from another version");
+}
+
+Status CheckSaveStep(const std::string& call, int64_t step) {
+  if (step < 0) {
+    return Status::InvalidArgument("ckpt", call + ": step " + std::to_string(step) +
+                                               " is negative; a step counts the training steps completed (>= 0)");
+  }
+  if (step > kMaxStep) {
+    return Status::InvalidArgument("ckpt", call + ": step " + std::to_string(step) + " is more than the largest step, " +
+                                               std::to_string(kMaxStep) + " (2^53 - 1)");
+  }
+  return Status::OK();
 }
 
 Status CheckCompleteManifest(const Manifest& m) {

@@ -22,14 +22,30 @@
 
 namespace baton::ckpt {
 
-// The format written: 3, a top-level manifest.json (header, arrays, shards
+// The format written: 4, a top-level manifest.json (header, arrays, shards
 // without their datasets) plus one index per shard (its datasets and
 // chunks, ckpt/manifest_index.h), so that a rank of a large restore reads
-// only the indexes that hold its rows. 2 (one document with every chunk)
-// and 1 (before run ids) are still read; WriteManifestJson writes format 2.
-inline constexpr int kManifestFormat = 3;
+// only the indexes that hold its rows; the manifest ends with its own
+// checksum ("manifest_xxh3", SealManifest) and every index names the step.
+// 3 (the same without the checksum and the indexes' step), 2 (one document
+// with every chunk) and 1 (before run ids) are still read; WriteManifestJson
+// writes format 2. A baton that reads only up to 3 refuses format 4 as
+// "written by a newer baton" (InvalidArgument, no fallback).
+inline constexpr int kManifestFormat = 4;
+inline constexpr int kChecksummedFormat = 4;
+inline constexpr int kSplitFormat = 3;
 inline constexpr int kSingleDocumentFormat = 2;
 inline constexpr int kOldestManifestFormat = 1;
+// The largest step a manifest holds (and Save takes): 2^53 - 1, exact in a
+// double, so that every JSON reader (jq, JavaScript) sees the step that was
+// saved, and a program's step + 1 never overflows.
+inline constexpr int64_t kMaxStep = (int64_t{1} << 53) - 1;
+// The key of the manifest's own checksum (format 4 on): always its last
+// line, `  "manifest_xxh3": "<16 hex digits>"`, the xxh3 of every byte of the
+// text before that key. Every later format keeps this ending, so that a
+// reader can tell a manifest of a newer baton (its checksum holds) from a
+// damaged one (it does not).
+inline constexpr const char* kManifestChecksumKey = "manifest_xxh3";
 inline constexpr const char* kManifestName = "manifest.json";
 inline constexpr uint64_t kMaxUserBlobBytes = 64ull << 20;
 // The largest manifest read, refused before it is read. Replicated arrays
@@ -120,16 +136,18 @@ Status WriteManifestJson(const Manifest& m, std::string* out);
 Status WriteTopManifestJson(const Manifest& m, std::string* out);
 Status WriteShardIndexJson(const Manifest& m, size_t shard, std::string* out);
 // Any format: 1 and 2 parse whole (every shard loaded, every check done);
-// 3 parses the top-level manifest only (shards not loaded; ParseShardIndexJson
-// loads one). kCorruption for anything that is not a manifest this baton
-// wrote, except a newer format (a "format" above kManifestFormat):
-// kInvalidArgument saying so, since such a version is not damaged, only
-// unreadable here.
+// 4 first checks its manifest_xxh3 (SealManifest) against the text;
+// 3 and 4 parse the top-level manifest only (shards not loaded;
+// ParseShardIndexJson loads one); 4 is checked against its manifest_xxh3
+// first. kCorruption for anything that is not a manifest this baton wrote,
+// except a newer format (a "format" above kManifestFormat whose
+// manifest_xxh3 holds): kInvalidArgument saying so, since such a version
+// is not damaged, only unreadable here.
 // max_values: at most this many JSON values outside the chunk lists (each
 // costs ~100 bytes parsed), else kCorruption before more is allocated.
 Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_values = kAnyNumberOfValues);
-// Format 3: parses the index of m->shards[shard] into it (checked against
-// the top-level manifest: the shard's ranks, the arrays, the file's extent)
+// Formats 3-4: parses the index of m->shards[shard] into it (checked against
+// the top-level manifest: its step (4), the shard's ranks, the arrays, the file's extent)
 // and marks it loaded. When the last shard is loaded, the checks across
 // shards (every row of every array in exactly one chunk) run too.
 Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m,
@@ -137,6 +155,24 @@ Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m,
 // The checks across shards of a complete manifest (every rank in one shard,
 // every row in one chunk); kCorruption naming the first failure.
 Status CheckCompleteManifest(const Manifest& m);
+
+// *text, a manifest ending "\n}\n" without a checksum, gets its
+// "manifest_xxh3" line (what WriteTopManifestJson does for format 4 on).
+// Tests use it to make an edited manifest whole again.
+void SealManifest(std::string* text);
+// The reverse: *text without its checksum line; false (nothing changed)
+// when the text does not end with one.
+bool UnsealManifest(std::string* text);
+
+// The step of a version is in its directory's name (v<seq>-s<step>,
+// ckpt/catalog.h) and in its manifest: kCorruption unless they agree, so
+// that an edited step or the files of another version copied in are a
+// damaged version (the manifest's checksum, format 4, covers its step).
+Status CheckManifestStep(const Manifest& m, int64_t version_step, const std::string& version_name);
+
+// A step a Save may write: 0..kMaxStep, else InvalidArgument starting with
+// `call` and naming the step.
+Status CheckSaveStep(const std::string& call, int64_t step);
 
 // "a plain file name": not empty, no '/', not "." or "..", no NUL.
 bool IsPlainFileName(std::string_view name);

@@ -6,13 +6,16 @@
 // chunks (ckpt/manifest_index.h), reads and verifies the chunks holding its
 // rows (ckpt/hdf5/shard_reader.h),
 // replicated arrays are read in parts and all-gathered; agreed, preferring
-// a corruption to other failures; on a failure a warning naming the file,
-// a corruption recorded beside the version (quarantine after
-// max_restore_failures; transient failures are not recorded; an attempt
-// mark written before the version is read counts as a failure if the
-// process dies before the outcome, so a version that crashes every restore
-// is quarantined instead of looping), the version
-// reported in RestoreResult::fallbacks, and the next older version.
+// a corruption to other failures. A corruption (the bytes shown bad: a
+// checksum, a size, a format) is recorded beside the version (quarantine
+// after max_restore_failures), reported in RestoreResult::fallbacks, and
+// the next older version is tried. Any other failure (EIO, ESTALE, EACCES:
+// transient) fails the restore with its error, nothing recorded: going
+// back to an older version for it would lose training that a requeue,
+// meeting the error no more, keeps. An attempt mark written before the
+// version is read counts as a failure if the process dies before the
+// outcome, so a version that crashes every restore is quarantined instead
+// of looping; a stop signal removes it (a preemption is not a failure).
 #include <mpi.h>
 
 #include <algorithm>
@@ -42,6 +45,12 @@ namespace {
 constexpr uint64_t kReadPieceBytes = 8u << 20;
 
 }  // namespace
+
+Status TransientRestoreError(const Status& s, const std::string& version_path) {
+  return MakeStatus(s.code(), "restoring " + version_path + ": " + s.message() +
+                                  " (not a damaged version: the restore fails for a requeue to retry instead of "
+                                  "going back to an older version)");
+}
 
 Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                                              std::vector<int>* index_of) const {
@@ -373,12 +382,15 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
       stats_.seconds = Now() - t0;
       return Status::OK();
     }
-    const bool counted = agreed.code() == Code::kCorruption;
+    if (agreed.code() != Code::kCorruption) {
+      if (rank_ == 0) EndAttempt(nullptr);
+      return TransientRestoreError(agreed, vdir);
+    }
     if (rank_ == 0) {
       const std::string reason = agreed.message();
-      EndAttempt(counted ? &reason : nullptr);
+      EndAttempt(&reason);
     }
-    skip(c.name, c.step, agreed, counted);
+    skip(c.name, c.step, agreed, /*counted=*/true);
   }
 }
 

@@ -198,14 +198,10 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
               {"hash", "agree", "create", "write", "close", "verify", "sync", "meta_hash", "manifest", "retention"});
 
   // 1. Agreed registrations; my chunk records (their checksums come with the writes).
-  // A negative step is refused before anything is written, on every rank
+  // A step out of 0..kMaxStep is refused before anything is written, on every rank
   // even when only one rank passed it.
   const std::string call = "Save(" + std::to_string(step) + ")";
-  Status args;
-  if (step < 0) {
-    args = Status::InvalidArgument(log::kCkpt, call + ": step " + std::to_string(step) +
-                                                   " is negative; a step counts the training steps completed (>= 0)");
-  }
+  Status args = CheckSaveStep(call, step);
   // Replicas must agree: one hash over every replicated array's whole copy,
   // compared in the same MPI_Allreduce.
   std::vector<uint64_t> replica_xxh3;

@@ -157,6 +157,8 @@ Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m,
   uint64_t max_values = 0;
   BATON_RETURN_IF_ERROR(ckpt::ManifestValueLimit(env, v.path, text.size(), &max_values));
   BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, m, max_values).Annotate(v.path + "/" + ckpt::kManifestName));
+  // Its step is its directory's (an edited step, another version's files).
+  BATON_RETURN_IF_ERROR(ckpt::CheckManifestStep(*m, v.step, v.name).Annotate(v.path + "/" + ckpt::kManifestName));
   return whole ? ckpt::LoadAllShardIndexes(env, v.path, m) : Status::OK();
 }
 

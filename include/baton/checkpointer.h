@@ -23,8 +23,11 @@
 // `manifest.json`; it exists if and only if its manifest does. Ranks form
 // shard groups of `group_size` consecutive ranks that write one shard file
 // together (parallel HDF5, MPI-IO). Restore verifies every byte it reads
-// (xxh3) and falls back to the next older version when any rank fails;
-// sharded arrays may be restored at another world or group size.
+// (xxh3; the manifest has its own checksum and its step must be its
+// directory's) and falls back to the next older version when any rank
+// finds it damaged; a transient error (EIO, ESTALE, EACCES) fails the
+// restore instead (RestoreResult); sharded arrays may be restored at
+// another world or group size.
 //
 // Asynchronous saves: SaveAsync(n) copies the registered arrays into one
 // staging copy and returns; a background thread writes this rank's shard
@@ -86,7 +89,9 @@ struct CheckpointOptions {
   int group_size = 0;
   // Committed versions kept after a save (older ones are removed); >= 1.
   int keep = 3;
-  // A version whose restore failed this many times is skipped afterwards.
+  // A version whose restore failed this many times (damaged bytes, or a
+  // process that died reading it; not transient errors, not a preemption:
+  // Restore) is skipped afterwards.
   int max_restore_failures = 2;
   // Modes of created files and directories.
   mode_t file_mode = 0600;
@@ -324,22 +329,28 @@ struct RestoreOptions {
 
 // A version that a restore skipped, newest first.
 struct SkippedVersion {
-  std::string path;  // the version directory
+  std::string path;  // the version directory (its name's step: `step`)
   int64_t step = 0;
-  // Why: kCorruption (a checksum, size or format mismatch) is recorded
-  // beside the version and counts toward its quarantine (counted = true);
-  // anything else (an I/O error, a stale handle, a permission, MPI) is
-  // transient and is not recorded (counted = false).
+  // Why: kCorruption (the bytes shown bad: a checksum, size or format
+  // mismatch, a manifest that fails its own checksum or whose step is not
+  // its directory's) is recorded beside the version and counts toward its
+  // quarantine (counted = true). Not counted (counted = false): a version
+  // of another run (kInvalidArgument), or one removed since the listing
+  // (kNotFound). A transient error (an I/O error, a stale handle, a
+  // permission) never skips a version: Restore fails with it (see Restore).
   Status reason;
   bool counted = false;
 };
 
 // What a Restore did, on every rank the same.
 struct RestoreResult {
-  std::optional<int64_t> step;  // nullopt: nothing restored (a first run)
+  std::optional<int64_t> step;  // nullopt: nothing restored (a first run, or a failed Restore)
   std::string version_path;
-  std::vector<SkippedVersion> fallbacks;  // newer versions that could not be restored
-  int quarantined = 0;                    // versions skipped untried: quarantined before
+  std::vector<SkippedVersion> fallbacks;  // newer versions skipped as damaged (or gone, or another run's)
+  // Versions skipped untried: quarantined before (restores that failed on
+  // their bytes, or processes that died reading them, max_restore_failures
+  // times; a preempted restore is not counted, see Restore).
+  int quarantined = 0;
   bool rank_state_dropped = false;        // see RestoreOptions::drop_rank_state_on_resize
   // 2: node-local copies (each rank's own, or fetched over MPI from the
   // partner node's copy: CheckpointStats::bytes_partner); 3: the shared
@@ -450,8 +461,9 @@ class Checkpointer {
   virtual const std::string& rank_state() const = 0;
 
   // Writes every registered array (and the blobs) as version `step`, the
-  // number of training steps completed (>= 0; a negative step is refused on
-  // every rank before anything is written), and commits it; then applies
+  // number of training steps completed (0 to 2^53 - 1, exact in a double:
+  // another step is refused, InvalidArgument on every rank before anything
+  // is written), and commits it; then applies
   // retention. On failure nothing is committed, every rank returns
   // the same code and the message names the rank and file that failed.
   // With level 2 on (local_dir) the save succeeds when either level
@@ -513,13 +525,24 @@ class Checkpointer {
   // with step n (counting from 0); nullopt when the directory holds no
   // version (a first run). Names or shapes that do not match the registered
   // arrays: InvalidArgument listing the differences, nothing skipped. A
-  // version that cannot be restored is skipped for the next older one and
-  // reported in result->fallbacks with its reason. Versions that exist but
-  // none of which can be restored (all failed now or quarantined before):
-  // NotFound with the counts, never a silent first run. A manifest written
-  // by a newer baton (a newer format): InvalidArgument saying so, no
-  // fallback (an older version would silently go back in time). A failed
-  // restore may leave the buffers partly overwritten.
+  // version shown damaged (kCorruption: its bytes fail a checksum, a size
+  // or the format; its manifest fails its own checksum or names another
+  // step than its directory) is skipped for the next older one and
+  // reported in result->fallbacks with its reason. A transient error while
+  // reading the newest version (EIO, ESTALE, EACCES, ...: the version may
+  // be good) fails the restore with that error (same code; IOError is a
+  // requeue for baton-train) and nothing is recorded: going back to an
+  // older version for it would lose the training a requeue keeps. Versions
+  // that exist but none of which can be restored (all damaged now or
+  // quarantined before): NotFound with the counts, never a silent first
+  // run. A manifest written by a newer baton (a newer format, its checksum
+  // intact): InvalidArgument saying so, no fallback (an older version
+  // would silently go back in time). A process that dies while reading a
+  // version counts toward its quarantine (a version that crashes every
+  // restore ends the loop), unless a stop signal (SIGTERM of a preemption
+  // or time limit, the stop signal) arrived first and every rank still
+  // answered its heartbeats a few intervals later: a preempted restore is
+  // not counted. A failed restore may leave the buffers partly overwritten.
   virtual Status Restore(const RestoreOptions& options, RestoreResult* result) = 0;
   // Restore({}, ...), giving only the step.
   Status Restore(std::optional<int64_t>* step) {

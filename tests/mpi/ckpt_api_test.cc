@@ -400,13 +400,16 @@ TEST_F(CkptTest, TheRunIdIsKeptAndChecked) {
   ASSERT_TRUE(AllRanks(ck != nullptr));
   EXPECT_EQ(ck->run_id(), id);
   EXPECT_TRUE(ck->RegisterReplicated("w", w, {8}).ok());
-  // Step 2's manifest claims another run (copied in from elsewhere).
+  // Step 2's manifest claims another run (copied in from elsewhere; whole:
+  // its checksum holds).
   const std::string newest = root_ + "/" + ckpt::VersionName(2, 2);
   if (Rank() == 0) {
     std::string text = Slurp(newest + "/manifest.json");
+    ASSERT_TRUE(ckpt::UnsealManifest(&text)) << text;
     const size_t at = text.find(id);
     ASSERT_NE(at, std::string::npos);
     text.replace(at, id.size(), "someone-else");
+    ckpt::SealManifest(&text);
     std::ofstream(newest + "/manifest.json", std::ios::trunc) << text;
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -9,6 +9,11 @@
 //   ckpt_prog DIR restore        restores; rank 0 prints "restored step=S fallbacks=F"
 //   ckpt_prog DIR restore-crash  restores; the last rank kills itself (SIGKILL)
 //                                when it is about to read step 2's shards
+//   ckpt_prog DIR restore-preempted  restores; every rank gets SIGTERM (as from a
+//                                preemption) when it is about to read step 2's
+//                                shards and goes on; rank 0 waits (at most 15 s)
+//                                for the attempt mark to go, prints "mark removed"
+//                                or "mark kept", and is killed (SIGKILL)
 //   ckpt_prog DIR hold           saves step 1, rank 0 prints "holding pid P", then
 //                                every rank waits until it is killed
 //   ckpt_prog DIR save-async     saves steps 1 and 2 with SaveAsync, then Wait
@@ -28,6 +33,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +58,39 @@ class CrashingEnv : public baton::ckpt::fs::EnvWrapper {
     }
     EnvWrapper::Mark(event);
   }
+};
+
+// A preemption at the "restore-read <version>" mark of step 2: every rank
+// gets SIGTERM (the runtime's handler takes it: a stop request) and goes on
+// waiting; rank 0, once the attempt mark is gone from restore-failures (or
+// after 15 s), is SIGKILLed, as Slurm does when KillWait ends.
+class PreemptedEnv : public baton::ckpt::fs::EnvWrapper {
+ public:
+  explicit PreemptedEnv(int rank) : EnvWrapper(baton::ckpt::fs::Env::Default()), rank_(rank) {}
+  void Mark(const std::string& event) override {
+    if (event.rfind("restore-read ", 0) == 0 && event.size() > 3 && event.compare(event.size() - 3, 3, "-s2") == 0) {
+      const std::string marks = event.substr(13) + "/restore-failures";
+      std::fprintf(stderr, "ckpt_prog: SIGTERM while reading %s\n", event.c_str() + 13);
+      raise(SIGTERM);
+      if (rank_ != 0) {
+        for (;;) pause();  // killed with the job when rank 0 dies
+      }
+      bool kept = true;
+      for (int i = 0; i < 150 && kept; ++i) {
+        std::ifstream in(marks);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        kept = text.find("unfinished restore attempt") != std::string::npos;
+        if (kept) usleep(100 * 1000);
+      }
+      std::printf("mark %s\n", kept ? "kept" : "removed");
+      std::fflush(stdout);
+      kill(getpid(), SIGKILL);
+    }
+    EnvWrapper::Mark(event);
+  }
+
+ private:
+  int rank_;
 };
 
 // Kills this process from the background writer, at the fsync of a shard
@@ -117,7 +157,7 @@ std::vector<DTypeArray> DTypeArrays() {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|hold|save-async|save-async-kill|save-dtypes\n");
+    std::fprintf(stderr, "usage: ckpt_prog DIR save|save-more|restore|restore-crash|restore-preempted|hold|save-async|save-async-kill|save-dtypes\n");
     return 2;
   }
   const std::string dir = argv[1], mode = argv[2];
@@ -131,6 +171,8 @@ int main(int argc, char** argv) {
   co.lock_wait_seconds = 0;
   if (mode == "restore-crash" && rank == rt->size() - 1) co.env = &crashing;
   if (mode == "save-async-kill" && rank == rt->size() - 1) co.env = &dying;
+  PreemptedEnv preempted(rank);
+  if (mode == "restore-preempted") co.env = &preempted;
   std::unique_ptr<baton::Checkpointer> ck;
   if (baton::Status s = baton::Checkpointer::Create(*rt, co, &ck); !s.ok()) return Fail(s, rank);
   std::vector<int64_t> w(64);

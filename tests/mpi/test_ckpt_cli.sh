@@ -49,6 +49,23 @@ flip_middle_byte() {
 
 scratch() { mktemp -d "${BATON_TEST_RESULTS}/ckpt-cli.XXXXXX"; }
 
+# reseal MANIFEST: an edited format-4 manifest made whole again (its last
+# line, "manifest_xxh3", the xxh3 of every byte before that key, recomputed
+# through libxxhash), as a hostile writer could: the checks behind the
+# checksum are then under test.
+reseal() {
+  /usr/bin/python3 - "$1" <<'PY'
+import ctypes, sys
+x = ctypes.CDLL("libxxhash.so.0")
+x.XXH3_64bits.restype = ctypes.c_uint64
+x.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+p = sys.argv[1]
+t = open(p, "rb").read()
+key = t.rindex(b'"manifest_xxh3": "')
+open(p, "wb").write(t[:key] + b'"manifest_xxh3": "%016x"\n}\n' % x.XXH3_64bits(t[:key], key))
+PY
+}
+
 # json_field FIELD: FIELD of every object of the JSON list on stdin, one per line.
 json_field() { perl -MJSON::PP -e 'print "$_->{'"$1"'}\n" for @{ decode_json(join "", <STDIN>) }'; }
 
@@ -113,6 +130,41 @@ test_verify_passes_then_detects_a_flipped_bit_and_names_the_file() {
   expect_eq "$rc" 1 "verify exit status after a flipped bit"
   echo "$out" | grep -q "FAILED" || fail "no FAILED line: $out"
   echo "$out" | grep -q "$(basename "$shard")" || fail "the damaged file is not named: $out"
+}
+
+# Issue 32, item 11: a manifest changed after it was written (one array's
+# replicated flag, the step) fails its own checksum, and a version whose
+# files are another step's (copied in, or an edited step resealed) fails
+# the match of its step with its directory: verify says FAILED for each,
+# exit 1, naming why.
+test_verify_reports_a_changed_manifest_and_a_version_of_another_step() {
+  local d m rc out
+  d=$(scratch)
+  saves "$d" 1
+  m=$(first_of "$d"/v*/manifest.json)
+  cp "$m" "$d/good.json"
+  for edit in 's/"replicated": true/"replicated": false/' 's/"step": 1,/"step": 2,/'; do
+    cp "$d/good.json" "$m"
+    perl -0pi -e "$edit" "$m"
+    rc=0; out=$("$BATON" ckpt verify "$d" --no-progress 2>&1) || rc=$?
+    echo "$out"
+    expect_eq "$rc" 1 "verify exit status after $edit"
+    echo "$out" | grep -q "manifest_xxh3" || fail "verify does not name the manifest's checksum after $edit: $out"
+  done
+  perl -0pi -e 's/"step": 1,/"step": 2,/' "$m"
+  reseal "$m"
+  rc=0; out=$("$BATON" ckpt verify "$d" --no-progress 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "verify exit status after a resealed step edit"
+  echo "$out" | grep -q "manifest step 2, but its version v00000001-s1 is step 1" ||
+    fail "verify does not name the step's mismatch: $out"
+  cp "$d/good.json" "$m"
+  cp -r "$(dirname "$m")" "$d/v00000002-s7"
+  rc=0; out=$("$BATON" ckpt verify "$d" --no-progress 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "verify exit status with a version copied under step 7"
+  echo "$out" | grep -q "manifest step 1, but its version v00000002-s7 is step 7" ||
+    fail "verify does not name the copied version: $out"
 }
 
 test_verify_detects_a_truncated_shard() {
@@ -239,6 +291,7 @@ test_untrusted_text_is_printed_escaped() {
   saves "$d" 1
   m=$(first_of "$d"/v*/manifest.json)
   perl -0pi -e 's/"time": "[^"]*"/"time": "\\u001b[2J\\nfake      1  complete"/' "$m"
+  reseal "$m"
   out=$("$BATON" ckpt ls "$d")
   echo "$out"
   ! grep -q $'\x1b' <<<"$out" || fail "ls printed a raw escape code"

@@ -2,7 +2,8 @@
 # Shell cases (tests/mpi/ckpt-procs-np3.sh): checkpoints across processes.
 # A restore that dies while reading a version is counted, so a version that
 # kills every restore ends in quarantine instead of a crash loop (issue 15,
-# item 2); a second live writer of a directory is refused and a dead
+# item 2), but a preemption (a stop signal, every rank still alive) is not
+# (issue 32, item 5); a second live writer of a directory is refused and a dead
 # writer's lock is free, so a requeued or chained job resumes (item 3).
 
 PROG=${BATON_BUILD_DIR:?}/tests/mpi/baton_ckpt_prog
@@ -42,6 +43,35 @@ v = {x["step"]: x for x in json.load(sys.stdin)}
 assert v[2]["status"] == "quarantined" and v[2]["restore_failures"] == 2, v[2]
 assert v[1]["status"] == "complete" and v[1]["restore_failures"] == 0, v[1]
 ' || fail "step 2 is not quarantined after two unfinished attempts"
+}
+
+# Issue 32, item 5: a preemption during a restore is not a failed restore.
+# Every rank gets SIGTERM while about to read step 2 and goes on; a few
+# heartbeat intervals later every rank still answers, so the attempt mark
+# goes; then the process is killed (SIGKILL, as at the end of KillWait).
+# Twice (max_restore_failures): step 2 is not quarantined and restores.
+# (A crash that the launcher follows with SIGTERM to the others keeps the
+# mark: test_a_version_that_kills_every_restore_is_quarantined.)
+test_a_preemption_during_a_restore_is_not_counted() {
+  local dir rc
+  scratch
+  dir=$SCRATCH
+  run3 "$dir/ck" save || fail "the save failed"
+  for attempt in 1 2; do
+    rc=0
+    run3 "$dir/ck" restore-preempted >"$dir/out" 2>&1 || rc=$?
+    cat "$dir/out"
+    [ "$rc" -ne 0 ] || fail "attempt $attempt: the restore was not killed"
+    grep -q "SIGTERM while reading" "$dir/out" || fail "attempt $attempt was killed elsewhere"
+    grep -q "^mark removed" "$dir/out" || fail "attempt $attempt: the attempt mark stayed after the stop signal"
+  done
+  "$BATON" ckpt ls "$dir/ck" --json | /usr/bin/python3 -c '
+import json, sys
+v = {x["step"]: x for x in json.load(sys.stdin)}
+assert v[2]["status"] == "complete" and v[2]["restore_failures"] == 0, v[2]
+' || fail "a preempted restore was counted toward the quarantine of step 2"
+  out=$(run3 "$dir/ck" restore) || fail "the restore after two preemptions failed: $out"
+  expect_eq "$(restored "$out")" "restored step=2 fallbacks=0" "restore after two preemptions while reading step 2"
 }
 
 test_a_restore_that_finishes_leaves_no_mark() {

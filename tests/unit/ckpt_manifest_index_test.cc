@@ -50,7 +50,7 @@ TEST(CkptManifestIndex, RoundTripLoadsEveryShard) {
   const Manifest m = MakeManifest(8, 2, 3, 4);
   Manifest top;
   WriteSplit(dir.path(), m, &top);
-  EXPECT_EQ(top.format, 3);
+  EXPECT_EQ(top.format, kManifestFormat);
   ASSERT_EQ(top.shards.size(), 4u);
   EXPECT_FALSE(top.complete());
   EXPECT_EQ(top.shards[1].index, "shard-1.json");
@@ -209,7 +209,9 @@ TEST(CkptManifestIndex, TopManifestRefusesBadIndexNames) {
            {"\"shard-1.json\"", "\"manifest.json\"", "is not a plain file name"},
            {"\"shard-1.json\"", "\"shard-1.h5\"", "is also a file of shards[1]"}}) {
     std::string t = text;
+    ASSERT_TRUE(UnsealManifest(&t));  // resealed below: the check behind the checksum is under test
     t.replace(t.find(from), from.size(), to);
+    SealManifest(&t);
     Manifest back;
     Status s = ParseManifestJson(t, &back);
     EXPECT_EQ(s.code(), Code::kCorruption) << to;

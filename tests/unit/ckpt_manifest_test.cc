@@ -142,6 +142,8 @@ TEST(CkptManifest, Format1IsStillRead) {
 // A newer format is not corruption (the version is not damaged, this
 // baton cannot read it): InvalidArgument saying so, even when the rest of
 // the text is nothing this baton could parse.
+// Every format from 4 on ends with its checksum: a newer format is one
+// whose checksum holds.
 TEST(CkptManifest, ANewerFormatIsReportedAsNewerNotCorrupt) {
   Manifest m;
   std::string text;
@@ -150,11 +152,100 @@ TEST(CkptManifest, ANewerFormatIsReportedAsNewerNotCorrupt) {
   const size_t at = text.find("\"format\": ");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, newer.size(), newer);
-  for (const std::string& t : {text, "{\"format\": " + std::to_string(kManifestFormat + 1) + ", \"chunks\": [[1,2,3,4,5,6]]}"}) {
+  SealManifest(&text);
+  std::string other = "{\"format\": " + std::to_string(kManifestFormat + 1) + ", \"chunks\": [[1,2,3,4,5,6]]}\n";
+  SealManifest(&other);
+  for (const std::string& t : {text, other}) {
     Status s = ParseManifestJson(t, &m);
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
     EXPECT_NE(s.message().find("written by a newer baton"), std::string::npos) << s;
   }
+  // Without a checksum that holds, a "newer" format is a damaged manifest.
+  ASSERT_TRUE(UnsealManifest(&other));
+  for (const std::string& t : {other, text.substr(0, text.size() - 3) + "0\"\n}\n"}) {
+    Status s = ParseManifestJson(t, &m);
+    EXPECT_EQ(s.code(), Code::kCorruption) << s;
+    EXPECT_NE(s.message().find("without a valid manifest_xxh3"), std::string::npos) << s;
+  }
+}
+
+// Format 4: the top-level manifest ends with its checksum, the xxh3 of
+// every byte before its key; any changed byte is Corruption naming it,
+// before anything else is checked; Unseal and Seal are each other's
+// inverse; a format-3 manifest (no checksum) still reads.
+TEST(CkptManifest, TheTopManifestCarriesItsOwnChecksum) {
+  Manifest m = MakeManifest(4, 2, 2, 2);
+  m.format = kManifestFormat;
+  for (ShardMeta& sh : m.shards) {
+    sh.datasets.clear();
+    sh.loaded = false;
+    sh.index = sh.file + ".json";
+  }
+  std::string text;
+  ASSERT_TRUE(WriteTopManifestJson(m, &text).ok());
+  const size_t key = text.rfind("\"manifest_xxh3\": \"");
+  ASSERT_NE(key, std::string::npos) << text;
+  EXPECT_EQ(text.substr(key + 34), "\"\n}\n") << "the last line";
+  EXPECT_EQ(text.substr(key + 18, 16), HexU64(Xxh3(text.data(), key))) << "the xxh3 of every byte before the key";
+  Manifest back;
+  ASSERT_TRUE(ParseManifestJson(text, &back).ok());
+  for (size_t i = 0; i < key; i += 7) {  // every 7th byte before the key, one bit flipped
+    std::string t = text;
+    t[i] ^= 0x04;
+    Status s = ParseManifestJson(t, &back);
+    EXPECT_EQ(s.code(), Code::kCorruption) << "byte " << i;
+    // (or the JSON, or the format digit: "format": 0, read before the rest)
+    if (s.message().find("not valid JSON") == std::string::npos && s.message().find("format: ") == std::string::npos) {
+      EXPECT_NE(s.message().find("manifest_xxh3"), std::string::npos) << "byte " << i << ": " << s;
+    }
+  }
+  std::string unsealed = text;
+  ASSERT_TRUE(UnsealManifest(&unsealed));
+  EXPECT_EQ(unsealed.find("manifest_xxh3"), std::string::npos);
+  Status s = ParseManifestJson(unsealed, &back);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find("manifest_xxh3: missing"), std::string::npos) << s;
+  SealManifest(&unsealed);
+  EXPECT_EQ(unsealed, text);
+  // Format 3, as the baton before wrote it: no checksum, still read.
+  m.format = kSplitFormat;
+  ASSERT_TRUE(WriteTopManifestJson(m, &text).ok());
+  EXPECT_EQ(text.find("manifest_xxh3"), std::string::npos);
+  EXPECT_TRUE(ParseManifestJson(text, &back).ok());
+}
+
+// A step past 2^53 - 1 is refused by the writer, the parser (2^63 - 1: a
+// job "done" without training) and Save's check; a manifest's step must be
+// its directory's.
+TEST(CkptManifest, TheStepIsBoundedAndBoundToItsDirectory) {
+  Manifest m = MakeManifest(2, 2, 2, 3);
+  std::string text;
+  m.step = kMaxStep;
+  ASSERT_TRUE(WriteManifestJson(m, &text).ok());
+  Manifest back;
+  ASSERT_TRUE(ParseManifestJson(text, &back).ok());
+  EXPECT_EQ(back.step, kMaxStep);
+  m.step = kMaxStep + 1;
+  EXPECT_EQ(WriteManifestJson(m, &text).code(), Code::kInvalidArgument);
+  m.step = kMaxStep;
+  ASSERT_TRUE(WriteManifestJson(m, &text).ok());
+  const std::string was = "\"step\": " + std::to_string(kMaxStep);
+  text.replace(text.find(was), was.size(), "\"step\": 9223372036854775807");
+  Status s = ParseManifestJson(text, &back);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find("step: 9223372036854775807 is more than 9007199254740991"), std::string::npos) << s;
+  EXPECT_TRUE(CheckSaveStep("Save(1)", 1).ok());
+  EXPECT_TRUE(CheckSaveStep("Save(max)", kMaxStep).ok());
+  for (int64_t bad : {int64_t{-1}, kMaxStep + 1, INT64_MAX}) {
+    s = CheckSaveStep("Save", bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find(std::to_string(bad)), std::string::npos) << s;
+  }
+  m.step = 20;
+  EXPECT_TRUE(CheckManifestStep(m, 20, "v00000002-s20").ok());
+  s = CheckManifestStep(m, 19, "v00000002-s19");
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_NE(s.message().find("manifest step 20, but its version v00000002-s19 is step 19"), std::string::npos) << s;
 }
 
 const char* const kChunk00 = R"([[0, 0, 1, 0, "0123456789abcdef"])";
