@@ -37,7 +37,7 @@ test_bad_collective_timeout_is_refused() {
   echo "$out" | grep -q "BATON_COLLECTIVE_TIMEOUT='soon' is not a positive number" || fail "the bad value is not named"
   ! echo "$out" | grep -q "first run" || fail "the program went on past the refusal"
   rc=0
-  out=$(BATON_COLLECTIVE_TIMEOUT=soon timeout 60 "$REPO/tests/lib/mpirun-ranks" 2 "$PROG" timeout 2>&1) || rc=$?
+  out=$(BATON_COLLECTIVE_TIMEOUT=soon timeout -k 10 60 "$REPO/tests/lib/mpirun-ranks" 2 "$PROG" timeout 2>&1) || rc=$?
   echo "$out"
   [ "$rc" -ne 0 ] || fail "exit 0 with BATON_COLLECTIVE_TIMEOUT=soon under mpirun"
   [ "$rc" -ne 124 ] || fail "mpirun still waiting after 60 s: a rank did not refuse"
@@ -49,7 +49,7 @@ test_bad_collective_timeout_is_refused() {
 test_stop_agreement_past_its_deadline_exits_75() {
   local out rc=0 t0=$SECONDS
   out=$(mktemp)
-  BATON_COLLECTIVE_TIMEOUT=$T timeout 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" stop-timeout >"$out" 2>&1 || rc=$?
+  BATON_COLLECTIVE_TIMEOUT=$T timeout -k 10 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" stop-timeout >"$out" 2>&1 || rc=$?
   cat "$out"
   expect_eq "$rc" 75 "exit code of mpirun"
   grep -q "agreeing whether to stop (all_reduce of 4 bytes on the runtime's communicator) at step 0 timed out after $T s" "$out" ||
@@ -67,7 +67,7 @@ test_a_rank_stopped_during_a_save_makes_the_others_exit_75() {
   local out rc=0 t0=$SECONDS dir
   out=$(mktemp)
   dir=$(mktemp -d)
-  BATON_COLLECTIVE_TIMEOUT=$T BATON_HEARTBEAT_INTERVAL=0.5 timeout 60 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" \
+  BATON_COLLECTIVE_TIMEOUT=$T BATON_HEARTBEAT_INTERVAL=0.5 timeout -k 10 60 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" \
     ckpt-stuck "$dir/ck" >"$out" 2>&1 || rc=$?
   cat "$out"
   expect_eq "$rc" 75 "exit code of mpirun"
@@ -86,7 +86,7 @@ run3() {
   out=$(mktemp)
   rc=0
   t0=$SECONDS
-  BATON_COLLECTIVE_TIMEOUT=$T timeout 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$@" >"$out" 2>&1 || rc=$?
+  BATON_COLLECTIVE_TIMEOUT=$T timeout -k 10 50 "$REPO/tests/lib/mpirun-ranks" 3 "$PROG" "$@" >"$out" 2>&1 || rc=$?
   took=$((SECONDS - t0))
   cat "$out"
 }
