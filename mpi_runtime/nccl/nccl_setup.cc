@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
@@ -78,6 +79,13 @@ void ExitForRequeue(const NcclOptions& options, const Status& why) {
 
 Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
                  const Deadline& deadline, std::chrono::microseconds poll_interval) {
+  // Naps from 1 us doubling up to poll_interval: what NCCL finishes in
+  // microseconds (most enqueues) is seen at once, a long wait costs one
+  // poll per poll_interval, never a spinning core beside NCCL's own
+  // threads (2.28 starts one per collective on a non-blocking
+  // communicator).
+  const std::chrono::microseconds longest = std::max(poll_interval, std::chrono::microseconds(1));
+  std::chrono::microseconds nap(1);
   for (;;) {
     ncclResult_t state = ncclInProgress;
     Status s = BATON_NCCL_CHECK(api, api.CommGetAsyncError(comm, &state));
@@ -89,7 +97,8 @@ Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
     if (deadline.Passed())
       return Status::Timeout(kComponent, std::string(what) + " did not finish within " +
                                              deadline.Describe() + " (NCCL still in progress)");
-    std::this_thread::sleep_for(poll_interval);
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, longest);
   }
 }
 

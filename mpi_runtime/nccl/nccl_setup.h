@@ -21,7 +21,8 @@ Status AsyncError(const NcclApi& api, ncclComm_t comm, ncclResult_t rc, std::str
 
 // Polls ncclCommGetAsyncError(comm) until it reports ncclSuccess (OK), an
 // error (a Status with NCCL's strings), or `deadline` passes (Timeout
-// naming the deadline). `what` names the operation in messages. Never
+// naming the deadline), napping from 1 us doubling up to `poll_interval`
+// between polls. `what` names the operation in messages. Never
 // aborts: the caller decides.
 Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
                  const Deadline& deadline, std::chrono::microseconds poll_interval);

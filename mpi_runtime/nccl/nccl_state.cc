@@ -135,7 +135,7 @@ Status NcclState::Launch(const std::string& what,
     if (s.ok()) {
       // Non-blocking communicators may answer ncclInProgress: NCCL is still
       // enqueueing, and takes no other call until it is done.
-      s = AwaitComm(api_, world_, what, deadline, std::chrono::microseconds(0));
+      s = AwaitComm(api_, world_, what, deadline, options_.poll_interval);
     } else {
       // A refused argument leaves the communicator usable; an error in its
       // state does not.
