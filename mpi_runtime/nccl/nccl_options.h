@@ -31,6 +31,12 @@ struct NcclOptions {
   // it at once).
   OnTimeout on_timeout = OnTimeout::kReturn;
   std::chrono::milliseconds abort_timeout{std::chrono::seconds(10)};
+  // The communicator's destruction: what is in flight and each
+  // ncclCommFinalize get at most this long together (not op_timeout: the
+  // watchdog is stopped by then); past it, or on an error, the NCCL
+  // communicators are aborted (within abort_timeout) and the failure is
+  // written to stderr.
+  std::chrono::milliseconds finalize_timeout{std::chrono::seconds(30)};
   // What timeouts add after their own text ("at step 41; ranks not
   // answering heartbeats: 3 (n2)"); may be null.
   std::function<std::string()> context;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "baton/health.h"
 #include "mpi_runtime/nccl/nccl_setup.h"
@@ -30,18 +31,34 @@ NcclState::~NcclState() {
     // Let what is in flight finish (each within its deadline), then
     // finalize each communicator (which waits for its peers to quiesce);
     // whatever does not make it is aborted.
+    // One bound for all of it: the watchdog is stopped, so nothing else
+    // keeps a deadline here.
+    const Deadline deadline = Deadline::After(options_.finalize_timeout, "finalize_timeout");
     Status s;
-    for (auto& op : pending)
-      if (s.ok()) s = Wait(*op);
+    for (auto& op : pending) {
+      if (!s.ok()) break;
+      bool done = false;
+      while (s.ok() && !done) {
+        s = Test(*op, &done);
+        if (s.ok() && !done && deadline.Passed())
+          s = Status::Timeout(kComponent, op->what + " did not complete within " + deadline.Describe());
+        if (s.ok() && !done) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
     for (ncclComm_t* c : {&leaders_, &node_, &world_}) {
       if (!s.ok() || *c == nullptr) continue;
       s = BATON_NCCL_CHECK_ASYNC(api_, api_.CommFinalize(*c));
-      if (s.ok())
-        s = AwaitComm(api_, *c, "ncclCommFinalize", Deadline::After(options_.op_timeout, "op_timeout"),
-                      options_.poll_interval);
+      if (s.ok()) s = AwaitComm(api_, *c, "ncclCommFinalize", deadline, options_.poll_interval);
       if (s.ok() && BATON_NCCL_CHECK_ASYNC(api_, api_.CommDestroy(*c)).ok()) *c = nullptr;
     }
-    if (!s.ok()) Break(s.Annotate("destroying the communicator"));
+    if (!s.ok()) {
+      s = s.Annotate("destroying the communicator" + Context());
+      Break(s);
+      // Reported: a teardown that fails is no success (the NCCL
+      // communicators were aborted instead of finalized).
+      std::fprintf(stderr, "%s; the NCCL communicators were aborted\n", broken().ToString().c_str());
+      std::fflush(stderr);
+    }
   }
   if (is_broken_.load()) return;  // stream and scratch leaked: see the header
   if (ready_ != nullptr) (void)api_.EventDestroy(ready_);

@@ -879,6 +879,34 @@ TEST_F(NcclControl, AnUnfinishedRequestIsWaitedForWhenDestroyed) {
   EXPECT_EQ(g_fake.aborts, 0);
 }
 
+// The destructor finalizes with the watchdog stopped: its wait is bounded
+// by finalize_timeout (not op_timeout, 600 s by default), and a failure
+// is written out, not swallowed.
+TEST_F(NcclControl, ATeardownThatHangsIsBoundedAndReported) {
+  NcclOptions o = Fast();
+  o.op_timeout = std::chrono::seconds(20);
+  o.finalize_timeout = milliseconds(200);
+  o.abort_timeout = milliseconds(500);
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
+  ASSERT_TRUE(c->SetUpDevice(0).ok());
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  {
+    std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+    g_fake.comms.front().script = Script::Hang();  // ncclCommFinalize never ends
+    g_fake.comms.front().polls = 0;
+  }
+  ::testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  c.reset();
+  const long long ms = Ms(start);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(ms, 3000) << "finalize_timeout 200 ms, abort_timeout 500 ms";
+  EXPECT_NE(err.find("ncclCommFinalize did not finish within finalize_timeout of 200 ms"), std::string::npos) << err;
+  EXPECT_NE(err.find("destroying the communicator"), std::string::npos) << err;
+  EXPECT_EQ(g_fake.finalizes, 1);
+  EXPECT_EQ(g_fake.aborts, 1);
+}
+
 TEST_F(NcclControl, AHealthyCommunicatorIsFinalizedAndDestroyedNotAborted) {
   auto c = Ready();
   c.reset();
