@@ -235,17 +235,27 @@ int Job::Run(int* argc, char*** argv) {
     BusyWork(o_.step_ms);
     const auto t_reduce = Clock::now();
     compute_seconds += std::chrono::duration<double>(t_reduce - t0).count();
-    if (o_.compare_reduce) {
-      // The other reduction of the same gradients, timed and dropped: the
-      // two costs side by side in one run, free of the load's drift.
-      baton::Status other = ring ? ordered.Sum(&ordered_total) : bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum);
-      if (!other.ok()) return Fail(other, "the compared reduction of step " + std::to_string(step));
-      other_reduce_seconds += Seconds(t_reduce);
+    // --compare-reduce: the other reduction of the same gradients, timed
+    // and dropped: the two costs side by side in one run, free of the
+    // load's drift. A barrier first, or the first reduction would also time
+    // the wait for the slowest rank's compute; the order alternates.
+    const bool other_first = o_.compare_reduce && step % 2 == 0;
+    auto other = [&]() -> baton::Status {
+      const auto t = Clock::now();
+      baton::Status st = ring ? ordered.Sum(&ordered_total) : bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum);
+      other_reduce_seconds += Seconds(t);
+      return st.Annotate("the compared reduction");
+    };
+    if (o_.compare_reduce)
+      if (baton::Status s = comm_->Barrier(); !s.ok()) return Fail(s, "the barrier before comparing reductions");
+    baton::Status reduced = other_first ? other() : baton::Status::OK();
+    if (reduced.ok()) {
+      const auto t_mine = Clock::now();
+      reduced = ring ? bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum) : ordered.Sum(&ordered_total);
+      reduce_seconds += Seconds(t_mine);
     }
-    const auto t_mine = Clock::now();
-    baton::Status reduced = ring ? bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum) : ordered.Sum(&ordered_total);
+    if (reduced.ok() && o_.compare_reduce && !other_first) reduced = other();
     if (!reduced.ok()) return Fail(reduced, "reducing the gradients of step " + std::to_string(step));
-    reduce_seconds += Seconds(t_mine);
     size_t at = 0;
     for (const Tensor& g : grads) {
       std::copy(total.begin() + static_cast<std::ptrdiff_t>(at),
