@@ -143,3 +143,15 @@ test_refusals_name_the_value() {
   echo "$out" | grep -qF -- "--global-batch 2048 is more than the 1024 samples" || fail "not named: $out"
   [ ! -e "$WORK/never" ] || fail "a refused run created its checkpoint directory"
 }
+
+test_progress_lines_instead_of_a_line_per_step() {
+  local dir=$WORK/progress
+  rm -rf "$dir"
+  # OPTS' --progress 0 overridden: a line at the first and the last step only (the period is long).
+  train 1 "$dir" "$dir.out" --progress 3600
+  cat "$dir.out"
+  ! grep -q '^step=' "$dir.out" || fail "step= lines with --progress 3600"
+  expect_eq "$(grep -cE '^step [0-9]+/24 \([0-9.]+%\)  loss [0-9.]+  [0-9.]+ steps/s  ETA ' "$dir.out")" 2 "progress lines"
+  grep -qE '^step 1/24 \(4\.2%\)  loss ' "$dir.out" || fail "no line for the first step"
+  grep -qE '^step 24/24 \(100\.0%\)  loss [0-9.]+  [0-9.]+ steps/s  ETA 0:00:00$' "$dir.out" || fail "no line for the last step"
+}
