@@ -11,9 +11,9 @@ TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
 BATON=$BATON_BUILD_DIR/cli/baton
 MPIRUN_RANKS=$REPO/tests/lib/mpirun-ranks
 WORK=$BATON_TEST_RESULTS/train-world
-# Short: a small model, 12 micro-batches of 8 samples (12 is divided by
-# 1, 2, 3 and 4 ranks, 4 micro-batches of 3 ranks... and by 5 unevenly),
-# a checkpoint every 4 steps, a step line each step.
+# Short: a small model, 12 micro-batches of 8 samples (blocks of 12, 6, 4
+# and 3 at 1-4 ranks; of 2 and 3 at 5), a checkpoint every 4 steps, a
+# step= line after each step.
 STEPS=24
 OPTS=(--hidden 64 --global-batch 96 --micro-batches 12 --ckpt-every 4 --progress 0)
 
