@@ -45,7 +45,11 @@ Identity IdentityFromEnvironment(const std::map<std::string, std::string>& env,
                                  const std::string& host) {
   Identity id;
   id.host = host;
-  for (const char* name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
+  // The MPI library's own rank first: a process an MPI launcher started
+  // inside a Slurm step (mpirun's daemons run as one) inherits that step's
+  // RANK and SLURM_PROCID, which number the daemons, not the processes.
+  // PMI_RANK: MPICH's Hydra.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "RANK", "SLURM_PROCID"}) {
     auto it = env.find(name);
     if (it != env.end() && ParseRank(it->second, &id.rank)) break;
   }

@@ -16,6 +16,7 @@
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
 #include "base/launch/hostfile_dir.h"
+#include "base/launch/launcher_daemon.h"
 #include "base/launch/local_dir.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
@@ -179,6 +180,11 @@ Status UserInit(spank_t sp) {
 
   BATON_RETURN_IF_ERROR(StepOptions(sp, &st.options));
   if (!st.options.enabled.value_or(st.config.default_on)) return Status::OK();
+  int argc = 0;
+  char** argv = nullptr;
+  spank_err_t rc = spank_get_item(sp, S_JOB_ARGV, &argc, &argv);
+  if (rc != ESPANK_SUCCESS) return Status::Internal(kComponent, std::string("spank_get_item(S_JOB_ARGV): ") + spank_strerror(rc));
+  if (argc > 0 && argv && argv[0] && launch::IsLauncherDaemon(argv[0])) return Status::OK();  // launcher_daemon.h
   if (!st.job_local_dir.empty()) st.options.local_dir = st.job_local_dir;
 
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_NODEID, "S_JOB_NODEID", &node_id));

@@ -5,9 +5,21 @@
 namespace baton::launch {
 namespace {
 
-// The name each node goes by in a hostfile.
-const std::string& HostOf(const StepInfo& info, int node) {
-  return info.hosts.empty() ? info.layout.nodes[static_cast<size_t>(node)] : info.hosts[static_cast<size_t>(node)];
+// The name each node goes by in a hostfile of `format`. Open MPI's mpirun
+// and MPICH's Hydra, inside an allocation, start their daemons with `srun
+// --nodelist=<the file's hosts>`, and mpirun checks the file against the
+// allocation's node names: they need node names, and an address is refused
+// ("node not present in the allocation"). DeepSpeed (pdsh) and Horovod ssh
+// to what the file says: they get the address Slurm reaches the node by,
+// as does plain, a list for scripts. Horovod reads "host slots=N" into
+// "host:N" and splits that at ':', so an IPv6 address cannot be said to it:
+// there the node name stands (it must resolve where horovodrun runs).
+const std::string& HostOf(HostfileFormat format, const StepInfo& info, int node) {
+  const std::string& name = info.layout.nodes[static_cast<size_t>(node)];
+  if (info.hosts.empty() || format == HostfileFormat::kOpenMpi || format == HostfileFormat::kMpich) return name;
+  const std::string& addr = info.hosts[static_cast<size_t>(node)];
+  if (format == HostfileFormat::kHorovod && addr.find(':') != std::string::npos) return name;
+  return addr;
 }
 
 }  // namespace
@@ -36,7 +48,7 @@ std::string FormatHostfile(HostfileFormat format, const StepInfo& info) {
     case HostfileFormat::kOpenMpi:
     case HostfileFormat::kHorovod:
       for (int n = 0; n < layout.num_nodes(); ++n)
-        if (counts[n] > 0) out += HostOf(info, n) + " slots=" + std::to_string(counts[n]) + "\n";
+        if (counts[n] > 0) out += HostOf(format, info, n) + " slots=" + std::to_string(counts[n]) + "\n";
       break;
     case HostfileFormat::kDeepSpeed:
       // DeepSpeed's launcher starts one process per slot and gives each a
@@ -44,15 +56,15 @@ std::string FormatHostfile(HostfileFormat format, const StepInfo& info) {
       for (int n = 0; n < layout.num_nodes(); ++n) {
         if (counts[n] == 0) continue;
         const int slots = info.gpus_per_node.value_or(counts[n]);
-        out += HostOf(info, n) + " slots=" + std::to_string(slots) + "\n";
+        out += HostOf(format, info, n) + " slots=" + std::to_string(slots) + "\n";
       }
       break;
     case HostfileFormat::kMpich:
       for (int n = 0; n < layout.num_nodes(); ++n)
-        if (counts[n] > 0) out += HostOf(info, n) + ":" + std::to_string(counts[n]) + "\n";
+        if (counts[n] > 0) out += HostOf(format, info, n) + ":" + std::to_string(counts[n]) + "\n";
       break;
     case HostfileFormat::kPlain:
-      for (int node : layout.task_node) out += HostOf(info, node) + "\n";
+      for (int node : layout.task_node) out += HostOf(format, info, node) + "\n";
       break;
   }
   return out;

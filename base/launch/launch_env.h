@@ -64,8 +64,11 @@ int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, i
 // time), else MasterPort's hash.
 int MasterPortFor(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config);
 
-// The hostfile of a step. Each node is named by info.hosts (else its node
-// name). openmpi: "host slots=N" (N: tasks on the node); deepspeed: "host
+// The hostfile of a step. openmpi and mpich name each node by its node
+// name (their launchers start daemons through srun inside the allocation);
+// deepspeed, horovod and plain by info.hosts, the address ssh reaches it by
+// (else the node name; horovod: the node name where the address is IPv6,
+// which its parser cannot read). openmpi: "host slots=N" (N: tasks on the node); deepspeed: "host
 // slots=N" with N the GPUs per node when Slurm gave the same on every node,
 // else the tasks; horovod: "host slots=N" (horovodrun --hostfile); mpich:
 // "host:N"; plain: one line per rank in rank order.

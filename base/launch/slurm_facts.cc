@@ -1,5 +1,6 @@
 #include "base/launch/slurm_facts.h"
 
+#include <algorithm>
 #include <set>
 
 #include "base/launch/component.h"
@@ -47,6 +48,16 @@ Status CheckHost(const std::string& source, const std::string& host) {
   return Status::OK();
 }
 
+// A node name: a host name, and never a ':' (which an address may hold):
+// the mpich format writes "name:N", and Hydra cuts at the first ':', so
+// "a:99" would come out as "a:99:2", 99 processes on host "a".
+Status CheckNodeName(const std::string& source, const std::string& node) {
+  BATON_RETURN_IF_ERROR(CheckHost(source, node));
+  if (node.find(':') != std::string::npos)
+    return Status::InvalidArgument(kComponent, source + ": " + Quoted(node) + " is not a node name (it holds a ':')");
+  return Status::OK();
+}
+
 // The hosts of `list_var`, at most `count_var` of them when Slurm stated
 // the count (and then exactly that many), else at most kMaxNodes.
 Status Hosts(const Env& env, const char* list_var, std::vector<const char*> count_vars, SlurmQueries& queries,
@@ -78,7 +89,7 @@ Status Hosts(const Env& env, const char* list_var, std::vector<const char*> coun
   }
   std::set<std::string_view> seen;
   for (const std::string& h : *hosts) {
-    BATON_RETURN_IF_ERROR(CheckHost(what, h));
+    BATON_RETURN_IF_ERROR(CheckNodeName(what, h));
     if (!seen.insert(h).second) return Status::InvalidArgument(kComponent, what + " names " + Quoted(h) + " twice");
   }
   return Status::OK();
@@ -116,6 +127,26 @@ Status StepLayoutOf(const Env& env, const std::string& job_id, long step, std::v
   if (map.empty() || (map[0] >= '0' && map[0] <= '9')) {
     BATON_RETURN_IF_ERROR(DecodeTaskMap(map, static_cast<int>(nodes.size()), &layout->task_node).Annotate(what));
     layout->nodes = std::move(nodes);
+    // The map must place as many tasks on each node as Slurm says the step
+    // has there: a map of another step (or a hand-made one) would give
+    // WORLD_SIZE and slots Slurm never started.
+    const std::string counts_text = Get(env, "SLURM_STEP_TASKS_PER_NODE");
+    if (!counts_text.empty()) {
+      std::vector<int> counts;
+      BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate("SLURM_STEP_TASKS_PER_NODE"));
+      const std::vector<int> mapped = layout->TasksPerNode();
+      if (counts != mapped) {
+        const size_t n = std::min(counts.size(), mapped.size());
+        size_t i = 0;
+        while (i < n && counts[i] == mapped[i]) ++i;
+        const std::string where =
+            i < n ? layout->nodes[i] + ": " + std::to_string(mapped[i]) + " tasks against " + std::to_string(counts[i])
+                  : std::to_string(mapped.size()) + " nodes against " + std::to_string(counts.size());
+        return Status::InvalidArgument(kComponent, what + " disagrees with SLURM_STEP_TASKS_PER_NODE=" +
+                                                       Quoted(counts_text) + " (" + where + ", " +
+                                                       std::to_string(layout->num_tasks()) + " tasks in all)");
+      }
+    }
     return Status::OK();
   }
   std::string counts_text;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace baton::spank {
 
@@ -50,10 +51,23 @@ spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   auto failing = Fake().failing_items.find(item);
   if (failing != Fake().failing_items.end()) return failing->second;
-  auto it = Fake().items.find(item);
-  if (it == Fake().items.end()) return ESPANK_BAD_ARG;
   va_list ap;
   va_start(ap, item);
+  if (item == S_JOB_ARGV) {
+    static std::vector<char*> argv;
+    argv.clear();
+    for (std::string& a : Fake().argv) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    *va_arg(ap, int*) = static_cast<int>(Fake().argv.size());
+    *va_arg(ap, char***) = argv.data();
+    va_end(ap);
+    return kSuccess;
+  }
+  auto it = Fake().items.find(item);
+  if (it == Fake().items.end()) {
+    va_end(ap);
+    return ESPANK_BAD_ARG;
+  }
   switch (item) {
     case S_JOB_UID: *va_arg(ap, uid_t*) = static_cast<uid_t>(it->second); break;
     case S_JOB_GID: *va_arg(ap, gid_t*) = static_cast<gid_t>(it->second); break;

@@ -15,6 +15,7 @@ namespace baton::spank {
 struct FakeSpank {
   spank_context_t context = S_CTX_REMOTE;
   std::map<spank_item_t, long long> items;           // every integer item
+  std::vector<std::string> argv = {"train"};         // S_JOB_ARGV: the step's command
   std::map<spank_item_t, spank_err_t> failing_items;  // spank_get_item answers this instead
   std::map<std::string, std::string> job_env;        // spank_getenv reads it
   std::map<std::string, spank_err_t> failing_env;    // spank_getenv answers this instead

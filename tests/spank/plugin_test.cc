@@ -83,6 +83,30 @@ TEST_F(PluginTest, EachTaskGetsItsVariablesAndTheHostfileGoesAtExit) {
   EXPECT_NE(access(hostfile.substr(0, hostfile.rfind('/')).c_str(), F_OK), 0);
 }
 
+TEST_F(PluginTest, ALaunchersDaemonStepGetsNoBatonVariables) {
+  // mpirun inside an allocation runs `srun ... orted` (prted in Open MPI
+  // 5), which inherits BATON_ENABLE=on: its tasks are daemons, one per
+  // node, and their RANK would be the node's index.
+  for (const char* daemon : {"orted", "/usr/bin/prted", "hydra_pmi_proxy", "hydra_bstrap_proxy"}) {
+    TearDown();
+    SetUp();
+    Fake().argv = {daemon, "-mca", "ess", "slurm"};
+    ASSERT_EQ(Init(), 0);
+    ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+    ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+    EXPECT_TRUE(Fake().set_env.empty()) << daemon << ": set " << Fake().set_env.begin()->first;
+    ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+  }
+  TearDown();
+  SetUp();
+  Fake().argv = {"./orted-like-trainer"};
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["RANK"], "3") << "only the daemons' own names";
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+}
+
 TEST_F(PluginTest, TheJobsNodeLocalDirectoryIsMadeAsRootAndHandedToEveryTask) {
   const std::string root = tmp_ + "/local";
   ASSERT_EQ(Init({"local_root=" + root}), 0);

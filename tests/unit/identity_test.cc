@@ -30,7 +30,11 @@ TEST(Identity, BatchScriptHasJobWithoutStep) {
 
 TEST(Identity, RankVariablesInOrderOfPrecedence) {
   EXPECT_EQ(IdentityFromEnvironment({{"RANK", "2"}, {"SLURM_PROCID", "7"}}, "h").rank, 2);
-  EXPECT_EQ(IdentityFromEnvironment({{"SLURM_PROCID", "7"}, {"OMPI_COMM_WORLD_RANK", "3"}}, "h").rank, 7);
+  // A process mpirun started inside a Slurm step: the step numbers the
+  // daemons (RANK, SLURM_PROCID = the node's index), the MPI library the processes.
+  EXPECT_EQ(IdentityFromEnvironment({{"SLURM_PROCID", "1"}, {"OMPI_COMM_WORLD_RANK", "3"}}, "h").rank, 3);
+  EXPECT_EQ(IdentityFromEnvironment({{"RANK", "1"}, {"OMPI_COMM_WORLD_RANK", "3"}}, "h").rank, 3);
+  EXPECT_EQ(IdentityFromEnvironment({{"RANK", "1"}, {"PMI_RANK", "5"}}, "h").rank, 5) << "MPICH's Hydra";
   EXPECT_EQ(IdentityFromEnvironment({{"OMPI_COMM_WORLD_RANK", "3"}, {"PMIX_RANK", "4"}}, "h").rank, 3);
   EXPECT_EQ(IdentityFromEnvironment({{"PMIX_RANK", "4"}}, "h").rank, 4);
 }

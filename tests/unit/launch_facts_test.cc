@@ -62,6 +62,7 @@ TEST(MasterAddr, IsRankZerosNodeUnderArbitraryLayouts) {
   env["SLURM_PROCID"] = "1";
   env["SLURM_NODEID"] = "0";
   env["SLURM_LOCALID"] = "0";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "1,3";
   ASSERT_TRUE(StepInfoFromEnvironment(env, slurm, &info).ok());
   EXPECT_EQ(info.master_addr, "addr-of-n2") << "baton env without the hand-over";
 
@@ -455,6 +456,31 @@ TEST(HostileValues, AnEmptyOrBrokenTaskMapIsNamedWithItsValue) {
   env[kTaskMapVar] = "9.1:cyclic";
   env.erase("SLURM_STEP_TASKS_PER_NODE");
   ExpectRefused(env, "SLURM_STEP_TASKS_PER_NODE is not set");
+}
+
+TEST(HostileValues, ATaskMapIsCheckedAgainstTheStepsTaskCounts) {
+  // A map of 50,000 ranks beside a step of 2 tasks on each of 2 nodes
+  // gave WORLD_SIZE=50000.
+  Env env = TaskEnv();
+  env[kTaskMapVar] = "9.1:0*25000,1*25000";
+  ExpectRefused(env, std::string(kTaskMapVar) + "='9.1:0*25000,1*25000' disagrees with "
+                     "SLURM_STEP_TASKS_PER_NODE='2(x2)' (n1: 25000 tasks against 2, 50000 tasks in all)");
+  env[kTaskMapVar] = "9.1:1,0,0,1";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "3,1";
+  ExpectRefused(env, "n1: 2 tasks against 3");
+  // The same map with Slurm's counts is taken.
+  env["SLURM_STEP_TASKS_PER_NODE"] = "2(x2)";
+  StepInfo info;
+  FakeSlurm slurm;
+  ASSERT_TRUE(StepInfoFromEnvironment(env, slurm, &info).ok());
+  EXPECT_EQ(info.layout.num_tasks(), 4);
+}
+
+TEST(HostileValues, ANodeNameWithAColonIsRefusedBeforeTheMpichFormatMisreadsIt) {
+  // Hydra cuts "a:99:2" at the first ':': 99 processes on host "a".
+  Env env = TaskEnv();
+  env["SLURM_STEP_NODELIST"] = "a:99,n2";
+  ExpectRefused(env, "'a:99' is not a node name (it holds a ':')");
 }
 
 TEST(HostileValues, EveryVariableIsNamedWhenItsValueIsWrong) {

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
@@ -86,14 +88,100 @@ TEST(Hostfile, DeepSpeedSlotsAreGpusWhenSlurmSaysHowMany) {
       << "MPI's slots stay the tasks";
 }
 
-TEST(Hostfile, NodesAreNamedByWhatReachesThem) {
-  // NodeAddr differs from NodeName where names do not resolve: launchers
-  // ssh to what the file says.
+// The consumers' parsers, as their sources read a line (rules restated
+// here, not their code), where a regular expression would accept what the
+// parser refuses:
+//   DeepSpeed (deepspeed/launcher/runner.py, _parse_hostfile): a line must
+//     match ^(\S+)\s+slots=(\d+); a host named twice is an error.
+//   Horovod (horovod/runner/common/util/hosts.py, parse_host_files then
+//     HostInfo.from_string): host = the line's first word, slots = what
+//     follows '='; the two are joined as "host:slots" and split at ':' into
+//     exactly two parts, so a host with a ':' (IPv6) fails.
+//   MPICH Hydra (HYDU_parse_hostfile, process_mfile_token): the first word
+//     is cut at every ':'; the first piece is the host, the second the
+//     count, so "fd00::1:4" reads as host "fd00".
+bool DeepSpeedParses(const std::string& text, Slots* out) {
+  static const std::regex line_re(R"(^(\S+)\s+slots=(\d+))");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::smatch m;
+    if (!std::regex_search(line, m, line_re)) return false;
+    for (const auto& [host, slots] : *out)
+      if (host == m[1].str()) return false;  // "Hostfile contains multiple entries"
+    out->emplace_back(m[1].str(), std::stoi(m[2].str()));
+  }
+  return true;
+}
+
+bool HorovodParses(const std::string& text, Slots* out) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string host;
+    if (!(words >> host) || line.find('=') == std::string::npos) return false;
+    const std::string joined = host + ":" + line.substr(line.find('=') + 1);
+    if (std::count(joined.begin(), joined.end(), ':') != 1) return false;  // "too many values to unpack"
+    out->emplace_back(host, std::stoi(joined.substr(joined.find(':') + 1)));
+  }
+  return true;
+}
+
+Slots HydraReads(const std::string& text) {
+  Slots out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string first;
+    if (!(words >> first) || first[0] == '#') continue;
+    std::vector<std::string> pieces;
+    std::istringstream cut(first);
+    for (std::string p; std::getline(cut, p, ':');)
+      if (!p.empty()) pieces.push_back(p);  // strtok skips empty pieces
+    out.emplace_back(pieces.at(0), pieces.size() > 1 ? std::atoi(pieces[1].c_str()) : 1);
+  }
+  return out;
+}
+
+TEST(Hostfile, SrunLaunchersGetNodeNamesSshLaunchersGetAddresses) {
+  // NodeAddr differs from NodeName: mpirun and Hydra start their daemons
+  // with srun --nodelist=<the file's hosts> and mpirun checks them against
+  // the allocation's node names; pdsh (DeepSpeed) and horovodrun ssh to
+  // what the file says.
   StepInfo info = Cyclic5();
   info.hosts = {"10.1.0.11", "10.1.0.12", "10.1.0.13"};
-  EXPECT_EQ(Parse(FormatHostfile(HostfileFormat::kOpenMpi, info), kOpenMpi, "Open MPI"),
-            (Slots{{"10.1.0.11", 2}, {"10.1.0.12", 2}, {"10.1.0.13", 1}}));
+  const Slots names = {{"n1", 2}, {"n2", 2}, {"n3", 1}};
+  const Slots addrs = {{"10.1.0.11", 2}, {"10.1.0.12", 2}, {"10.1.0.13", 1}};
+  EXPECT_EQ(Parse(FormatHostfile(HostfileFormat::kOpenMpi, info), kOpenMpi, "Open MPI"), names);
+  EXPECT_EQ(HydraReads(FormatHostfile(HostfileFormat::kMpich, info)), names);
+  Slots ds, hvd;
+  EXPECT_TRUE(DeepSpeedParses(FormatHostfile(HostfileFormat::kDeepSpeed, info), &ds));
+  EXPECT_EQ(ds, addrs);
+  EXPECT_TRUE(HorovodParses(FormatHostfile(HostfileFormat::kHorovod, info), &hvd));
+  EXPECT_EQ(hvd, addrs);
   EXPECT_EQ(Parse(FormatHostfile(HostfileFormat::kPlain, info), kOneHost, "plain").front().first, "10.1.0.11");
+}
+
+TEST(Hostfile, Ipv6NodeAddrsNeverReachAParserThatSplitsAtColons) {
+  StepInfo info = Cyclic5();
+  info.hosts = {"fd00::1:4", "fd00::1:5", "fd00::1:6"};
+  const Slots names = {{"n1", 2}, {"n2", 2}, {"n3", 1}};
+  const std::string mpich = FormatHostfile(HostfileFormat::kMpich, info);
+  EXPECT_EQ(mpich.find("fd00"), std::string::npos) << mpich;
+  EXPECT_EQ(HydraReads(mpich), names);
+  Slots hvd;
+  EXPECT_TRUE(HorovodParses(FormatHostfile(HostfileFormat::kHorovod, info), &hvd));
+  EXPECT_EQ(hvd, names) << "Horovod cannot read an IPv6 host: the node name stands";
+  Slots ds;
+  EXPECT_TRUE(DeepSpeedParses(FormatHostfile(HostfileFormat::kDeepSpeed, info), &ds));
+  EXPECT_EQ(ds, (Slots{{"fd00::1:4", 2}, {"fd00::1:5", 2}, {"fd00::1:6", 1}})) << "DeepSpeed's pattern reads it";
+  // The rules above are the parsers': an IPv6 host breaks the two that split at ':'.
+  Slots bad;
+  EXPECT_FALSE(HorovodParses("fd00::1:4 slots=2\n", &bad));
+  EXPECT_EQ(HydraReads("fd00::1:4:2\n").front().first, "fd00");
 }
 
 // --- the GPUs per node Slurm states -------------------------------------------------
