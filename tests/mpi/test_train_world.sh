@@ -8,7 +8,6 @@
 # micro-batch order (examples/train/ordered_sum.h).
 
 TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
-BATON=$BATON_BUILD_DIR/cli/baton
 MPIRUN_RANKS=$REPO/tests/lib/mpirun-ranks
 WORK=$BATON_TEST_RESULTS/train-world
 # Short: a small model, 12 micro-batches of 8 samples (blocks of 12, 6, 4
