@@ -213,6 +213,39 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   done
 }
 
+# Continue on fewer nodes: a job of 3 nodes, no spare, BATON_MIN_NODES=2.
+# A node dies while a save is in flight (asynchronous saves: the kill comes
+# one step after a save began; the version being written has no manifest
+# and is ignored): the step goes on on the 2 nodes left, at world size 2,
+# without a requeue, from the newest version committed before (a restore at
+# another world size reads the shared directory, level 3), and ends with
+# the uninterrupted 3-rank run's checksum (baton-train's weights do not
+# depend on the world size).
+test_in_allocation_shrink_3_to_2_after_a_failure_during_a_save() {
+  begin_case
+  local d job node l s STEP_RESTARTS=3 STEP_NODES=3 MIN_NODES=2 LOCAL_DIR WANT_LEVEL=3
+  d=$(case_dir)
+  reference "$STEPS" >/dev/null
+  LOCAL_DIR=$BATON_CLUSTER_DIR/local/scratch/train-$(basename "$d")
+  submit "$d" "$STEPS"
+  job=$JOB
+  wait_for 120 "the first committed version" has_committed "$d"
+  wait_step "$d/out" 25
+  # One step into the next save's write.
+  s=$(run_out "$d/out" "$(runs "$d/out")" | last_step)
+  wait_step "$d/out" $(((s / 10 + 1) * 10 + 1))
+  node=$(rank_node "$job" 1)
+  inalloc_fault "$job" "$d" 1 kill_node "$node"
+  l=$(launches "$d/out")
+  expect_eq "$(scontrol show hostnames "$(launch_nodes "$d/out" "$l")" | wc -l)" 2 "nodes of the step after the shrink"
+  wait_for 180 "job $job to complete" job_state_is "$job" COMPLETED
+  revive_node "$node"
+  expect_eq "$(job_field "$job" Restarts)" 0 "Restarts of job $job (the shrink is no requeue)"
+  expect_eq "$(launch_out "$d/out" "$l" | grep -c '^final_checksum=')" 2 "checksum lines of the 2-rank launch"
+  expect_eq "$(sed -n 's/^final_checksum=//p' "$d/out" | sort -u)" "$(reference "$STEPS")" "final checksum at world size 2 against the 3-rank run"
+  echo "in-allocation shrink: $(awk '{ printf "%.2f", $2 - $1 }' "$d/inalloc.1") s from the fault to the first resumed step"
+}
+
 # --max-restarts 0: a restart that finds no newer checkpoint than the one
 # before did stops the job. Run 1 saves step 50 and is killed; the next run
 # resumes step 50 (progress: run 1 had saved) and is killed before step 100;
