@@ -19,6 +19,8 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args);    // bench_ckp
 int BenchCkptLevelCommand(const std::vector<std::string>& args);    // bench_ckpt_level.cc
 // `bench manifest`: writes and parses a large manifest in memory; no MPI.
 int BenchManifestCommand(const std::vector<std::string>& args);     // bench_manifest.cc
+// `nodes --healthy`: the nodes of this job that can run its next step (nodes_command.cc).
+int NodesCommand(const std::vector<std::string>& args);
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
 

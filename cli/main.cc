@@ -23,6 +23,8 @@ constexpr const char* kUsage =
     "                             style (under srun or mpirun; --help for the options)\n"
     "  bench ckpt [OPTS]          time checkpoint save and restore against raw parallel\n"
     "                             writes and reads of the same bytes (under srun or mpirun)\n"
+    "  nodes --healthy [OPTS]     the nodes of this job's allocation that can run its next\n"
+    "                             step, as a host list for srun -w (--count, --min, --exclude)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
     "  bench manifest [OPTS]      time writing and parsing a large checkpoint manifest\n"
     "  version                    print baton's version\n"
@@ -50,6 +52,7 @@ int Run(int argc, char** argv) {
   if (command == "env") return baton::cli::EnvCommand(args);
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
+  if (command == "nodes") return baton::cli::NodesCommand(args);
   if (command == "ckpt") return baton::cli::CkptCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;

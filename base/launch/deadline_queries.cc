@@ -87,6 +87,15 @@ class DeadlineQueries : public SlurmQueries {
     return s;
   }
 
+  Status AllocationNodes(uint32_t job, Allocation* allocation) override {
+    auto out = std::make_shared<Allocation>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded("the nodes of job " + std::to_string(job) + " and their states (slurm_load_job, slurm_load_node)",
+                       [&inner, out, job] { return inner.AllocationNodes(job, out.get()); });
+    if (s.ok()) *allocation = *out;
+    return s;
+  }
+
  private:
   // Runs `call` on a thread that owns everything it touches (captured by
   // value or shared), so that it may outlive this wait.

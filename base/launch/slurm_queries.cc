@@ -35,6 +35,16 @@ static_assert(JOB_STATE_BASE == kJobStateBase && JOB_PENDING == kJobPending && J
                   JOB_REQUEUE_FED == kJobRequeueFedFlag,
               "Slurm's job states moved");
 
+// allocation_nodes.h reads node states without Slurm's header.
+static_assert(NODE_STATE_BASE == kNodeStateBase && NODE_STATE_UNKNOWN == kNodeUnknown && NODE_STATE_DOWN == kNodeDown &&
+                  NODE_STATE_IDLE == kNodeIdle && NODE_STATE_ALLOCATED == kNodeAllocated &&
+                  NODE_STATE_ERROR == kNodeError && NODE_STATE_MIXED == kNodeMixed && NODE_STATE_FUTURE == kNodeFuture &&
+                  NODE_STATE_DRAIN == kNodeDrainFlag && NODE_STATE_NO_RESPOND == kNodeNoRespondFlag &&
+                  NODE_STATE_POWERED_DOWN == kNodePoweredDownFlag && NODE_STATE_FAIL == kNodeFailFlag &&
+                  NODE_STATE_MAINT == kNodeMaintFlag && NODE_STATE_REBOOT_ISSUED == kNodeRebootIssuedFlag &&
+                  NODE_STATE_POWER_DOWN == kNodePowerDownFlag,
+              "Slurm's node states moved");
+
 std::string SlurmError(const char* call) {
   const int err = slurm_get_errno();
   return std::string(call) + " failed: " + slurm_strerror(err) + " (errno " + std::to_string(err) + ")";
@@ -203,6 +213,51 @@ class LibslurmQueries : public SlurmQueries {
       record->state = jobs->job_array[0].job_state;
     }
     slurm_free_job_info_msg(jobs);
+    return s;
+  }
+
+  Status AllocationNodes(uint32_t job, Allocation* allocation) override {
+    *allocation = Allocation();
+    allocation->job = job;
+    job_info_msg_t* jobs = nullptr;
+    if (slurm_load_job(&jobs, job, SHOW_ALL) != SLURM_SUCCESS || jobs == nullptr)
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_job") + " for job " + std::to_string(job));
+    std::string list;
+    uint32_t state = 0;
+    const bool found = jobs->record_count > 0;
+    if (found) {
+      list = jobs->job_array[0].nodes ? jobs->job_array[0].nodes : "";
+      state = jobs->job_array[0].job_state;
+    }
+    slurm_free_job_info_msg(jobs);
+    if (!found) return Status::NotFound(kComponent, "the controller does not know job " + std::to_string(job));
+    if (list.empty() || (state & JOB_STATE_BASE) != JOB_RUNNING)
+      return Status::Unavailable(kComponent, "job " + std::to_string(job) + " is not running (job_state " +
+                                                 std::to_string(state) + "): it holds no nodes to run a step on");
+    std::vector<std::string> names;
+    BATON_RETURN_IF_ERROR(ExpandHostlist(list, kMaxNodes, &names));
+    node_info_msg_t* msg = nullptr;
+    if (slurm_load_node(0, &msg, SHOW_ALL) != SLURM_SUCCESS || msg == nullptr)
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_node") + " for the nodes of job " +
+                                                 std::to_string(job) + " (" + list + ")");
+    std::map<std::string, const node_info_t*> by_name;
+    for (uint32_t i = 0; i < msg->record_count; ++i)
+      if (msg->node_array[i].name != nullptr) by_name[msg->node_array[i].name] = &msg->node_array[i];
+    Status s;
+    for (const std::string& name : names) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        s = Status::NotFound(kComponent, "job " + std::to_string(job) + " holds node " + Quoted(name) +
+                                             ", which slurm_load_node does not list");
+        break;
+      }
+      NodeHealth n;
+      n.name = name;
+      n.state = it->second->node_state;
+      if (it->second->reason != nullptr) n.reason = it->second->reason;
+      allocation->nodes.push_back(std::move(n));
+    }
+    slurm_free_node_info_msg(msg);
     return s;
   }
 };

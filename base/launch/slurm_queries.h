@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/launch/allocation_nodes.h"
 #include "base/launch/sweep_decision.h"
 #include "baton/status.h"
 
@@ -43,6 +44,11 @@ class SlurmQueries {
   // more than MinJobAge ago) is record->known = false and OK; any other
   // failure is an error.
   virtual Status JobState(uint32_t job, JobRecord* record) = 0;
+  // The nodes job `job` holds now (slurm_load_job: with --no-kill a failed
+  // node leaves the list) and each one's state and reason (slurm_load_node),
+  // in the job's order. A job the controller does not know, or one that
+  // holds no nodes (pending, ended), is an error naming it.
+  virtual Status AllocationNodes(uint32_t job, Allocation* allocation) = 0;
 };
 
 // The real answers, from libslurm (slurm_hostlist_*, slurm_job_step_layout_get,
@@ -51,7 +57,7 @@ class SlurmQueries {
 SlurmQueries& Libslurm();
 
 // `inner`'s questions to the controller (StepTasks, NodeAddresses,
-// GpusPerNode), each given up after `limit` with a Timeout that names the
+// GpusPerNode, JobState, AllocationNodes), each given up after `limit` with a Timeout that names the
 // call and `context` (what the caller lacks that would have spared the
 // question); a failed answer is annotated with both as well. For a
 // one-shot process (the CLI): libslurm waits up to a minute for a missing

@@ -100,7 +100,7 @@ submit() {
   local d=$1 steps=$2 job
   shift 2
   job=$(PYTHON=$PY TRAIN_DDP=$DDP_PY PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$(ckpt_dir "$d") \
-    BATON_COLLECTIVE_TIMEOUT=10 \
+    BATON_COLLECTIVE_TIMEOUT=10 BATON_CLI=$BATON_BUILD_DIR/cli/baton \
     sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "$@" "$SCRIPT" \
     --steps "$steps" --step-ms "$DDP_STEP_MS" "${DDP_OPTS[@]}") || return 1
   CASE_JOBS="$CASE_JOBS $job"

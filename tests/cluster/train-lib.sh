@@ -63,7 +63,10 @@ ckpt_dir() { echo "${CASE_CKPT:-$1/ckpt}"; }
 
 # submit DIR STEPS [SBATCH OPTIONS...] [-- TRAIN OPTIONS...]: sets JOB.
 # SUBMIT_TRAIN: another program for the job script to run (a wrapper);
-# COLLECTIVE_TIMEOUT: the deadline of a collective, s (10).
+# COLLECTIVE_TIMEOUT: the deadline of a collective, s (10). The launches
+# again inside the allocation (examples/train.sbatch): STEP_RESTARTS (0
+# unless set: every failure is a requeue, today's path), STEP_NODES,
+# MIN_NODES; LOCAL_DIR: the node-local checkpoint directory (level 2).
 submit() {
   local d=$1 steps=$2 sb=() tr=()
   shift 2
@@ -72,6 +75,8 @@ submit() {
   tr=("$@")
   local job
   job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$(ckpt_dir "$d") BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
+    BATON_CLI=$BATON BATON_STEP_RESTARTS=${STEP_RESTARTS:-0} BATON_STEP_NODES=${STEP_NODES:-} \
+    BATON_MIN_NODES=${MIN_NODES:-} BATON_LOCAL_DIR=${LOCAL_DIR:-} \
     sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "${sb[@]}" "$SCRIPT" \
     --data "$(data)" --steps "$steps" --step-ms "$STEP_MS" "${OPTS[@]}" "${tr[@]}") || return 1
   CASE_JOBS="$CASE_JOBS $job"
@@ -193,4 +198,98 @@ check_job() {
   check_resumes "$d" "$faults"
   expect_eq "$(run_out "$d/out" "$(runs "$d/out")" | grep -c '^final_checksum=')" "$ranks" "checksum lines of the last run"
   expect_eq "$(sed -n 's/^final_checksum=//p' "$d/out" | sort -u)" "$(reference "$steps" "$ranks")" "final checksum"
+}
+
+# ---- launches again inside the allocation (examples/train.sbatch) ----
+# Every launch of the step prints "[train.sbatch ...] step launch L on
+# NODES ..."; launch_out OUT K: the lines of the K-th launch in the whole
+# output (all runs), up to the next launch or run.
+launches() { grep -c "^\\[$SCRIPT_NAME .*\\] step launch " "$1" 2>/dev/null || true; }
+launch_out() {
+  awk -v k="$2" -v mark="[$SCRIPT_NAME " 'index($0, mark) == 1 && / step launch /{n++} index($0, mark) == 1 && / start on /{if (n == k) n = -1} n==k' "$1"
+}
+launch_nodes() { launch_out "$1" "$2" | sed -n 's/.* step launch [0-9]* on \([^ ]*\) .*/\1/p'; }
+launches_at_least() { [ "$(launches "$1")" -ge "$2" ]; }
+step_ends() { grep -c "^\\[$SCRIPT_NAME .*\\] step ended with " "$1" 2>/dev/null || true; }
+step_ends_at_least() { [ "$(step_ends "$1")" -ge "$2" ]; }
+launch_reached() { [ "$(launch_out "$1" "$2" | last_step)" -ge "$3" ] 2>/dev/null; }
+
+# The newest complete version of DIR's checkpoints saved at or before the
+# epoch second T (the old step's end: the next launch cannot have saved by
+# then), from `baton ckpt ls --json` snapshots FILES (versions come and go:
+# retention removes old ones once the next launch saves).
+newest_complete_before() {
+  local t=$1
+  shift
+  cat "$@" | perl -MJSON::PP -MTime::Local -e '
+    my $t = shift; my %c;
+    for my $line (<STDIN>) {
+      next unless $line =~ /\S/;
+      for my $v (@{ decode_json($line) }) {
+        next unless $v->{status} eq "complete" && defined $v->{time};
+        my ($Y, $M, $D, $h, $m, $s) = $v->{time} =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)Z$/ or next;
+        $c{$v->{seq}} = $v->{step} if timegm($s, $m, $h, $D, $M - 1, $Y) <= $t;
+      }
+    }
+    my @s = sort { $a <=> $b } keys %c;
+    print @s ? $c{$s[-1]} : "none", "\n"' "$t"
+}
+
+# inalloc_fault JOB DIR K COMMAND...: injects fault K (COMMAND) into the
+# current launch and checks what the launch after it did, inside the same
+# allocation: the step ended, was launched again within the allocation,
+# resumed from the newest version committed before the old step ended
+# (`baton ckpt ls --json`, listed as soon as it ended) and not from step 0;
+# with LOCAL_DIR, read it from level 2 (rank 0's "restored step N from
+# level 2"). Writes "KILL_TIME FIRST_RESUMED_STEP_TIME" to DIR/inalloc.K and
+# prints the seconds from the fault to the first resumed step.
+inalloc_fault() {
+  local job=$1 d=$2 k=$3 ends l t_kill t_end want got t_first level r0
+  shift 3
+  r0=$(job_field "$job" Restarts)
+  ends=$(step_ends "$d/out")
+  l=$(launches "$d/out")
+  t_kill=$(date +%s.%N)
+  "$@"
+  wait_for 60 "the step to end after fault $k" step_ends_at_least "$d/out" $((ends + 1))
+  "$BATON" ckpt ls "$(ckpt_dir "$d")" --json | tr -d '\n' >"$d/ls.$k.0"
+  echo >>"$d/ls.$k.0"
+  t_end=$(grep "^\\[$SCRIPT_NAME .*\\] step ended with " "$d/out" | sed -n "$((ends + 1))p" | sed -n 's/.* at time=\([0-9]*\).*/\1/p')
+  [ -n "$t_end" ] || fail "fault $k: the step ended without launching again: $(grep "^\\[$SCRIPT_NAME" "$d/out" | tail -n 2)"
+  wait_for 60 "launch $((l + 1)) after fault $k" launches_at_least "$d/out" $((l + 1))
+  "$BATON" ckpt ls "$(ckpt_dir "$d")" --json | tr -d '\n' >"$d/ls.$k.1"
+  echo >>"$d/ls.$k.1"
+  want=$(newest_complete_before "$t_end" "$d/ls.$k.0" "$d/ls.$k.1")
+  # The launch that resumed: the next one, or a later one when the next died
+  # in MPI_Init (a launch crash, docs/testing.md; it counts against the cap).
+  wait_for 60 "a launch after fault $k to resume" launch_resumed_after "$d/out" "$l"
+  l=$(launch_resumed_after "$d/out" "$l")
+  wait_for 60 "launch $l to pass its first step" launch_reached "$d/out" "$l" 1
+  got=$(launch_out "$d/out" "$l" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p')
+  expect_eq "$(job_field "$job" Restarts)" "$r0" "Restarts of job $job after fault $k (no requeue)"
+  expect_eq "$got" "$want" "step launch $l resumed from (fault $k), against baton ckpt ls --json before it"
+  if [ "$want" = none ] || [ "$want" -eq 0 ]; then fail "fault $k: resumed from step $want"; fi
+  t_first=$(launch_out "$d/out" "$l" | sed -n 's/^step=.* time=\([0-9.]*\)$/\1/p' | head -n 1)
+  echo "$t_kill $t_first" >"$d/inalloc.$k"
+  if [ -n "${LOCAL_DIR:-}" ]; then
+    level=$(launch_out "$d/out" "$l" | sed -n "s/.*restored step $got from level \\([0-9]\\).*/\\1/p" | head -n 1)
+    expect_eq "$level" "${WANT_LEVEL:-2}" "level fault $k's restore read"
+  fi
+  echo "fault $k: launch $l on $(launch_nodes "$d/out" "$l") resumed from step $got;" \
+    "fault to first resumed step $(awk -v a="$t_kill" -v b="$t_first" 'BEGIN { printf "%.2f", b - a }') s"
+}
+# launch_resumed_after OUT L: prints the first launch after L that resumed
+# (fails while there is none); the launches between died before baton-train
+# started and are shown.
+launch_resumed_after() {
+  local k n
+  n=$(launches "$1")
+  for k in $(seq $(($2 + 1)) "$n"); do
+    if launch_out "$1" "$k" | grep -E '^resumed from step ' >/dev/null; then
+      echo "$k"
+      return 0
+    fi
+    [ "$k" -lt "$n" ] && echo "launch $k ended before baton-train resumed (a launch crash)" >&2
+  done
+  return 1
 }

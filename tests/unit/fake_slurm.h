@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,19 @@ class FakeSlurm : public SlurmQueries {
       record->known = true;
       record->state = it->second;
     }
+    return Status::OK();
+  }
+
+  // AllocationNodes: the allocation the test sets, or its failure.
+  Allocation allocation;
+  std::optional<Status> allocation_failure;
+  int allocation_calls = 0;
+  Status AllocationNodes(uint32_t job, Allocation* out) override {
+    Hang();
+    ++allocation_calls;
+    if (allocation_failure) return *allocation_failure;
+    *out = allocation;
+    out->job = job;
     return Status::OK();
   }
 
