@@ -178,7 +178,7 @@ int Job::Run(int* argc, char*** argv) {
   model_ = std::make_unique<Mlp>(data_.features, o_.hidden, data_.classes);
   model_->Init(o_.seed);
   dropout_ = Rng(o_.seed, DropoutStream(rank));
-  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, model_.get(), &dropout_, &state_); !s.ok())
+  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, o_.ckpt_level2, model_.get(), &dropout_, &state_); !s.ok())
     return Fail(s, "opening the checkpoint directory " + o_.ckpt_dir);
   if (int rc = Restore(facts_); rc >= 0) return rc;
 

@@ -63,9 +63,10 @@ int RestartsWithoutProgress(const std::optional<Blob>& newest, const RunFacts& n
 
 class TrainState {
  public:
-  // Registers the model and the RNG with a new Checkpointer on `dir`.
+  // Registers the model and the RNG with a new Checkpointer on `dir`
+  // (level2: level 2 in $BATON_LOCAL_DIR too, CheckpointOptions::level2).
   // Collective over the runtime's world.
-  static baton::Status Create(baton::Runtime& rt, const std::string& dir, Mlp* model, Rng* dropout,
+  static baton::Status Create(baton::Runtime& rt, const std::string& dir, bool level2, Mlp* model, Rng* dropout,
                               std::unique_ptr<TrainState>* out);
 
   // The newest version every rank can read: model, momentum, this rank's
