@@ -43,14 +43,18 @@ namespace baton::ckpt {
 
 Status CheckpointerImpl::SaveAsync(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::SaveAsync");
-  const double t0 = Now();
   const std::string call = "SaveAsync(" + std::to_string(step) + ")";
+  BATON_RETURN_IF_ERROR(CheckWritable(call));
   BATON_RETURN_IF_ERROR(CompletePending());
+  return StartSave(step, call, /*in_place=*/false);
+}
 
+Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool in_place) {
+  const double t0 = Now();
   // 2. Stage (the old snapshot is overwritten: dropped until this succeeds).
   memory_.Drop();
   Status args = CheckSaveStep(call, step);
-  staging_.Stage(step, arrays_, size_, rank_, options_.verify_replicas, blob_, rank_state_);
+  staging_.Stage(step, arrays_, size_, rank_, options_.verify_replicas, blob_, rank_state_, in_place);
   const StagedVersion& v = staging_.version();
 
   // 3. Agreement, as Save's first step: the replicas' hashes came from the
@@ -142,7 +146,10 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
     }
     local = CheckTiling(all);
     arrays_.erase(kRankStateName);
-    if (local.ok()) local = CreateVersionDir(step, &name);
+    if (local.ok()) {
+      local = local_.on() ? NameLevel2Version(step, level_saves_ % options_.shared_every == 0, &name)
+                          : CreateVersionDir(step, &name);
+    }
   }
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step) + " asynchronously"));
   int len = static_cast<int>(name.size());
@@ -183,7 +190,8 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
       return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
     }, options_.async_writer_nice);
   }
-  memory_.Accept(v);
+  // In place, the rows are the application's: no snapshot of them.
+  if (!v.in_place) memory_.Accept(v);
   stats_.seconds = Now() - t0;  // the time SaveAsync blocked
   return Status::OK();
 }
@@ -202,8 +210,9 @@ Status CheckpointerImpl::AbandonPending(const Status& failure) {
   if (pending_->level2 && node_leader_) local_.RemoveVersionDir(pending_->name);
   pending_.reset();
   if (rank_ == 0) {
+    // NotFound: a save to level 2 alone made none (NameLevel2Version).
     Status rm = env_->RemoveTree(vdir);
-    if (!rm.ok()) {
+    if (!rm.ok() && rm.code() != Code::kNotFound) {
       BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
     }
   }
@@ -217,29 +226,15 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   env_->Mark("agreed");
   if (pending_->level2) return CommitPendingLevels();
   const PendingSave& p = *pending_;
-  const size_t n = p.arrays.size();
-  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
-  std::vector<uint64_t> offsets = p.written.offsets;
-  offsets.resize(n, UINT64_MAX);
-  record.insert(record.end(), offsets.begin(), offsets.end());
   // Every shard is its rank's own (a group of one): each rank writes its
   // index here, on the caller's thread, in parallel with the others.
-  std::vector<int> group_of(static_cast<size_t>(size_));
-  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
-  Status local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  std::vector<uint64_t> record = PendingShardRecord();
+  Status local = IndexPendingShard(p.vdir, &record);
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);
-  record.resize(n + 4);
-  const int per_rank = static_cast<int>(n + 4);
-  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
-                                                   per_rank, MPI_UINT64_T, 0, comm_)));
-  local = Status::OK();
-  if (rank_ == 0) {
-    Manifest m;
-    local = BuildManifest(p.step, p.arrays, group_of, 1, p.blob, shard_records, &m);
-    if (local.ok()) local = CommitManifest(p.vdir, m);
-  }
+  Manifest m;
+  local = GatherAndBuild(record, &m);
+  if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, m);
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);
   if (rank_ == 0) ApplyRetention();
@@ -247,6 +242,42 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   stats_.shared = true;
   pending_.reset();
   return Status::OK();
+}
+
+// A version written one shard per rank (SaveAsync, and every save with
+// level 2): the one gather and build of its manifest, whichever level
+// commits it (here, level2_save.cc, level3_commit.cc).
+std::vector<int> CheckpointerImpl::OwnShardGroups() const {
+  std::vector<int> group_of(static_cast<size_t>(size_));
+  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
+  return group_of;
+}
+
+std::vector<uint64_t> CheckpointerImpl::PendingShardRecord() const {
+  const PendingSave& p = *pending_;
+  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
+  std::vector<uint64_t> offsets = p.written.offsets;
+  offsets.resize(p.arrays.size(), UINT64_MAX);
+  record.insert(record.end(), offsets.begin(), offsets.end());
+  return record;
+}
+
+Status CheckpointerImpl::IndexPendingShard(const std::string& vdir, std::vector<uint64_t>* record) {
+  const PendingSave& p = *pending_;
+  return WriteIndexOfShard(vdir, p.step, p.arrays, OwnShardGroups(), 1, rank_, p.entries, record);
+}
+
+Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m) {
+  const PendingSave& p = *pending_;
+  const size_t n = p.arrays.size();
+  const int per_rank = static_cast<int>(n + 4);
+  std::vector<uint64_t> mine = record;
+  mine.resize(n + 4);
+  std::vector<uint64_t> all(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Gather(mine.data(), per_rank, MPI_UINT64_T, all.data(), per_rank, MPI_UINT64_T, 0, comm_)));
+  if (rank_ != 0) return Status::OK();
+  return BuildManifest(p.step, p.arrays, OwnShardGroups(), 1, p.blob, all, m);
 }
 
 Status CheckpointerImpl::Wait(double timeout_seconds) {

@@ -121,6 +121,7 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
 
 void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
   attempt_ = Attempt{v, ""};
+  if (!read_only_.empty()) return;  // nothing can be marked: no quarantine either
   if (Runtime::stop_signal_received()) {
     BATON_LOG(kCkpt, info) << "a stop was requested before the restore of " << v.path
                            << ": the attempt is not marked (a kill now is a preemption, not a failed restore)";
@@ -166,6 +167,13 @@ void CheckpointerImpl::EndAttempt(const std::string* failure) {
   if (!attempt_) return;
   const Attempt a = std::move(*attempt_);
   attempt_.reset();
+  if (!read_only_.empty()) {
+    if (failure != nullptr) {
+      BATON_LOG(kCkpt, warning) << "the failure of " << a.version.path << " is not recorded: " << dir_
+                                << " is read-only (" << read_only_ << ")";
+    }
+    return;
+  }
   Status s = !a.token.empty()     ? EndRestoreAttempt(env_, a.version, a.token, failure)
              : failure != nullptr ? RecordRestoreFailure(env_, a.version, *failure)
                                   : Status::OK();  // no mark was written: nothing to end

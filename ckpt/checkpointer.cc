@@ -23,6 +23,8 @@
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/layout.h"
 #include "ckpt/run.h"
+#include "ckpt/slurm_job_life.h"
+#include "ckpt/writer_lock.h"
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi_check.h"
 #include "mpi_runtime/silence_watch.h"
@@ -62,15 +64,28 @@ CheckpointerImpl::~CheckpointerImpl() {
 
 // Rank 0: the writer lock, waiting up to lock_wait_seconds for a holder
 // that may be dead but not yet noticed (an NFS server frees a dead client's
-// lock only when its lease ends), polling once a second.
+// lock only when its lease ends), polling once a second. Where flock does
+// not reach every node the lock is also a lease checked against Slurm
+// (ckpt/writer_lock.h).
 Status CheckpointerImpl::LockDirectory() {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const std::string holder = "pid " + std::to_string(::getpid()) + " on " + runtime_.host(0) + ", job " +
-                             (job != nullptr && *job != '\0' ? job : "-") + ", since " + UtcNow();
-  const std::string path = dir_ + "/" + kWriterLockName;
+  auto env_text = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "");
+  };
+  WriterIdentity me;
+  me.pid = static_cast<long>(::getpid());
+  me.host = runtime_.host(0);
+  me.job = env_text("SLURM_JOB_ID");
+  me.step = env_text("SLURM_STEP_ID");
+  const std::string since = UtcNow();
   const double give_up = Now() + options_.lock_wait_seconds;
   for (bool logged = false;; logged = true) {
-    Status s = env_->LockFile(path, options_.file_mode, holder, &lock_);
+    std::string how;
+    Status s = AcquireWriterLock(env_, dir_, options_.file_mode, me, since, SlurmJobLife, &lock_, &how);
+    if (s.ok() && lock_->reach() != fs::LockReach::kCluster) {
+      BATON_LOG(kCkpt, warning) << "the writer lock " << dir_ << "/" << kWriterLockName << ": " << how
+                                << "; it is also a lease checked against Slurm (docs/checkpoint-format.md)";
+    }
     if (s.code() != Code::kUnavailable) return s;
     if (Now() >= give_up) {
       return Status::Unavailable(log::kCkpt, "checkpoint directory " + dir_ + " has another live writer (" +
@@ -86,18 +101,27 @@ Status CheckpointerImpl::LockDirectory() {
   }
 }
 
+Status CheckpointerImpl::CheckWritable(const std::string& call) const {
+  if (read_only_.empty()) return Status::OK();
+  return Status::InvalidArgument(log::kCkpt, call + ": checkpoint directory " + dir_ + " is read-only (" + read_only_ +
+                                                 "): this Checkpointer restores only");
+}
+
 // The synchronous paths: the save in flight is completed first (at most one
 // save in flight), and the snapshot of level 1 is dropped by Save and
 // Restore (it is no longer the newest state). The HDF5 lock is free of the
 // writer by then; it keeps the application's own HDF5 calls out.
 Status CheckpointerImpl::Save(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Save");
+  BATON_RETURN_IF_ERROR(CheckWritable("Save(" + std::to_string(step) + ")"));
   BATON_RETURN_IF_ERROR(CompletePending());
   if (local_.on()) {
     // Level 2 writes one shard per rank (node_local_level.h): a save is
-    // SaveAsync's, completed at once.
+    // SaveAsync's, completed at once, its rows written from the
+    // application's arrays in place (the caller waits: they cannot change),
+    // so that it takes no staging memory, as a synchronous save takes none.
     const double t0 = Now();
-    BATON_RETURN_IF_ERROR(SaveAsync(step));
+    BATON_RETURN_IF_ERROR(StartSave(step, "Save(" + std::to_string(step) + ")", /*in_place=*/true));
     Status s = CompletePending();
     stats_.seconds = Now() - t0;
     return s;
@@ -146,10 +170,32 @@ Status CheckpointerImpl::Init() {
     if (local.ok() && info.type != fs::FileType::kDirectory) {
       local = Status::InvalidArgument(log::kCkpt, "checkpoint directory " + dir_ + " is not a directory");
     }
-    if (local.ok()) local = LockDirectory();
-    if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);
+    // A read-only directory (a file system remounted read-only, an
+    // evaluation job's view of another's checkpoints) is restored from
+    // without the writer lock, which it cannot hold: nothing is written
+    // there, and no other Checkpointer can write it either.
+    std::string why;
+    if (local.ok() && env_->ReadOnly(dir_, &why)) {
+      read_only_ = why;
+      local = ReadRun(env_, dir_, &run_);
+      if (local.code() == Code::kNotFound) {
+        run_ = RunInfo();
+        local = Status::OK();
+      }
+      if (local.ok() && !options_.run_id.empty() && !run_.run_id.empty() && run_.run_id != options_.run_id) {
+        local = Status::InvalidArgument(log::kCkpt, "checkpoint directory " + dir_ + " belongs to run " + run_.run_id +
+                                                        ", not " + options_.run_id);
+      }
+      if (run_.run_id.empty()) run_.run_id = options_.run_id;
+      BATON_LOG(kCkpt, warning) << "checkpoint directory " << dir_ << " is read-only (" << why
+                                << "): restores only, without the writer lock; saves fail";
+    } else if (local.ok()) {
+      local = LockDirectory();
+      if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);
+    }
   }
   BATON_RETURN_IF_ERROR(Agree(runtime_.world_comm(), local));
+  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &read_only_));
   // Every rank uses rank 0's resolved directory and knows the run id
   // (run_id()); only rank 0 its sequence.
   BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &dir_));
@@ -167,6 +213,8 @@ Status CheckpointerImpl::Init() {
   BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(
       options_.peer_timeout > 0 ? options_.peer_timeout : runtime_.options().collective_timeout, &peer_timeout));
   silence_ = std::make_unique<mpi::SilenceWatch>(runtime_, peer_timeout);
+  // Level 2 writes (its own directories, and the record of level 3): off.
+  if (!read_only_.empty()) return Status::OK();
   return InitLevel2();
 }
 
@@ -207,10 +255,6 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   if (!(options.peer_timeout >= 0) || options.peer_timeout > 1e9) {
     return Status::InvalidArgument(log::kCkpt, "peer_timeout = " + std::to_string(options.peer_timeout) +
                                                    ": must be >= 0 s (0: the runtime's collective timeout)");
-  }
-  if (!options.level2 && !options.local_dir.empty()) {
-    return Status::InvalidArgument(log::kCkpt, "local_dir \"" + options.local_dir +
-                                                   "\" with level2 = false: level 2 is off, give no local_dir");
   }
   if (options.local_keep < 1) {
     return Status::InvalidArgument(log::kCkpt, "local_keep = " + std::to_string(options.local_keep) +

@@ -128,6 +128,12 @@ class CheckpointerImpl : public Checkpointer {
  private:
   // checkpointer.cc
   Status LockDirectory();
+  // SaveAsync's work after the save in flight is completed: stage (in
+  // place: no copy, for Save with level 2), agree, make the version
+  // directory, start the writer. `call` names the caller in errors.
+  Status StartSave(int64_t step, const std::string& call, bool in_place);
+  // InvalidArgument naming the directory and why when it is read-only.
+  Status CheckWritable(const std::string& call) const;
 
   // registration.cc
   Status Register(Registered r);
@@ -153,6 +159,12 @@ class CheckpointerImpl : public Checkpointer {
   Status SaveNow(int64_t step);
   Status CheckTiling(const std::vector<ChunkRecord>& all) const;
   Status CreateVersionDir(int64_t step, std::string* name);
+  // Rank 0, a save with level 2 on: the version's name, and its shared
+  // directory when level 3 is due. When it is not, a sequence number
+  // reserved by the last save that listed `dir` (shared_every at a time):
+  // such a save lists nothing, rewrites no run file and makes no directory
+  // in `dir`.
+  Status NameLevel2Version(int64_t step, bool shared_due, std::string* name);
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
   // shard (meaningful from the group's first rank), then the xxh3 of my
   // rows of each array (hashed as they were written; every rank's).
@@ -250,6 +262,15 @@ class CheckpointerImpl : public Checkpointer {
   // The commit of a save written with level 2 on (CommitPending's, after
   // the agreement on the writers' Status).
   Status CommitPendingLevels();
+
+  // async_save.cc: the pending save's version, one shard per rank, whatever
+  // level commits it. Each rank its own shard group.
+  std::vector<int> OwnShardGroups() const;
+  // This rank's shard record before its index: file bytes, metadata xxh3,
+  // each dataset's offset.
+  std::vector<uint64_t> PendingShardRecord() const;
+  // Writes this rank's shard index into `vdir` (completing *record).
+  Status IndexPendingShard(const std::string& vdir, std::vector<uint64_t>* record);
   // Collective: the shard records gathered to rank 0, which builds the
   // version's manifest into *m.
   Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m);
@@ -274,6 +295,9 @@ class CheckpointerImpl : public Checkpointer {
   MPI_Comm group_ = MPI_COMM_NULL;  // this rank's shard group
   std::vector<int> group_of_;       // shard group of every world rank
   std::unique_ptr<fs::FileLock> lock_;  // rank 0: <dir>/writer.lock, held for the Checkpointer's life
+  // Why dir_ is read-only (Env::ReadOnly; every rank): then no lock, no
+  // level 2, no save, no restore attempt marks; "" when writable.
+  std::string read_only_;
   RunInfo run_;                          // the directory's run (last_seq: rank 0 only)
   std::map<std::string, Registered> arrays_;  // by name: the same order on every rank
   std::string blob_;
@@ -315,6 +339,7 @@ class CheckpointerImpl : public Checkpointer {
   std::vector<int> partner_;     // level 2: the rank keeping each rank's copy (-1: one node)
   bool node_leader_ = false;     // the first rank of its node: the node's manifests, retention
   int64_t level_saves_ = 0;      // saves with level 2 on, for shared_every
+  uint64_t seq_next_ = 0, seq_end_ = 0;  // rank 0: sequence numbers reserved, [next, end) (NameLevel2Version)
   // WaitOrAbandon's bound (Now() seconds) while it commits a written save:
   // the partner exchange and the copies to level 3 stop there; infinity
   // otherwise.

@@ -59,10 +59,17 @@ std::vector<int> PartnerNodes(const Topology& topology) {
 }  // namespace
 
 Status CheckpointerImpl::InitLevel2() {
+  // A job opts in (docs/recovery.md, "Level 2 is the job's choice"): the
+  // plugin's BATON_LOCAL_DIR is an offer, taken only with level2 = true.
   std::string dir = options_.local_dir;
   if (dir.empty() && options_.level2) {
     const char* env = std::getenv("BATON_LOCAL_DIR");
     if (env != nullptr) dir = env;
+    if (dir.empty() && rank_ == 0) {
+      BATON_LOG(kCkpt, warning) << "level2 = true, but no node-local directory (CheckpointOptions::local_dir, "
+                                   "BATON_LOCAL_DIR): every save goes to "
+                                << dir_ << " alone";
+    }
   }
   Status s;
   if (!dir.empty()) s = local_.Open(env_, dir, run_.run_id, options_.dir_mode);
@@ -113,31 +120,10 @@ Status CheckpointerImpl::InitLevel2() {
   return Status::OK();
 }
 
-Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m) {
-  const PendingSave& p = *pending_;
-  const size_t n = p.arrays.size();
-  const int per_rank = static_cast<int>(n + 4);
-  std::vector<uint64_t> mine = record;
-  mine.resize(n + 4);
-  std::vector<uint64_t> all(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-      MPI_Gather(mine.data(), per_rank, MPI_UINT64_T, all.data(), per_rank, MPI_UINT64_T, 0, comm_)));
-  if (rank_ != 0) return Status::OK();
-  std::vector<int> group_of(static_cast<size_t>(size_));
-  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
-  return BuildManifest(p.step, p.arrays, group_of, 1, p.blob, all, m);
-}
-
 Status CheckpointerImpl::CommitPendingLevels() {
   const PendingSave& p = *pending_;
-  const size_t n = p.arrays.size();
   const std::string where = "the asynchronous save of step " + std::to_string(p.step);
-  std::vector<int> group_of(static_cast<size_t>(size_));
-  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
-  std::vector<uint64_t> base{p.written.file_bytes, p.written.meta_xxh3};
-  std::vector<uint64_t> offsets = p.written.offsets;
-  offsets.resize(n, UINT64_MAX);
-  base.insert(base.end(), offsets.begin(), offsets.end());
+  const std::vector<uint64_t> base = PendingShardRecord();
   const std::string local_vdir = local_.VersionDir(p.name);
   // The commit's phases on this rank (CheckpointStats::phases, after the
   // save's own): the partner exchange is the part that moves bytes.
@@ -159,7 +145,7 @@ Status CheckpointerImpl::CommitPendingLevels() {
   if (!agreed.ok()) level2_failed(agreed, "the node-local write");
   std::vector<uint64_t> record = base;
   Status local;
-  if (p.outcome.local_ok) local = WriteIndexOfShard(local_vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  if (p.outcome.local_ok) local = IndexPendingShard(local_vdir, &record);
   agreed = Agree(comm_, local);
   if (!agreed.ok()) level2_failed(agreed, "the node-local index");
   clock.Lap("local_index");
@@ -245,8 +231,9 @@ Status CheckpointerImpl::CommitPendingLevels() {
     return AbandonPending(level3_failure.Annotate("level 3").Annotate("level 2: " + level2_failure.message()));
   }
   if (!shared && rank_ == 0) {
-    Status rm = env_->RemoveTree(p.vdir);  // made at SaveAsync; holds no version
-    if (!rm.ok()) {
+    // Made when level 3 was due, or by a failed level 2; holds no version.
+    Status rm = env_->RemoveTree(p.vdir);
+    if (!rm.ok() && rm.code() != Code::kNotFound) {
       BATON_LOG(kCkpt, warning) << "could not remove the unused version directory " << p.vdir << ": " << rm;
     }
   }

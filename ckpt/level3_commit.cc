@@ -26,13 +26,13 @@ namespace baton::ckpt {
 
 Status CheckpointerImpl::CommitLevel3(const Manifest* level2) {
   const PendingSave& p = *pending_;
-  const size_t n = p.arrays.size();
-  std::vector<int> group_of(static_cast<size_t>(size_));
-  for (int k = 0; k < size_; ++k) group_of[static_cast<size_t>(k)] = k;
-  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
-  std::vector<uint64_t> offsets = p.written.offsets;
-  offsets.resize(n, UINT64_MAX);
-  record.insert(record.end(), offsets.begin(), offsets.end());
+  std::vector<uint64_t> record = PendingShardRecord();
+  if (!p.shared_due) {
+    // Level 3 in place of a failed level 2: its directory was not made at
+    // the save (NameLevel2Version); a writer that fell back may have made it.
+    Status made = rank_ == 0 ? env_->CreateDir(p.vdir, options_.dir_mode, /*exist_ok=*/true) : Status::OK();
+    BATON_RETURN_IF_ERROR(Agree(comm_, made));
+  }
   const std::string file = ShardFileName(rank_);
 
   Status local = p.outcome.shared_failure;
@@ -41,7 +41,7 @@ Status CheckpointerImpl::CommitLevel3(const Manifest* level2) {
     local = CopyFileDurably(env_, local_.VersionDir(p.name) + "/" + file, p.vdir + "/" + file, options_.file_mode,
                             &bytes, nullptr, commit_deadline_);
   }
-  if (local.ok()) local = WriteIndexOfShard(p.vdir, p.step, p.arrays, group_of, 1, rank_, p.entries, &record);
+  if (local.ok()) local = IndexPendingShard(p.vdir, &record);
   BATON_RETURN_IF_ERROR(Agree(comm_, local));
   Manifest m;
   local = GatherAndBuild(record, &m);

@@ -150,6 +150,8 @@ Status NodeLocalLevel::WriteShard(const std::string& name, const std::string& fi
     out->local_failure = s;
     if (Exists(env_, local)) (void)env_->RemoveFile(local);
     *result = h5::ShardWriteResult();
+    // Made at the save only when level 3 was due (NameLevel2Version).
+    BATON_RETURN_IF_ERROR(env_->CreateDir(shared_vdir, dir_mode_, /*exist_ok=*/true));
     BATON_RETURN_IF_ERROR(h5::WriteRankShard(shared_vdir + "/" + file, arrays, options, abandon, result));
     out->shared_written = true;
     return Status::OK();

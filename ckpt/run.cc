@@ -114,12 +114,13 @@ Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, 
 }
 
 Status ReserveSeq(fs::Env* env, const std::string& dir, mode_t mode, const std::vector<VersionInfo>& versions,
-                  RunInfo* run, uint64_t* seq) {
+                  RunInfo* run, uint64_t* seq, uint64_t count) {
   RunInfo next = *run;
-  next.last_seq = std::max(run->last_seq + 1, NextSeq(versions));
+  const uint64_t first = std::max(run->last_seq + 1, NextSeq(versions));
+  next.last_seq = first + std::max<uint64_t>(count, 1) - 1;
   BATON_RETURN_IF_ERROR(WriteRun(env, dir, next, mode));
   *run = next;
-  *seq = next.last_seq;
+  *seq = first;
   return Status::OK();
 }
 

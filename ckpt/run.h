@@ -57,8 +57,10 @@ Status WriteRun(fs::Env* env, const std::string& dir, const RunInfo& run, mode_t
 Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, mode_t mode, RunInfo* out);
 
 // The sequence number of a new version: above run->last_seq and every
-// listed version's, written to <dir>/run before it is returned.
+// listed version's, written to <dir>/run before it is returned. count > 1
+// reserves count numbers from *seq on (last_seq = *seq + count - 1), for
+// the saves to level 2 alone that follow without touching <dir>.
 Status ReserveSeq(fs::Env* env, const std::string& dir, mode_t mode, const std::vector<VersionInfo>& versions,
-                  RunInfo* run, uint64_t* seq);
+                  RunInfo* run, uint64_t* seq, uint64_t count = 1);
 
 }  // namespace baton::ckpt

@@ -88,6 +88,26 @@ Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
 
+Status CheckpointerImpl::NameLevel2Version(int64_t step, bool shared_due, std::string* name) {
+  if (!shared_due && seq_next_ < seq_end_) {
+    // Level 3 is not due: a number reserved at the last save that listed
+    // the directory; nothing in `dir` is read or written.
+    *name = ckpt::VersionName(seq_next_++, step);
+    return Status::OK();
+  }
+  std::vector<ckpt::VersionInfo> versions;
+  BATON_RETURN_IF_ERROR(ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions));
+  uint64_t seq = 0;
+  const uint64_t count = static_cast<uint64_t>(options_.shared_every);
+  BATON_RETURN_IF_ERROR(ReserveSeq(env_, dir_, options_.file_mode, versions, &run_, &seq, count));
+  seq_next_ = seq + 1;
+  seq_end_ = seq + count;
+  *name = ckpt::VersionName(seq, step);
+  // The shared version directory only when level 3 gets the version; made
+  // later when a failed level 2 sends it there (CommitLevel3).
+  return shared_due ? env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false) : Status::OK();
+}
+
 Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes,
                                       std::vector<uint64_t>* record) {
   std::vector<ckpt::h5::ShardArray> shard;

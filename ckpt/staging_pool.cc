@@ -85,9 +85,11 @@ uint64_t StagingPool::capacity() const {
 }
 
 void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& arrays, int world, int rank,
-                        bool hash_replicas, const std::string& blob, const std::string& rank_state) {
+                        bool hash_replicas, const std::string& blob, const std::string& rank_state,
+                        bool in_place) {
   version_ = StagedVersion();
   version_.step = step;
+  version_.in_place = in_place;
   size_t slot = 0;
   for (const auto& [name, r] : arrays) {
     StagedArray a;
@@ -102,16 +104,22 @@ void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& a
       a.rows = a.write_rows = r.rows;
     }
     const uint64_t bytes = a.rows * rb;
-    char* dst = Buffer(slot++, bytes);
     Xxh3Stream slice, whole;
     const bool hash_whole = r.meta.replicated && hash_replicas;
     const uint64_t begin = (a.write_first - a.first_row) * rb;
-    CopyAndHash(dst, static_cast<const char*>(r.data), bytes, begin, begin + a.write_rows * rb, &slice,
-                hash_whole ? &whole : nullptr);
+    const char* src = static_cast<const char*>(r.data);
+    if (in_place) {
+      if (hash_whole) whole.Update(src, bytes);
+      slice.Update(src + begin, a.write_rows * rb);
+      a.data = src;
+    } else {
+      char* dst = Buffer(slot++, bytes);
+      CopyAndHash(dst, src, bytes, begin, begin + a.write_rows * rb, &slice, hash_whole ? &whole : nullptr);
+      a.data = dst;
+      version_.bytes += bytes;
+    }
     a.write_xxh3 = slice.Digest();
     if (hash_whole) a.whole_xxh3 = whole.Digest();
-    a.data = dst;
-    version_.bytes += bytes;
     version_.arrays.push_back(std::move(a));
   }
   version_.blob = blob;

@@ -52,6 +52,7 @@ struct StagedVersion {
   std::string blob;
   std::string rank_state;
   uint64_t bytes = 0;  // staged array bytes
+  bool in_place = false;  // the rows are the registered arrays' memory (Stage's in_place)
 };
 
 class StagingPool {
@@ -59,8 +60,11 @@ class StagingPool {
   // Copies every registered array (in map order) and the blobs; replicated
   // arrays whole, hashing this rank's share of their rows (ReplicatedRows)
   // and, with hash_replicas, the whole copy too.
+  // in_place: no copy: the staged rows are the registered arrays' own
+  // memory (hashed in place), for a save the caller waits for (Save with
+  // level 2): no staging memory at all, and no snapshot to roll back to.
   void Stage(int64_t step, const std::map<std::string, Registered>& arrays, int world, int rank,
-             bool hash_replicas, const std::string& blob, const std::string& rank_state);
+             bool hash_replicas, const std::string& blob, const std::string& rank_state, bool in_place = false);
   const StagedVersion& version() const { return version_; }
   uint64_t capacity() const;
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -29,7 +30,9 @@
 #include "ckpt/manifest_index.h"
 #include "ckpt/node_local_level.h"
 #include "ckpt/run.h"
+#include "ckpt/slurm_job_life.h"
 #include "ckpt/verify.h"
+#include "ckpt/writer_lock.h"
 #include "cli/commands.h"
 
 namespace baton::cli {
@@ -633,9 +636,28 @@ int Gc(const std::vector<std::string>& args) {
   // local directory of the run, so node-local gc takes that one too.
   std::unique_ptr<fs::FileLock> lock;
   if (!dry_run) {
-    const std::string holder = "baton ckpt gc, pid " + std::to_string(::getpid());
-    Status s = env->LockFile(c.dir + "/" + ckpt::kWriterLockName, 0600, holder, &lock);
-    if (!s.ok()) return Fail("gc", s.Annotate("a live writer uses " + c.dir + "; gc when it has ended"));
+    std::string why;
+    if (env->ReadOnly(c.dir, &why)) {
+      return Fail("gc", Status::InvalidArgument("cli", c.dir + " is read-only (" + why + "): nothing can be removed"));
+    }
+    ckpt::WriterIdentity me;
+    me.pid = static_cast<long>(::getpid());
+    char host[256] = "";
+    (void)::gethostname(host, sizeof host - 1);
+    me.host = host;
+    const char* job = std::getenv("SLURM_JOB_ID");
+    const char* step = std::getenv("SLURM_STEP_ID");
+    me.job = job != nullptr ? job : "";
+    me.step = step != nullptr ? step : "";
+    const std::time_t now = std::time(nullptr);
+    char since[64] = "";
+    std::strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ (baton ckpt gc)", std::gmtime(&now));
+    std::string how;
+    Status s = ckpt::AcquireWriterLock(env, c.dir, 0600, me, since, ckpt::SlurmJobLife, &lock, &how);
+    if (s.code() == Code::kUnavailable) {
+      return Fail("gc", s.Annotate("a live writer uses " + c.dir + "; gc when it has ended"));
+    }
+    if (!s.ok()) return Fail("gc", s);
   }
   for (const ckpt::VersionInfo& v : versions) {
     if (!v.problem.empty()) {

@@ -49,12 +49,33 @@ class WritableFile {
   virtual Status Close() = 0;  // also done by the destructor, ignoring errors
 };
 
+// How far a FileLock keeps other writers out (docs/checkpoint-format.md,
+// "The writer lock on cluster file systems").
+enum class LockReach {
+  kCluster,  // flock(2) holds on every node that mounts the file (a local disk, NFS with lockd, Lustre -o flock)
+  kNode,     // flock holds on this node only (Lustre -o localflock, NFS -o nolock or local_lock=flock|all, BeeGFS)
+  kNone,     // no flock at all (ENOLCK: NFS without lockd; ENOSYS/EOPNOTSUPP: Lustre without -o flock)
+};
+const char* LockReachName(LockReach reach);
+
 // An exclusive lock on a file, held until destroyed (or the process dies:
-// the kernel releases it, so a killed writer never keeps it). Not
-// thread-safe.
+// the kernel releases it, so a killed writer never keeps it). Destroyed,
+// it empties the holder text it wrote, so that a text left in the file
+// names a holder that did not end cleanly. Not thread-safe.
 class FileLock {
  public:
   virtual ~FileLock() = default;
+  // What flock guarantees on this file's file system, and why ("ext4",
+  // "lustre mounted localflock").
+  virtual LockReach reach() const { return LockReach::kCluster; }
+  virtual std::string reach_reason() const { return ""; }
+  // The holder text the file held when this lock was taken ("" none).
+  virtual std::string previous_holder() const { return ""; }
+  // Writes the holder text (LockFile's `holder`) into the file: done by
+  // LockFile itself when reach() is kCluster; otherwise the caller first
+  // decides from previous_holder() whether another node's writer still
+  // holds the directory (ckpt/writer_lock.h), then claims it.
+  virtual Status Claim() { return Status::OK(); }
 };
 
 class Env {
@@ -108,9 +129,19 @@ class Env {
   // `mode` when missing, never through a symlink) without waiting, and
   // writes `holder` into it for whoever finds it taken. Taken by another
   // open file (another process, or another lock of this one):
-  // kUnavailable whose message holds the holder's text.
+  // kUnavailable whose message holds the holder's text. Where the file
+  // system's flock does not reach every node (FileLock::reach()), or where
+  // it has none (ENOLCK, ENOSYS, EOPNOTSUPP: OK, reach kNone, nothing
+  // locked), `holder` is not written: the caller checks the text left by
+  // an earlier holder and calls Claim() (ckpt/writer_lock.h).
   virtual Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
                           std::unique_ptr<FileLock>* lock) = 0;
+
+  // Whether this process cannot write in directory `dir`: its file system
+  // is mounted read-only, or the directory is not writable by this user
+  // (access W_OK); *why says which. False when it can, or when neither can
+  // be told (the writes then say it).
+  virtual bool ReadOnly(const std::string& dir, std::string* why) = 0;
 
   // A protocol step that is not a file operation ("agreed" once every rank's
   // shards are synced), so a recording Env can check the whole order. No-op.
@@ -155,10 +186,26 @@ class EnvWrapper : public Env {
                   std::unique_ptr<FileLock>* lock) override {
     return target_->LockFile(path, mode, holder, lock);
   }
+  bool ReadOnly(const std::string& dir, std::string* why) override { return target_->ReadOnly(dir, why); }
   void Mark(const std::string& event) override { target_->Mark(event); }
 
  private:
   Env* target_;
 };
+
+// The POSIX lock (Env::Default()'s LockFile) with flock's outcome replaced,
+// for FaultEnv: flock_errno != 0 makes flock fail with it; node_local
+// reports the reach of a file system whose flock is per node.
+struct LockFault {
+  int flock_errno = 0;
+  bool node_local = false;
+};
+Status PosixLockFile(const std::string& path, mode_t mode, const std::string& holder, const LockFault& fault,
+                     std::unique_ptr<FileLock>* lock);
+
+// What flock reaches on a file system of type `fstype` (mountinfo's, e.g.
+// "nfs4", "lustre") mounted with the comma-separated `options` (both of
+// mountinfo's option fields); *why says it in words.
+LockReach LockReachOf(const std::string& fstype, const std::string& options, std::string* why);
 
 }  // namespace baton::ckpt::fs

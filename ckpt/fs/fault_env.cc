@@ -1,6 +1,7 @@
 #include "ckpt/fs/fault_env.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 namespace baton::ckpt::fs {
@@ -72,12 +73,17 @@ class FaultEnv::File : public WritableFile {
 
 void FaultEnv::Inject(Fault fault, const std::string& path_part, int skip) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (fault == Fault::kReadOnly) {
+    read_only_.push_back(path_part);
+    return;
+  }
   armed_.push_back(Armed{fault, path_part, std::max(skip, 0)});
 }
 
 void FaultEnv::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   armed_.clear();
+  read_only_.clear();
   crashed_ = false;
 }
 
@@ -113,6 +119,14 @@ bool FaultEnv::Take(std::initializer_list<Fault> kinds, const std::string& path,
   return false;
 }
 
+bool FaultEnv::InReadOnly(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& part : read_only_) {
+    if (path.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
 void FaultEnv::Record(std::string event) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.push_back(std::move(event));
@@ -120,6 +134,7 @@ void FaultEnv::Record(std::string event) {
 
 Status FaultEnv::NewWritableFile(const std::string& path, mode_t mode, std::unique_ptr<WritableFile>* out) {
   if (crashed()) return Dead("open", path);
+  if (InReadOnly(path)) return Injected("open", path, "Read-only file system");
   std::unique_ptr<WritableFile> file;
   BATON_RETURN_IF_ERROR(target()->NewWritableFile(path, mode, &file));
   *out = std::make_unique<File>(this, path, std::move(file));
@@ -129,6 +144,7 @@ Status FaultEnv::NewWritableFile(const std::string& path, mode_t mode, std::uniq
 
 Status FaultEnv::OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) {
   if (crashed()) return Dead("open", path);
+  if (InReadOnly(path)) return Injected("open", path, "Read-only file system");
   std::unique_ptr<WritableFile> file;
   BATON_RETURN_IF_ERROR(target()->OpenForWriteAt(path, offset, &file));
   *out = std::make_unique<File>(this, path, std::move(file));
@@ -162,6 +178,7 @@ Status FaultEnv::SyncDir(const std::string& path) {
 Status FaultEnv::Rename(const std::string& from, const std::string& to) {
   const std::string both = from + " -> " + to;
   if (crashed()) return Dead("rename", both);
+  if (InReadOnly(both)) return Injected("rename", both, "Read-only file system");
   Fault f = Fault::kFailWrite;
   if (Take({Fault::kFailRename, Fault::kCrashBeforeRename}, both, &f)) {
     if (f == Fault::kCrashBeforeRename) return Dead("rename", both);
@@ -174,11 +191,13 @@ Status FaultEnv::Rename(const std::string& from, const std::string& to) {
 
 Status FaultEnv::CreateDir(const std::string& path, mode_t mode, bool exist_ok) {
   if (crashed()) return Dead("mkdir", path);
+  if (InReadOnly(path)) return Injected("mkdir", path, "Read-only file system");
   return target()->CreateDir(path, mode, exist_ok);
 }
 
 Status FaultEnv::RemoveFile(const std::string& path) {
   if (crashed()) return Dead("unlink", path);
+  if (InReadOnly(path)) return Injected("unlink", path, "Read-only file system");
   BATON_RETURN_IF_ERROR(target()->RemoveFile(path));
   Record("remove " + path);
   return Status::OK();
@@ -186,6 +205,7 @@ Status FaultEnv::RemoveFile(const std::string& path) {
 
 Status FaultEnv::RemoveTree(const std::string& path) {
   if (crashed()) return Dead("rmtree", path);
+  if (InReadOnly(path)) return Injected("rmtree", path, "Read-only file system");
   BATON_RETURN_IF_ERROR(target()->RemoveTree(path));
   Record("remove " + path);
   return Status::OK();
@@ -194,6 +214,7 @@ Status FaultEnv::RemoveTree(const std::string& path) {
 Status FaultEnv::RemoveTreeAt(const std::string& parent, const std::string& name, const std::string& first) {
   const std::string path = parent + "/" + name;
   if (crashed()) return Dead("rmtree", path);
+  if (InReadOnly(path)) return Injected("rmtree", path, "Read-only file system");
   BATON_RETURN_IF_ERROR(target()->RemoveTreeAt(parent, name, first));
   if (!first.empty()) {
     Record("remove " + path + "/" + first);
@@ -231,6 +252,29 @@ Status FaultEnv::Stat(const std::string& path, FileInfo* info) {
 Status FaultEnv::ListDir(const std::string& path, std::vector<std::string>* names) {
   if (crashed()) return Dead("opendir", path);
   return target()->ListDir(path, names);
+}
+
+Status FaultEnv::LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                          std::unique_ptr<FileLock>* lock) {
+  if (crashed()) return Dead("open", path);
+  if (InReadOnly(path)) return Injected("open", path, "Read-only file system");
+  Fault f = Fault::kLockNoLockd;
+  if (!Take({Fault::kLockNoLockd, Fault::kLockNoFlock, Fault::kLockNodeLocal}, path, &f)) {
+    return target()->LockFile(path, mode, holder, lock);
+  }
+  LockFault fault;
+  if (f == Fault::kLockNoLockd) fault.flock_errno = ENOLCK;
+  if (f == Fault::kLockNoFlock) fault.flock_errno = ENOSYS;
+  if (f == Fault::kLockNodeLocal) fault.node_local = true;
+  return PosixLockFile(path, mode, holder, fault, lock);
+}
+
+bool FaultEnv::ReadOnly(const std::string& dir, std::string* why) {
+  if (InReadOnly(dir + "/")) {
+    *why = "its file system is mounted read-only (injected)";
+    return true;
+  }
+  return target()->ReadOnly(dir, why);
 }
 
 void FaultEnv::Mark(const std::string& event) {

@@ -1,6 +1,7 @@
 // A fault-injecting, recording Env for tests (leveldb's EnvWrapper idea):
 // fails writes, writes short, runs out of space, fails a sync, a rename, a
-// read (EIO, EACCES) or a stat (ESTALE),
+// read (EIO, EACCES) or a stat (ESTALE), takes a lock where flock is
+// missing or per node,
 // or "crashes" before a rename (every later call fails, as if the process
 // had died there), and records the order of creates, syncs, renames and
 // marks so a test can assert the commit protocol.
@@ -28,6 +29,16 @@ class FaultEnv : public EnvWrapper {
     kFailRead,            // ReadFile / ReadAt fail with EIO (transient: the bytes may be fine)
     kStaleStat,           // Stat fails with ESTALE (an NFS handle gone stale)
     kDenyRead,            // ReadFile / ReadAt fail with EACCES
+    // LockFile (the POSIX lock, its flock's outcome replaced): flock fails
+    // with ENOLCK (NFS without lockd), with ENOSYS (Lustre without -o
+    // flock), or works on this node only (Lustre -o localflock, NFS -o nolock).
+    kLockNoLockd,
+    kLockNoFlock,
+    kLockNodeLocal,
+    // Lasting: the directories whose path contains path_part are read-only
+    // (ReadOnly says so; creating, renaming, removing and locking in them
+    // fail with EROFS), as a file system remounted read-only.
+    kReadOnly,
   };
 
   explicit FaultEnv(Env* target = Env::Default()) : EnvWrapper(target) {}
@@ -65,6 +76,9 @@ class FaultEnv : public EnvWrapper {
   // Fail once crashed, like every other call.
   Status Stat(const std::string& path, FileInfo* info) override;
   Status ListDir(const std::string& path, std::vector<std::string>* names) override;
+  Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
+                  std::unique_ptr<FileLock>* lock) override;
+  bool ReadOnly(const std::string& dir, std::string* why) override;
 
  private:
   class File;
@@ -75,12 +89,14 @@ class FaultEnv : public EnvWrapper {
   };
   // Pops the armed fault that applies to (kinds, path), if any.
   bool Take(std::initializer_list<Fault> kinds, const std::string& path, Fault* which);
+  bool InReadOnly(const std::string& path) const;
   void Record(std::string event);
 
   mutable std::mutex mu_;
   std::vector<Armed> armed_;
   std::vector<std::string> events_;
   bool crashed_ = false;
+  std::vector<std::string> read_only_;  // kReadOnly's path parts
 };
 
 }  // namespace baton::ckpt::fs

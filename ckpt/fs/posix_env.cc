@@ -6,10 +6,15 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -193,12 +198,72 @@ Status EmptyDirAt(int dir_fd, const std::string& path, int depth) {
 
 class PosixFileLock : public FileLock {
  public:
-  explicit PosixFileLock(int fd) : fd_(fd) {}
-  ~PosixFileLock() override { ::close(fd_); }  // releases the flock
+  PosixFileLock(int fd, std::string path, std::string holder, LockReach reach, std::string why, std::string previous)
+      : fd_(fd), path_(std::move(path)), holder_(std::move(holder)), reach_(reach), why_(std::move(why)),
+        previous_(std::move(previous)) {}
+  ~PosixFileLock() override {
+    // A clean end leaves no holder text: one found later names a holder
+    // that died (or one that still holds the file on another node).
+    if (claimed_) (void)::ftruncate(fd_, 0);
+    ::close(fd_);  // releases the flock
+  }
+  LockReach reach() const override { return reach_; }
+  std::string reach_reason() const override { return why_; }
+  std::string previous_holder() const override { return previous_; }
+  Status Claim() override {
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("ftruncate", path_, ::ftruncate(fd_, 0)));
+    const std::string text = holder_ + "\n";
+    ssize_t w = 0;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("pwrite", path_, w = ::pwrite(fd_, text.data(), text.size(), 0)));
+    if (static_cast<size_t>(w) != text.size()) return Status::IOError("ckpt", "pwrite(" + path_ + "): short write");
+    claimed_ = true;
+    return Status::OK();
+  }
 
  private:
   int fd_;
+  std::string path_, holder_;
+  LockReach reach_;
+  std::string why_, previous_;
+  bool claimed_ = false;
 };
+
+// The text a lock file holds (its holder's), without trailing newlines.
+std::string HolderTextOf(int fd) {
+  char text[1024];
+  ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  std::string who = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string();
+  while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+  return who;
+}
+
+// The mount of the file open on `fd`: its type and both option fields of
+// /proc/self/mountinfo's line whose device is the file's. False when not
+// found (no /proc).
+bool MountOf(int fd, std::string* fstype, std::string* options) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  const std::string dev = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  bool found = false;
+  while (std::getline(in, line)) {
+    // id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+    std::istringstream f(line);
+    std::string id, parent, mm, root, point, opts;
+    if (!(f >> id >> parent >> mm >> root >> point >> opts) || mm != dev) continue;
+    std::string word;
+    while (f >> word && word != "-") {
+    }
+    std::string type, source, super;
+    if (!(f >> type >> source >> super)) continue;
+    // The last match: a later mount over the same device is the one seen.
+    *fstype = type;
+    *options = opts + "," + super;
+    found = true;
+  }
+  return found;
+}
 
 class PosixEnv : public Env {
  public:
@@ -348,28 +413,21 @@ class PosixEnv : public Env {
 
   Status LockFile(const std::string& path, mode_t mode, const std::string& holder,
                   std::unique_ptr<FileLock>* lock) override {
-    Fd fd;
-    // O_NONBLOCK: a FIFO planted under the name must not hang the open.
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL(
-        "open", path, fd.get() = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode)));
-    struct stat st;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
-    if (!S_ISREG(st.st_mode)) return Status::IOError("ckpt", "lock " + path + ": not a regular file");
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      if (err != EWOULDBLOCK && err != EINTR) return SyscallError("flock", path, err, __FILE__, __LINE__);
-      char text[1024];
-      ssize_t n = ::pread(fd.get(), text, sizeof text - 1, 0);
-      std::string who = n > 0 ? std::string(text, static_cast<size_t>(n)) : std::string("(not said)");
-      while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-      return Status::Unavailable("ckpt", path + " is locked by " + who);
+    return PosixLockFile(path, mode, holder, LockFault(), lock);
+  }
+
+  bool ReadOnly(const std::string& dir, std::string* why) override {
+    struct statvfs vfs;
+    if (::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0) {
+      *why = "its file system is mounted read-only";
+      return true;
     }
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("ftruncate", path, ::ftruncate(fd.get(), 0)));
-    const std::string text = holder + "\n";
-    ssize_t w = 0;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("pwrite", path, w = ::pwrite(fd.get(), text.data(), text.size(), 0)));
-    *lock = std::make_unique<PosixFileLock>(fd.release());
-    return Status::OK();
+    if (::access(dir.c_str(), W_OK | X_OK) != 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+      *why = errno == EROFS ? "its file system is mounted read-only"
+                            : "it is not writable by this user (uid " + std::to_string(::geteuid()) + ")";
+      return true;
+    }
+    return false;
   }
 
   Status RemoveTree(const std::string& path) override {
@@ -383,6 +441,102 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+const char* LockReachName(LockReach reach) {
+  switch (reach) {
+    case LockReach::kCluster: return "every node";
+    case LockReach::kNode: return "this node only";
+    case LockReach::kNone: return "nothing (no flock)";
+  }
+  return "?";
+}
+
+LockReach LockReachOf(const std::string& fstype, const std::string& options, std::string* why) {
+  std::set<std::string> opts;
+  std::istringstream in(options);
+  for (std::string o; std::getline(in, o, ',');) opts.insert(o);
+  const std::string type = fstype.substr(0, fstype.find('.'));  // "fuse.beegfs" stays whole below
+  if (type == "nfs" || fstype == "nfs4") {
+    if (opts.count("nolock") || opts.count("local_lock=flock") || opts.count("local_lock=all")) {
+      *why = fstype + " mounted " + (opts.count("nolock") ? "nolock" : "local_lock=flock|all") +
+             ": flock is kept on each client";
+      return LockReach::kNode;
+    }
+    *why = fstype + ": flock is an NFS lock (lockd, or NFSv4's own), held for every client";
+    return LockReach::kCluster;
+  }
+  if (type == "lustre") {
+    if (opts.count("localflock")) {
+      *why = "lustre mounted localflock: flock is kept on each client";
+      return LockReach::kNode;
+    }
+    if (opts.count("flock")) {
+      *why = "lustre mounted flock: flock is coherent across clients";
+      return LockReach::kCluster;
+    }
+    *why = "lustre mounted without flock or localflock";
+    return LockReach::kNone;
+  }
+  if (type == "beegfs" || fstype == "fuse.beegfs") {
+    *why = fstype + ": flock is per client unless the client's tuneUseGlobalFileLocks is set, which a client cannot see";
+    return LockReach::kNode;
+  }
+  static const std::set<std::string> kPerClient = {"cifs", "smb3", "9p", "fuse.sshfs", "virtiofs"};
+  if (kPerClient.count(fstype)) {
+    *why = fstype + ": flock may not reach other clients";
+    return LockReach::kNode;
+  }
+  // Local disks, tmpfs, and cluster file systems whose flock is coherent
+  // (GPFS, CephFS, OCFS2, GFS2).
+  *why = fstype.empty() ? "file system not found in /proc/self/mountinfo" : fstype;
+  return LockReach::kCluster;
+}
+
+Status PosixLockFile(const std::string& path, mode_t mode, const std::string& holder, const LockFault& fault,
+                     std::unique_ptr<FileLock>* lock) {
+  Fd fd;
+  // O_NONBLOCK: a FIFO planted under the name must not hang the open.
+  fd.get() = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+  if (fd.get() < 0) {
+    const int err = errno;
+    // O_NOFOLLOW on a symlink: ELOOP, whose text ("Too many levels of
+    // symbolic links") does not say what is wrong.
+    if (err == ELOOP) {
+      return Status::InvalidArgument("ckpt", "lock " + path + " is a symbolic link; the writer lock must be a regular file"
+                                             " (remove the link)");
+    }
+    return SyscallError("open", path, err, __FILE__, __LINE__);
+  }
+  struct stat st;
+  BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+  if (!S_ISREG(st.st_mode)) return Status::IOError("ckpt", "lock " + path + ": not a regular file");
+  std::string fstype, options, why;
+  LockReach reach = LockReach::kCluster;
+  if (MountOf(fd.get(), &fstype, &options)) reach = LockReachOf(fstype, options, &why);
+  else why = "file system not found in /proc/self/mountinfo";
+  if (fault.node_local) {
+    reach = LockReach::kNode;
+    why = "injected: flock kept on each node";
+  }
+  int rc = fault.flock_errno != 0 ? -1 : ::flock(fd.get(), LOCK_EX | LOCK_NB);
+  const int err = fault.flock_errno != 0 ? fault.flock_errno : errno;
+  if (rc != 0 && (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP)) {
+    // No flock on this file system: the lock is the holder text alone.
+    reach = LockReach::kNone;
+    why = (why.empty() ? std::string() : why + "; ") + "flock fails: " + std::strerror(err);
+    rc = 0;
+  }
+  if (rc != 0) {
+    if (err != EWOULDBLOCK && err != EINTR) return SyscallError("flock", path, err, __FILE__, __LINE__);
+    std::string who = HolderTextOf(fd.get());
+    return Status::Unavailable("ckpt", path + " is locked by " + (who.empty() ? "(not said)" : who));
+  }
+  std::string previous = HolderTextOf(fd.get());
+  auto held = std::make_unique<PosixFileLock>(fd.release(), path, holder, reach, why, std::move(previous));
+  if (reach == LockReach::kCluster) BATON_RETURN_IF_ERROR(held->Claim());
+  *lock = std::move(held);
+  return Status::OK();
+}
 
 Env* Env::Default() {
   // Never destroyed: other static destructors may still write files.

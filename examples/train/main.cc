@@ -186,8 +186,8 @@ int Job::Run(int* argc, char*** argv) {
   model_->Init(o_.seed);
   share_ = ShareOf(o_.micro_batches, world, rank);
   for (uint32_t q = 0; q < share_.count; ++q) dropout_.emplace_back(o_.seed, DropoutStream(share_.first + q));
-  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, model_.get(), &dropout_, share_, o_.micro_batches,
-                                           &state_);
+  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, o_.ckpt_level2, model_.get(), &dropout_, share_,
+                                           o_.micro_batches, &state_);
       !s.ok())
     return Fail(s, "opening the checkpoint directory " + o_.ckpt_dir);
   if (int rc = Restore(facts_); rc >= 0) return rc;

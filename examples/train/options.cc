@@ -55,6 +55,7 @@ const char* Usage() {
          "                   [--reduce ordered|ring] [--compare-reduce] [--step-ms X]\n"
          "                   [--max-restarts N] [--progress X]\n"
          "                   [--ckpt-mode sync|async] [--ckpt-stop-seconds X] [--restore-level auto|3]\n"
+         "                   [--ckpt-level2 on|off]\n"
          "       baton-train --make-data FILE [--seed N] [--samples N] [--features N] [--classes N]\n"
          "       baton-train --help\n"
          "\n"
@@ -72,6 +73,9 @@ const char* Usage() {
          "                      (SaveAsync) while the next steps run\n"
          "  --ckpt-stop-seconds X  async: at a stop, the save in flight gets this long\n"
          "                      to finish, else it is abandoned (default 30)\n"
+         "  --ckpt-level2 on|off  on: also save node-local copies (level 2) in\n"
+         "                      $BATON_LOCAL_DIR, the directory --baton-local-dir or the\n"
+         "                      site's local_root offers (default off)\n"
          "  --seed N            weights, data, shuffles and dropout (default 1)\n"
          "  --lr X              SGD learning rate, momentum 0.9 (default 0.01)\n"
          "  --hidden N          hidden units (default 1024: 2 MiB of weights at 512 features)\n"
@@ -168,6 +172,13 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
            return false;
          }
          o->restore_level = v == "3" ? 3 : 0;
+         return true; }},
+      {"--ckpt-level2", [&](const std::string& k, const std::string& v) {
+         if (v != "on" && v != "off") {
+           *error = k + ": " + Quote(v) + " is not on or off";
+           return false;
+         }
+         o->ckpt_level2 = v == "on";
          return true; }},
       {"--max-restarts", [&](const std::string& k, const std::string& v) {
          return ParseInt(k, v, 0, 1000000, &n, error) && (o->max_restarts = static_cast<int>(n), true); }},

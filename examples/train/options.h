@@ -55,6 +55,9 @@ struct Options {
   // version the shared directory still records, else the shared directory)
   // or 3 (the shared directory only): RestoreOptions::from_level.
   int restore_level = 0;
+  // --ckpt-level2 on: node-local copies (level 2) in $BATON_LOCAL_DIR, the
+  // directory the plugin offers (CheckpointOptions::level2).
+  bool ckpt_level2 = false;
   bool help = false;
 };
 

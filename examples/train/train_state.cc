@@ -135,13 +135,14 @@ int RestartsWithoutProgress(const std::optional<Blob>& newest, const RunFacts& n
   return now.restart;
 }
 
-baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, Mlp* model, std::vector<Rng>* dropout,
-                                 Share share, uint32_t micro_batches, std::unique_ptr<TrainState>* out) {
+baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, bool level2, Mlp* model,
+                                 std::vector<Rng>* dropout, Share share, uint32_t micro_batches, std::unique_ptr<TrainState>* out) {
   static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds a state");
   std::unique_ptr<TrainState> t(new TrainState());
   t->dropout_ = dropout;
   baton::CheckpointOptions co;
   co.dir = dir;
+  co.level2 = level2;  // --ckpt-level2 on: $BATON_LOCAL_DIR too
   BATON_RETURN_IF_ERROR(baton::Checkpointer::Create(rt, co, &t->ck_));
   std::vector<Tensor> arrays = model->params();
   for (Tensor& m : model->momenta()) arrays.push_back(m);

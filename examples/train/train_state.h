@@ -69,10 +69,11 @@ class TrainState {
  public:
   // Registers the model and the dropout RNGs of this rank's micro-batches
   // (`dropout` holds share.count of them, micro-batches share.first...;
-  // `micro_batches` in all) with a new Checkpointer on `dir`. Collective
-  // over the runtime's world.
-  static baton::Status Create(baton::Runtime& rt, const std::string& dir, Mlp* model, std::vector<Rng>* dropout,
-                              Share share, uint32_t micro_batches, std::unique_ptr<TrainState>* out);
+  // `micro_batches` in all) with a new Checkpointer on `dir` (level2: level
+  // 2 in $BATON_LOCAL_DIR too, CheckpointOptions::level2). Collective over
+  // the runtime's world.
+  static baton::Status Create(baton::Runtime& rt, const std::string& dir, bool level2, Mlp* model,
+                              std::vector<Rng>* dropout, Share share, uint32_t micro_batches, std::unique_ptr<TrainState>* out);
 
   // The newest version every rank can read, at any world size: model,
   // momentum, the RNGs of this rank's micro-batches, and *blob. *step is

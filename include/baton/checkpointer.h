@@ -136,32 +136,31 @@ struct CheckpointOptions {
   // (the write must still end within the steps to the next SaveAsync, or
   // that call waits for it). 0: the caller's priority. 0-19.
   int async_writer_nice = 10;
-  // Level 2 (ckpt/README.md, "Levels 2 and 3"): the node-local directory;
-  // empty: $BATON_LOCAL_DIR (the plugin and --baton-local-dir export it);
-  // neither: level 2 is off and every save goes to `dir` (level 3) only.
-  // The Checkpointer owns `<local_dir>/<run id>/` on every node (created
-  // 0700, reused across requeues): each rank's shard of a version goes
-  // there, and a verified copy of it to the same local rank of the next
-  // node in a ring (over MPI). With level 2 on, Save writes as SaveAsync
-  // followed by Wait (one shard per rank).
+  // Level 2 (ckpt/README.md, "Levels 2 and 3"): the node-local directory.
+  // Given, level 2 is on. Empty: level 2 is on only when the program opts
+  // in with level2 = true, in $BATON_LOCAL_DIR. The Checkpointer owns
+  // `<local_dir>/<run id>/` on every node (created 0700, reused across
+  // requeues): each rank's shard of a version goes there, and a verified
+  // copy of it to the same local rank of the next node in a ring (over
+  // MPI).
   //
-  // A site's plugin key local_root exports BATON_LOCAL_DIR to every
-  // --baton step (man spank-baton(8)), so it turns level 2 on for a program
-  // that did not ask for it. Its consequences: group_size is not used (one
-  // shard file per rank); every save, Save included, keeps one staging copy
-  // of this rank's state in memory for the Checkpointer's life (its sharded
-  // rows and every replicated array whole; not bounded as a synchronous
-  // save's extra memory is); each save sends this rank's shard to a rank of
-  // the next node (network, and node-local disk for own and partner copies
-  // of local_keep versions); restores read level 2 when it holds the newest
-  // version level 3 still records. A program that wants none of it sets
-  // level2 = false.
+  // What level 2 changes, beside the node-local copies: group_size is not
+  // used (one shard file per rank, as SaveAsync writes: a version has as
+  // many files and index entries as ranks); Save writes as SaveAsync
+  // followed by Wait, its rows written from the registered arrays in place
+  // (no staging copy: as a synchronous save, no memory beyond its buffers;
+  // SaveAsync keeps its one staging copy as ever); each save sends this
+  // rank's shard over the network to a rank of the next node, and each
+  // node's disk keeps own and partner copies of local_keep versions;
+  // restores read level 2 when it holds the newest version level 3 still
+  // records (docs/recovery.md).
   std::string local_dir;
-  // false: level 2 off, even where $BATON_LOCAL_DIR is set (the plugin
-  // exports it on every node of a job started with --baton-local-dir, or
-  // where the site set the plugin's local_root): every save goes to `dir`
-  // alone. local_dir must then be empty.
-  bool level2 = true;
+  // true: level 2 in $BATON_LOCAL_DIR when local_dir is empty (the
+  // directory the plugin offers: --baton-local-dir, or the site's plugin key
+  // local_root, man spank-baton(8)); neither: a warning, and every save
+  // goes to `dir` alone. false (the default): $BATON_LOCAL_DIR is not used,
+  // so a site's local_root changes nothing for a program that did not ask.
+  bool level2 = false;
   // Level 3: with level 2 on, a version is also written to `dir` every
   // shared_every-th save (counted from 0 in this Checkpointer: the first
   // save always is), and whenever level 2 failed for it (a full disk);

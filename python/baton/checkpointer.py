@@ -52,7 +52,7 @@ class Checkpointer:
     **State dicts** (PyTorch programs)::
 
         rt = baton.Runtime()
-        ck = baton.Checkpointer(rt)   # dir: $BATON_CKPT_DIR, local dir: $BATON_LOCAL_DIR
+        ck = baton.Checkpointer(rt)   # dir: $BATON_CKPT_DIR; level2=True: also $BATON_LOCAL_DIR
         state = {"model": model, "optim": opt, "loader": loader, "rng": baton.RNGState()}
         step = ck.restore(state)      # in place; None on a first run
         for step in range(step or 0, steps):
@@ -98,7 +98,7 @@ class Checkpointer:
 
         ``runtime``: a baton.Runtime. ``dir``: the shared directory, else
         $BATON_CKPT_DIR; ``local_dir``: the node-local directory (level 2),
-        else $BATON_LOCAL_DIR, else none. ``options``: baton.ArrayCheckpointer's.
+        else $BATON_LOCAL_DIR when ``level2=True`` (the job opts in), else none. ``options``: baton.ArrayCheckpointer's.
         """
         self._runtime = runtime
         self._options = dict(options, dir=dir, local_dir=local_dir)

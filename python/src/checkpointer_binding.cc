@@ -207,7 +207,7 @@ void BindCheckpointer(py::module_& m) {
   py::class_<PyArrayCheckpointer>(m, "ArrayCheckpointer", R"(Atomically committed, verified checkpoints of NumPy arrays and tensors.
 
 ArrayCheckpointer(runtime, dir=None, local_dir=None, group_size=0, keep=3,
-                  level2=True, shared_every=1, local_keep=2, run_id="",
+                  level2=False, shared_every=1, local_keep=2, run_id="",
                   verify_replicas=True, peer_timeout=0.0)
 
 The low-level API (baton::Checkpointer): register arrays by name, then save,
@@ -233,8 +233,9 @@ in host memory. Registration keeps a reference and copies nothing: what the
 array holds at save() is saved; restore() writes into it.
 
 dir: the shared checkpoint directory (str or path); None: $BATON_CKPT_DIR.
-local_dir: the node-local directory of level 2; None: $BATON_LOCAL_DIR;
-  level2=False turns level 2 off.
+local_dir: the node-local directory of level 2 (given: level 2 on); None:
+  $BATON_LOCAL_DIR when level2=True (the job opts in to the directory the
+  plugin offers), else level 2 off.
 group_size: ranks per shard file (0: the ranks of a node).
 keep: committed versions kept in dir; local_keep: versions kept in local_dir.
 shared_every: with level 2, every n-th save also goes to dir.
@@ -266,7 +267,7 @@ The GIL is released while a call does I/O or waits for other ranks.)")
              return std::make_unique<PyArrayCheckpointer>(std::move(runtime), o);
            }),
            py::arg("runtime"), py::arg("dir") = py::none(), py::arg("local_dir") = py::none(),
-           py::arg("group_size") = 0, py::arg("keep") = 3, py::arg("level2") = true, py::arg("shared_every") = 1,
+           py::arg("group_size") = 0, py::arg("keep") = 3, py::arg("level2") = false, py::arg("shared_every") = 1,
            py::arg("local_keep") = 2, py::arg("run_id") = "", py::arg("verify_replicas") = true,
            py::arg("peer_timeout") = 0.0)
       .def("register_replicated", &PyArrayCheckpointer::RegisterReplicated, py::arg("name"), py::arg("array"),

@@ -73,6 +73,8 @@ submit() {
   while [ $# -gt 0 ] && [ "$1" != -- ]; do sb+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   tr=("$@")
+  # Level 2 is the job's choice (BATON_LOCAL_DIR alone only offers it).
+  [ -n "${LOCAL_DIR:-}" ] && tr+=(--ckpt-level2 on)
   local job
   job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$(ckpt_dir "$d") BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
     BATON_CLI=$BATON BATON_STEP_RESTARTS=${STEP_RESTARTS:-0} BATON_STEP_NODES=${STEP_NODES:-} \

@@ -169,6 +169,16 @@ inline std::string CheckAll(const std::vector<TestArray>& arrays, int64_t step) 
   return "";
 }
 
+// Peak resident memory of this process (VmHWM), in bytes.
+inline uint64_t PeakRss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
 inline std::unique_ptr<Checkpointer> MakeCheckpointer(const CheckpointOptions& o) {
   std::unique_ptr<Checkpointer> ck;
   Status s = Checkpointer::Create(*testing::g_runtime, o, &ck);

@@ -427,27 +427,144 @@ TEST_F(Levels, AnOwnCopyThatFailsItsChecksumIsReadFromThePartnerCopy) {
   }
 }
 
-// level2 = false: $BATON_LOCAL_DIR is ignored and every save goes to level
-// 3; with a local_dir too it is an error naming it.
-TEST_F(Levels, Level2OffIgnoresTheEnvironment) {
+// Issue 32, item 6: $BATON_LOCAL_DIR (the plugin's --baton-local-dir, or a
+// site's local_root on every --baton step) once turned level 2 on for every
+// program. It is an offer: taken with level2 = true only; a local_dir
+// given is the program's own choice.
+TEST_F(Levels, Level2IsTheJobsChoice) {
   setenv("BATON_LOCAL_DIR", local_.c_str(), 1);
   CheckpointOptions o = Options();
-  o.level2 = false;
   auto ck = MakeCheckpointer(o);
-  unsetenv("BATON_LOCAL_DIR");
   ASSERT_TRUE(ck);
   auto arrays = MakeArrays(Size(), Rank());
   ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
   FillAll(&arrays, 1);
   ASSERT_TRUE(ck->Save(1).ok());
   EXPECT_EQ(ck->last_stats().level, 3);
-  EXPECT_FALSE(stdfs::exists(local_ + "/" + ck->run_id()));
+  EXPECT_FALSE(ck->last_stats().level2_committed);
+  EXPECT_FALSE(stdfs::exists(local_ + "/" + ck->run_id())) << "the offer was taken without the job asking";
   ck.reset();
-  o.local_dir = local_;
-  std::unique_ptr<Checkpointer> bad;
-  Status s = Checkpointer::Create(*testing::g_runtime, o, &bad);
-  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
-  EXPECT_NE(s.message().find(local_), std::string::npos) << s;
+
+  o.level2 = true;  // the job opts in
+  ck = MakeCheckpointer(o);
+  unsetenv("BATON_LOCAL_DIR");
+  ASSERT_TRUE(ck);
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  ASSERT_TRUE(ck->Save(2).ok());
+  EXPECT_TRUE(ck->last_stats().level2_committed);
+  EXPECT_TRUE(stdfs::exists(local_ + "/" + ck->run_id()));
+  ck.reset();
+
+  o.level2 = false;
+  o.local_dir = local_;  // the program's own directory
+  ck = MakeCheckpointer(o);
+  ASSERT_TRUE(ck);
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  ASSERT_TRUE(ck->Save(3).ok());
+  EXPECT_TRUE(ck->last_stats().level2_committed);
+}
+
+// Counts what a save does in the shared directory `dir`: listings of it,
+// replacements of its run file, directories made in it.
+class SharedDirCounter : public ckpt::fs::EnvWrapper {
+ public:
+  explicit SharedDirCounter(std::string dir) : EnvWrapper(ckpt::fs::Env::Default()), dir_(std::move(dir)) {}
+  Status ListDir(const std::string& path, std::vector<std::string>* names) override {
+    if (path == dir_) ++lists;
+    return EnvWrapper::ListDir(path, names);
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (to == dir_ + "/run") ++run_writes;
+    return EnvWrapper::Rename(from, to);
+  }
+  Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {
+    if (path.rfind(dir_ + "/", 0) == 0) ++mkdirs;
+    return EnvWrapper::CreateDir(path, mode, exist_ok);
+  }
+  void Reset() { lists = run_writes = mkdirs = 0; }
+  std::atomic<int> lists{0}, run_writes{0}, mkdirs{0};
+
+ private:
+  std::string dir_;
+};
+
+// Issue 32, item 7: every save with level 2 once listed the shared
+// directory, rewrote its run file and made a version directory there, even
+// when level 3 was not due (and removed the directory at the commit). Now
+// a save to level 2 alone touches nothing there: its sequence number was
+// reserved by the last save that did; a level-3 save still does all three.
+TEST_F(Levels, ASaveToLevel2AloneLeavesTheSharedDirectoryAlone) {
+  // The directory is made by the Checkpointer: its parent's real path.
+  const stdfs::path root(root_);
+  SharedDirCounter env((stdfs::canonical(root.parent_path()) / root.filename()).string());
+  auto ck = Make(/*ranks_per_node=*/2, /*shared_every=*/3, &env);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  std::vector<std::string> names;
+  for (int64_t step = 1; step <= 4; ++step) {
+    FillAll(&arrays, step);
+    env.Reset();
+    Status s = ck->Save(step);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    const bool due = step % 3 == 1;
+    EXPECT_EQ(ck->last_stats().shared, due) << "step " << step;
+    EXPECT_TRUE(ck->last_stats().level2_committed) << "step " << step;
+    names.push_back(stdfs::path(ck->last_stats().version_path).filename().string());
+    if (Rank() != 0) continue;
+    if (due) {
+      EXPECT_GE(env.lists.load(), 1) << "step " << step;
+      EXPECT_GE(env.run_writes.load(), 1) << "step " << step;
+      EXPECT_GE(env.mkdirs.load(), 1) << "step " << step;
+    } else {
+      EXPECT_EQ(env.lists.load(), 0) << "step " << step << ": the shared directory was listed";
+      EXPECT_EQ(env.run_writes.load(), 0) << "step " << step << ": the run file was rewritten";
+      EXPECT_EQ(env.mkdirs.load(), 0) << "step " << step << ": a directory was made in it";
+    }
+  }
+  // The sequence numbers still grow, never reused.
+  for (size_t i = 1; i < names.size(); ++i) {
+    uint64_t a = 0, b = 0;
+    int64_t sa = 0, sb = 0;
+    ASSERT_TRUE(ckpt::ParseVersionName(names[i - 1], &a, &sa) && ckpt::ParseVersionName(names[i], &b, &sb)) << names[i];
+    EXPECT_LT(a, b) << names[i - 1] << " " << names[i];
+  }
+  EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1", "4"}));
+  ZeroAll(&arrays);
+  RestoreResult result;
+  Status s = ck->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(4));
+  EXPECT_EQ(CheckAll(arrays, 4), "");
+}
+
+// Issue 32, item 6: Save with level 2 (SaveAsync completed at once) once
+// kept a whole staging copy of the rank's state (replicated arrays whole)
+// for the Checkpointer's life. It writes from the registered arrays in
+// place now: bounded as a synchronous save is (no whole copy).
+TEST_F(Levels, ASaveWithLevel2MakesNoStagingCopy) {
+  if (Size() > 4) GTEST_SKIP() << "48 MiB per rank: run at up to 4 ranks";
+  auto ck = Make(/*ranks_per_node=*/2);
+  const uint64_t rows = 48 * 256, cols = 1024;  // 48 MiB of f32, replicated (the worst case: copied whole)
+  std::vector<float> w(rows * cols);
+  for (size_t i = 0; i < w.size(); i += 1024) w[i] = static_cast<float>(i);  // touch every page
+  ASSERT_TRUE(ck->RegisterReplicated("w", w.data(), DType::kF32, {rows, cols}).ok());
+  const uint64_t before = PeakRss();
+  Status s = ck->Save(1);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_TRUE(ck->last_stats().level2_committed);
+  const uint64_t after = PeakRss();
+#if !defined(__SANITIZE_THREAD__)
+  EXPECT_LT(after - before, 24ull << 20) << "save with level 2, peak grew by " << ((after - before) >> 20) << " MiB";
+#endif
+  // Save leaves no snapshot: Rollback is SaveAsync's.
+  int64_t step = -1;
+  EXPECT_FALSE(ck->Rollback(&step).ok());
+  std::fill(w.begin(), w.end(), 0.0f);
+  std::optional<int64_t> restored;
+  s = ck->Restore(&restored);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(restored, std::optional<int64_t>(1));
+  EXPECT_EQ(w[1024], 1024.0f);
 }
 
 // The background writer's copy to level 3 stops between pieces once its

@@ -331,16 +331,6 @@ TEST_F(CkptTest, FilesAndDirectoriesHaveTheirModes) {
   }
 }
 
-// Peak resident memory of this process (VmHWM), in bytes.
-uint64_t PeakRss() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
-  }
-  return 0;
-}
-
 // A synchronous save writes from the user's buffers: it adds at most 64 MiB
 // over the registered arrays (a whole copy of the 80 MiB array would show).
 // The same-layout restore reads straight into them.
@@ -897,6 +887,39 @@ TEST(Reshard, Restore) {
   const std::string blob = ck->user_blob();
   EXPECT_EQ(blob.rfind("saved by ", 0), 0u) << blob;
   EXPECT_EQ(blob.find("saved by " + std::to_string(Size()) + " "), std::string::npos) << "another world size";
+}
+
+// Issue 32, item 11: a restore once needed writer.lock writable, so a job
+// whose directory became read-only requeued for ever and an evaluation job
+// could not read a checkpoint it may not write. Now a read-only directory
+// restores (no lock, no attempt marks) and a save names it read-only.
+TEST_F(CkptTest, AReadOnlyDirectoryRestoresAndRefusesSaves) {
+  CheckpointOptions o = Options(1);
+  auto arrays = MakeArrays(Size(), Rank());
+  {
+    auto ck = MakeCheckpointer(o);
+    ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+    FillAll(&arrays, 6);
+    ASSERT_TRUE(AllRanks(ck->Save(6).ok()));
+  }
+  FaultEnv env;
+  env.Inject(FaultEnv::Fault::kReadOnly, stdfs::canonical(o.dir).string());
+  o.env = &env;
+  std::unique_ptr<Checkpointer> ck;
+  Status s = Checkpointer::Create(*testing::g_runtime, o, &ck);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ZeroAll(&arrays);
+  RestoreResult result;
+  s = ck->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(6));
+  EXPECT_EQ(CheckAll(arrays, 6), "");
+  s = ck->Save(7);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("is read-only"), std::string::npos) << s;
+  s = ck->SaveAsync(7);
+  EXPECT_NE(s.message().find("is read-only"), std::string::npos) << s;
 }
 
 }  // namespace
