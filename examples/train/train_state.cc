@@ -145,12 +145,12 @@ baton::Status TrainState::RegisterPerRank(baton::Runtime& rt) {
                               {static_cast<uint64_t>(rt.size()), 4}, static_cast<uint64_t>(rt.rank()), 1);
 }
 
-baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int from_level) {
+baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int from_level,
+                                  baton::RestoreResult* result) {
   baton::RestoreOptions options;
   options.from_level = from_level;
-  baton::RestoreResult result;
-  BATON_RETURN_IF_ERROR(ck_->Restore(options, &result));
-  *step = result.step;
+  BATON_RETURN_IF_ERROR(ck_->Restore(options, result));
+  *step = result->step;
   if (!*step) return baton::Status::OK();
   Rng::State s;
   std::memcpy(s.data(), rng_row_.data(), sizeof s);
