@@ -46,7 +46,7 @@ class SlowEnv : public ckpt::fs::EnvWrapper {
     return EnvWrapper::NewWritableFile(path, mode, out);
   }
   void Mark(const std::string& event) override {
-    if (event.rfind("abandon ", 0) == 0 && event.find(part_) != std::string::npos) {
+    if (event.rfind("abandon ", 0) == 0 && (event + "/").find(part_) != std::string::npos) {
       abandoned_.store(true);
       Release();
     }
