@@ -315,6 +315,7 @@ Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
   // is joined before rank 0 removes the directory (agreed first, so that no
   // rank's writer still creates files in it).
   writer_.Abandon();
+  env_->Mark("abandon " + pending_->vdir);  // a test's held writer lets go here
   (void)writer_.Join();  // its own failure (Aborted, or an earlier one) is moot now
   const std::string why = "the asynchronous save of step " + std::to_string(pending_->step) +
                           " was not written by every rank within " + std::to_string(timeout_seconds) + " s";

@@ -162,8 +162,9 @@ void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
   }, settle, every_rank_answers);
 }
 
-void CheckpointerImpl::EndAttempt(const std::string* failure) {
+void CheckpointerImpl::EndAttempt(const std::string* failure, Status* recorded) {
   attempt_watch_.reset();  // joined: it touches attempt_ no more
+  if (recorded != nullptr) *recorded = Status::OK();
   if (!attempt_) return;
   const Attempt a = std::move(*attempt_);
   attempt_.reset();
@@ -181,6 +182,11 @@ void CheckpointerImpl::EndAttempt(const std::string* failure) {
     BATON_LOG(kCkpt, warning) << "could not " << (failure ? "record the failure of " : "end the restore attempt of ")
                               << a.version.path << ": " << s;
   }
+  if (recorded != nullptr) *recorded = s;
+}
+
+std::string NotRecorded(const Status& why) {
+  return " (its failure could not be recorded toward its quarantine, so it is not counted: " + why.message() + ")";
 }
 
 Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out) {
@@ -221,7 +227,12 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
     }
     if (record && out->kind != Candidate::kManifest) {
       const std::string reason = out->failure.message();
-      EndAttempt(out->counted ? &reason : nullptr);
+      Status ended;
+      EndAttempt(out->counted ? &reason : nullptr, &ended);
+      if (out->counted && !ended.ok()) {
+        out->counted = false;
+        out->failure = MakeStatus(out->failure.code(), reason + NotRecorded(ended));
+      }
     }
   }
   long long head[4] = {out->kind, out->step, static_cast<long long>(out->failure.code()), out->counted ? 1 : 0};

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "baton/hdf5_mutex.h"
+#include "base/printable.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
@@ -31,6 +32,24 @@
 
 namespace baton {
 namespace ckpt {
+namespace {
+
+// mkdir -p: the directory and its missing parents (as torch.save and DCP
+// users expect of a checkpoint path), the parents with the same mode; a
+// parent that exists and is not a directory fails naming it.
+Status CreateDirAndParents(fs::Env* env, const std::string& dir, mode_t mode) {
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) {
+    const std::string parent = dir.substr(0, slash);
+    fs::FileInfo info;
+    Status s = env->Stat(parent, &info);
+    if (s.code() == Code::kNotFound) s = CreateDirAndParents(env, parent, mode);
+    BATON_RETURN_IF_ERROR(s);
+  }
+  return env->CreateDir(dir, mode, /*exist_ok=*/true);
+}
+
+}  // namespace
 
 std::string UtcNow() {
   std::time_t t = std::time(nullptr);
@@ -50,13 +69,18 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
 std::string ShardFileName(int group) { return "shard-" + std::to_string(group) + ".h5"; }
 
 CheckpointerImpl::~CheckpointerImpl() {
-  // Not collective: the save in flight is written to the end but cannot be
-  // committed here (Wait() commits it).
+  // Not collective, so the save in flight cannot be committed here (Wait()
+  // commits it): its writer is abandoned at its next slab instead of
+  // writing to the end a version nobody will commit (the exit would wait
+  // for a whole shard only to discard it). What it left is an incomplete
+  // version, which the next save's retention removes.
   if (pending_) {
+    writer_.Abandon();
+    env_->Mark("abandon " + pending_->vdir);
     Status s = writer_.Join();
     BATON_LOG(kCkpt, warning) << "the asynchronous save of step " << pending_->step << " (" << pending_->vdir
-                              << ") was not committed: Checkpointer destroyed without Wait()"
-                              << (s.ok() ? "" : "; its write failed: " + s.ToString());
+                              << ") was abandoned: Checkpointer destroyed without Wait()"
+                              << (s.ok() || s.code() == Code::kAborted ? "" : "; its write failed: " + s.ToString());
   }
   if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -88,13 +112,15 @@ Status CheckpointerImpl::LockDirectory() {
     }
     if (s.code() != Code::kUnavailable) return s;
     if (Now() >= give_up) {
+      // The holder's text is the lock file's, written by whoever holds
+      // it: escaped (base/printable.h) before it can reach a terminal.
       return Status::Unavailable(log::kCkpt, "checkpoint directory " + dir_ + " has another live writer (" +
-                                                 s.message() + "), still after " +
+                                                 Printable(s.message()) + "), still after " +
                                                  std::to_string(static_cast<int>(options_.lock_wait_seconds)) +
                                                  " s: one Checkpointer per directory at a time");
     }
     if (!logged) {
-      BATON_LOG(kCkpt, warning) << s.message() << "; waiting up to " << options_.lock_wait_seconds
+      BATON_LOG(kCkpt, warning) << Printable(s.message()) << "; waiting up to " << options_.lock_wait_seconds
                                 << " s for it to end (a dead holder's lock on NFS lasts until its lease ends)";
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -157,7 +183,7 @@ Status CheckpointerImpl::Init() {
     // later call (all O_NOFOLLOW) meets it.
     fs::FileInfo info;
     local = env_->Stat(dir_, &info);
-    if (local.code() == Code::kNotFound) local = env_->CreateDir(dir_, options_.dir_mode, /*exist_ok=*/true);
+    if (local.code() == Code::kNotFound) local = CreateDirAndParents(env_, dir_, options_.dir_mode);
     char* real = local.ok() ? ::realpath(dir_.c_str(), nullptr) : nullptr;
     if (local.ok() && real == nullptr) {
       local = Status::IOError(log::kCkpt, "realpath(" + dir_ + "): " + std::strerror(errno));

@@ -89,6 +89,10 @@ std::string ShardFileName(int group);
 // restore fails with it, same code, saying why no older version was
 // taken (restore.cc).
 Status TransientRestoreError(const Status& s, const std::string& version_path);
+// What a skipped version's reason gets when its failure could not be
+// recorded (EndAttempt's Status): the restore says so instead of claiming
+// it counted toward the quarantine (candidates.cc).
+std::string NotRecorded(const Status& why);
 
 class CheckpointerImpl : public Checkpointer {
  public:
@@ -217,8 +221,11 @@ class CheckpointerImpl : public Checkpointer {
   // to refuse a restore.
   // A stop signal during the attempt takes its mark away (attempt_watch_):
   // a kill after it is a preemption, not the version's doing.
+  // *recorded, when given: the failure to record (or end) it, logged too:
+  // a restore-failures that is a symlink or a directory, a read-only
+  // version directory; the caller then says the failure was not counted.
   void BeginAttempt(const VersionInfo& v);
-  void EndAttempt(const std::string* failure);
+  void EndAttempt(const std::string* failure, Status* recorded = nullptr);
 
   // restore.cc
   Status RestoreNow(const RestoreOptions& options, RestoreResult* result);
@@ -231,6 +238,19 @@ class CheckpointerImpl : public Checkpointer {
   Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                     bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
+  // Collective, both levels: the restore-read mark, ReadMyRows, and the
+  // agreement on it (a corruption preferred); *mine, when given: this
+  // rank's own outcome.
+  Status ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of, bool gather,
+                      bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
+                      Status* mine = nullptr);
+  // Collective, both levels: the end of a restore that read version `vdir`
+  // from `level` (2 or 3; `fetched`: the bytes of partner copies this rank
+  // received): the replicated arrays gathered, the blob and rank state
+  // kept, RestoreResult and CheckpointStats filled, rank 0's log line.
+  Status FinishRestore(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of, bool gather,
+                       bool with_state, std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
+                       RestoreResult* result);
   bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
   // level_choice.cc: restores the newest version every rank can read from

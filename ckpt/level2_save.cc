@@ -26,11 +26,14 @@
 //      (local_keep), incomplete versions included (no save is in progress).
 #include <mpi.h>
 
+#include <charconv>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/printable.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
@@ -45,13 +48,30 @@ namespace {
 // one machine $BATON_CKPT_TEST_RANKS_PER_NODE consecutive ranks per node
 // (the ranks still share one disk: the files of a "node" are told apart by
 // their rank in the name, so a test wipes a node by removing its ranks'
-// files).
-std::vector<int> PartnerNodes(const Topology& topology) {
+// files). A test seam read in production code: rank 0 warns whenever it is
+// set, since on a real cluster it would put partner copies on the same
+// node; a value that is not a positive integer is ignored, saying so.
+std::vector<int> PartnerNodes(const Topology& topology, int rank) {
   std::vector<int> node_of = topology.node_of;
   const char* per = std::getenv("BATON_CKPT_TEST_RANKS_PER_NODE");
-  const int k = per != nullptr ? std::atoi(per) : 0;
-  if (k > 0) {
-    for (size_t r = 0; r < node_of.size(); ++r) node_of[r] = static_cast<int>(r) / k;
+  if (per == nullptr) return node_of;
+  int k = 0;
+  const char* end = per + std::strlen(per);
+  auto r = std::from_chars(per, end, k);
+  const bool valid = r.ec == std::errc() && r.ptr == end && k > 0;
+  if (rank == 0) {
+    if (valid) {
+      BATON_LOG(kCkpt, warning) << "BATON_CKPT_TEST_RANKS_PER_NODE=" << k
+                                << " (a test setting): the partner ring takes every " << k
+                                << " consecutive ranks for a node instead of the real nodes, so a partner copy "
+                                   "may be on its own node; unset it outside tests";
+    } else {
+      BATON_LOG(kCkpt, warning) << "BATON_CKPT_TEST_RANKS_PER_NODE=\"" << Printable(per)
+                                << "\" is not a positive integer: ignored (the real nodes are used)";
+    }
+  }
+  if (valid) {
+    for (size_t r2 = 0; r2 < node_of.size(); ++r2) node_of[r2] = static_cast<int>(r2) / k;
   }
   return node_of;
 }
@@ -89,7 +109,7 @@ Status CheckpointerImpl::InitLevel2() {
     local_ = NodeLocalLevel();
   }
   if (!local_.on()) return Status::OK();
-  partner_ = PartnerRanks(PartnerNodes(runtime_.topology()));
+  partner_ = PartnerRanks(PartnerNodes(runtime_.topology(), rank_));
   const Topology& t = runtime_.topology();
   node_leader_ = t.RanksOn(t.node_of[static_cast<size_t>(rank_)]).front() == rank_;
   // What an earlier run left unfinished on this node (a save that crashed

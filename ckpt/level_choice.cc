@@ -288,6 +288,10 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   } end_mark{this};
   const std::string vdir = local_.VersionDir(name);
   auto fall_back = [&](const Status& why) {
+    uint64_t seq = 0;
+    int64_t step = 0;
+    ParseVersionName(name, &seq, &step);
+    result->level2_fallback = SkippedVersion{vdir, step, why, /*counted=*/false};
     if (rank_ == 0) {
       BATON_LOG(kCkpt, warning) << "level 2: cannot restore " << name << " from node-local copies (" << why.message()
                                 << "); trying level 3";
@@ -336,11 +340,8 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   const bool gather = GatherFits(m, index_of);
   uint64_t bytes = 0;
   std::string state;
-  env_->Mark("restore-read " + vdir);
-  Status read = ReadMyRows(vdir, m, index_of, gather, with_state, clock, &bytes, &state);
-  clock->Lap("read");
-  agreed = Agree(comm_, read, nullptr, Code::kCorruption);
-  clock->Lap("agree");
+  Status read;
+  agreed = ReadAndAgree(vdir, m, index_of, gather, with_state, clock, &bytes, &state, &read);
   if (!agreed.ok()) {
     // Own copies that failed (a checksum, a truncated file: the node's
     // disk, not the version) are replaced by their partner copies when
@@ -376,32 +377,8 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     clock->Lap("agree");
     if (!agreed.ok()) return fall_back(agreed);
   }
-  if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
-  clock->Lap("gather");
-  blob_ = std::move(m.user_blob);
-  rank_state_ = std::move(state);
-  result->step = m.step;
-  result->version_path = vdir;
-  result->level = 2;
-  result->rank_state_dropped = !with_state && m.world_size != size_ &&
-                               std::any_of(m.arrays.begin(), m.arrays.end(),
-                                           [](const ArrayMeta& a) { return a.name == kRankStateName; });
-  stats_.step = m.step;
-  stats_.version_path = vdir;
-  stats_.level = 2;
-  stats_.bytes = bytes;
-  stats_.bytes_level2 = bytes;
-  stats_.bytes_partner = fetched;
-  uint64_t in[3] = {bytes, fetched, 0}, out[3] = {0, 0, 0};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(in, out, 3, MPI_UINT64_T, MPI_SUM, comm_)));
-  stats_.total_bytes = stats_.total_bytes_level2 = out[0];
-  stats_.total_bytes_partner = out[1];
-  clock->Lap("agree");
-  if (rank_ == 0) {
-    BATON_LOG(kCkpt, info) << "restored step " << m.step << " from level 2 (" << name << "): " << out[0]
-                           << " bytes read from node-local copies, " << out[1]
-                           << " bytes of shard files fetched over MPI from partner copies, 0 from level 3";
-  }
+  BATON_RETURN_IF_ERROR(
+      FinishRestore(2, vdir, m, index_of, gather, with_state, std::move(state), bytes, fetched, clock, result));
   *restored = true;
   return Status::OK();
 }

@@ -89,13 +89,19 @@ Status CheckKeys(const json& j, const std::string& path, std::initializer_list<c
   return Status::OK();
 }
 
+// A signed number where an unsigned one belongs; "-0" (parsed as 0) is
+// worded as what it is, not as "0 is negative".
+std::string NegativeText(int64_t v) {
+  return v == 0 ? "-0 is not an unsigned integer (a minus sign)" : std::to_string(v) + " is negative";
+}
+
 Status GetU64Value(const json& j, const std::string& path, uint64_t max, uint64_t* v) {
   if (j.is_number_unsigned()) {
     *v = j.get<uint64_t>();
     if (*v > max) return Fail(Code::kCorruption, path, std::to_string(*v) + " is more than " + std::to_string(max));
     return Status::OK();
   }
-  if (j.is_number_integer()) return Fail(Code::kCorruption, path, j.dump() + " is negative");
+  if (j.is_number_integer()) return Fail(Code::kCorruption, path, NegativeText(j.get<int64_t>()));
   if (j.is_number_float()) return Fail(Code::kCorruption, path, j.dump() + " is not an unsigned 64-bit integer");
   return Fail(Code::kCorruption, path, "expected an unsigned integer, got " + Describe(j));
 }
@@ -146,7 +152,7 @@ class ManifestSax : public nlohmann::json_sax<json> {
   bool null() override { return Value(nullptr, "null"); }
   bool boolean(bool b) override { return Value(b, b ? "true" : "false"); }
   bool number_integer(number_integer_t v) override {
-    if (chunk_depth_ == 2) return ChunkError(std::to_string(v) + " is negative");
+    if (chunk_depth_ == 2) return ChunkError(NegativeText(v));
     return Value(v, std::to_string(v));
   }
   bool number_unsigned(number_unsigned_t v) override {

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "base/printable.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
@@ -66,22 +67,24 @@ Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vecto
       continue;
     }
     auto it = in_manifest.find(name);
+    // Names come from the manifest (untrusted: escaped, base/printable.h).
+    const std::string shown = Printable(name);
     if (it == in_manifest.end()) {
-      diffs.push_back(name + ": registered, not in the checkpoint");
+      diffs.push_back(shown + ": registered, not in the checkpoint");
       index_of->push_back(-1);
       continue;
     }
     const ArrayMeta& a = m.arrays[static_cast<size_t>(it->second)];
     if (a.dtype != r.meta.dtype) {
-      diffs.push_back(name + ": dtype " + std::string(DTypeName(r.meta.dtype)) + " registered, " +
+      diffs.push_back(shown + ": dtype " + std::string(DTypeName(r.meta.dtype)) + " registered, " +
                       std::string(DTypeName(a.dtype)) + " in the checkpoint");
     }
     if (a.shape != r.meta.shape) {
-      diffs.push_back(name + ": shape " + ShapeText(r.meta.shape) + " registered, " + ShapeText(a.shape) +
+      diffs.push_back(shown + ": shape " + ShapeText(r.meta.shape) + " registered, " + ShapeText(a.shape) +
                       " in the checkpoint");
     }
     if (a.replicated != r.meta.replicated) {
-      diffs.push_back(name + std::string(": registered ") + (r.meta.replicated ? "replicated" : "sharded") +
+      diffs.push_back(shown + std::string(": registered ") + (r.meta.replicated ? "replicated" : "sharded") +
                       ", " + (a.replicated ? "replicated" : "sharded") + " in the checkpoint");
     }
     index_of->push_back(it->second);
@@ -89,7 +92,7 @@ Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vecto
   }
   // A partial restore ignores the version's other arrays.
   if (!only.empty()) in_manifest.clear();
-  for (const auto& [name, i] : in_manifest) diffs.push_back(name + ": in the checkpoint, not registered");
+  for (const auto& [name, i] : in_manifest) diffs.push_back(Printable(name) + ": in the checkpoint, not registered");
   if (diffs.empty()) return Status::OK();
   std::string msg = "step " + std::to_string(m.step) + " does not match the registered arrays: ";
   for (size_t i = 0; i < diffs.size(); ++i) msg += (i ? "; " : "") + diffs[i];
@@ -262,6 +265,53 @@ Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<i
   return Status::OK();
 }
 
+Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+                                      bool gather, bool with_state, PhaseClock* clock, uint64_t* bytes,
+                                      std::string* state, Status* mine) {
+  env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
+  Status read = ReadMyRows(vdir, m, index_of, gather, with_state, clock, bytes, state);
+  if (mine != nullptr) *mine = read;
+  clock->Lap("read");  // the user blob's check and what follows the last lap
+  Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+  clock->Lap("agree");
+  return agreed;
+}
+
+Status CheckpointerImpl::FinishRestore(int level, const std::string& vdir, Manifest& m,
+                                       const std::vector<int>& index_of, bool gather, bool with_state,
+                                       std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
+                                       RestoreResult* result) {
+  if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+  clock->Lap("gather");
+  blob_ = std::move(m.user_blob);
+  rank_state_ = std::move(state);
+  result->step = m.step;
+  result->version_path = vdir;
+  result->level = level;
+  result->rank_state_dropped = !with_state && m.world_size != size_ &&
+                               std::any_of(m.arrays.begin(), m.arrays.end(),
+                                           [](const ArrayMeta& a) { return a.name == kRankStateName; });
+  stats_.step = m.step;
+  stats_.version_path = vdir;
+  stats_.level = level;
+  stats_.bytes = bytes;
+  (level == 2 ? stats_.bytes_level2 : stats_.bytes_level3) = bytes;
+  stats_.bytes_partner = fetched;
+  uint64_t in[2] = {bytes, fetched}, out[2] = {0, 0};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_SUM, comm_)));
+  stats_.total_bytes = out[0];
+  (level == 2 ? stats_.total_bytes_level2 : stats_.total_bytes_level3) = out[0];
+  stats_.total_bytes_partner = out[1];
+  clock->Lap("agree");
+  if (rank_ == 0 && local_.on()) {
+    BATON_LOG(kCkpt, info) << "restored step " << m.step << " from level " << level << " (" << vdir << "): "
+                           << (level == 2 ? out[0] : 0) << " bytes read from node-local copies, " << out[1]
+                           << " bytes of shard files fetched over MPI from partner copies, "
+                           << (level == 3 ? out[0] : 0) << " from the shared directory";
+  }
+  return Status::OK();
+}
+
 Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult* result) {
   const double t0 = Now();
   stats_ = CheckpointStats();
@@ -304,7 +354,8 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     const std::string vdir = dir_ + "/" + name;
     if (rank_ == 0) {
       BATON_LOG(kCkpt, warning) << "cannot restore " << vdir << ": " << why.message() << " ("
-                                << (counted ? "corrupt: recorded toward its quarantine" : "not counted toward its quarantine")
+                                << (counted ? "corrupt: recorded toward its quarantine"
+                                            : "not counted toward its quarantine")
                                 << "); trying the next older version";
     }
     result->fallbacks.push_back(SkippedVersion{vdir, step, why, counted});
@@ -349,36 +400,11 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
     std::string state;
-    env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-    Status read = ReadMyRows(vdir, m, index_of, gather, with_state, &clock, &bytes, &state);
-    clock.Lap("read");  // the user blob's check and what follows the last lap
-    Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
-    clock.Lap("agree");
+    Status agreed = ReadAndAgree(vdir, m, index_of, gather, with_state, &clock, &bytes, &state);
     if (agreed.ok()) {
       if (rank_ == 0) EndAttempt(nullptr);
-      if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
-      clock.Lap("gather");
-      blob_ = std::move(m.user_blob);
-      rank_state_ = std::move(state);
-      result->step = m.step;
-      result->version_path = vdir;
-      result->level = 3;
-      result->rank_state_dropped = !with_state && m.world_size != size_ &&
-                                   std::any_of(m.arrays.begin(), m.arrays.end(),
-                                               [](const ArrayMeta& a) { return a.name == kRankStateName; });
-      stats_.step = m.step;
-      stats_.version_path = vdir;
-      stats_.bytes = bytes;
-      stats_.level = 3;
-      stats_.bytes_level3 = bytes;
-      BATON_RETURN_IF_ERROR(
-          BATON_MPI_CHECK(MPI_Allreduce(&bytes, &stats_.total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
-      stats_.total_bytes_level3 = stats_.total_bytes;
-      clock.Lap("agree");
-      if (rank_ == 0 && local_.on()) {
-        BATON_LOG(kCkpt, info) << "restored step " << m.step << " from level 3 (" << vdir << "): "
-                               << stats_.total_bytes << " bytes read from the shared directory, 0 from level 2";
-      }
+      BATON_RETURN_IF_ERROR(FinishRestore(3, vdir, m, index_of, gather, with_state, std::move(state), bytes,
+                                          /*fetched=*/0, &clock, result));
       stats_.seconds = Now() - t0;
       return Status::OK();
     }
@@ -386,11 +412,18 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
       if (rank_ == 0) EndAttempt(nullptr);
       return TransientRestoreError(agreed, vdir);
     }
+    // Counted only once recorded (a restore-failures that is a symlink or
+    // a directory cannot be written): rank 0 says which, to every rank.
+    std::string unrecorded;
     if (rank_ == 0) {
       const std::string reason = agreed.message();
-      EndAttempt(&reason);
+      Status ended;
+      EndAttempt(&reason, &ended);
+      if (!ended.ok()) unrecorded = NotRecorded(ended);
     }
-    skip(c.name, c.step, agreed, /*counted=*/true);
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &unrecorded));
+    skip(c.name, c.step, unrecorded.empty() ? agreed : MakeStatus(agreed.code(), agreed.message() + unrecorded),
+         /*counted=*/unrecorded.empty());
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <random>
 
 #include "baton/log.h"
@@ -115,6 +116,17 @@ Status OpenRun(fs::Env* env, const std::string& dir, const std::string& wanted, 
 
 Status ReserveSeq(fs::Env* env, const std::string& dir, mode_t mode, const std::vector<VersionInfo>& versions,
                   RunInfo* run, uint64_t* seq, uint64_t count) {
+  // A last_seq or a version's seq at the largest value (an edited run
+  // file, a planted directory) has no successor: refused naming it, never
+  // wrapped to a number a version already had.
+  uint64_t highest = run->last_seq;
+  for (const VersionInfo& v : versions) highest = std::max(highest, v.seq);
+  if (highest > std::numeric_limits<uint64_t>::max() - std::max<uint64_t>(count, 1)) {
+    return Status::Corruption(log::kCkpt, dir + ": sequence number " + std::to_string(highest) + " (" +
+                                              (highest == run->last_seq ? "last_seq in " + std::string(kRunFileName)
+                                                                        : std::string("a version directory")) +
+                                              ") is the largest there is: no new version can follow it");
+  }
   RunInfo next = *run;
   const uint64_t first = std::max(run->last_seq + 1, NextSeq(versions));
   next.last_seq = first + std::max<uint64_t>(count, 1) - 1;

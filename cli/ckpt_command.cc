@@ -24,6 +24,7 @@
 
 #include "baton/checkpointer.h"
 #include "baton/status.h"
+#include "base/printable.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
@@ -62,32 +63,27 @@ struct Common {
 };
 
 // Text from a checkpoint directory (a manifest's time, names, error
-// messages quoting them) is untrusted: printed with every byte outside
-// printable ASCII, and the backslash, as \xNN, so that terminal escape
-// codes never reach the screen and a newline cannot forge an ls row.
-std::string Printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
+// messages quoting them) is untrusted: printed through Printable
+// (base/printable.h).
 
 // JSON of untrusted text: invalid UTF-8 replaced, control characters
 // escaped (nlohmann's dump does that for \u0000-\u001f).
-std::string JsonDump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string JsonDump(const nlohmann::json& j) { return j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace); }
 
 int Usage(const std::string& why) {
   if (!why.empty()) std::cerr << "baton ckpt: " << why << "\n";
   std::cerr << kUsage;
   return 2;
+}
+
+// A version whose directory or manifest could not be examined (EACCES,
+// EIO: ListVersions' problem), as opposed to one without a manifest: its
+// status says "incomplete" only for want of knowing.
+bool Unreadable(const ckpt::VersionInfo& v) {
+  return !v.problem.empty() && v.problem.rfind(ckpt::kRestoreFailuresName, 0) != 0;
+}
+std::string StatusText(const ckpt::VersionInfo& v) {
+  return Unreadable(v) ? "unreadable" : std::string(ckpt::VersionStatusName(v.status));
 }
 
 int Fail(const char* sub, const Status& s) {
@@ -173,8 +169,20 @@ Status PickVersion(const std::vector<ckpt::VersionInfo>& versions, const Common&
     *out = *it;
     return Status::OK();
   }
-  return Status::NotFound("cli", c.step ? "no committed version of step " + std::to_string(*c.step) + " in " + c.dir
-                                        : "no committed version in " + c.dir);
+  if (!c.step) return Status::NotFound("cli", "no committed version in " + c.dir);
+  // The steps there are (newest first, at most 20): what a user asking for
+  // a step that is gone looks for next.
+  constexpr size_t kStepsShown = 20;
+  std::vector<int64_t> steps;
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    if (it->status != ckpt::VersionStatus::kIncomplete) steps.push_back(it->step);
+  }
+  std::string there;
+  for (size_t i = 0; i < steps.size() && i < kStepsShown; ++i) there += (i ? ", " : "") + std::to_string(steps[i]);
+  if (steps.size() > kStepsShown) there += " and " + std::to_string(steps.size() - kStepsShown) + " older";
+  return Status::NotFound("cli", "no committed version of step " + std::to_string(*c.step) + " in " + c.dir +
+                                     (steps.empty() ? " (it holds none)"
+                                                    : "; the committed steps there, newest first: " + there));
 }
 
 // The level-2 directory of DIR's run on this node: <local_dir>/<run id>/
@@ -324,7 +332,7 @@ int Ls(const std::vector<std::string>& args) {
     nlohmann::json o = {{"step", v.step},
                         {"path", v.path},
                         {"seq", v.seq},
-                        {"status", std::string(ckpt::VersionStatusName(v.status))},
+                        {"status", StatusText(v)},
                         {"time", have ? nlohmann::json(m.time) : nlohmann::json(nullptr)},
                         {"world_size", have ? nlohmann::json(m.world_size) : nlohmann::json(nullptr)},
                         {"bytes", have ? nlohmann::json(m.total_bytes()) : nlohmann::json(nullptr)},
@@ -341,7 +349,7 @@ int Ls(const std::vector<std::string>& args) {
     if (!v.problem.empty()) note += "  (" + v.problem + ")";
     if (!passed_over[i].empty()) note += "  (node-local copy not restored: " + passed_over[i] + ")";
     std::printf("%10lld  %-11s  %-20s  %6s  %14s  %-17s  %s%s\n", static_cast<long long>(v.step),
-                std::string(ckpt::VersionStatusName(v.status)).c_str(), have ? Printable(m.time).c_str() : "-",
+                StatusText(v).c_str(), have ? Printable(m.time).c_str() : "-",
                 have ? std::to_string(m.world_size).c_str() : "-", have ? std::to_string(m.total_bytes()).c_str() : "-",
                 level_text.c_str(), Printable(v.path).c_str(), Printable(note).c_str());
   }
@@ -424,15 +432,20 @@ class Progress {
 
 // The versions of one level that verify checks: with --step, the newest
 // committed one of that step (none: an empty list); else every committed one.
+// Every committed version, and every version that could not be examined
+// (Unreadable: what it holds is not known, so verify cannot say it is
+// fine); of --step N only.
 std::vector<ckpt::VersionInfo> VersionsToVerify(const std::vector<ckpt::VersionInfo>& versions, const Common& c) {
   std::vector<ckpt::VersionInfo> todo;
   if (c.step) {
     ckpt::VersionInfo v;
     if (PickVersion(versions, c, &v).ok()) todo.push_back(v);
+    for (const ckpt::VersionInfo& u : versions)
+      if (Unreadable(u) && u.step == *c.step) todo.push_back(u);
     return todo;
   }
   for (const ckpt::VersionInfo& v : versions)
-    if (v.status != ckpt::VersionStatus::kIncomplete) todo.push_back(v);
+    if (v.status != ckpt::VersionStatus::kIncomplete || Unreadable(v)) todo.push_back(v);
   return todo;
 }
 
@@ -555,7 +568,8 @@ int Verify(const std::vector<std::string>& args) {
     NodeLocalCheck held;
     const bool node_local = t.level == Level::kNodeLocal;
     // Level 2 holds some shards' indexes only: loaded per copy.
-    Status s = LoadManifest(env, v, &m, /*whole=*/!node_local);
+    Status s = Unreadable(v) ? Status::IOError("cli", "unreadable: " + v.problem)
+                             : LoadManifest(env, v, &m, /*whole=*/!node_local);
     if (s.ok()) {
       Progress progress(!no_progress);
       auto report = [&](uint64_t done, uint64_t total) {

@@ -326,7 +326,17 @@ int Job::Run(int* argc, char*** argv) {
 int Job::Restore(const RunFacts& facts) {
   std::optional<int64_t> step;
   Blob saved;
-  if (baton::Status s = state_->Restore(&step, &saved, o_.restore_level); !s.ok())
+  baton::RestoreResult restored;
+  baton::Status s = state_->Restore(&step, &saved, o_.restore_level, &restored);
+  // Why node-local copies were passed over, before the resume line (which
+  // scripts match whole).
+  if (restored.level2_fallback) {
+    const baton::SkippedVersion& f = *restored.level2_fallback;
+    Say("level 2: node-local copy %s of step %lld not restored (%s); %s\n", f.path.c_str(),
+        static_cast<long long>(f.step), f.reason.ToString().c_str(),
+        s.ok() && restored.level == 3 ? "restored from level 3 (the shared directory)" : "tried level 3");
+  }
+  if (!s.ok())
     return Fail(s, "restoring from " + state_->dir() +
                        (s.code() == baton::Code::kInvalidArgument
                             ? " (a checkpoint of other options or of an older baton-train? start in a new --ckpt-dir)"

@@ -155,12 +155,12 @@ baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, boo
   return baton::Status::OK();
 }
 
-baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int from_level) {
+baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int from_level,
+                                  baton::RestoreResult* result) {
   baton::RestoreOptions options;
   options.from_level = from_level;
-  baton::RestoreResult result;
-  BATON_RETURN_IF_ERROR(ck_->Restore(options, &result));
-  *step = result.step;
+  BATON_RETURN_IF_ERROR(ck_->Restore(options, result));
+  *step = result->step;
   if (!*step) return baton::Status::OK();
   for (size_t q = 0; q < dropout_->size(); ++q) {
     Rng::State s;

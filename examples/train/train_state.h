@@ -80,7 +80,8 @@ class TrainState {
   // nullopt when there is none.
   // from_level: RestoreOptions::from_level (0: any level, 3: the shared
   // directory only).
-  baton::Status Restore(std::optional<int64_t>* step, Blob* blob, int from_level = 0);
+  // *result: the Checkpointer's (the level read, the versions skipped).
+  baton::Status Restore(std::optional<int64_t>* step, Blob* blob, int from_level, baton::RestoreResult* result);
   // Saves the state after step `step`: synchronously, or (async) copied
   // and written in the background, committed at the next call.
   baton::Status Save(int64_t step, const Blob& blob, bool async = false);

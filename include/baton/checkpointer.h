@@ -355,6 +355,14 @@ struct RestoreResult {
   // partner node's copy: CheckpointStats::bytes_partner); 3: the shared
   // directory (version_path); 0: nothing restored.
   int level = 0;
+  // Level 2 on: the node-local version the restore chose and could not
+  // restore (a manifest that does not match the registrations, a partner
+  // copy that could not be fetched, rows that failed their checksums in
+  // both copies), and why (`reason`; `counted` is always false: level 2
+  // never records a failure toward quarantine); the restore then went on
+  // to level 3. nullopt when level 2 was off, held no version to try, or
+  // restored it.
+  std::optional<SkippedVersion> level2_fallback;
 };
 
 // One array of a saved version.
@@ -492,8 +500,9 @@ class Checkpointer {
   // written: committed (its failure, if any, returned on every rank); else
   // Timeout on every rank and the save stays in flight. OK at once when no
   // save is in flight. Call it before destroying the Checkpointer: the
-  // destructor waits for the writer but cannot commit (it is not
-  // collective), and a written version without its manifest is discarded.
+  // destructor cannot commit (it is not collective), so it abandons the
+  // writer at its next slab (at most 64 MiB) and logs a warning; the
+  // version stays incomplete and the next save's retention removes it.
   virtual Status Wait(double timeout_seconds = std::numeric_limits<double>::infinity()) = 0;
   // For an agreed stop (Runtime::ShouldStop, then exit 75): as Wait, but a
   // save not written by every rank within `timeout_seconds` is abandoned:

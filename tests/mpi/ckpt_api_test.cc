@@ -223,6 +223,35 @@ TEST_F(CkptTest, RestoreOfAChosenStep) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
 }
 
+// A checkpoint directory whose parents do not exist: they are made (as
+// DCP's users expect), and the version restores from there; a parent that
+// is a file fails naming it.
+TEST_F(CkptTest, TheMissingParentsOfTheDirectoryAreMade) {
+  CheckpointOptions o = Options();
+  o.dir = root_ + "/a/b/ck";
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(ck != nullptr));
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(AllRanks(ck->Save(1).ok()));
+  ZeroAll(&arrays);
+  RestoreResult result;
+  Status s = ck->Restore(RestoreOptions(), &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(1));
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  EXPECT_TRUE(stdfs::is_directory(root_ + "/a/b/ck"));
+  ck.reset();
+  if (Rank() == 0) std::ofstream(root_ + "/file") << "x";
+  MPI_Barrier(MPI_COMM_WORLD);
+  o.dir = root_ + "/file/sub/ck";
+  std::unique_ptr<Checkpointer> bad;
+  s = Checkpointer::Create(*testing::g_runtime, o, &bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(root_ + "/file"), std::string::npos) << s;
+}
+
 // A program that does not know the shapes yet reads them first, allocates,
 // registers and restores; nothing saved: nullopt.
 TEST_F(CkptTest, ReadMetadataBeforeAllocating) {

@@ -21,25 +21,45 @@ namespace {
 using State = AsyncSaveStatus::State;
 
 // Holds the shard write of one version (a path part) at its create until
-// released: a background write that takes as long as a test wants.
+// released: by the test (Release), or by the Checkpointer abandoning the
+// save (its "abandon" mark, made after it set the writer's abandon flag,
+// so the writer sees the flag at its first check). A background write that
+// lasts exactly as long as a test wants, with no timing to race. The hold
+// gives up after a minute (timed_out(): a test fails on it instead of
+// hanging).
 class SlowEnv : public ckpt::fs::EnvWrapper {
  public:
   explicit SlowEnv(std::string part) : EnvWrapper(ckpt::fs::Env::Default()), part_(std::move(part)) {}
   Status NewWritableFile(const std::string& path, mode_t mode,
                          std::unique_ptr<ckpt::fs::WritableFile>* out) override {
     if (path.find(part_) != std::string::npos && path.find("shard-") != std::string::npos) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-      while (!release_.load() && std::chrono::steady_clock::now() < until) {
+      held_.store(true);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!release_.load()) {
+        if (std::chrono::steady_clock::now() >= until) {
+          timed_out_.store(true);
+          break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     }
     return EnvWrapper::NewWritableFile(path, mode, out);
   }
+  void Mark(const std::string& event) override {
+    if (event.rfind("abandon ", 0) == 0 && (event + "/").find(part_) != std::string::npos) {
+      abandoned_.store(true);
+      Release();
+    }
+    EnvWrapper::Mark(event);
+  }
   void Release() { release_.store(true); }
+  bool held() const { return held_.load(); }
+  bool abandoned() const { return abandoned_.load(); }
+  bool timed_out() const { return timed_out_.load(); }
 
  private:
   const std::string part_;
-  std::atomic<bool> release_{false};
+  std::atomic<bool> release_{false}, held_{false}, abandoned_{false}, timed_out_{false};
 };
 
 using AsyncSave = CkptTest;
@@ -208,16 +228,15 @@ TEST_F(AsyncSave, WaitOrAbandonGivesUpWithinItsBound) {
   ASSERT_TRUE(ck->SaveAsync(1).ok());
   FillAll(&arrays, 2);
   ASSERT_TRUE(ck->SaveAsync(2).ok());
-  // The held rank's writer waits in its create; release it shortly after
-  // the bound, as a slow disk would finish (it then sees the abandon).
-  std::thread releaser([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
-    slow.Release();
-  });
+  // The held rank's writer waits in its create until WaitOrAbandon gives
+  // up on it (its abandon mark), then sees the abandon at its first check.
   const auto t0 = std::chrono::steady_clock::now();
   Status s = ck->WaitOrAbandon(0.3);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  releaser.join();
+  if (Rank() == Size() - 1) {
+    EXPECT_TRUE(slow.abandoned());
+    EXPECT_FALSE(slow.timed_out());
+  }
   EXPECT_EQ(s.code(), Code::kAborted) << s;
   EXPECT_NE(s.message().find("step 2"), std::string::npos) << s;
   EXPECT_LT(took, 5.0);
@@ -233,6 +252,51 @@ TEST_F(AsyncSave, WaitOrAbandonGivesUpWithinItsBound) {
   ASSERT_TRUE(ck->Restore(&step).ok());
   EXPECT_EQ(step, 1);
   EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
+// A Checkpointer destroyed with a save in flight (no Wait): its writer is
+// abandoned, not joined after writing a whole shard that nobody commits;
+// the version stays incomplete and the next Checkpointer's save removes it.
+TEST_F(AsyncSave, TheDestructorAbandonsTheSaveInFlight) {
+  SlowEnv slow("-s2/");
+  CheckpointOptions o = Options();
+  if (Rank() == 0) o.env = &slow;
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  ASSERT_TRUE(ck->SaveAsync(2).ok());
+  if (Rank() == 0) {
+    while (!slow.held()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the writer is in its create
+  }
+  ck.reset();  // every rank, no Wait
+  if (Rank() == 0) {
+    EXPECT_TRUE(slow.abandoned()) << "the destructor joined the writer without abandoning it";
+    EXPECT_FALSE(slow.timed_out());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto v = Versions(root_);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0].status, ckpt::VersionStatus::kComplete);
+    EXPECT_EQ(v[1].status, ckpt::VersionStatus::kIncomplete);
+  }
+  ck = MakeCheckpointer(Options());
+  ASSERT_TRUE(ck);
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  ASSERT_TRUE(ck->Restore(&step).ok());
+  EXPECT_EQ(step, 1);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  FillAll(&arrays, 3);
+  ASSERT_TRUE(ck->Save(3).ok());
+  if (Rank() == 0) {
+    EXPECT_EQ(Versions(root_).size(), 2u) << "the abandoned version is removed by retention";
+  }
 }
 
 // Level 1: a NaN loss rolls back to the newest SaveAsync's snapshot, from

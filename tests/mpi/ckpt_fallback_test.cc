@@ -123,6 +123,54 @@ TEST_F(CkptTransient, CorruptionOnOneRankCountsOverATransientFailureOnAnother) {
   ExpectFallback(victim);
 }
 
+// restore-failures made a directory or a symlink (to a file outside):
+// the failure of a damaged version cannot be recorded there, and the
+// restore says so (counted false, the reason saying why) instead of
+// claiming it counted toward the quarantine; the symlink's target is not
+// written.
+TEST_F(CkptDamage, AFailureThatCannotBeRecordedIsNotClaimedCounted) {
+  for (const bool as_dir : {true, false}) {
+    SaveTwo();
+    const std::string failures = newest_ + "/" + ckpt::kRestoreFailuresName;
+    const std::string outside = stdfs::path(root_).parent_path().string() + "/outside";
+    if (Rank() == 0) {
+      stdfs::resize_file(newest_ + "/shard-0.h5", 100);
+      if (as_dir) {
+        stdfs::create_directory(failures);
+        std::ofstream(failures + "/keep") << "x";
+      } else {
+        std::ofstream(outside) << "outside\n";
+        stdfs::create_symlink(outside, failures);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    ZeroAll(&arrays_);
+    RestoreResult result;
+    Status s = ck_->Restore(RestoreOptions(), &result);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    EXPECT_EQ(result.step, std::optional<int64_t>(1));
+    ASSERT_EQ(result.fallbacks.size(), 1u);
+    EXPECT_FALSE(result.fallbacks[0].counted) << (as_dir ? "a directory" : "a symlink");
+    EXPECT_EQ(result.fallbacks[0].reason.code(), Code::kCorruption) << result.fallbacks[0].reason;
+    EXPECT_NE(result.fallbacks[0].reason.message().find("could not be recorded toward its quarantine"),
+              std::string::npos)
+        << result.fallbacks[0].reason;
+    EXPECT_NE(result.fallbacks[0].reason.message().find(ckpt::kRestoreFailuresName), std::string::npos)
+        << result.fallbacks[0].reason;
+    ck_.reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (Rank() == 0) {
+      if (!as_dir) {
+        EXPECT_EQ(Slurp(outside), "outside\n") << "the symlink's target was written";
+      }
+      std::error_code ec;
+      stdfs::remove_all(root_, ec);
+      stdfs::remove(outside, ec);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 // A manifest written by a newer baton: InvalidArgument saying so, no
 // fallback to the older version (that would silently go back in time),
 // nothing recorded, the buffers untouched.

@@ -427,6 +427,53 @@ TEST_F(Levels, AnOwnCopyThatFailsItsChecksumIsReadFromThePartnerCopy) {
   }
 }
 
+// Rank 3's own node-local copy and its partner copy both fail their
+// checksums: level 2 gives the version up and level 3 restores it; the
+// RestoreResult says which node-local version was tried and why it was
+// not restored (not only the log line), on every rank.
+TEST_F(Levels, ALevel2FallbackReachesTheRestoreResult) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string local_version;
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 1u);
+    local_version = local[0].path;
+    FlipDataByte(local_version + "/shard-3.h5", "s_f32");
+    FlipDataByte(local_version + "/partner/shard-3.h5", "s_f32");
+  }
+  local_version = BcastString(local_version);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  EXPECT_TRUE(rr.fallbacks.empty()) << "level 3's copy was not skipped";
+  ASSERT_TRUE(rr.level2_fallback.has_value());
+  EXPECT_EQ(rr.level2_fallback->path, local_version);
+  EXPECT_EQ(rr.level2_fallback->step, 1);
+  EXPECT_EQ(rr.level2_fallback->reason.code(), Code::kCorruption) << rr.level2_fallback->reason;
+  EXPECT_NE(rr.level2_fallback->reason.message().find("shard-3.h5"), std::string::npos) << rr.level2_fallback->reason;
+  EXPECT_FALSE(rr.level2_fallback->counted);
+  RestoreResult again;
+  s = ck->Restore(RestoreOptions(), &again);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(again.level, 3) << "the damaged node-local copies are still damaged";
+  RestoreOptions only3;
+  only3.from_level = 3;
+  s = ck->Restore(only3, &again);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(again.level2_fallback.has_value()) << "level 2 was not tried";
+}
+
 // Issue 32, item 6: $BATON_LOCAL_DIR (the plugin's --baton-local-dir, or a
 // site's local_root on every --baton step) once turned level 2 on for every
 // program. It is an offer: taken with level2 = true only; a local_dir

@@ -119,6 +119,62 @@ test_inspect_lists_arrays_and_shards() {
     my $j = decode_json(<STDIN>); $j->{step} == 1 && @{ $j->{arrays} } == 2 or die "inspect json"'
 }
 
+# BATON_CKPT_TEST_RANKS_PER_NODE, a test seam read by libbaton, is never
+# taken silently: rank 0 warns when it is set, and names a bad value.
+test_the_ranks_per_node_test_setting_is_warned_about() {
+  local d err
+  d=$(scratch)
+  err=$("$REPO/tests/lib/mpirun-ranks" 3 -x BATON_CKPT_TEST_RANKS_PER_NODE=1 "$WORKER" --dir "$d/ckpt" --saves 1 \
+    --local-dir "$d/local" 2>&1 >/dev/null)
+  expect_eq "$(grep -c 'BATON_CKPT_TEST_RANKS_PER_NODE=1 (a test setting)' <<<"$err")" 1 "warnings (rank 0 once)"
+  err=$("$REPO/tests/lib/mpirun-ranks" 3 -x BATON_CKPT_TEST_RANKS_PER_NODE=x1 "$WORKER" --dir "$d/ckpt2" --saves 1 \
+    --local-dir "$d/local" 2>&1 >/dev/null)
+  grep -q 'BATON_CKPT_TEST_RANKS_PER_NODE="x1" is not a positive integer: ignored' <<<"$err" ||
+    fail "no warning about the bad value: $err"
+  err=$("$REPO/tests/lib/mpirun-ranks" 3 "$WORKER" --dir "$d/ckpt3" --saves 1 --local-dir "$d/local" 2>&1 >/dev/null)
+  ! grep -q 'BATON_CKPT_TEST_RANKS_PER_NODE' <<<"$err" || fail "warned without the setting: $err"
+}
+
+# A version directory that cannot be read (mode 000, seen by another user
+# than its owner: root reads everything, so as root the commands run as
+# nobody) is "unreadable" in ls, not "incomplete", and verify names it and
+# exits 1 instead of passing over it.
+test_an_unreadable_version_is_named_and_fails_verify() {
+  local d out rc
+  local -a as=()
+  d=$(scratch)
+  saves "$d" 2
+  chmod -R a+rX "$d"
+  chmod 000 "$d/v00000002-s2"
+  [ "$(id -u)" = 0 ] && as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  if ! "${as[@]}" test -r "$d/v00000001-s1/manifest.json" || ! "${as[@]}" test -x "$BATON"; then
+    echo "SKIP: $d or $BATON is not reachable as nobody (a parent directory closed to others)"
+    exit 77
+  fi
+  out=$("${as[@]}" "$BATON" ckpt ls "$d" --json)
+  expect_eq "$(json_field status <<<"$out" | tr '\n' ' ')" "complete unreadable " "statuses"
+  rc=0; out=$("${as[@]}" "$BATON" ckpt verify "$d" --no-progress 2>&1) || rc=$?
+  expect_eq "$rc" 1 "exit status of verify with an unreadable version"
+  grep -q "^FAILED  shared      $d/v00000002-s2  step 2" <<<"$out" || fail "the unreadable version is not named: $out"
+  grep -q "unreadable: .*Permission denied" <<<"$out" || fail "verify does not say why: $out"
+  grep -q "^ok      shared      $d/v00000001-s1" <<<"$out" || fail "the readable version is not verified: $out"
+  chmod 700 "$d/v00000002-s2"
+}
+
+# inspect --step N of a step that is gone names the steps that exist.
+test_inspect_of_a_step_that_is_gone_lists_the_steps_there() {
+  local d out rc
+  d=$(scratch)
+  saves "$d" 3
+  rm -r "$d/v00000002-s2"
+  rc=0; out=$("$BATON" ckpt inspect "$d" --step 2 2>&1) || rc=$?
+  expect_eq "$rc" 1 "exit status of inspect --step 2"
+  grep -q "no committed version of step 2 in $d; the committed steps there, newest first: 3, 1$" <<<"$out" ||
+    fail "inspect --step 2 does not list the steps there: $out"
+  rc=0; out=$("$BATON" ckpt inspect "$d/empty" --step 2 2>&1) || rc=$?
+  expect_eq "$rc" 1 "exit status of inspect --step 2 of a directory without versions"
+}
+
 test_verify_passes_then_detects_a_flipped_bit_and_names_the_file() {
   local d shard out rc
   d=$(scratch)

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,31 @@ TEST_F(CkptRun, SequenceNumbersAreNeverReused) {
   ASSERT_TRUE(ListVersions(env, dir.path(), 2, &versions).ok());
   ASSERT_TRUE(ReserveSeq(env, dir.path(), 0600, versions, &again, &seq).ok());
   EXPECT_EQ(seq, 6u) << "5 was given out before";
+}
+
+// last_seq at 2^64-1 (an edited run file), or a version directory of
+// that seq: the next save is refused naming the value, never wrapped.
+TEST_F(CkptRun, TheLargestSequenceNumberIsRefusedNotWrapped) {
+  const std::string max = "18446744073709551615";
+  ASSERT_TRUE(fs::WriteFileDurably(env, dir.path(), kRunFileName, "run_id r1\nlast_seq " + max + "\n").ok());
+  RunInfo run;
+  ASSERT_TRUE(OpenRun(env, dir.path(), "", 0600, &run).ok());
+  EXPECT_EQ(run.last_seq, std::numeric_limits<uint64_t>::max());
+  std::vector<VersionInfo> versions;
+  uint64_t seq = 7;
+  Status s = ReserveSeq(env, dir.path(), 0600, versions, &run, &seq);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find(max), std::string::npos) << s;
+  EXPECT_NE(s.message().find("last_seq"), std::string::npos) << s;
+  EXPECT_EQ(seq, 7u);
+  run.last_seq = 3;
+  ASSERT_TRUE(env->CreateDir(dir / VersionName(std::numeric_limits<uint64_t>::max(), 1), 0700, false).ok());
+  ASSERT_TRUE(ListVersions(env, dir.path(), 2, &versions).ok());
+  ASSERT_EQ(versions.size(), 1u);
+  s = ReserveSeq(env, dir.path(), 0600, versions, &run, &seq);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_NE(s.message().find(max), std::string::npos) << s;
+  EXPECT_EQ(seq, 7u);
 }
 
 TEST_F(CkptRun, ADamagedRunFileIsCorruptionNamingTheLine) {
