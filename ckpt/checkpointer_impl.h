@@ -217,9 +217,8 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   // Loads the shard indexes that hold my rows into m (format 3) first.
   Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
+                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
-  bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
   // level_choice.cc: restores the newest version every rank can read from
   // level 2 when no newer one is in level 3 (rank 0: level 3's candidates,

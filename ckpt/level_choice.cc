@@ -333,11 +333,10 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   clock->Lap("read");
 
   // 5. The rows, from this node's copies.
-  const bool gather = GatherFits(m, index_of);
   uint64_t bytes = 0;
   std::string state;
   env_->Mark("restore-read " + vdir);
-  Status read = ReadMyRows(vdir, m, index_of, gather, with_state, clock, &bytes, &state);
+  Status read = ReadMyRows(vdir, m, index_of, with_state, clock, &bytes, &state);
   clock->Lap("read");
   agreed = Agree(comm_, read, nullptr, Code::kCorruption);
   clock->Lap("agree");
@@ -369,14 +368,14 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     if (mine != 0) {
       Manifest again;  // ReadMyRows loaded shard indexes into m
       read = ParseManifestJson(choice.text, &again);
-      if (read.ok()) read = ReadMyRows(vdir, again, index_of, gather, with_state, clock, &bytes, &state);
+      if (read.ok()) read = ReadMyRows(vdir, again, index_of, with_state, clock, &bytes, &state);
     }
     clock->Lap("read");
     agreed = Agree(comm_, read, nullptr, Code::kCorruption);
     clock->Lap("agree");
     if (!agreed.ok()) return fall_back(agreed);
   }
-  if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+  BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
   clock->Lap("gather");
   blob_ = std::move(m.user_blob);
   rank_state_ = std::move(state);
