@@ -1,18 +1,20 @@
 #include "baton/log.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
-#include <iostream>
 #include <mutex>
+#include <string>
 
-#include <boost/core/null_deleter.hpp>
 #include <boost/date_time/posix_time/posix_time.hpp>
 #include <boost/log/attributes/clock.hpp>
 #include <boost/log/attributes/function.hpp>
 #include <boost/log/core.hpp>
+#include <boost/log/sinks/basic_sink_backend.hpp>
 #include <boost/log/sinks/sync_frontend.hpp>
-#include <boost/log/sinks/text_ostream_backend.hpp>
 #include <boost/log/utility/formatting_ostream.hpp>
 
 #include "baton/identity.h"
@@ -55,14 +57,37 @@ void Format(const blog::record_view& rec, blog::formatting_ostream& out) {
   out << ": " << rec[blog::expressions::smessage];
 }
 
+// Writes each record and its newline to standard error in one write(2).
+// Boost's text_ostream_backend through std::clog wrote the text, then
+// "\n", as two writes: records of ranks sharing a stream (mpirun's pipe,
+// srun's --output file) merged on one line. One write of up to PIPE_BUF
+// bytes into a pipe is never interleaved with another's; into a file
+// opened O_APPEND neither. Unbuffered, so a record is out before a crash.
+class StderrBackend
+    : public blog::sinks::basic_formatted_sink_backend<char, blog::sinks::concurrent_feeding> {
+ public:
+  void consume(const blog::record_view&, const string_type& text) {
+    std::string line;
+    line.reserve(text.size() + 1);
+    line.append(text).push_back('\n');
+    const char* p = line.data();
+    size_t left = line.size();
+    while (left > 0) {
+      const ssize_t n = ::write(STDERR_FILENO, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // nowhere to log to: the record is lost, not the program
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+  }
+};
+
 void SetUp() {
   auto core = blog::core::get();
   core->add_global_attribute("TimeStamp", blog::attributes::local_clock());
 
-  using Backend = blog::sinks::text_ostream_backend;
+  using Backend = StderrBackend;
   auto backend = boost::make_shared<Backend>();
-  backend->add_stream(boost::shared_ptr<std::ostream>(&std::clog, boost::null_deleter()));
-  backend->auto_flush(true);
   auto sink = boost::make_shared<blog::sinks::synchronous_sink<Backend>>(backend);
   sink->set_formatter(&Format);
   core->add_sink(sink);

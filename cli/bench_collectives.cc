@@ -339,6 +339,9 @@ void PrintPreamble(const Options& o, const Runtime& rt, Backend backend, const c
 int RunNccl(const Options& o, Runtime& rt, const Deadlined& d, Communicator& comm) {
   auto* nc = dynamic_cast<nccl::NcclCommunicator*>(&comm);
   if (nc == nullptr) return Failed(Status::Internal("cli", "the nccl communicator is not an NcclCommunicator"), 0);
+  // Loaded already: the communicator was made with it.
+  const nccl::NcclApi* api = nullptr;
+  if (Status s = nccl::RealNcclApi(&api); !s.ok()) return Failed(s, 0);
   const MPI_Comm world = rt.world_comm();
   RankSync sync;
   sync.barrier = [&d, world] { d.Barrier(world); };
@@ -356,7 +359,7 @@ int RunNccl(const Options& o, Runtime& rt, const Deadlined& d, Communicator& com
     const Case c = Case::For(o.collective, o.dtype, o.op, rt.size(), rt.rank(), size);
     Row row;
     row.algo = row.chosen = Algorithm::kNative;
-    if (Status s = MeasureNccl(*nc, nccl::RealNcclApi(), c, no, sync, &row); !s.ok()) {
+    if (Status s = MeasureNccl(*nc, *api, c, no, sync, &row); !s.ok()) {
       if (s.code() != Code::kAborted || rt.rank() == 0) std::cerr << kCmd << ": " << s << "\n";
       return 1;
     }

@@ -20,10 +20,13 @@ namespace baton {
 namespace {
 
 // The mpi backend's check that its buffers are host memory: CUDA's
-// pointer attributes where baton was built with CUDA.
+// pointer attributes where baton was built with CUDA and the CUDA runtime
+// loads here (where it does not, no memory is device memory).
 mpi::BufferCheck HostCheck() {
 #if BATON_HAVE_NCCL
-  return nccl::MakeHostBufferCheck(nccl::RealNcclApi());
+  const nccl::NcclApi* cuda = nullptr;
+  if (!nccl::RealCudaApi(&cuda).ok()) return nullptr;
+  return nccl::MakeHostBufferCheck(*cuda);
 #else
   return nullptr;
 #endif
@@ -41,7 +44,11 @@ Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::uni
       return mpi::CreateMpiCommunicator(runtime, options, HostCheck(), out);
     case Backend::kNccl:
 #if BATON_HAVE_NCCL
-      return nccl::CreateNcclCommunicator(runtime, options, nccl::RealNcclApi(), out);
+    {
+      const nccl::NcclApi* api = nullptr;
+      BATON_RETURN_IF_ERROR(nccl::RealNcclApi(&api));
+      return nccl::CreateNcclCommunicator(runtime, options, *api, out);
+    }
 #else
       return Status::Unavailable("runtime", "backend nccl: this baton was built without NCCL (configure found no CUDA/NCCL)");
 #endif
@@ -53,14 +60,16 @@ Status CreateCommunicator(Runtime& runtime, const CommOptions& options, std::uni
         BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(options.timeout, &seconds));
         // Owned by the step: after a timeout under kReturn it may still run.
         auto all = std::make_shared<int>(0);
-        const int mine = nccl::NcclDeviceVisible(nccl::RealNcclApi()) ? 1 : 0;
+        // A rank where NCCL or CUDA does not load sees no GPU.
+        const nccl::NcclApi* api = nullptr;
+        const int mine = nccl::RealNcclApi(&api).ok() && nccl::NcclDeviceVisible(*api) ? 1 : 0;
         const MPI_Comm world = runtime.world_comm();
         mpi::SetupGuard guard(seconds, options.on_timeout, &runtime, "creating the communicator");
         BATON_RETURN_IF_ERROR(guard.Run([all, mine, world](const mpi::SetupGuard::Steps& step) {
           step("MPI_Allreduce (whether every rank sees a GPU)");
           return BATON_MPI_CHECK(MPI_Allreduce(&mine, all.get(), 1, MPI_INT, MPI_MIN, world));
         }));
-        if (*all) return nccl::CreateNcclCommunicator(runtime, options, nccl::RealNcclApi(), out);
+        if (*all) return nccl::CreateNcclCommunicator(runtime, options, *api, out);
       }
 #endif
       return mpi::CreateMpiCommunicator(runtime, options, HostCheck(), out);

@@ -129,8 +129,8 @@ baton::Status LoadDataset(const std::string& path, Dataset* out) {
   return baton::Status::OK();
 }
 
-Sampler::Sampler(const Dataset& data, uint64_t seed, int world, int rank, uint32_t batch)
-    : data_(data), seed_(seed), world_(world), rank_(rank), batch_(batch) {}
+Sampler::Sampler(const Dataset& data, uint64_t seed, uint32_t global_batch)
+    : data_(data), seed_(seed), global_batch_(global_batch) {}
 
 void Sampler::Shuffle(uint64_t epoch) {
   perm_.resize(data_.samples);
@@ -141,16 +141,14 @@ void Sampler::Shuffle(uint64_t epoch) {
 }
 
 void Sampler::Next(Cursor* cursor, std::vector<uint64_t>* indices) {
-  const uint64_t global = static_cast<uint64_t>(world_) * batch_;
-  if (cursor->offset + global > data_.samples) {
+  if (cursor->offset + global_batch_ > data_.samples) {
     ++cursor->epoch;
     cursor->offset = 0;
   }
   if (shuffled_epoch_ != cursor->epoch) Shuffle(cursor->epoch);
-  indices->resize(batch_);
-  const uint64_t first = cursor->offset + static_cast<uint64_t>(rank_) * batch_;
-  for (uint32_t i = 0; i < batch_; ++i) (*indices)[i] = perm_[first + i];
-  cursor->offset += global;
+  indices->assign(perm_.begin() + static_cast<std::ptrdiff_t>(cursor->offset),
+                  perm_.begin() + static_cast<std::ptrdiff_t>(cursor->offset + global_batch_));
+  cursor->offset += global_batch_;
 }
 
 }  // namespace train

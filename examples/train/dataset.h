@@ -46,9 +46,11 @@ baton::Status MakeDataset(const std::string& path, uint64_t samples, uint32_t fe
 baton::Status LoadDataset(const std::string& path, Dataset* out);
 
 // Where training is in the data: epoch `epoch`, position `offset` of that
-// epoch's shuffle. Job-wide (the same on every rank); saved with every
-// checkpoint. The world reads `world * batch` samples a step, rank r the
-// r-th block of `batch`; an epoch's tail shorter than that is skipped.
+// epoch's shuffle. Job-wide (the same on every rank, at every world size);
+// saved with every checkpoint. A step reads the global batch: the samples
+// [offset, offset + global batch) of the shuffle, micro-batch m the m-th
+// equal block of them; an epoch's tail shorter than a global batch is
+// skipped.
 struct Cursor {
   uint64_t epoch = 0;
   uint64_t offset = 0;
@@ -56,9 +58,9 @@ struct Cursor {
 
 class Sampler {
  public:
-  Sampler(const Dataset& data, uint64_t seed, int world, int rank, uint32_t batch);
-  // This rank's sample indices for the step at *cursor, and moves *cursor
-  // past the world's batch.
+  Sampler(const Dataset& data, uint64_t seed, uint32_t global_batch);
+  // The sample indices of the step at *cursor (the global batch, in
+  // micro-batch order), and moves *cursor past them.
   void Next(Cursor* cursor, std::vector<uint64_t>* indices);
 
  private:
@@ -66,8 +68,7 @@ class Sampler {
 
   const Dataset& data_;
   uint64_t seed_;
-  int world_, rank_;
-  uint32_t batch_;
+  uint32_t global_batch_;
   uint64_t shuffled_epoch_ = UINT64_MAX;
   std::vector<uint64_t> perm_;
 };

@@ -1,19 +1,22 @@
 // baton-train: the main job of baton, end to end. Data-parallel training of
 // a small MLP that survives node failure, preemption and requeue: every rank
-// computes gradients on its part of the global batch, the gradients are
-// averaged through a Bucketer, a checkpoint is saved every --ckpt-every
+// computes gradients on its block of the global batch's micro-batches, the
+// gradients are summed across ranks, a checkpoint is saved every --ckpt-every
 // steps, and a stop agreed by all ranks (time limit, preemption, requeue)
 // saves and exits 75 so that Slurm runs the job again; the new run resumes
 // from the newest checkpoint and ends with the same weights, bit for bit, as
-// a run that was never interrupted. Uses only baton's public API.
+// a run that was never interrupted, at any world size. Uses only baton's
+// public API.
 //
-// Determinism: every rank holds identical weights; a step's arithmetic
-// depends only on the weights, the samples (the cursor) and the dropout
-// RNG, all checkpointed; and the gradient sum uses the ring algorithm,
-// pinned explicitly, whose order of additions depends only on the world
-// size and the element count: not on timing (as the auto tuner's choice
-// does), nor on the placement of ranks on nodes (as hierarchical does),
-// nor on which algorithm MPI's own all-reduce picks inside.
+// Determinism, whatever the world size: every rank holds identical weights;
+// the global batch is split into --micro-batches micro-batches whose
+// samples (the cursor), dropout streams (one per micro-batch, checkpointed
+// and resharded) and arithmetic depend only on their index, never on the
+// rank that computes them; and their gradients are added in micro-batch
+// order (OrderedSum), not in an order a ring, a tree or MPI picks from the
+// world size, the placement or the timing. --reduce ring trades that for
+// baton's ring all-reduce (pinned, so its order depends only on the world
+// size): the same bits at the same world size only.
 //
 // See baton-train(1) and docs/recovery.md.
 #include <baton/bucketer.h>
@@ -36,8 +39,11 @@
 #include "dataset.h"
 #include "exit_codes.h"
 #include "hash.h"
+#include "micro_batches.h"
 #include "mlp.h"
 #include "options.h"
+#include "ordered_sum.h"
+#include "progress.h"
 #include "rng.h"
 #include "train_state.h"
 
@@ -128,7 +134,8 @@ class Job {
   std::unique_ptr<baton::Communicator> comm_;
   std::unique_ptr<Mlp> model_;
   std::unique_ptr<TrainState> state_;
-  Rng dropout_{0, 0};
+  Share share_;                // this rank's micro-batches
+  std::vector<Rng> dropout_;   // theirs, in order
   Cursor cursor_;
   RunFacts facts_;
   int64_t step_ = 0;  // optimizer steps done
@@ -154,16 +161,16 @@ int Job::Run(int* argc, char*** argv) {
   pthread_sigmask(SIG_UNBLOCK, &HeldSignals(), nullptr);
   if (!created.ok()) return Fail(created, "starting the runtime");
   const int world = rt_->size(), rank = rt_->rank();
-  if (static_cast<uint64_t>(world) * o_.batch > data_.samples) {
+  if (static_cast<uint64_t>(world) > o_.micro_batches) {
     // The same decision on every rank, so no rank waits for another.
     if (rank == 0)
-      std::fprintf(stderr, "baton-train: --batch %u x %d ranks = %llu samples a step, more than the %llu of --data %s\n",
-                   o_.batch, world, static_cast<unsigned long long>(o_.batch) * world,
-                   static_cast<unsigned long long>(data_.samples), o_.data.c_str());
+      std::fprintf(stderr, "baton-train: %d ranks for --micro-batches %u: a rank would have no micro-batch; "
+                           "run at most %u ranks or give more micro-batches\n",
+                   world, o_.micro_batches, o_.micro_batches);
     return kExitUsage;
   }
 
-  // mpi backend (CPU only in this example), ring pinned: see the top.
+  // mpi backend (CPU only in this example), ring pinned for --reduce ring: see the top.
   baton::CommOptions co;
   co.backend = baton::Backend::kMpi;
   co.algorithm = baton::Algorithm::kRing;
@@ -177,36 +184,96 @@ int Job::Run(int* argc, char*** argv) {
 
   model_ = std::make_unique<Mlp>(data_.features, o_.hidden, data_.classes);
   model_->Init(o_.seed);
-  dropout_ = Rng(o_.seed, DropoutStream(rank));
-  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, model_.get(), &dropout_, &state_); !s.ok())
+  share_ = ShareOf(o_.micro_batches, world, rank);
+  for (uint32_t q = 0; q < share_.count; ++q) dropout_.emplace_back(o_.seed, DropoutStream(share_.first + q));
+  if (baton::Status s = TrainState::Create(*rt_, o_.ckpt_dir, model_.get(), &dropout_, share_, o_.micro_batches,
+                                           &state_);
+      !s.ok())
     return Fail(s, "opening the checkpoint directory " + o_.ckpt_dir);
   if (int rc = Restore(facts_); rc >= 0) return rc;
 
-  Sampler sampler(data_, o_.seed, world, rank, o_.batch);
-  std::vector<uint64_t> idx;
-  float loss = 0;
-  std::vector<baton::BucketArray> reduce;
-  for (const Tensor& g : model_->grads()) reduce.push_back({g.data->data(), g.data->size(), baton::DType::kF32});
-  reduce.push_back({&loss, 1, baton::DType::kF32});  // the mean loss rides in the last bucket
+  Sampler sampler(data_, o_.seed, o_.global_batch);
+  const uint32_t micro = o_.global_batch / o_.micro_batches;  // samples of a micro-batch
+  std::vector<uint64_t> batch, idx;
+  // One micro-batch's gradients, flat in grads() order, then its summed
+  // loss; `local` this rank's micro-batches summed in order (--reduce ring,
+  // --compare-reduce), all-reduced in place by the ring; `ordered_total`
+  // OrderedSum's sum over every micro-batch.
+  const std::vector<Tensor> grads = model_->grads();
+  size_t n = 1;
+  for (const Tensor& g : grads) n += g.data->size();
+  std::vector<float> flat(n), local(n), ordered_total(n);
+  OrderedSum ordered(comm_.get(), o_.micro_batches, n);
+  const bool ring = o_.reduce == Options::Reduce::kRing;
+  const std::vector<float>& total = ring ? local : ordered_total;
+  const std::vector<baton::BucketArray> ring_arrays = {{local.data(), n, baton::DType::kF32}};
+  double compute_seconds = 0, reduce_seconds = 0, other_reduce_seconds = 0;
 
   const auto run_start = Clock::now();
   const int64_t first_step = step_ + 1;
+  Progress progress(o_.steps, step_, o_.progress_seconds);
   while (step_ < o_.steps) {
     const int64_t step = step_ + 1;
     const auto t0 = Clock::now();
     rt_->BeginStep(step);
-    sampler.Next(&cursor_, &idx);
-    loss = model_->ForwardBackward(data_, idx, &dropout_);
+    sampler.Next(&cursor_, &batch);
+    for (uint32_t q = 0; q < share_.count; ++q) {
+      const auto from = batch.begin() + static_cast<std::ptrdiff_t>(size_t{share_.first + q} * micro);
+      idx.assign(from, from + micro);
+      const double loss_sum = model_->ForwardBackward(data_, idx, &dropout_[q], o_.global_batch);
+      size_t at = 0;
+      for (const Tensor& g : grads) at = std::copy(g.data->begin(), g.data->end(), flat.begin() + at) - flat.begin();
+      flat[at] = static_cast<float>(loss_sum);
+      if (!ring || o_.compare_reduce) ordered.Put(q, flat.data());
+      if (ring || o_.compare_reduce) {
+        if (q == 0)
+          local = flat;
+        else
+          for (size_t i = 0; i < n; ++i) local[i] += flat[i];
+      }
+    }
     BusyWork(o_.step_ms);
-    if (baton::Status s = bucketer.AllReduce(reduce, baton::ReduceOp::kAvg); !s.ok())
-      return Fail(s, "reducing the gradients of step " + std::to_string(step));
+    const auto t_reduce = Clock::now();
+    compute_seconds += std::chrono::duration<double>(t_reduce - t0).count();
+    // --compare-reduce: the other reduction of the same gradients, timed
+    // and dropped: the two costs side by side in one run, free of the
+    // load's drift. A barrier first, or the first reduction would also time
+    // the wait for the slowest rank's compute; the order alternates.
+    const bool other_first = o_.compare_reduce && step % 2 == 0;
+    auto other = [&]() -> baton::Status {
+      const auto t = Clock::now();
+      baton::Status st = ring ? ordered.Sum(&ordered_total) : bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum);
+      other_reduce_seconds += Seconds(t);
+      return st.Annotate("the compared reduction");
+    };
+    if (o_.compare_reduce)
+      if (baton::Status s = comm_->Barrier(); !s.ok()) return Fail(s, "the barrier before comparing reductions");
+    baton::Status reduced = other_first ? other() : baton::Status::OK();
+    if (reduced.ok()) {
+      const auto t_mine = Clock::now();
+      reduced = ring ? bucketer.AllReduce(ring_arrays, baton::ReduceOp::kSum) : ordered.Sum(&ordered_total);
+      reduce_seconds += Seconds(t_mine);
+    }
+    if (reduced.ok() && o_.compare_reduce && !other_first) reduced = other();
+    if (!reduced.ok()) return Fail(reduced, "reducing the gradients of step " + std::to_string(step));
+    size_t at = 0;
+    for (const Tensor& g : grads) {
+      std::copy(total.begin() + static_cast<std::ptrdiff_t>(at),
+                total.begin() + static_cast<std::ptrdiff_t>(at + g.data->size()), g.data->begin());
+      at += g.data->size();
+    }
+    const float loss = total[at] / static_cast<float>(o_.global_batch);
     model_->Update(static_cast<float>(o_.lr), static_cast<float>(kMomentum));
     if (baton::Status s = rt_->EndStep(); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
     step_ = step;
-    // time: wall clock (Unix seconds), so a fault's cost can be read off the log.
-    Say("step=%lld loss=%.6f epoch=%llu offset=%llu ms=%.1f time=%.3f\n", static_cast<long long>(step), loss,
-        static_cast<unsigned long long>(cursor_.epoch), static_cast<unsigned long long>(cursor_.offset),
-        Seconds(t0) * 1e3, UnixSeconds());
+    if (o_.progress_seconds == 0) {
+      // time: wall clock (Unix seconds), so a fault's cost can be read off the log.
+      Say("step=%lld loss=%.6f epoch=%llu offset=%llu ms=%.1f time=%.3f\n", static_cast<long long>(step), loss,
+          static_cast<unsigned long long>(cursor_.epoch), static_cast<unsigned long long>(cursor_.offset),
+          Seconds(t0) * 1e3, UnixSeconds());
+    } else if (std::string line; progress.Due(step, loss, &line)) {
+      Say("%s\n", line.c_str());
+    }
 
     // One agreement per step: true on every rank at the same step once any
     // rank got the stop signal (SIGUSR2: time limit) or SIGTERM (preemption,
@@ -237,6 +304,17 @@ int Job::Run(int* argc, char*** argv) {
   // one run measures what checkpoints cost, free of the load drift between
   // two runs on a shared machine.
   const double train_seconds = seconds - save_seconds_;
+  if (o_.compare_reduce && ran > 0) {
+    // Step rates of compute plus each reduction, as if run alone.
+    const double ms = 1e3 / static_cast<double>(ran);
+    const double ordered_ms = (ring ? other_reduce_seconds : reduce_seconds) * ms;
+    const double ring_ms = (ring ? reduce_seconds : other_reduce_seconds) * ms;
+    const double compute_ms = compute_seconds * ms;
+    Say("compare-reduce ranks=%d micro_batches=%u elements=%zu compute_ms=%.2f ordered_ms=%.3f ring_ms=%.3f "
+        "steps_per_s_ordered=%.2f steps_per_s_ring=%.2f rate_lost=%.1f%%\n",
+        rt_->size(), o_.micro_batches, n, compute_ms, ordered_ms, ring_ms, 1e3 / (compute_ms + ordered_ms),
+        1e3 / (compute_ms + ring_ms), 100.0 * (1.0 - (compute_ms + ring_ms) / (compute_ms + ordered_ms)));
+  }
   Say("done steps=%lld this_run=%lld seconds=%.2f steps_per_s=%.2f saves=%d save_seconds=%.3f "
       "steps_per_s_without_saves=%.2f ckpt_ratio=%.3f\n",
       static_cast<long long>(step_), static_cast<long long>(ran), seconds, seconds > 0 ? ran / seconds : 0.0, saves_,
@@ -251,13 +329,15 @@ int Job::Restore(const RunFacts& facts) {
   if (baton::Status s = state_->Restore(&step, &saved, o_.restore_level); !s.ok())
     return Fail(s, "restoring from " + state_->dir() +
                        (s.code() == baton::Code::kInvalidArgument
-                            ? " (a checkpoint of other options or another world size? start in a new --ckpt-dir)"
+                            ? " (a checkpoint of other options or of an older baton-train? start in a new --ckpt-dir)"
                             : ""));
   Blob now;
   now.seed = o_.seed;
   now.data = data_.checksum;
   now.hidden = o_.hidden;
-  now.batch = o_.batch;
+  now.global_batch = o_.global_batch;
+  now.micro_batches = o_.micro_batches;
+  now.reduce = o_.reduce == Options::Reduce::kRing ? "ring" : "ordered";
   now.lr = o_.lr;
   now.world = rt_->size();
   std::optional<Blob> newest;
@@ -274,6 +354,9 @@ int Job::Restore(const RunFacts& facts) {
     saved_step_ = *step;
     cursor_ = saved.cursor;
     Say("resumed from step %lld (restart %d)\n", static_cast<long long>(*step), facts.restart);
+    if (saved.world != rt_->size())
+      Say("saved by %d ranks, resumed by %d: this rank computes micro-batches %u..%u of %u\n", saved.world,
+          rt_->size(), share_.first, share_.first + share_.count - 1, o_.micro_batches);
   } else {
     Say("no checkpoint in %s: starting at step 1 (restart %d)\n", state_->dir().c_str(), facts.restart);
   }
@@ -307,7 +390,9 @@ int Job::Save(int64_t step, bool async) {
   b.seed = o_.seed;
   b.data = data_.checksum;
   b.hidden = o_.hidden;
-  b.batch = o_.batch;
+  b.global_batch = o_.global_batch;
+  b.micro_batches = o_.micro_batches;
+  b.reduce = o_.reduce == Options::Reduce::kRing ? "ring" : "ordered";
   b.lr = o_.lr;
   b.world = rt_->size();
   b.saved_by = facts_;
@@ -380,6 +465,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "baton-train: %s\n", s.ToString().c_str());
     return kExitError;
   }
+  if (o.global_batch > data.samples)
+    return UsageError("--global-batch " + std::to_string(o.global_batch) + " is more than the " +
+                      std::to_string(data.samples) + " samples of --data " + o.data);
   Job job(o, data);
   const int rc = job.Run(&argc, &argv);
   // The exit code is decided, the same on every rank (a restart cap, an

@@ -22,7 +22,7 @@ void Mlp::Init(uint64_t seed) {
   for (auto* v : {&b1_, &b2_, &mw1_, &mb1_, &mw2_, &mb2_}) std::fill(v->begin(), v->end(), 0.0f);
 }
 
-float Mlp::ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx, Rng* dropout) {
+double Mlp::ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx, Rng* dropout, uint32_t divisor) {
   const size_t n = idx.size(), H = hidden_, C = out_;
   h_.assign(n * H, 0.0f);
   dh_.assign(n * H, 0.0f);
@@ -65,7 +65,7 @@ float Mlp::ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx
     for (size_t c = 0; c < C; ++c) sum += (p[c] = std::exp(p[c] - top));
     const auto label = static_cast<size_t>(data.y[idx[b]]);
     loss -= std::log(static_cast<double>(p[label] / sum));
-    for (size_t c = 0; c < C; ++c) p[c] = (p[c] / sum - (c == label ? 1.0f : 0.0f)) / static_cast<float>(n);
+    for (size_t c = 0; c < C; ++c) p[c] = (p[c] / sum - (c == label ? 1.0f : 0.0f)) / static_cast<float>(divisor);
   }
 
   // Backward.
@@ -96,7 +96,7 @@ float Mlp::ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx
       for (size_t j = 0; j < H; ++j) gw[j] += xi * dh[j];
     }
   }
-  return static_cast<float>(loss / static_cast<double>(n));
+  return loss;
 }
 
 void Mlp::Update(float lr, float momentum) {

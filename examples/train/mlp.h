@@ -32,9 +32,11 @@ class Mlp {
   void Init(uint64_t seed);
 
   // Forward and backward over the samples `idx` of `data`: the gradients of
-  // the mean loss over them replace the previous gradients. Dropout masks
-  // are drawn from `dropout`. Returns the mean loss.
-  float ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx, Rng* dropout);
+  // (the summed loss over them) / `divisor` replace the previous gradients,
+  // so that summing the micro-batches of a global batch of `divisor`
+  // samples gives the gradient of its mean loss. Dropout masks are drawn
+  // from `dropout`. Returns the summed loss.
+  double ForwardBackward(const Dataset& data, const std::vector<uint64_t>& idx, Rng* dropout, uint32_t divisor);
 
   // SGD with momentum on the (already averaged) gradients:
   //   m = momentum * m + g;  w -= lr * m

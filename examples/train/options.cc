@@ -51,7 +51,9 @@ bool ParseDouble(const std::string& name, const std::string& v, double lo, bool 
 
 const char* Usage() {
   return "usage: baton-train --data FILE [--steps N] [--ckpt-every N] [--ckpt-dir DIR] [--seed N]\n"
-         "                   [--lr X] [--hidden N] [--batch N] [--step-ms X] [--max-restarts N]\n"
+         "                   [--lr X] [--hidden N] [--global-batch N] [--micro-batches M]\n"
+         "                   [--reduce ordered|ring] [--compare-reduce] [--step-ms X]\n"
+         "                   [--max-restarts N] [--progress X]\n"
          "                   [--ckpt-mode sync|async] [--ckpt-stop-seconds X] [--restore-level auto|3]\n"
          "       baton-train --make-data FILE [--seed N] [--samples N] [--features N] [--classes N]\n"
          "       baton-train --help\n"
@@ -73,7 +75,22 @@ const char* Usage() {
          "  --seed N            weights, data, shuffles and dropout (default 1)\n"
          "  --lr X              SGD learning rate, momentum 0.9 (default 0.01)\n"
          "  --hidden N          hidden units (default 1024: 2 MiB of weights at 512 features)\n"
-         "  --batch N           samples per rank per step (default 32)\n"
+         "  --global-batch N    samples per optimizer step, over all ranks (default 96)\n"
+         "  --micro-batches M   the global batch is split into M equal micro-batches,\n"
+         "                      each with its own dropout stream and place in the data,\n"
+         "                      whatever the world size; the ranks share them out in\n"
+         "                      contiguous blocks (uneven allowed), so at most M ranks\n"
+         "                      (default 12; must divide --global-batch)\n"
+         "  --reduce R          ordered: the micro-batches' gradients are summed in\n"
+         "                      micro-batch order, so the weights are the same bits at\n"
+         "                      every world size and a run may resume at another one\n"
+         "                      (default); ring: baton's ring all-reduce of each rank's\n"
+         "                      sum, cheaper, the same bits only at the same world size\n"
+         "  --compare-reduce    each step also runs the other --reduce on the same\n"
+         "                      gradients (timed, result dropped); the end prints both\n"
+         "                      costs and the step rate each gives (a benchmark)\n"
+         "  --progress X        a progress line every X seconds (step of total, steps/s,\n"
+         "                      ETA, loss); 0: a step=N line after every step (default 5)\n"
          "  --step-ms X         extra CPU-busy compute per step, ms (default 0)\n"
          "  --restore-level L   auto: restore from node-local copies ($BATON_LOCAL_DIR)\n"
          "                      when they hold the newest version the checkpoint\n"
@@ -116,7 +133,24 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
       {"--hidden", [&](const std::string& k, const std::string& v) {
          return ParseInt(k, v, 1, 1 << 16, &n, error) && (o->hidden = static_cast<uint32_t>(n), true); }},
       {"--batch", [&](const std::string& k, const std::string& v) {
-         return ParseInt(k, v, 1, 1 << 20, &n, error) && (o->batch = static_cast<uint32_t>(n), true); }},
+         // Its old meaning (samples per rank) made the numbers depend on the
+         // world size: refused rather than silently read another way.
+         *error = k + ": " + Quote(v) + ": --batch (samples per rank) is gone: give --global-batch N, the " +
+                  "samples per step over all ranks (the old --batch times the ranks)";
+         return false; }},
+      {"--global-batch", [&](const std::string& k, const std::string& v) {
+         return ParseInt(k, v, 1, 1 << 24, &n, error) && (o->global_batch = static_cast<uint32_t>(n), true); }},
+      {"--micro-batches", [&](const std::string& k, const std::string& v) {
+         return ParseInt(k, v, 1, 1 << 16, &n, error) && (o->micro_batches = static_cast<uint32_t>(n), true); }},
+      {"--reduce", [&](const std::string& k, const std::string& v) {
+         if (v != "ordered" && v != "ring") {
+           *error = k + ": " + Quote(v) + " is not ordered or ring";
+           return false;
+         }
+         o->reduce = v == "ring" ? Options::Reduce::kRing : Options::Reduce::kOrdered;
+         return true; }},
+      {"--progress", [&](const std::string& k, const std::string& v) {
+         return ParseDouble(k, v, 0, false, 86400, &x, error) && (o->progress_seconds = x, true); }},
       {"--ckpt-mode", [&](const std::string& k, const std::string& v) {
          if (v != "sync" && v != "async") {
            *error = k + ": " + Quote(v) + " is not sync or async";
@@ -142,6 +176,10 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
     std::string arg = argv[i], value;
     if (arg == "--help" || arg == "-h") {
       o->help = true;
+      continue;
+    }
+    if (arg == "--compare-reduce") {
+      o->compare_reduce = true;
       continue;
     }
     const size_t eq = arg.find('=');
@@ -179,6 +217,11 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* error) {
   }
   if (o->data.empty()) {
     *error = "--data: missing (write a data set first with --make-data FILE)";
+    return false;
+  }
+  if (o->global_batch % o->micro_batches != 0) {
+    *error = "--micro-batches: " + Quote(std::to_string(o->micro_batches)) + " does not divide --global-batch " +
+             std::to_string(o->global_batch) + " (micro-batches are of equal size)";
     return false;
   }
   if (o->ckpt_dir.empty()) {

@@ -30,7 +30,25 @@ struct Options {
   uint64_t seed = 1;           // weights, data set, shuffles, dropout
   double lr = 0.01;            // SGD learning rate (momentum 0.9)
   uint32_t hidden = 1024;      // hidden units of the MLP
-  uint32_t batch = 32;         // samples per rank per step
+  // The training, not the job: the same numbers at every world size.
+  // --global-batch: samples per optimizer step over all ranks; split into
+  // --micro-batches equal micro-batches, each with its own dropout stream
+  // and place in the data; rank r of W computes micro-batches
+  // [r*M/W, (r+1)*M/W) (W must divide nothing; W <= M).
+  uint32_t global_batch = 96;
+  uint32_t micro_batches = 12;
+  // --reduce: how the micro-batches' gradients are summed. kOrdered: in
+  // micro-batch order, the same bits at every world size (FixedOrderSum);
+  // kRing: each rank's micro-batches locally, then baton's ring all-reduce,
+  // whose additions depend on the world size (cheaper; a run resumed at
+  // another world size no longer matches an uninterrupted one).
+  enum class Reduce { kOrdered, kRing } reduce = Reduce::kOrdered;
+  // --compare-reduce: each step also runs the other reduction on the same
+  // gradients, timed and dropped; the end prints both costs.
+  bool compare_reduce = false;
+  // --progress: seconds between progress lines ("step 120/1000 ..."); 0: a
+  // machine-readable line after every step ("step=N loss=... time=...").
+  double progress_seconds = 5;
   double step_ms = 0;          // extra CPU-busy compute per step, in milliseconds
   int max_restarts = 3;        // restarts in a row without a newer checkpoint before giving up
   // --restore-level: 0 ("auto": node-local copies when they hold the newest
@@ -41,7 +59,7 @@ struct Options {
 };
 
 inline constexpr double kMomentum = 0.9;
-inline constexpr float kDropout = 0.1f;  // of the hidden units, drawn from each rank's RNG
+inline constexpr float kDropout = 0.1f;  // of the hidden units, drawn from each micro-batch's RNG
 
 // Parses argv (argv[0] skipped) and $BATON_CKPT_DIR. On failure returns
 // false with *error naming the option and the value.

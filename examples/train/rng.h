@@ -22,7 +22,7 @@ class Rng {
   using State = std::array<uint64_t, 4>;
 
   // Streams: one seed gives independent streams for the weights, the data
-  // set, each epoch's shuffle and each rank's dropout.
+  // set, each epoch's shuffle and each micro-batch's dropout.
   Rng(uint64_t seed, uint64_t stream) {
     uint64_t x = seed ^ (stream * 0xd1342543de82ef95ULL);
     for (uint64_t& s : s_) s = SplitMix64(&x);
@@ -70,6 +70,7 @@ class Rng {
 // Stream numbers (see Rng's constructor).
 inline constexpr uint64_t kStreamWeights = 1, kStreamData = 2;
 inline uint64_t EpochStream(uint64_t epoch) { return (uint64_t{1} << 32) + epoch; }
-inline uint64_t DropoutStream(int rank) { return (uint64_t{2} << 32) + static_cast<uint64_t>(rank); }
+// Micro-batch m's dropout, whichever rank computes it.
+inline uint64_t DropoutStream(uint32_t micro_batch) { return (uint64_t{2} << 32) + micro_batch; }
 
 }  // namespace train

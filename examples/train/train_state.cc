@@ -13,7 +13,9 @@
 namespace train {
 namespace {
 
-constexpr const char* kBlobHeader = "baton-train 1";
+// 2: global batch and micro-batches (1 had a per-rank batch and a world
+// size that had to match).
+constexpr const char* kBlobHeader = "baton-train 2";
 
 std::string Double17(double v) {
   char buf[40];
@@ -49,7 +51,8 @@ std::string Blob::Encode() const {
   std::ostringstream o;
   o << kBlobHeader << "\n"
     << "epoch=" << cursor.epoch << "\noffset=" << cursor.offset << "\nseed=" << seed << "\ndata="
-    << std::hex << data << std::dec << "\nhidden=" << hidden << "\nbatch=" << batch << "\nlr=" << Double17(lr)
+    << std::hex << data << std::dec << "\nhidden=" << hidden << "\nglobal_batch=" << global_batch
+    << "\nmicro_batches=" << micro_batches << "\nreduce=" << reduce << "\nlr=" << Double17(lr)
     << "\nworld=" << world << "\njob=" << saved_by.job << "\nrestart=" << saved_by.restart << "\n";
   return o.str();
 }
@@ -58,8 +61,11 @@ baton::Status Blob::Decode(const std::string& text, Blob* out) {
   std::istringstream in(text);
   std::string line;
   if (!std::getline(in, line) || line != kBlobHeader)
-    return baton::Status::InvalidArgument("train", "the checkpoint's user blob is not baton-train's (first line '" +
-                                                       line + "')");
+    return baton::Status::InvalidArgument(
+        "train", line == "baton-train 1"
+                     ? "the checkpoint was made by an older baton-train (a per-rank --batch, before micro-batches); "
+                       "its run cannot be continued by this one"
+                     : "the checkpoint's user blob is not baton-train's (first line '" + line + "')");
   std::map<std::string, std::string> kv;
   while (std::getline(in, line)) {
     const size_t eq = line.find('=');
@@ -81,8 +87,13 @@ baton::Status Blob::Decode(const std::string& text, Blob* out) {
   BATON_RETURN_IF_ERROR(need("data", 16, &b.data));
   BATON_RETURN_IF_ERROR(need("hidden", 10, &v));
   b.hidden = static_cast<uint32_t>(v);
-  BATON_RETURN_IF_ERROR(need("batch", 10, &v));
-  b.batch = static_cast<uint32_t>(v);
+  BATON_RETURN_IF_ERROR(need("global_batch", 10, &v));
+  b.global_batch = static_cast<uint32_t>(v);
+  BATON_RETURN_IF_ERROR(need("micro_batches", 10, &v));
+  b.micro_batches = static_cast<uint32_t>(v);
+  b.reduce = kv["reduce"];
+  if (b.reduce != "ordered" && b.reduce != "ring")
+    return baton::Status::Corruption("train", "user blob: reduce='" + b.reduce + "' is not ordered or ring");
   BATON_RETURN_IF_ERROR(need("world", 10, &v));
   b.world = static_cast<int>(v);
   BATON_RETURN_IF_ERROR(need("restart", 10, &v));
@@ -105,8 +116,9 @@ std::string Blob::Differences(const Blob& now) const {
   add("--seed", std::to_string(seed), std::to_string(now.seed));
   add("--lr", Double17(lr), Double17(now.lr));
   add("--hidden", std::to_string(hidden), std::to_string(now.hidden));
-  add("--batch", std::to_string(batch), std::to_string(now.batch));
-  add("world size", std::to_string(world), std::to_string(now.world));
+  add("--global-batch", std::to_string(global_batch), std::to_string(now.global_batch));
+  add("--micro-batches", std::to_string(micro_batches), std::to_string(now.micro_batches));
+  add("--reduce", reduce, now.reduce);
   char a[17], b[17];
   std::snprintf(a, sizeof a, "%016" PRIx64, data);
   std::snprintf(b, sizeof b, "%016" PRIx64, now.data);
@@ -123,8 +135,9 @@ int RestartsWithoutProgress(const std::optional<Blob>& newest, const RunFacts& n
   return now.restart;
 }
 
-baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, Mlp* model, Rng* dropout,
-                                 std::unique_ptr<TrainState>* out) {
+baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, Mlp* model, std::vector<Rng>* dropout,
+                                 Share share, uint32_t micro_batches, std::unique_ptr<TrainState>* out) {
+  static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds a state");
   std::unique_ptr<TrainState> t(new TrainState());
   t->dropout_ = dropout;
   baton::CheckpointOptions co;
@@ -134,15 +147,11 @@ baton::Status TrainState::Create(baton::Runtime& rt, const std::string& dir, Mlp
   for (Tensor& m : model->momenta()) arrays.push_back(m);
   for (Tensor& a : arrays)
     BATON_RETURN_IF_ERROR(t->ck_->RegisterReplicated(a.name, a.data->data(), baton::DType::kF32, a.shape));
-  BATON_RETURN_IF_ERROR(t->RegisterPerRank(rt));
+  t->rng_rows_.assign(size_t{share.count} * 4, 0);
+  BATON_RETURN_IF_ERROR(t->ck_->RegisterSharded("rng", t->rng_rows_.data(), baton::DType::kI64,
+                                                {micro_batches, 4}, share.first, share.count));
   *out = std::move(t);
   return baton::Status::OK();
-}
-
-baton::Status TrainState::RegisterPerRank(baton::Runtime& rt) {
-  rng_row_.assign(4, 0);
-  return ck_->RegisterSharded("rng", rng_row_.data(), baton::DType::kI64,
-                              {static_cast<uint64_t>(rt.size()), 4}, static_cast<uint64_t>(rt.rank()), 1);
 }
 
 baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int from_level) {
@@ -152,15 +161,17 @@ baton::Status TrainState::Restore(std::optional<int64_t>* step, Blob* blob, int 
   BATON_RETURN_IF_ERROR(ck_->Restore(options, &result));
   *step = result.step;
   if (!*step) return baton::Status::OK();
-  Rng::State s;
-  std::memcpy(s.data(), rng_row_.data(), sizeof s);
-  dropout_->set_state(s);
+  for (size_t q = 0; q < dropout_->size(); ++q) {
+    Rng::State s;
+    std::memcpy(s.data(), rng_rows_.data() + 4 * q, sizeof s);
+    (*dropout_)[q].set_state(s);
+  }
   return Blob::Decode(ck_->user_blob(), blob).Annotate("restoring step " + std::to_string(**step));
 }
 
 baton::Status TrainState::Save(int64_t step, const Blob& blob, bool async) {
-  static_assert(sizeof(Rng::State) == 4 * sizeof(int64_t), "one row of rng holds the state");
-  std::memcpy(rng_row_.data(), dropout_->state().data(), sizeof(Rng::State));
+  for (size_t q = 0; q < dropout_->size(); ++q)
+    std::memcpy(rng_rows_.data() + 4 * q, (*dropout_)[q].state().data(), sizeof(Rng::State));
   BATON_RETURN_IF_ERROR(ck_->SetUserBlob(blob.Encode()));
   return async ? ck_->SaveAsync(step) : ck_->Save(step);
 }

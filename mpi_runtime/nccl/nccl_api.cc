@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "mpi_runtime/nccl/nccl_library.h"
+
 namespace baton::nccl {
 namespace {
 
@@ -10,12 +12,18 @@ namespace {
 // once. The driver's types are spelled as ints (CUresult, CUdevice).
 using DeviceGetFn = int (*)(int* device, int ordinal);
 using PrimaryCtxStateFn = int (*)(int device, unsigned int* flags, int* active);
+using EntryPointFn = cudaError_t (*)(const char* symbol, void** fn, unsigned int version,
+                                     unsigned long long flags, cudaDriverEntryPointQueryResult* status);
+
+// libcudart's cudaGetDriverEntryPointByVersion (CUDA >= 12.5), set by the
+// loader before any table that uses PrimaryContextActive is handed out.
+EntryPointFn entry_point = nullptr;
 
 template <typename Fn>
 Fn DriverEntry(const char* symbol) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  if (cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+  if (entry_point == nullptr || entry_point(symbol, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
       found != cudaDriverEntryPointSuccess)
     return nullptr;
   return reinterpret_cast<Fn>(fn);
@@ -32,22 +40,117 @@ cudaError_t PrimaryContextActive(int ordinal, int* active) {
   return cudaSuccess;
 }
 
+template <typename Fn>
+Status Resolve(void* handle, const std::string& path, const char* name, Fn* field) {
+  void* fn = nullptr;
+  BATON_RETURN_IF_ERROR(ResolveSymbol(handle, path, name, &fn));
+  *field = reinterpret_cast<Fn>(fn);
+  return Status::OK();
+}
+
+// The runtime's soname is that of the major version baton was compiled
+// against (its structures, cudaPointerAttributes among them, are that
+// version's).
+LibrarySpec CudartSpec() {
+  const std::string major = std::to_string(CUDART_VERSION / 1000);
+  return {"the CUDA runtime", {"libcudart.so." + major, "libcudart.so"},
+          {"nvidia/cu" + major + "/lib", "nvidia/cuda_runtime/lib"}};
+}
+
+LibrarySpec NcclSpec() { return {"NCCL", {"libnccl.so.2", "libnccl.so"}, {"nvidia/nccl/lib"}}; }
+
+#define BATON_RESOLVE(field, symbol) BATON_RETURN_IF_ERROR(Resolve(handle, path, #symbol, &api->field))
+
+Status LoadCuda(const LibrarySearch& search, NcclApi* api) {
+  void* handle = nullptr;
+  std::string path;
+  BATON_RETURN_IF_ERROR(OpenLibrary(CudartSpec(), search, &handle, &path));
+  BATON_RETURN_IF_ERROR(Resolve(handle, path, "cudaGetDriverEntryPointByVersion", &entry_point));
+  BATON_RESOLVE(GetDeviceCount, cudaGetDeviceCount);
+  BATON_RESOLVE(SetDevice, cudaSetDevice);
+  BATON_RESOLVE(GetDevice, cudaGetDevice);
+  api->PrimaryContextActive = PrimaryContextActive;
+  BATON_RESOLVE(StreamCreateWithFlags, cudaStreamCreateWithFlags);
+  BATON_RESOLVE(StreamDestroy, cudaStreamDestroy);
+  BATON_RESOLVE(StreamQuery, cudaStreamQuery);
+  BATON_RESOLVE(StreamSynchronize, cudaStreamSynchronize);
+  BATON_RESOLVE(StreamWaitEvent, cudaStreamWaitEvent);
+  BATON_RESOLVE(EventCreateWithFlags, cudaEventCreateWithFlags);
+  BATON_RESOLVE(EventRecord, cudaEventRecord);
+  BATON_RESOLVE(EventQuery, cudaEventQuery);
+  BATON_RESOLVE(EventDestroy, cudaEventDestroy);
+  BATON_RESOLVE(PointerGetAttributes, cudaPointerGetAttributes);
+  BATON_RESOLVE(Malloc, cudaMalloc);
+  BATON_RESOLVE(Free, cudaFree);
+  BATON_RESOLVE(Memcpy, cudaMemcpy);
+  BATON_RESOLVE(CudaGetErrorString, cudaGetErrorString);
+  return Status::OK();
+}
+
+Status LoadNccl(const LibrarySearch& search, NcclApi* api) {
+  void* handle = nullptr;
+  std::string path;
+  BATON_RETURN_IF_ERROR(OpenLibrary(NcclSpec(), search, &handle, &path));
+  ncclResult_t (*get_version)(int*) = nullptr;
+  BATON_RETURN_IF_ERROR(Resolve(handle, path, "ncclGetVersion", &get_version));
+  int version = 0;
+  if (get_version(&version) != ncclSuccess || version < NCCL_VERSION(2, 18, 0))
+    return Status::Unavailable(kComponent, "backend nccl: " + path + " is NCCL version code " +
+                                               std::to_string(version) + "; baton needs NCCL >= 2.18");
+  BATON_RESOLVE(GetUniqueId, ncclGetUniqueId);
+  BATON_RESOLVE(CommInitRankConfig, ncclCommInitRankConfig);
+  BATON_RESOLVE(CommGetAsyncError, ncclCommGetAsyncError);
+  BATON_RESOLVE(CommFinalize, ncclCommFinalize);
+  BATON_RESOLVE(CommAbort, ncclCommAbort);
+  BATON_RESOLVE(CommDestroy, ncclCommDestroy);
+  BATON_RESOLVE(CommSplit, ncclCommSplit);
+  BATON_RESOLVE(AllReduce, ncclAllReduce);
+  BATON_RESOLVE(AllGather, ncclAllGather);
+  BATON_RESOLVE(ReduceScatter, ncclReduceScatter);
+  BATON_RESOLVE(Broadcast, ncclBroadcast);
+  BATON_RESOLVE(Reduce, ncclReduce);
+  BATON_RESOLVE(Send, ncclSend);
+  BATON_RESOLVE(Recv, ncclRecv);
+  BATON_RESOLVE(GroupStart, ncclGroupStart);
+  BATON_RESOLVE(GroupEnd, ncclGroupEnd);
+  BATON_RESOLVE(GetErrorString, ncclGetErrorString);
+  BATON_RESOLVE(GetLastError, ncclGetLastError);
+  return Status::OK();
+}
+
+#undef BATON_RESOLVE
+
+// One load per process and table; the handles stay open for its life.
+struct Loaded {
+  Status status;
+  NcclApi api{};
+};
+
 }  // namespace
 
-const NcclApi& RealNcclApi() {
-  static const NcclApi api = {
-      ncclGetUniqueId,     ncclCommInitRankConfig, ncclCommGetAsyncError, ncclCommFinalize,
-      ncclCommAbort,       ncclCommDestroy,        ncclCommSplit,         ncclAllReduce,
-      ncclAllGather,       ncclReduceScatter,      ncclBroadcast,         ncclReduce,            ncclSend,
-      ncclRecv,            ncclGroupStart,         ncclGroupEnd,          ncclGetErrorString,
-      ncclGetLastError,
-      cudaGetDeviceCount,  cudaSetDevice,          cudaGetDevice,         PrimaryContextActive,
-      cudaStreamCreateWithFlags, cudaStreamDestroy, cudaStreamQuery,     cudaStreamSynchronize,
-      cudaStreamWaitEvent, cudaEventCreateWithFlags, cudaEventRecord,    cudaEventQuery,
-      cudaEventDestroy,    cudaPointerGetAttributes, cudaMalloc,         cudaFree,
-      cudaMemcpy,          cudaGetErrorString,
-  };
-  return api;
+Status RealCudaApi(const NcclApi** out) {
+  static const Loaded* loaded = [] {
+    auto* l = new Loaded;
+    l->status = LoadCuda(DefaultLibrarySearch(), &l->api);
+    return l;
+  }();
+  *out = loaded->status.ok() ? &loaded->api : nullptr;
+  return loaded->status;
+}
+
+Status RealNcclApi(const NcclApi** out) {
+  static const Loaded* loaded = [] {
+    auto* l = new Loaded;
+    const NcclApi* cuda = nullptr;
+    l->status = RealCudaApi(&cuda);
+    if (l->status.ok()) {
+      l->api = *cuda;
+      l->status = LoadNccl(DefaultLibrarySearch(), &l->api);
+    }
+    return l;
+  }();
+  *out = loaded->status.ok() ? &loaded->api : nullptr;
+  return loaded->status;
 }
 
 std::string CallName(const char* expr, const char* prefix) {

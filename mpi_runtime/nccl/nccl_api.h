@@ -6,12 +6,14 @@
 // NCCL or CUDA, so that tests on a machine without a GPU can drive the
 // init / poll / deadline / abort logic with a stand-in table whose
 // functions succeed, fail, stay in progress or hang. RealNcclApi() is the
-// table of the real libraries. The pointers have the exact signatures of
-// the real functions, so the real table is just their addresses; the one
-// exception is PrimaryContextActive, baton's wrapper of the driver's
-// cuDevicePrimaryCtxGetState (reached through cudaGetDriverEntryPoint,
-// so that libbaton needs no libcuda at link time and loads without a
-// driver).
+// table of the real libraries, loaded with dlopen when first asked for
+// (nccl_library.h: where they are looked for), so that libbaton.so links
+// neither and loads on nodes without CUDA. The pointers have the exact
+// signatures of the real functions; the one exception is
+// PrimaryContextActive, baton's wrapper of the driver's
+// cuDevicePrimaryCtxGetState (reached through
+// cudaGetDriverEntryPointByVersion, CUDA >= 12.5, so that libbaton needs
+// no libcuda either).
 //
 // This header and nccl_api.cc need no MPI (tests/gpu builds them alone).
 #pragma once
@@ -83,8 +85,14 @@ struct NcclApi {
   const char* (*CudaGetErrorString)(cudaError_t error);
 };
 
-// The table of the real NCCL and CUDA runtime.
-const NcclApi& RealNcclApi();
+// The table of the real NCCL and CUDA runtime, loaded on the first call
+// (thread-safe; the outcome is kept for the process). Unavailable, naming
+// the library, every path tried and the loader's reason, when one is
+// missing or too old; *out is then null.
+Status RealNcclApi(const NcclApi** out);
+// The CUDA runtime's part of that table alone (its NCCL fields null): for
+// asking where a buffer lives without loading NCCL.
+Status RealCudaApi(const NcclApi** out);
 
 // ncclSuccess -> OK. ncclInProgress is OK only where the caller says a
 // non-blocking call may return it (`in_progress_ok`). Otherwise a Status

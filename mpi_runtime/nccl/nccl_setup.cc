@@ -1,7 +1,15 @@
 #include "mpi_runtime/nccl/nccl_setup.h"
 
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+
+#include "baton/health.h"
 
 namespace baton::nccl {
 
@@ -38,6 +46,36 @@ Status AsyncError(const NcclApi& api, ncclComm_t comm, ncclResult_t rc, std::str
 
 // ---- control logic -------------------------------------------------------
 
+Status AbortWithin(const NcclApi& api, std::vector<ncclComm_t> comms, std::chrono::milliseconds within,
+                   std::function<void()> then) {
+  struct Done {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto done = std::make_shared<Done>();
+  const NcclApi* table = &api;
+  std::thread([table, comms, then, done] {
+    for (ncclComm_t c : comms)
+      if (c != nullptr) (void)table->CommAbort(c);
+    if (then) then();
+    std::lock_guard<std::mutex> lock(done->mu);
+    done->done = true;
+    done->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(done->mu);
+  if (done->cv.wait_for(lock, within, [&] { return done->done; })) return Status::OK();
+  return Status::Timeout(kComponent, "ncclCommAbort did not return within " + std::to_string(within.count()) +
+                                         " ms and was left running");
+}
+
+void ExitForRequeue(const NcclOptions& options, const Status& why) {
+  if (options.exit_for_requeue) options.exit_for_requeue(why);
+  std::fprintf(stderr, "%s; exiting with %d (requeue me)\n", why.ToString().c_str(), kRequeueExitCode);
+  std::fflush(nullptr);
+  _exit(kRequeueExitCode);
+}
+
 Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
                  const Deadline& deadline, std::chrono::microseconds poll_interval) {
   for (;;) {
@@ -69,38 +107,68 @@ Status InitComm(const NcclApi& api, const ncclUniqueId& id, int nranks, int rank
   Status s = BATON_NCCL_CHECK_ASYNC(api, api.CommInitRankConfig(&made, nranks, id, rank, &config));
   if (s.ok()) s = AwaitComm(api, made, what, deadline, options.poll_interval);
   if (!s.ok()) {
+    const std::string step = "creating the NCCL world communicator";
+    if (made == nullptr) return s.Annotate(step);
+    // Under kExit a deadline ends the process before any abort: NCCL's
+    // abort joins the init thread, which may wait for the missing peer.
+    if (s.code() == Code::kTimeout && options.on_timeout == OnTimeout::kExit)
+      ExitForRequeue(options, s.Annotate(step));
     // A half-made communicator holds threads, sockets and device memory;
     // only ncclCommAbort frees them without waiting for the peers.
-    if (made != nullptr) api.CommAbort(made);
-    return s.Annotate("creating the NCCL world communicator; communicator aborted");
+    Status a = AbortWithin(api, {made}, options.abort_timeout);
+    return s.Annotate(step + "; " + (a.ok() ? std::string("communicator aborted") : a.message()));
   }
   *comm = made;
   return Status::OK();
 }
 
 Status SplitComm(const NcclApi& api, ncclComm_t parent, int color, int key, std::string_view what,
-                 const NcclOptions& options, ncclComm_t* child) {
+                 const NcclOptions& options, ncclComm_t* child, bool* parent_aborted) {
   *child = nullptr;
+  if (parent_aborted != nullptr) *parent_aborted = false;
   const std::string call = "ncclCommSplit (" + std::string(what) + ")";
   const Deadline deadline = Deadline::After(options.init_timeout, "init_timeout");
-  ncclComm_t made = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   // The child shares the parent's resources (buffers, proxy threads)
   // instead of making its own: it is used by some collectives only.
   config.splitShare = 1;
-  Status s = BATON_NCCL_CHECK_ASYNC(api, api.CommSplit(parent, color, key, &made, &config));
-  // Both are in progress while the split runs: the child (absent for
-  // NCCL_SPLIT_NOCOLOR), and the parent, which must be ready again before
-  // its next call.
-  if (s.ok() && made != nullptr) s = AwaitComm(api, made, call, deadline, options.poll_interval);
+  // NCCL's split job writes the child's handle when it ends, on its own
+  // thread, which may be after this function gave up: the handle lives on
+  // the heap, never in this frame, and is freed only once the job has
+  // surely ended (the parent's abort joins it).
+  auto* made = new ncclComm_t(nullptr);
+  Status s = BATON_NCCL_CHECK_ASYNC(api, api.CommSplit(parent, color, key, made, &config));
+  const bool started = s.ok();
+  // The parent is in progress while the split runs and must be ready again
+  // before its next call; its job's end writes the child (absent for
+  // NCCL_SPLIT_NOCOLOR), whose own state is then looked at too.
   if (s.ok()) s = AwaitComm(api, parent, call + ", parent", deadline, options.poll_interval);
-  if (!s.ok()) {
-    if (made != nullptr) api.CommAbort(made);
-    return s.Annotate("splitting the NCCL world communicator; new communicator aborted");
+  if (s.ok() && *made != nullptr) s = AwaitComm(api, *made, call, deadline, options.poll_interval);
+  if (s.ok()) {
+    *child = *made;
+    delete made;
+    return Status::OK();
   }
-  *child = made;
-  return Status::OK();
+  if (!started) {
+    delete made;  // refused at once: no job, no child
+    return s.Annotate("splitting the NCCL world communicator; nothing aborted");
+  }
+  // A split that did not finish leaves the parent in progress for good:
+  // the parent is aborted (which joins the split's job), then the
+  // half-made child the job left behind; the handle's slot goes with the
+  // abort's thread, which may outlive this call. Under kExit a deadline
+  // ends the process first.
+  const std::string step = "splitting the NCCL world communicator";
+  if (s.code() == Code::kTimeout && options.on_timeout == OnTimeout::kExit)
+    ExitForRequeue(options, s.Annotate(step));
+  if (parent_aborted != nullptr) *parent_aborted = true;
+  const NcclApi* table = &api;
+  Status a = AbortWithin(api, {parent}, options.abort_timeout, [table, made] {
+    if (*made != nullptr) (void)table->CommAbort(*made);
+    delete made;
+  });
+  return s.Annotate(step + "; " + (a.ok() ? std::string("the world communicator and the new one aborted") : a.message()));
 }
 
 Status ToNcclType(DType dtype, ncclDataType_t* out) {

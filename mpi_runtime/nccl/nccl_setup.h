@@ -3,7 +3,10 @@
 // against init_timeout (aborted on any failure), the type and op mapping.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string_view>
+#include <vector>
 
 #include "baton/dtype.h"
 #include "baton/status.h"
@@ -23,19 +26,37 @@ Status AsyncError(const NcclApi& api, ncclComm_t comm, ncclResult_t rc, std::str
 Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
                  const Deadline& deadline, std::chrono::microseconds poll_interval);
 
+// ncclCommAbort of each of `comms`, in order, on a thread of its own
+// (NCCL's abort joins a running init or split job first, and can wait for
+// a kernel spinning on a dead peer), waited for at most `within`: OK, or
+// a Timeout saying it was left running. `then`, where given, runs on that
+// thread after the aborts (it may read what the aborted jobs wrote).
+Status AbortWithin(const NcclApi& api, std::vector<ncclComm_t> comms, std::chrono::milliseconds within,
+                   std::function<void()> then = nullptr);
+
+// Under OnTimeout::kExit: options.exit_for_requeue (the runtime's: logs,
+// asks Slurm to requeue), then "<why>; exiting with 75" on stderr and
+// _exit(75). Never waits on NCCL.
+[[noreturn]] void ExitForRequeue(const NcclOptions& options, const Status& why);
+
 // ncclCommInitRankConfig with config.blocking = 0, then AwaitComm until
 // init_timeout. On any failure the communicator (if NCCL made one) is
-// aborted with ncclCommAbort and *comm is null.
+// aborted (AbortWithin abort_timeout) and *comm is null; a timeout under
+// kExit exits 75 instead, before any abort.
 Status InitComm(const NcclApi& api, const ncclUniqueId& id, int nranks, int rank,
                 const NcclOptions& options, ncclComm_t* comm);
 
 // ncclCommSplit (non-blocking, and splitShare: the child shares the
-// parent's buffers and proxy threads), then AwaitComm on the child and the
-// parent until init_timeout. *child is null where color is
-// NCCL_SPLIT_NOCOLOR. On failure the child (if any) is aborted and null;
-// the parent is left to the caller.
+// parent's buffers and proxy threads), then AwaitComm on the parent (NCCL
+// writes the child's handle, into a heap slot, when the split's job ends)
+// and the child until init_timeout. *child is null where color is
+// NCCL_SPLIT_NOCOLOR. A split NCCL refuses at once aborts nothing and
+// leaves the parent usable; one that fails or times out later leaves the
+// parent in progress for good: the parent is aborted (joining the job),
+// then the child, *parent_aborted is set, and the caller must not use the
+// parent again.
 Status SplitComm(const NcclApi& api, ncclComm_t parent, int color, int key, std::string_view what,
-                 const NcclOptions& options, ncclComm_t* child);
+                 const NcclOptions& options, ncclComm_t* child, bool* parent_aborted = nullptr);
 
 // NCCL's type for a baton dtype (bf16 needs NCCL >= 2.10), and its op
 // (kAvg only for floating types: InvalidArgument otherwise).

@@ -74,13 +74,23 @@ Status NcclState::InitWorld(const ncclUniqueId& id, int rank, int size) {
 Status NcclState::Split(bool node, int color, int key, const std::string& what) {
   DeviceGuard guard(api_, device_);
   BATON_RETURN_IF_ERROR(guard.status());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!broken_.ok()) return broken_.Annotate(what);
-  if (world_ == nullptr) return Status::Internal(kComponent, what + " before the world communicator");
-  ncclComm_t child = nullptr;
-  BATON_RETURN_IF_ERROR(SplitComm(api_, world_, color, key, what, options_, &child));
-  (node ? node_ : leaders_) = child;
-  return Status::OK();
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return broken_.Annotate(what);
+    if (world_ == nullptr) return Status::Internal(kComponent, what + " before the world communicator");
+    ncclComm_t child = nullptr;
+    bool world_aborted = false;
+    s = SplitComm(api_, world_, color, key, what, options_, &child, &world_aborted);
+    if (s.ok()) {
+      (node ? node_ : leaders_) = child;
+      return Status::OK();
+    }
+    if (!world_aborted) return s;
+    world_ = nullptr;  // aborted with the split: Break must not abort it again
+  }
+  Break(s);
+  return s;
 }
 
 ncclComm_t NcclState::world() const {
@@ -102,12 +112,7 @@ Status NcclState::broken() const {
 
 std::string NcclState::Context() const { return options_.context ? "; " + options_.context() : ""; }
 
-void NcclState::ExitForRequeue(const Status& why) const {
-  if (options_.exit_for_requeue) options_.exit_for_requeue(why);
-  std::fprintf(stderr, "%s; exiting with %d (requeue me)\n", why.ToString().c_str(), kRequeueExitCode);
-  std::fflush(nullptr);
-  _exit(kRequeueExitCode);
-}
+void NcclState::ExitForRequeue(const Status& why) const { nccl::ExitForRequeue(options_, why); }
 
 Status NcclState::Launch(const std::string& what,
                          const std::function<Status(ncclComm_t world, cudaStream_t stream)>& enqueue,
@@ -148,7 +153,7 @@ Status NcclState::Launch(const std::string& what,
     return t.Annotate("NCCL communicators aborted");
   }
   if (!s.ok()) {
-    Break(s.Annotate(what));
+    Fail(s.Annotate(what));
     return s.Annotate(what);
   }
   {
@@ -172,8 +177,10 @@ Status NcclState::Test(NcclOp& op, bool* done) {
     *done = false;
     return Status::OK();
   }
+  // A sticky CUDA error (a lost GPU, an uncorrectable ECC error, a fault
+  // in the collective's kernel): this rank's device is gone.
   Status s = CheckCuda(api_, rc, "cudaEventQuery", __FILE__, __LINE__).Annotate(op.what);
-  Break(s);
+  Fail(s);
   return s;
 }
 
@@ -192,6 +199,14 @@ Status NcclState::Wait(NcclOp& op) {
       nap = std::min(nap * 2, std::chrono::microseconds(50));
     }
   }
+}
+
+void NcclState::Fail(const Status& why) {
+  if (options_.on_timeout == OnTimeout::kExit) {
+    const std::string context = Context();
+    ExitForRequeue(context.empty() ? why : why.Annotate(context.substr(2)));
+  }
+  Break(why);
 }
 
 Status NcclState::Expire(NcclOp& op) {
@@ -231,27 +246,11 @@ void NcclState::Break(const Status& why) {
   if (options_.on_break) options_.on_break(why);
   if (comms.empty()) return;
   // ncclCommAbort frees the communicators without waiting for the peers,
-  // but can itself wait for a kernel spinning on a dead one: on a thread
-  // of its own, waited for at most abort_timeout, then left to run.
-  struct Done {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-  };
-  auto done = std::make_shared<Done>();
-  const NcclApi* api = &api_;
-  std::thread([api, comms, done] {
-    for (ncclComm_t c : comms) (void)api->CommAbort(c);
-    std::lock_guard<std::mutex> lock(done->mu);
-    done->done = true;
-    done->cv.notify_all();
-  }).detach();
-  std::unique_lock<std::mutex> lock(done->mu);
-  if (done->cv.wait_for(lock, options_.abort_timeout, [&] { return done->done; })) return;
-  lock.unlock();
+  // but can itself wait for a kernel spinning on a dead one.
+  Status a = AbortWithin(api_, comms, options_.abort_timeout);
+  if (a.ok()) return;
   std::lock_guard<std::mutex> state_lock(mu_);
-  broken_ = broken_.Annotate("ncclCommAbort did not return within " + std::to_string(options_.abort_timeout.count()) +
-                             " ms and was left running");
+  broken_ = broken_.Annotate(a.message());
 }
 
 // ---- the watchdog ------------------------------------------------------------
@@ -312,7 +311,7 @@ void NcclState::WatchOnce() {
   else if (state != ncclSuccess && state != ncclInProgress)
     s = AsyncError(api_, world_, state, "the communicator");
   lock.unlock();
-  if (!s.ok()) Break(s);
+  if (!s.ok()) Fail(s);
 }
 
 }  // namespace baton::nccl

@@ -18,8 +18,10 @@
 // the process with 75 at once and never calls ncclCommAbort (which can
 // itself wait for the stuck peer); kReturn breaks the communicator: the
 // NCCL communicators are aborted on a thread of their own, waited for at
-// most abort_timeout, and every later call returns the Status. An
-// asynchronous NCCL error breaks it the same way.
+// most abort_timeout, and every later call returns the Status. A failure
+// detected before the deadline (an asynchronous NCCL error, a sticky CUDA
+// error, a failed enqueue) follows the same policy: exit 75 under kExit,
+// broken under kReturn.
 //
 // Threads: the program's thread issues collectives and may wait; the
 // watchdog polls; NCCL calls on the communicators are serialised by one
@@ -112,6 +114,11 @@ class NcclState {
 
  private:
   [[noreturn]] void ExitForRequeue(const Status& why) const;
+  // A failure detected rather than waited out (an asynchronous NCCL error:
+  // a dead peer; a sticky CUDA error; an enqueue that failed): under kExit
+  // the process exits 75, as the deadline would have made it; under
+  // kReturn the communicator breaks.
+  void Fail(const Status& why);
   std::string Context() const;
   void Watch();
   void WatchOnce();

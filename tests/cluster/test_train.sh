@@ -20,7 +20,7 @@ chmod 755 "$WORK"
 STEPS=100
 # Periodic checkpoints saved asynchronously (issue 17): every fault below
 # meets a save in flight or just committed.
-OPTS=(--ckpt-every 10 --hidden 256 --ckpt-mode async)
+OPTS=(--ckpt-every 10 --hidden 256 --ckpt-mode async --progress 0)  # --progress 0: the step=N lines read here
 STEP_MS=60
 
 . "$REPO/tests/cluster/train-lib.sh"

@@ -24,7 +24,7 @@ WORK=${FAULT_WORK:?}
 mkdir -p "$WORK"
 chmod 755 "$WORK"
 STEPS=40
-OPTS=(--ckpt-every 5 --hidden 64)
+OPTS=(--ckpt-every 5 --hidden 64 --progress 0)  # --progress 0: the step=N lines read here
 STEP_MS=100
 COLLECTIVE_TIMEOUT=8
 

@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  const nccl::NcclApi& api = nccl::RealNcclApi();
+  const nccl::NcclApi* loaded = nullptr;
+  if (Status s = nccl::RealNcclApi(&loaded); !s.ok()) {
+    std::printf("FAIL: %s\n", s.message().c_str());
+    return 1;
+  }
+  const nccl::NcclApi& api = *loaded;
   int devices = 0;
   if (Status visible = nccl::CheckDeviceVisible(api, &devices); !visible.ok()) {
     std::printf("SKIP: no GPU visible (%s)\n", visible.message().c_str());

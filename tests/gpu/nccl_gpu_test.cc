@@ -292,7 +292,12 @@ int ExitOnTimeout(const nccl::NcclApi& api) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const nccl::NcclApi& api = nccl::RealNcclApi();
+  const nccl::NcclApi* loaded = nullptr;
+  if (Status s = nccl::RealNcclApi(&loaded); !s.ok()) {
+    std::printf("FAIL: %s\n", s.message().c_str());
+    return 1;
+  }
+  const nccl::NcclApi& api = *loaded;
   int devices = 0;
   Status visible = nccl::CheckDeviceVisible(api, &devices);
   if (!visible.ok()) {

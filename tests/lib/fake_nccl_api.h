@@ -4,7 +4,20 @@
 // then a set result (success, an error, or never: "hangs"); each CUDA
 // event completes after a set number of queries of what was enqueued
 // before it was recorded (or never: a collective that hangs); an abort can
-// be made to never return; every call is counted. Behaviour and counters
+// be made to never return; every call is counted.
+//
+// ncclCommSplit behaves as NCCL's does on a non-blocking communicator: it
+// returns ncclInProgress and starts a group job on a thread of its own; the
+// parent reports ncclInProgress while the job runs; the job writes the
+// child's handle into the caller's ncclComm_t* only when it ends (after
+// `split.in_progress_polls` polls of the parent, or when the parent is
+// aborted: "hangs" ends only so); ncclCommGetAsyncError on the parent then
+// finishes the job (joins its thread); ncclCommAbort of the parent joins
+// it first, as NCCL's abort joins the init thread. A job that ends after
+// its parent was aborted while the caller's handle lies on the caller's
+// stack would write into a dead frame: it counts that
+// (writes_into_dead_frame) instead of corrupting the test's stack.
+// Behaviour and counters
 // live in one global (the table holds plain function pointers, as the real
 // one does); Reset() before each test.
 //
@@ -12,6 +25,8 @@
 // test's thread. Every function takes g_fake_mu; the counters other
 // threads bump are atomics, so a test reads them without the lock.
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -41,12 +56,35 @@ struct Script {
 
 struct FakeComm {
   explicit FakeComm(const Script& s) : script(s) {}
+  // A job still running at exit (no Reset after the last test) is left.
+  ~FakeComm() {
+    if (job.joinable()) job.detach();
+  }
   Script script;
   int polls = 0;
   std::atomic<bool> aborted{false};
   bool destroyed = false, finalized = false;
   int split_share = -1;  // the config's splitShare where a split made it
+  // A split's group job running on this (parent) communicator.
+  std::thread job;
+  bool job_pending = false;  // started, not yet finished by GetAsyncError or an abort
+  bool job_done = false;     // the job's thread has ended its work
+  ncclResult_t job_result = ncclSuccess;
+  int job_polls = 0;
 };
+
+// Whether `p` lies in the calling thread's stack.
+inline bool OnThisThreadsStack(const void* p) {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return false;
+  void* base = nullptr;
+  size_t size = 0;
+  pthread_attr_getstack(&attr, &base, &size);
+  pthread_attr_destroy(&attr);
+  const char* b = static_cast<const char*>(base);
+  const char* q = static_cast<const char*>(p);
+  return q >= b && q < b + size;
+}
 
 // A CUDA event: recorded behind what its stream had pending.
 struct FakeEvent {
@@ -71,6 +109,8 @@ struct FakeNccl {
   // A collective keeps its stream busy this many queries (of the stream,
   // or of an event recorded behind it); INT_MAX: for ever (it hangs).
   int stream_busy_polls = 0;
+  // What cudaEventQuery answers once set (a sticky error: a lost GPU).
+  cudaError_t event_query_error = cudaSuccess;
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
   int pointer_device = 0;                          // the device of a device pointer
   bool primary_context_active = false;             // what PrimaryContextActive says of every device
@@ -88,6 +128,12 @@ struct FakeNccl {
   int init_calls = 0, split_calls = 0;
   int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0;
   int last_color = 0, live_allocations = 0, memcpys = 0, streams_made = 0;
+  // Splits whose job ended after the parent's abort with the handle on the
+  // caller's stack (see the top of this file); and whether the last
+  // split's handle was there.
+  std::atomic<int> writes_into_dead_frame{0};
+  bool last_split_slot_on_stack = false;
+  ncclComm_t last_split_child = nullptr;  // the child the last split's job makes
   std::vector<unsigned> stream_flags;  // of every stream made, in order
   std::vector<unsigned> event_flags;   // of every event made
   struct Waited {
@@ -156,6 +202,20 @@ inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   ++g_fake.async_polls;
   FakeComm& c = FakeNccl::Of(comm);
   if (c.aborted) return ncclInvalidArgument;  // a freed communicator
+  if (c.job_pending) {
+    ++c.job_polls;
+    if (!c.job_done) {
+      *state = ncclInProgress;
+      return ncclSuccess;
+    }
+    // NCCL's ncclCommGetAsyncError finishes the group job and frees it.
+    c.job.join();
+    c.job_pending = false;
+    if (c.job_result != ncclSuccess) {
+      *state = c.job_result;
+      return ncclSuccess;
+    }
+  }
   if (c.polls < c.script.in_progress_polls) {
     ++c.polls;
     *state = ncclInProgress;
@@ -171,11 +231,19 @@ inline ncclResult_t CommFinalize(ncclComm_t comm) {
   return ncclSuccess;
 }
 inline ncclResult_t CommAbort(ncclComm_t comm) {
+  std::thread job;
   {
     Lock lock(g_fake_mu);
     ++g_fake.aborts;
-    FakeNccl::Of(comm).aborted = true;
+    FakeComm& c = FakeNccl::Of(comm);
+    c.aborted = true;
+    if (c.job_pending) {
+      job = std::move(c.job);
+      c.job_pending = false;
+    }
   }
+  // NCCL's abort joins a running init or split job first.
+  if (job.joinable()) job.join();
   while (g_abort_hangs.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return ncclSuccess;
 }
@@ -185,18 +253,50 @@ inline ncclResult_t CommDestroy(ncclComm_t comm) {
   FakeNccl::Of(comm).destroyed = true;
   return ncclSuccess;
 }
-inline ncclResult_t CommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t* config) {
+inline ncclResult_t CommSplit(ncclComm_t parent, int color, int, ncclComm_t* newcomm, ncclConfig_t* config) {
   Lock lock(g_fake_mu);
   ++g_fake.split_calls;
   g_fake.last_color = color;
+  if (config == nullptr || config->blocking != 0) return ncclInvalidUsage;  // baton always asks non-blocking
   const ncclResult_t rc = g_fake.split_call_result;
   if (rc != ncclSuccess && rc != ncclInProgress) {
     *newcomm = nullptr;
     return rc;
   }
-  *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr : g_fake.Make(g_fake.split);
-  if (*newcomm != nullptr) FakeNccl::Of(*newcomm).split_share = config ? config->splitShare : -1;
-  return rc;
+  FakeComm& p = FakeNccl::Of(parent);
+  if (p.job_pending) return ncclInvalidUsage;  // NCCL: the parent is still in progress
+  // The child: once its job ended, it reports the script's result.
+  const Script script = g_fake.split;
+  ncclComm_t child = nullptr;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    child = g_fake.Make(Script::After(0, script.result));
+    FakeNccl::Of(child).split_share = config->splitShare;
+  }
+  g_fake.last_split_child = child;
+  const bool on_stack = OnThisThreadsStack(newcomm);
+  g_fake.last_split_slot_on_stack = on_stack;
+  p.job_pending = true;
+  p.job_done = false;
+  p.job_polls = 0;
+  FakeComm* pp = &p;
+  p.job = std::thread([pp, newcomm, child, script, on_stack] {
+    for (;;) {
+      {
+        Lock job_lock(g_fake_mu);
+        if (pp->aborted || pp->job_polls >= script.in_progress_polls) {
+          if (pp->aborted && on_stack)
+            ++g_fake.writes_into_dead_frame;  // the caller gave up: its frame is gone
+          else
+            *newcomm = child;
+          pp->job_result = pp->aborted ? ncclInternalError : script.result;
+          pp->job_done = true;
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  return ncclInProgress;
 }
 // A collective: counted; its result and the world's state after it are
 // scripted, and it keeps the stream busy stream_busy_polls queries.
@@ -379,6 +479,7 @@ inline cudaError_t EventRecord(cudaEvent_t e, cudaStream_t s) {
 inline cudaError_t EventQuery(cudaEvent_t e) {
   Lock lock(g_fake_mu);
   ++g_fake.event_queries;
+  if (g_fake.event_query_error != cudaSuccess) return g_fake.event_query_error;
   FakeEvent& ev = *reinterpret_cast<FakeEvent*>(e);
   if (ev.never) return cudaErrorNotReady;
   if (ev.polls_left > 0) {
@@ -439,6 +540,17 @@ inline const char* CudaGetErrorString(cudaError_t rc) {
 // call it: they are joined when it is destroyed; an abort thread left
 // hanging only reads g_abort_hangs).
 inline void Reset() {
+  // Split jobs still running end as aborted (outside the lock: they take it).
+  std::vector<std::thread> jobs;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_fake_mu);
+    for (auto& c : g_fake.comms)
+      if (c.job.joinable()) {
+        c.aborted = true;
+        jobs.push_back(std::move(c.job));
+      }
+  }
+  for (auto& j : jobs) j.join();
   std::lock_guard<std::recursive_mutex> lock(g_fake_mu);
   g_fake.~FakeNccl();
   new (&g_fake) FakeNccl();

@@ -218,7 +218,7 @@ def test_read_a_checkpoint_of_baton_train(rt, shared_dir):
         arr = np.zeros(a["shape"], dtype={"f32": np.float32, "i64": np.int64}[a["dtype"]])
         if a["replicated"]:
             ck.register_replicated(a["name"], arr)
-        else:  # "rng": one row per rank of the saving run: rank 0 takes them all
+        else:  # "rng": one row per micro-batch: rank 0 takes them all
             mine = arr if rt.rank == 0 else arr[:0]
             ck.register_sharded(a["name"], mine, offset=0 if rt.rank == 0 else a["shape"][0], global_shape=a["shape"])
         arrays[a["name"]] = arr

@@ -2,7 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "baton/identity.h"
 
@@ -109,6 +117,60 @@ TEST_F(LogOutput, BadLevelIsReportedNamingTheValueAndInfoKept) {
       ::testing::ExitedWithCode(0),
       "baton\\.base WARNING[^\n]*BATON_LOG_LEVEL: log level 'chatty' is not one of[^\n]*using "
       "info\n[^\n]*still-logging");
+}
+
+// baton(7): one line per record. Ranks that share a stream (mpirun
+// forwards every rank's stderr through one pipe; srun --output to one
+// file) must not merge records on a line: each record is one write().
+// Four processes stand in for four ranks, each writing 2000 records at
+// once into one pipe; every line read back must be one whole record.
+TEST(LogRecords, RanksWritingAtOnceToOneStreamKeepEveryLineWhole) {
+  constexpr int kRanks = 4, kRecords = 2000;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::vector<pid_t> children;
+  for (int r = 0; r < kRanks; ++r) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      close(fds[0]);
+      dup2(fds[1], 2);
+      unsetenv("BATON_LOG_LEVEL");
+      for (int i = 0; i < kRecords; ++i) BATON_LOG(kBase, info) << "record " << r << " " << i << " end";
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  close(fds[1]);
+  std::string all;
+  char buf[65536];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) continue;  // EINTR
+    all.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  // (The rank field is whatever this process's identity was when first
+  // asked; each record names its writer in its text.)
+  const std::regex whole(R"(^\S+ \S+ baton\.base INFO rank=\S+ host=\S+ job=\S+: record ([0-9]) ([0-9]+) end$)");
+  std::istringstream lines(all);
+  int bad = 0;
+  std::string first_bad;
+  std::set<std::pair<int, int>> seen;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, whole)) {
+      seen.insert({std::stoi(m[1]), std::stoi(m[2])});
+    } else if (bad++ == 0) {
+      first_bad = line;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "lines that are not one whole record, the first: '" << first_bad << "'";
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kRanks * kRecords)) << "records lost or repeated";
 }
 
 }  // namespace

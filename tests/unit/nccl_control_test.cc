@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -195,6 +196,48 @@ TEST_F(NcclControl, InitThatHangsStopsAtTheDeadlineAndIsAborted) {
   EXPECT_LE(g_fake.async_polls, 202);
 }
 
+// NCCL's abort joins the init thread, which may itself wait for the peer
+// that never came: the abort of a failed creation is bounded as a
+// collective's is (kReturn), or never waited for (kExit).
+TEST_F(NcclControl, AnInitsAbortIsBoundedByAbortTimeout) {
+  testing::g_abort_hangs = true;
+  g_fake.init = Script::Hang();
+  NcclOptions o = Fast();
+  o.abort_timeout = milliseconds(300);
+  auto done = std::async(std::launch::async, [o] {
+    ncclComm_t comm = nullptr;
+    const auto start = Clock::now();
+    Status s = InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
+    return std::make_pair(s, Ms(start));
+  });
+  const bool returned = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  testing::g_abort_hangs = false;  // lets the abort end either way
+  ASSERT_TRUE(returned) << "InitComm waited on an abort that never returns";
+  auto [s, ms] = done.get();
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  EXPECT_TRUE(Has(s, "ncclCommAbort did not return within 300 ms and was left running")) << s;
+  EXPECT_LT(ms, 2000);
+}
+
+TEST_F(NcclControl, UnderExitAnInitPastItsDeadlineExits75BeforeAnyAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::seconds(5));
+          std::_Exit(3);
+        }).detach();
+        testing::g_abort_hangs = true;  // an abort would never return
+        g_fake.init = Script::Hang();
+        NcclOptions o = Fast();
+        o.on_timeout = OnTimeout::kExit;
+        ncclComm_t comm = nullptr;
+        (void)InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "did not finish within init_timeout of 200 ms.*exiting with 75");
+}
+
 // ---- creation: split --------------------------------------------------------
 
 TEST_F(NcclControl, SplitThatSucceedsGivesAChild) {
@@ -221,21 +264,55 @@ TEST_F(NcclControl, SplitWithoutAColorGivesNoChild) {
   EXPECT_EQ(c.leaders_comm(), nullptr);
 }
 
-TEST_F(NcclControl, SplitThatHangsAbortsTheChildOnlyAtTheDeadline) {
+TEST_F(NcclControl, SplitThatHangsAbortsTheParentThenTheChildAtTheDeadline) {
   ncclComm_t world = nullptr, child = nullptr;
   ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
   g_fake.split = Script::Hang();
   const auto start = Clock::now();
-  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", Fast(), &child);
+  bool world_aborted = false;
+  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", Fast(), &child, &world_aborted);
   const long long ms = Ms(start);
   EXPECT_EQ(s.code(), Code::kTimeout);
-  EXPECT_TRUE(Has(s, "ncclCommSplit (node 0) did not finish within init_timeout of 200 ms")) << s;
+  EXPECT_TRUE(Has(s, "ncclCommSplit (node 0), parent did not finish within init_timeout of 200 ms")) << s;
   EXPECT_EQ(child, nullptr);
-  EXPECT_EQ(g_fake.aborts, 1);
-  EXPECT_FALSE(g_fake.comms.front().aborted);  // the parent is the caller's
+  // The parent stays in progress while the split's job runs: it is aborted
+  // (which ends the job), then the child the job left.
+  EXPECT_TRUE(world_aborted);
+  EXPECT_EQ(g_fake.aborts, 2);
+  EXPECT_TRUE(g_fake.comms.front().aborted);
   EXPECT_TRUE(g_fake.comms.back().aborted);
   EXPECT_GE(ms, 200);
   EXPECT_LT(ms, 3000);
+}
+
+// NCCL's split job writes the child's handle when it ends, on its own
+// thread: a handle in SplitComm's frame is written after the frame died
+// (a stack write), and the half-made child it names was never aborted.
+TEST_F(NcclControl, TheSplitsHandleOutlivesATimeoutAndItsChildIsAborted) {
+  ncclComm_t world = nullptr, child = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  g_fake.split = Script::Hang();
+  Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", Fast(), &child);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  // The owner of a parent left in progress aborts it (NcclState::Break
+  // would); that ends the split's job, which then writes the handle.
+  if (!g_fake.comms.front().aborted) FakeNcclApi().CommAbort(world);
+  EXPECT_FALSE(g_fake.last_split_slot_on_stack) << "the split's handle lives in SplitComm's stack frame";
+  EXPECT_EQ(g_fake.writes_into_dead_frame, 0) << "the split's job wrote into a returned frame";
+  ASSERT_NE(g_fake.last_split_child, nullptr);
+  EXPECT_TRUE(testing::FakeNccl::Of(g_fake.last_split_child).aborted) << "the half-made child was never aborted";
+}
+
+TEST_F(NcclControl, ASplitThatTimesOutBreaksTheCommunicator) {
+  NcclCommunicator c(FakeNcclApi(), Fast());
+  ASSERT_TRUE(c.SetUpDevice(0).ok());
+  ASSERT_TRUE(c.InitWorld(Id(), 0, 2).ok());
+  g_fake.split = Script::Hang();
+  Status s = c.SplitNode(0);
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  Status after = c.Barrier();
+  EXPECT_FALSE(after.ok());
+  EXPECT_TRUE(Has(after, "did not finish within init_timeout")) << after;
 }
 
 TEST_F(NcclControl, SplitThatIsRefusedAbortsNothing) {
@@ -254,8 +331,8 @@ TEST_F(NcclControl, SplitThatFailsLaterIsAborted) {
   g_fake.split = Script::After(1, ncclInternalError);
   Status s = SplitComm(FakeNcclApi(), world, 0, 0, "leaders", Fast(), &child);
   EXPECT_EQ(s.code(), Code::kInternal);
-  EXPECT_TRUE(Has(s, "ncclCommSplit (leaders) failed: NCCL reported 3 (fake internal error)")) << s;
-  EXPECT_EQ(g_fake.aborts, 1);
+  EXPECT_TRUE(Has(s, "ncclCommSplit (leaders), parent failed: NCCL reported 3 (fake internal error)")) << s;
+  EXPECT_EQ(g_fake.aborts, 2);  // the parent, then the child
 }
 
 // ---- types --------------------------------------------------------------------
@@ -642,6 +719,80 @@ TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
   EXPECT_TRUE(Has(s, "is on CUDA device 0, the communicator's is 1")) << s;
   c.reset();
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after destruction";
+}
+
+// A detected death ends as an undetected one would (at the deadline):
+// exit 75 under kExit, so that the job is requeued instead of failing with
+// an IOError. Each case in a child process (gtest's death tests).
+class NcclDetectedDeath : public NcclControl {
+ protected:
+  static NcclOptions Exit() {
+    NcclOptions o = Fast();
+    o.on_timeout = OnTimeout::kExit;
+    o.op_timeout = std::chrono::milliseconds(20000);  // no deadline may be what exits
+    return o;
+  }
+  // Ends the child with 3 if nothing exited within 5 s.
+  static void Bound() {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      std::_Exit(3);
+    }).detach();
+  }
+  void SetUp() override {
+    NcclControl::SetUp();
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+  }
+};
+
+TEST_F(NcclDetectedDeath, AnAsynchronousErrorExits75UnderExit) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Exit());
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        g_fake.stream_busy_polls = INT_MAX;
+        std::unique_ptr<Request> r;
+        if (!c.IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &r).ok()) std::_Exit(5);
+        {
+          std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+          g_fake.comms.front().script = Script::After(0, ncclRemoteError);
+          g_fake.comms.front().polls = 0;
+        }
+        (void)r->Wait();
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "fake remote error.*exiting with 75");
+}
+
+TEST_F(NcclDetectedDeath, AStickyCudaErrorExits75UnderExit) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Exit());
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        std::unique_ptr<Request> r;
+        if (!c.IAllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum, &r).ok()) std::_Exit(5);
+        g_fake.event_query_error = cudaErrorECCUncorrectable;
+        (void)r->Wait();
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "cudaEventQuery failed with 214.*exiting with 75");
+}
+
+TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Exit());
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        // The call fails and the communicator's state says why: a peer died.
+        g_fake.op_call_result = ncclRemoteError;
+        g_fake.op = Script::After(0, ncclRemoteError);
+        (void)c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "ncclAllReduce failed with 6.*exiting with 75");
 }
 
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
