@@ -236,22 +236,21 @@ class CheckpointerImpl : public Checkpointer {
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   // Loads the shard indexes that hold my rows into m (format 3) first.
   Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
+                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   // Collective, both levels: the restore-read mark, ReadMyRows, and the
   // agreement on it (a corruption preferred); *mine, when given: this
   // rank's own outcome.
-  Status ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of, bool gather,
+  Status ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                       bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
                       Status* mine = nullptr);
   // Collective, both levels: the end of a restore that read version `vdir`
   // from `level` (2 or 3; `fetched`: the bytes of partner copies this rank
   // received): the replicated arrays gathered, the blob and rank state
   // kept, RestoreResult and CheckpointStats filled, rank 0's log line.
-  Status FinishRestore(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of, bool gather,
+  Status FinishRestore(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                        bool with_state, std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
                        RestoreResult* result);
-  bool GatherFits(const Manifest& m, const std::vector<int>& index_of) const;
 
   // level_choice.cc: restores the newest version every rank can read from
   // level 2 when no newer one is in level 3 (rank 0: level 3's candidates,

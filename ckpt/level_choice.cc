@@ -337,11 +337,10 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   clock->Lap("read");
 
   // 5. The rows, from this node's copies.
-  const bool gather = GatherFits(m, index_of);
   uint64_t bytes = 0;
   std::string state;
   Status read;
-  agreed = ReadAndAgree(vdir, m, index_of, gather, with_state, clock, &bytes, &state, &read);
+  agreed = ReadAndAgree(vdir, m, index_of, with_state, clock, &bytes, &state, &read);
   if (!agreed.ok()) {
     // Own copies that failed (a checksum, a truncated file: the node's
     // disk, not the version) are replaced by their partner copies when
@@ -370,7 +369,7 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     if (mine != 0) {
       Manifest again;  // ReadMyRows loaded shard indexes into m
       read = ParseManifestJson(choice.text, &again);
-      if (read.ok()) read = ReadMyRows(vdir, again, index_of, gather, with_state, clock, &bytes, &state);
+      if (read.ok()) read = ReadMyRows(vdir, again, index_of, with_state, clock, &bytes, &state);
     }
     clock->Lap("read");
     agreed = Agree(comm_, read, nullptr, Code::kCorruption);
@@ -378,7 +377,7 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     if (!agreed.ok()) return fall_back(agreed);
   }
   BATON_RETURN_IF_ERROR(
-      FinishRestore(2, vdir, m, index_of, gather, with_state, std::move(state), bytes, fetched, clock, result));
+      FinishRestore(2, vdir, m, index_of, with_state, std::move(state), bytes, fetched, clock, result));
   *restored = true;
   return Status::OK();
 }

@@ -30,23 +30,15 @@
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/checksum.h"
+#include "ckpt/chunk_reader.h"
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/layout.h"
 #include "ckpt/manifest_index.h"
-#include "ckpt/overlapped_hash.h"
 #include "ckpt/phase_clock.h"
+#include "ckpt/replicated_gather.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
-namespace {
-
-// Bytes read (and hashed) at a time: small enough to stay in the CPU's
-// cache between the read and the hash, and to bound the buffer for rows
-// that are not mine.
-constexpr uint64_t kReadPieceBytes = 8u << 20;
-
-}  // namespace
-
 Status TransientRestoreError(const Status& s, const std::string& version_path) {
   return MakeStatus(s.code(), "restoring " + version_path + ": " + s.message() +
                                   " (not a damaged version: the restore fails for a requeue to retry instead of "
@@ -99,17 +91,6 @@ Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vecto
   return Status::InvalidArgument(log::kCkpt, msg);
 }
 
-// Replicated arrays are read in parts and all-gathered when every part's
-// byte count fits MPI's int; otherwise every rank reads all of it.
-bool CheckpointerImpl::GatherFits(const Manifest& m, const std::vector<int>& index_of) const {
-  for (int i : index_of) {
-    if (i < 0) continue;
-    const ArrayMeta& a = m.arrays[static_cast<size_t>(i)];
-    if (a.replicated && a.rows() * a.row_bytes() > static_cast<uint64_t>(INT_MAX)) return false;
-  }
-  return true;
-}
-
 // Per-rank state goes back to the same rank at the same world size only.
 Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const {
   *restore_it = false;
@@ -130,12 +111,10 @@ Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions&
 }
 
 Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                                    bool gather_replicated, bool rank_state, PhaseClock* clock, uint64_t* bytes,
+                                    bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  // Pieces of a chunk that only partly holds my rows, two in turn: one
-  // read while the other is hashed.
-  std::vector<char> pieces_buf[2];
+  ChunkReader chunks;  // reads and verifies whole chunks (ckpt/chunk_reader.h)
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -153,7 +132,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
     if (r.meta.replicated) {
       first = 0;
       rows = r.meta.rows();
-      if (gather_replicated) ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);
+      ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);  // my part; the others' come by GatherReplicated
     }
     jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
   }
@@ -186,7 +165,6 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
     }
   }
   for (const Job& job : jobs) {
-    const std::string& name = job.name;
     const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
     const uint64_t rb = a.row_bytes();
     const uint64_t buffer_first = job.buffer_first;
@@ -195,81 +173,40 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
     BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
     for (const ReadPiece& p : pieces) {
       const ShardMeta& shard = m.shards[p.shard];
-      const DatasetMeta& d = shard.datasets[p.dataset];
-      const Chunk& c = d.chunks[p.chunk];
       auto& reader = readers[p.shard];
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
-      // The first read of a dataset opens and checks it: timed as "open".
-      BATON_RETURN_IF_ERROR(reader->CheckDataset(a, d.rows));
-      clock->Lap("open");
-      // The chunk in pieces, each hashed on a second thread while the next
-      // is read (ckpt/overlapped_hash.h), the kernel reading ahead the one
-      // after; pieces of rows that are all mine go straight into the user's
-      // buffer, the others through two buffers of one piece in turn (a chunk
-      // that only partly holds my rows is still verified whole).
-      char* dst = base + (p.first_row - buffer_first) * rb;  // where my rows of the piece go
-      const uint64_t piece_rows = std::max<uint64_t>(1, kReadPieceBytes / std::max<uint64_t>(rb, 1));
-      OverlappedHash sum;  // after pieces_buf: destroyed (its piece in flight waited for) first
-      uint64_t k = 0;
-      for (uint64_t r = 0; r < c.rows; r += piece_rows, ++k) {
-        const uint64_t n = std::min(piece_rows, c.rows - r);
-        const uint64_t g = c.first_row + r;  // global row of the piece's first row
-        if (r + n < c.rows) reader->Prefetch(a, c.dataset_row + r + n, std::min(piece_rows, c.rows - r - n));
-        const bool all_mine = g >= p.first_row && g + n <= p.first_row + p.rows;
-        std::vector<char>& piece = pieces_buf[k % 2];  // free: the Submit after its last piece returned
-        if (!all_mine) piece.resize(n * rb);
-        char* buf = all_mine ? dst + (g - p.first_row) * rb : piece.data();
-        BATON_RETURN_IF_ERROR(reader->ReadRows(a, d.rows, c.dataset_row + r, n, buf));
-        clock->Lap("read");
-        if (!all_mine) {  // copy the rows of the piece that are mine (the hash only reads it too)
-          const uint64_t lo = std::max(g, p.first_row), hi = std::min(g + n, p.first_row + p.rows);
-          if (lo < hi) std::memcpy(dst + (lo - p.first_row) * rb, buf + (lo - g) * rb, (hi - lo) * rb);
-        }
-        sum.Submit(buf, n * rb);  // waits for the previous piece's hash: "verify"
-        clock->Lap("verify");
-      }
-      const uint64_t digest = sum.Finish();
-      clock->Lap("verify");
-      if (digest != c.xxh3) {
-        return Status::Corruption(log::kCkpt, reader->path() + ", dataset " + name + ": the rows [" +
-                                                  std::to_string(c.first_row) + ", " +
-                                                  std::to_string(c.first_row + c.rows) + ") written by rank " +
-                                                  std::to_string(c.rank) + " fail their checksum");
-      }
+      BATON_RETURN_IF_ERROR(chunks.Read(reader.get(), reader->path(), a, shard.datasets[p.dataset],
+                                        shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
+                                        base + (p.first_row - buffer_first) * rb, clock));
       *bytes += p.rows * rb;
     }
   }
+  stats_.bytes_read += chunks.bytes_read();
   if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
     return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
   }
   return Status::OK();
 }
 
+// Every rank read its part of each replicated array (ReadMyRows): the parts
+// to every rank (ckpt/replicated_gather.h), whatever the array's size.
 Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<int>& index_of) {
   size_t i = 0;
-  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   for (const auto& [name, r] : arrays_) {
     const int index = index_of[i++];
-    if (index < 0 || !r.meta.replicated || size_ == 1) continue;
+    if (index < 0 || !r.meta.replicated) continue;
     const ArrayMeta& a = m.arrays[static_cast<size_t>(index)];
-    const uint64_t rb = a.row_bytes();
-    for (int k = 0; k < size_; ++k) {
-      uint64_t first = 0, rows = 0;
-      ReplicatedRows(a.rows(), size_, k, &first, &rows);
-      counts[static_cast<size_t>(k)] = static_cast<int>(rows * rb);
-      displs[static_cast<size_t>(k)] = static_cast<int>(first * rb);
-    }
-    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r.data, counts.data(),
-                                                         displs.data(), MPI_BYTE, comm_)));
+    BATON_RETURN_IF_ERROR(GatherReplicatedRows(comm_, static_cast<char*>(r.data), a.rows(), a.row_bytes())
+                              .Annotate("gathering replicated array " + name));
   }
   return Status::OK();
 }
 
 Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                                      bool gather, bool with_state, PhaseClock* clock, uint64_t* bytes,
+                                      bool with_state, PhaseClock* clock, uint64_t* bytes,
                                       std::string* state, Status* mine) {
   env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-  Status read = ReadMyRows(vdir, m, index_of, gather, with_state, clock, bytes, state);
+  Status read = ReadMyRows(vdir, m, index_of, with_state, clock, bytes, state);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");  // the user blob's check and what follows the last lap
   Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
@@ -278,10 +215,10 @@ Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, cons
 }
 
 Status CheckpointerImpl::FinishRestore(int level, const std::string& vdir, Manifest& m,
-                                       const std::vector<int>& index_of, bool gather, bool with_state,
+                                       const std::vector<int>& index_of, bool with_state,
                                        std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
                                        RestoreResult* result) {
-  if (gather) BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+  BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
   clock->Lap("gather");
   blob_ = std::move(m.user_blob);
   rank_state_ = std::move(state);
@@ -397,13 +334,12 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     clock.Lap("manifest");
 
     const std::string vdir = dir_ + "/" + c.name;
-    const bool gather = GatherFits(m, index_of);
     uint64_t bytes = 0;
     std::string state;
-    Status agreed = ReadAndAgree(vdir, m, index_of, gather, with_state, &clock, &bytes, &state);
+    Status agreed = ReadAndAgree(vdir, m, index_of, with_state, &clock, &bytes, &state);
     if (agreed.ok()) {
       if (rank_ == 0) EndAttempt(nullptr);
-      BATON_RETURN_IF_ERROR(FinishRestore(3, vdir, m, index_of, gather, with_state, std::move(state), bytes,
+      BATON_RETURN_IF_ERROR(FinishRestore(3, vdir, m, index_of, with_state, std::move(state), bytes,
                                           /*fetched=*/0, &clock, result));
       stats_.seconds = Now() - t0;
       return Status::OK();

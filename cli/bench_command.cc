@@ -15,10 +15,12 @@ int BenchCommand(const std::vector<std::string>& args) {
   if (kind == "collectives") return BenchCollectivesCommand(rest);
   if (kind == "ckpt") {
     // --async: SaveAsync's own benchmark (bench_ckpt_async.cc); --level:
-    // restore from level 2 beside level 3 (bench_ckpt_level.cc).
+    // restore from level 2 beside level 3 (bench_ckpt_level.cc); --reshard:
+    // the bytes a restore at another size reads (bench_ckpt_reshard.cc).
     std::vector<std::string> opts = rest;
     for (const std::string& o : opts) {
       if (o == "--level" || o.rfind("--level=", 0) == 0) return BenchCkptLevelCommand(opts);
+      if (o == "--reshard" || o.rfind("--reshard=", 0) == 0) return BenchCkptReshardCommand(opts);
     }
     auto async = std::find(opts.begin(), opts.end(), "--async");
     if (async == opts.end()) return BenchCkptCommand(rest);

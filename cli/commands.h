@@ -17,6 +17,7 @@ int BenchCollectivesCommand(const std::vector<std::string>& args);  // bench_col
 int BenchCkptCommand(const std::vector<std::string>& args);         // bench_ckpt.cc
 int BenchCkptAsyncCommand(const std::vector<std::string>& args);    // bench_ckpt_async.cc
 int BenchCkptLevelCommand(const std::vector<std::string>& args);    // bench_ckpt_level.cc
+int BenchCkptReshardCommand(const std::vector<std::string>& args);  // bench_ckpt_reshard.cc
 // `bench manifest`: writes and parses a large manifest in memory; no MPI.
 int BenchManifestCommand(const std::vector<std::string>& args);     // bench_manifest.cc
 // `nodes --healthy`: the nodes of this job that can run its next step (nodes_command.cc).

@@ -232,6 +232,11 @@ struct CheckpointStats {
   std::string version_path;  // the version directory
   uint64_t bytes = 0;        // array bytes written or read by this rank
   uint64_t total_bytes = 0;  // the same over all ranks
+  // Restore, this rank: bytes of array data read from shard files, rows
+  // that are not its own included (a chunk is read whole to verify its
+  // checksum: more than `bytes` when resharding cuts a chunk; each rank
+  // reads 1/world of a replicated array, the rest comes over MPI).
+  uint64_t bytes_read = 0;
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
   // The level of the version saved or restored: 2 node-local (a save: level

@@ -388,7 +388,8 @@ At most 64 MiB.)")
       .def(
           "last_stats", [](PyArrayCheckpointer& c) { return StatsDict(c.get().last_stats()); },
           R"(What the last save or restore did on this rank: step, version_path, bytes,
-total_bytes, seconds, fallbacks, level, shared, bytes_level2, bytes_partner,
+total_bytes, bytes_read (restore: whole chunks read to verify them), seconds, fallbacks, level, shared,
+bytes_level2, bytes_partner,
 bytes_level3 (and total_ of each), phases {name: seconds}.)")
       .def_property_readonly("registered", &PyArrayCheckpointer::Registered, "The registered names, sorted.")
       .def_property_readonly("dir", [](PyArrayCheckpointer& c) { return c.get().dir(); }, "The checkpoint directory.")

@@ -10,6 +10,7 @@ py::dict StatsDict(const CheckpointStats& s) {
   d["version_path"] = s.version_path;
   d["bytes"] = s.bytes;
   d["total_bytes"] = s.total_bytes;
+  d["bytes_read"] = s.bytes_read;
   d["seconds"] = s.seconds;
   d["fallbacks"] = s.fallbacks;
   d["level"] = s.level;
