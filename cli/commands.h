@@ -21,5 +21,6 @@ int BenchCkptLevelCommand(const std::vector<std::string>& args);    // bench_ckp
 int BenchManifestCommand(const std::vector<std::string>& args);     // bench_manifest.cc
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
+int ReportCommand(const std::vector<std::string>& args);  // report_command.cc
 
 }  // namespace baton::cli

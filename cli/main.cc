@@ -24,6 +24,9 @@ constexpr const char* kUsage =
     "  bench ckpt [OPTS]          time checkpoint save and restore against raw parallel\n"
     "                             writes and reads of the same bytes (under srun or mpirun)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
+    "  report [DIR] [--json] [--plot FILE]\n"
+    "                             a job's goodput from the event log beside its checkpoints:\n"
+    "                             wall and productive time, lost steps, stalls, recoveries\n"
     "  bench manifest [OPTS]      time writing and parsing a large checkpoint manifest\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
@@ -51,6 +54,7 @@ int Run(int argc, char** argv) {
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
   if (command == "ckpt") return baton::cli::CkptCommand(args);
+  if (command == "report") return baton::cli::ReportCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

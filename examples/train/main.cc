@@ -65,6 +65,7 @@ int UsageError(const std::string& error) {
 // asks Slurm to requeue the job.
 int Fail(const baton::Status& s, const std::string& doing) {
   std::fprintf(stderr, "baton-train: %s: %s\n", doing.c_str(), s.ToString().c_str());
+  baton::Runtime::RecordFailure(doing + ": " + s.ToString());  // for `baton report`
   switch (s.code()) {
     case baton::Code::kInvalidArgument:
     case baton::Code::kNotFound:
@@ -201,7 +202,7 @@ int Job::Run(int* argc, char*** argv) {
     if (baton::Status s = bucketer.AllReduce(reduce, baton::ReduceOp::kAvg); !s.ok())
       return Fail(s, "reducing the gradients of step " + std::to_string(step));
     model_->Update(static_cast<float>(o_.lr), static_cast<float>(kMomentum));
-    if (baton::Status s = rt_->EndStep(); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
+    if (baton::Status s = rt_->EndStep(loss); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
     step_ = step;
     // time: wall clock (Unix seconds), so a fault's cost can be read off the log.
     Say("step=%lld loss=%.6f epoch=%llu offset=%llu ms=%.1f time=%.3f\n", static_cast<long long>(step), loss,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/events/event_log.h"
 #include "baton/health.h"
 #include "mpi_runtime/nccl/nccl_setup.h"
 
@@ -104,6 +105,8 @@ std::string NcclState::Context() const { return options_.context ? "; " + option
 
 void NcclState::ExitForRequeue(const Status& why) const {
   if (options_.exit_for_requeue) options_.exit_for_requeue(why);
+  events::Emit(events::Record("failure").Str("what", why.ToString()).Int("exit", kRequeueExitCode),
+               events::Flush::kNow);
   std::fprintf(stderr, "%s; exiting with %d (requeue me)\n", why.ToString().c_str(), kRequeueExitCode);
   std::fflush(nullptr);
   _exit(kRequeueExitCode);
