@@ -97,7 +97,11 @@ test_killed_rank_then_resume_counts_the_lost_steps() {
   # was computed twice.
   expect_eq "$(field "$dir.json" 'r["steps_computed_twice"] == r["launches"][0]["last_step"] - r["launches"][1]["restored_step"]')" \
     True "steps computed twice = first launch's last step - restored step"
-  expect_eq "$(field "$dir.json" 'r["launches"][0]["last_step"] >= 31')" True "the first launch reached step 31"
+  # mpirun SIGKILLs the other ranks at once: none records the failure, and
+  # the steps buffered since the last save are lost (docs/events.md), so the
+  # log shows the first launch up to its last save at least.
+  expect_eq "$(field "$dir.json" 'r["launches"][0]["last_step"] >= r["launches"][1]["restored_step"] >= 7')" True \
+    "the first launch's logged steps reach the version the second restored"
   expect_eq "$(field "$dir.json" 'r["interruptions"][0]["resumed_step"] == r["launches"][1]["restored_step"] + 1')" \
     True "the first resumed step follows the restored one"
 }
