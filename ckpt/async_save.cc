@@ -42,6 +42,13 @@
 namespace baton::ckpt {
 
 Status CheckpointerImpl::SaveAsync(int64_t step) {
+  const double t0 = Now();
+  Status s = SaveAsyncUnrecorded(step);
+  RecordSave(step, Now() - t0, /*async=*/true, s);
+  return s;
+}
+
+Status CheckpointerImpl::SaveAsyncUnrecorded(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::SaveAsync");
   const std::string call = "SaveAsync(" + std::to_string(step) + ")";
   BATON_RETURN_IF_ERROR(CheckWritable(call));

@@ -19,6 +19,7 @@
 
 #include "baton/hdf5_mutex.h"
 #include "base/printable.h"
+#include "base/events/event_log.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
@@ -133,11 +134,27 @@ Status CheckpointerImpl::CheckWritable(const std::string& call) const {
                                                  "): this Checkpointer restores only");
 }
 
+// The event log's record of a save (docs/events.md): the time the call
+// blocked the program, whether it committed, and the level it reached.
+void CheckpointerImpl::RecordSave(int64_t step, double seconds, bool async, const Status& s) const {
+  events::Record r("save");
+  r.Int("step", step).Num("dur", seconds).Bool("async", async).Bool("ok", s.ok());
+  if (!async && s.ok()) r.Int("level", stats_.level).Int("bytes", static_cast<int64_t>(stats_.total_bytes));
+  events::Emit(r, events::Flush::kNow);
+}
+
 // The synchronous paths: the save in flight is completed first (at most one
 // save in flight), and the snapshot of level 1 is dropped by Save and
 // Restore (it is no longer the newest state). The HDF5 lock is free of the
 // writer by then; it keeps the application's own HDF5 calls out.
 Status CheckpointerImpl::Save(int64_t step) {
+  const double t0 = Now();
+  Status s = SaveUnrecorded(step);
+  RecordSave(step, Now() - t0, /*async=*/false, s);
+  return s;
+}
+
+Status CheckpointerImpl::SaveUnrecorded(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Save");
   BATON_RETURN_IF_ERROR(CheckWritable("Save(" + std::to_string(step) + ")"));
   BATON_RETURN_IF_ERROR(CompletePending());
@@ -158,6 +175,17 @@ Status CheckpointerImpl::Save(int64_t step) {
 }
 
 Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* result) {
+  const double t0 = Now();
+  Status s = RestoreUnrecorded(options, result);
+  events::Record r("restore");
+  r.Num("dur", Now() - t0).Bool("ok", s.ok());
+  if (result->step) r.Int("step", *result->step).Int("level", result->level);
+  r.Int("fallbacks", static_cast<int64_t>(result->fallbacks.size()));
+  events::Emit(r, events::Flush::kNow);
+  return s;
+}
+
+Status CheckpointerImpl::RestoreUnrecorded(const RestoreOptions& options, RestoreResult* result) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Restore");
   *result = RestoreResult();
   BATON_RETURN_IF_ERROR(CompletePending());
@@ -239,6 +267,13 @@ Status CheckpointerImpl::Init() {
   BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(
       options_.peer_timeout > 0 ? options_.peer_timeout : runtime_.options().collective_timeout, &peer_timeout));
   silence_ = std::make_unique<mpi::SilenceWatch>(runtime_, peer_timeout);
+  // The event log lives beside the checkpoints; without it the job still
+  // runs (it only measures the job). A read-only directory has none.
+  if (read_only_.empty()) {
+    if (Status ev = events::Open(dir_, rank_, options_.dir_mode, options_.file_mode); !ev.ok()) {
+      BATON_LOG(kCkpt, warning) << ev << "; no event log for `baton report`";
+    }
+  }
   // Level 2 writes (its own directories, and the record of level 3): off.
   if (!read_only_.empty()) return Status::OK();
   return InitLevel2();

@@ -130,6 +130,12 @@ class CheckpointerImpl : public Checkpointer {
   const std::string& dir() const override { return dir_; }
 
  private:
+  // The public calls without their event-log record (Save at level 2 is
+  // SaveAsync's: one record, not two).
+  Status SaveUnrecorded(int64_t step);
+  Status SaveAsyncUnrecorded(int64_t step);
+  Status RestoreUnrecorded(const RestoreOptions& options, RestoreResult* result);
+  void RecordSave(int64_t step, double seconds, bool async, const Status& s) const;
   // checkpointer.cc
   Status LockDirectory();
   // SaveAsync's work after the save in flight is completed: stage (in

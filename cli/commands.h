@@ -24,5 +24,6 @@ int BenchManifestCommand(const std::vector<std::string>& args);     // bench_man
 int NodesCommand(const std::vector<std::string>& args);
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
+int ReportCommand(const std::vector<std::string>& args);  // report_command.cc
 
 }  // namespace baton::cli

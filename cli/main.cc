@@ -26,6 +26,9 @@ constexpr const char* kUsage =
     "  nodes --healthy [OPTS]     the nodes of this job's allocation that can run its next\n"
     "                             step, as a host list for srun -w (--count, --min, --exclude)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
+    "  report [DIR] [--json] [--plot FILE]\n"
+    "                             a job's goodput from the event log beside its checkpoints:\n"
+    "                             wall and productive time, lost steps, stalls, recoveries\n"
     "  bench manifest [OPTS]      time writing and parsing a large checkpoint manifest\n"
     "  version                    print baton's version\n"
     "  help                       print this text\n"
@@ -54,6 +57,7 @@ int Run(int argc, char** argv) {
   if (command == "bench") return baton::cli::BenchCommand(args);
   if (command == "nodes") return baton::cli::NodesCommand(args);
   if (command == "ckpt") return baton::cli::CkptCommand(args);
+  if (command == "report") return baton::cli::ReportCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/env_options.h"
+#include "base/events/event_log.h"
 #include "baton/log.h"
 #include "baton/runtime.h"
 #include "mpi_runtime/mpi_check.h"
@@ -67,6 +68,10 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds) {
 
 void ExitForRequeue(const Status& why) {
   BATON_LOG(kRuntime, error) << why << "; exiting with " << kRequeueExitCode << " (requeue me)";
+  // The failure as this rank saw it, for `baton report` (the log's other
+  // holder may be inside it: bounded).
+  events::Emit(events::Record("failure").Str("what", why.ToString()).Int("exit", kRequeueExitCode),
+               events::Flush::kNow);
   // In a Slurm job, Slurm is asked to requeue it as well: exit 75 alone
   // relies on the batch script exiting 75 (RequeueExit=75), and a rank
   // that is stuck for good keeps srun from saying 75 (srun -K SIGKILLs it

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/env_options.h"
+#include "base/events/event_log.h"
 #include "base/launch/decimal.h"
 #include "base/straggler_report.h"
 #include "baton/identity.h"
@@ -134,6 +135,7 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
     return s;
   }
   BATON_RETURN_IF_ERROR(s);
+  rt->RecordStart();
   BATON_LOG(kRuntime, debug) << "runtime: " << rt->size_ << " ranks on " << rt->num_nodes() << " nodes; node "
                              << rt->node_rank() << ", local rank " << rt->local_rank_ << " of " << rt->local_size_;
   *out = std::move(rt);
@@ -226,10 +228,44 @@ void Runtime::BeginStep(int64_t step) {
   in_step_ = true;
 }
 
-Status Runtime::EndStep() {
+// The launch, as this rank sees it: the first record of its run in the
+// event log (kept in memory until a Checkpointer opens the log's file).
+void Runtime::RecordStart() {
+  const char* restart = std::getenv("SLURM_RESTART_COUNT");
+  long long restarts = 0;
+  if (restart == nullptr || !launch::ParseDecimal(restart, 0, 1000000000, &restarts)) restarts = 0;
+  events::Record r("start");
+  r.Str("launch", events::LaunchKey())
+      .Str("job", events::JobName())
+      .Int("restart", restarts)
+      .Int("rank", rank_)
+      .Int("world", size_)
+      .Int("nodes", num_nodes())
+      .Str("host", hosts_.at(static_cast<size_t>(rank_)))
+      .Int("pid", static_cast<int64_t>(::getpid()));
+  if (rank_ == 0) {
+    std::string hosts = "[";
+    for (size_t i = 0; i < hosts_.size(); ++i) hosts += (i > 0 ? "," : "") + events::JsonString(hosts_[i]);
+    r.Raw("hosts", hosts + "]");
+  }
+  events::Emit(r);
+}
+
+void Runtime::RecordFailure(const std::string& what) {
+  events::Emit(events::Record("failure").Str("what", what), events::Flush::kNow);
+}
+
+Status Runtime::EndStep() { return EndStep(std::numeric_limits<double>::quiet_NaN()); }
+
+Status Runtime::EndStep(double loss) {
   if (!in_step_) return Status::InvalidArgument(kComponent, "EndStep without BeginStep");
   in_step_ = false;
-  window_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+  events::Record r("step");
+  r.Int("step", step()).Num("dur", seconds);
+  if (loss == loss) r.Num("loss", loss);
+  events::Emit(r);
+  window_seconds_ += seconds;
   ++window_steps_;
   if (++end_steps_ % options_.straggler_every != 0) return Status::OK();
   return GatherStepTimes();
@@ -304,6 +340,10 @@ Status Runtime::ShouldStop(bool* stop) {
   }
   Status s = stop_->Check(stop, mpi::Deadline(options_.collective_timeout, watchdog_ != nullptr));
   if (guarded) watchdog_->Disarm(0);
+  if (*stop && s.ok() && !stop_recorded_) {
+    stop_recorded_ = true;
+    events::Emit(events::Record("stop").Int("step", step()), events::Flush::kNow);
+  }
   if (s.code() == Code::kTimeout) {
     s = mpi::TimeoutStatus(this, kStopAgreement, options_.collective_timeout);
     if (options_.on_timeout == OnTimeout::kExit) mpi::ExitForRequeue(s);
@@ -324,6 +364,8 @@ bool Runtime::should_stop() {
 bool Runtime::stop_signal_received() { return StopSignalReceived() != 0; }
 
 Runtime::~Runtime() {
+  events::Emit(events::Record("end").Int("step", step()).Int("dropped", static_cast<int64_t>(events::DroppedRecords())),
+               events::Flush::kNow);
   if (heartbeat_) heartbeat_->Stop();
   heartbeat_.reset();
   stop_.reset();

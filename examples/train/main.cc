@@ -71,6 +71,7 @@ int UsageError(const std::string& error) {
 // asks Slurm to requeue the job.
 int Fail(const baton::Status& s, const std::string& doing) {
   std::fprintf(stderr, "baton-train: %s: %s\n", doing.c_str(), s.ToString().c_str());
+  baton::Runtime::RecordFailure(doing + ": " + s.ToString());  // for `baton report`
   switch (s.code()) {
     case baton::Code::kInvalidArgument:
     case baton::Code::kNotFound:
@@ -264,7 +265,7 @@ int Job::Run(int* argc, char*** argv) {
     }
     const float loss = total[at] / static_cast<float>(o_.global_batch);
     model_->Update(static_cast<float>(o_.lr), static_cast<float>(kMomentum));
-    if (baton::Status s = rt_->EndStep(); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
+    if (baton::Status s = rt_->EndStep(loss); !s.ok()) return Fail(s, "ending step " + std::to_string(step));
     step_ = step;
     if (o_.progress_seconds == 0) {
       // time: wall clock (Unix seconds), so a fault's cost can be read off the log.

@@ -124,6 +124,9 @@ class Runtime {
   // under the deadline). Training thread only.
   void BeginStep(int64_t step);
   Status EndStep();
+  // The same, and the step's loss goes into the event log (docs/events.md)
+  // for `baton report --plot`. NaN: no loss.
+  Status EndStep(double loss);
   // The step of the last BeginStep (-1 before the first). Any thread.
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
   // The last gathered step times; step -1 before the first gather.
@@ -173,11 +176,19 @@ class Runtime {
   // Slurm's reason.
   Status Requeue(std::string* what = nullptr);
 
+  // ---- Event log (docs/events.md) ----
+  // Records in the job's event log the failure that ends this rank's run
+  // as the program saw it (the runtime records its own: deadlines, silent
+  // peers), and writes the log out. The log is the process's: a static, for
+  // code that holds no Runtime. Any thread; call it before exiting.
+  static void RecordFailure(const std::string& what);
+
  private:
   Runtime() = default;
   Status SetUp(const std::function<void(const std::string&)>& step);
   Status StartHealth(const RuntimeOptions& options, const std::function<void(const std::string&)>& step);
   Status GatherStepTimes();
+  void RecordStart();
 
   int rank_ = 0, size_ = 0, local_rank_ = 0, local_size_ = 0;
   bool finalize_ = false, handlers_installed_ = false;
@@ -197,6 +208,7 @@ class Runtime {
   std::atomic<int64_t> step_{-1};
   std::chrono::steady_clock::time_point step_start_{};
   bool in_step_ = false;
+  bool stop_recorded_ = false;  // the agreed stop is in the event log
   double window_seconds_ = 0;
   long window_steps_ = 0, end_steps_ = 0;
   mutable std::mutex report_mu_;

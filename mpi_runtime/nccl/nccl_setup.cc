@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "base/events/event_log.h"
 #include "baton/health.h"
 
 namespace baton::nccl {
@@ -72,6 +73,8 @@ Status AbortWithin(const NcclApi& api, std::vector<ncclComm_t> comms, std::chron
 
 void ExitForRequeue(const NcclOptions& options, const Status& why) {
   if (options.exit_for_requeue) options.exit_for_requeue(why);
+  events::Emit(events::Record("failure").Str("what", why.ToString()).Int("exit", kRequeueExitCode),
+               events::Flush::kNow);
   std::fprintf(stderr, "%s; exiting with %d (requeue me)\n", why.ToString().c_str(), kRequeueExitCode);
   std::fflush(nullptr);
   _exit(kRequeueExitCode);

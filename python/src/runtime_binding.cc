@@ -3,6 +3,8 @@
 #include <mpi.h>
 #include <pybind11/stl.h>
 
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -129,6 +131,29 @@ call close().)")
           py::arg("rank"), "The host name of `rank`.")
       .def_property_readonly("collective_timeout", [](PyRuntime& r) { return r.get().options().collective_timeout; },
                              "The deadline of baton's collectives, in seconds (past it: exit 75).")
+      .def(
+          "begin_step", [](PyRuntime& r, int64_t step) { r.get().BeginStep(step); }, py::arg("step"),
+          R"(Marks the start of training step `step` (what timeouts name; end_step times it).)")
+      .def(
+          "end_step",
+          [](PyRuntime& r, std::optional<double> loss) {
+            Runtime& rt = r.get();
+            Status s;
+            {
+              // Every straggler_every-th call is a collective.
+              py::gil_scoped_release release;
+              s = rt.EndStep(loss ? *loss : std::numeric_limits<double>::quiet_NaN());
+            }
+            Check(s);
+          },
+          py::arg("loss") = py::none(),
+          R"(Marks the end of the step begun by begin_step: the step, its time and its
+`loss` (a float, optional) go into the job's event log beside the checkpoints,
+which `baton report` reads (docs/events.md). Every rank calls it equally often.)")
+      .def_static(
+          "record_failure", [](const std::string& what) { Runtime::RecordFailure(what); }, py::arg("what"),
+          R"(Records in the event log the failure that ends this rank's run, as the
+program saw it, and writes the log out. Call it before exiting.)")
       .def(
           "should_stop",
           [](PyRuntime& r) {
