@@ -47,12 +47,11 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   Status s = ResolveInside(env, v.path, kManifestName, &path);
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
-  s = env->ReadFile(path, kMaxManifestBytes, text);
-  // ReadFile's InvalidArgument: larger than the limit, or not a regular file.
+  uint64_t max_values = 0;
+  s = ReadManifestText(env, v.path, path, text, &max_values);
+  // ReadManifestText's InvalidArgument: larger than the limit, or not a regular file.
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
-  uint64_t max_values = 0;
-  BATON_RETURN_IF_ERROR(ManifestValueLimit(env, v.path, text->size(), &max_values));
   // kCorruption, or kInvalidArgument for a newer format.
   BATON_RETURN_IF_ERROR(ParseManifestJson(*text, m, max_values).Annotate(path));
   // Its step is its directory's (an edited step, another version's files).

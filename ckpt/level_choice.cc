@@ -229,8 +229,12 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
   // 3. The manifest, read by one rank that holds it, broadcast.
   std::string text;
   Status local;
+  // The size is bounded before the read; the value limit is known on this
+  // rank only, and every rank must parse alike, so the parse keeps its default.
+  uint64_t reader_values = 0;
   if (rank_ == manifest_rank) {
-    local = env_->ReadFile(local_.VersionDir(name) + "/" + kManifestName, kMaxManifestBytes, &text);
+    local = ReadManifestText(env_, local_.VersionDir(name), local_.VersionDir(name) + "/" + kManifestName, &text,
+                             &reader_values);
   }
   Status agreed = Agree(comm_, local);
   if (agreed.ok()) {

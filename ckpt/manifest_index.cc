@@ -114,21 +114,57 @@ Status LoadAllShardIndexes(fs::Env* env, const std::string& version_dir, Manifes
   return CheckCompleteManifest(*m).Annotate(version_dir + "/" + kManifestName);
 }
 
-Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values) {
-  *max_values = kBaseManifestValues;
-  if (text_bytes / 2 <= kBaseManifestValues) return Status::OK();
+namespace {
+
+// The bytes of version_dir's regular files other than its manifest (and
+// temporaries): what a manifest's size and values are bounded by.
+Status OtherFileBytes(fs::Env* env, const std::string& version_dir, uint64_t* bytes) {
   std::vector<std::string> names;
   BATON_RETURN_IF_ERROR(env->ListDir(version_dir, &names));
-  uint64_t bytes = 0;
+  *bytes = 0;
   for (const std::string& name : names) {
     if (name.compare(0, std::char_traits<char>::length(kManifestName), kManifestName) == 0) continue;
     if (fs::IsDurableTemporary(name)) continue;  // a write in progress or a crash's leftover (the manifest's)
     fs::FileInfo info;
     if (!env->Stat(version_dir + "/" + name, &info).ok() || info.type != fs::FileType::kRegular) continue;
-    bytes += info.size;
+    *bytes += info.size;
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values) {
+  *max_values = kBaseManifestValues;
+  if (text_bytes / 2 <= kBaseManifestValues) return Status::OK();
+  uint64_t bytes = 0;
+  BATON_RETURN_IF_ERROR(OtherFileBytes(env, version_dir, &bytes));
   *max_values = kBaseManifestValues + bytes / kManifestValueBytes;
   return Status::OK();
+}
+
+Status ReadManifestText(fs::Env* env, const std::string& version_dir, const std::string& path, std::string* text,
+                        uint64_t* max_values) {
+  fs::FileInfo info;
+  BATON_RETURN_IF_ERROR(env->Stat(path, &info));
+  uint64_t max_bytes = kBaseManifestBytes;
+  *max_values = kBaseManifestValues;
+  if (info.size > kBaseManifestBytes || info.size / 2 > kBaseManifestValues) {
+    uint64_t bytes = 0;
+    BATON_RETURN_IF_ERROR(OtherFileBytes(env, version_dir, &bytes));
+    max_bytes = std::min(kMaxManifestBytes, kBaseManifestBytes + bytes);
+    *max_values = kBaseManifestValues + bytes / kManifestValueBytes;
+    if (info.size > max_bytes) {
+      return Status::InvalidArgument(
+          "ckpt", path + ": " + std::to_string(info.size) + " bytes, more than the limit of " +
+                      std::to_string(max_bytes) + " a manifest of this version may hold (" +
+                      std::to_string(kBaseManifestBytes) + " plus the " + std::to_string(bytes) +
+                      " bytes of its other files, at most " + std::to_string(kMaxManifestBytes) + "); not read");
+    }
+  }
+  // ReadFile checks the size of what it opened again (the file may have
+  // been replaced since the Stat) before it allocates.
+  return env->ReadFile(path, max_bytes, text);
 }
 
 size_t FirstShardFor(const Manifest& m, const std::vector<RowRange>& wants, int rank, int world) {

@@ -79,6 +79,24 @@ inline constexpr uint64_t kManifestValueBytes = 32;
 // 2 * kBaseManifestValues bytes the directory is not even listed.
 Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t text_bytes, uint64_t* max_values);
 
+// The most bytes a manifest of the version in version_dir may hold:
+// kBaseManifestBytes (room for a 64 MiB user blob in base64 and the fixed
+// fields) plus the bytes of the version's other regular files, capped at
+// kMaxManifestBytes. Everything else a manifest lists (array names, shapes,
+// chunks) is mirrored by at least as many bytes of HDF5 objects or index
+// text in those files, so a legitimate manifest stays within it and a
+// hostile one beside small shards cannot be read at all.
+inline constexpr uint64_t kBaseManifestBytes = 96ull << 20;
+
+// Reads the manifest at `path` (version_dir's manifest.json, resolved by
+// the caller) after checking its size against the byte limit above:
+// larger, it is refused as InvalidArgument naming the size and the limit
+// before a byte is read or allocated (a 998 MB manifest took 3.6 GB before
+// its parse refused it). *max_values: ManifestValueLimit's, for the parse.
+// One listing of the directory serves both limits.
+Status ReadManifestText(fs::Env* env, const std::string& version_dir, const std::string& path, std::string* text,
+                        uint64_t* max_values);
+
 // Where a restoring rank of `world` starts looking: at the world size that
 // saved, the shard of the same rank (its one index holds all its rows);
 // at another size, the shard of the old rank that held the first row of

@@ -1,6 +1,8 @@
 // Level 2's files on node-local storage (ckpt/node_local_level.h).
 #include "ckpt/node_local_level.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -110,6 +112,16 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
   return Status::OK();
 }
 
+namespace {
+
+std::string OctalMode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+}  // namespace
+
 Status NodeLocalLevel::Open(fs::Env* env, const std::string& local_dir, const std::string& run_id, mode_t dir_mode) {
   env_ = env;
   dir_mode_ = dir_mode;
@@ -121,9 +133,37 @@ Status NodeLocalLevel::Open(fs::Env* env, const std::string& local_dir, const st
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(root, &info));
   if (info.type != fs::FileType::kDirectory) {
-    return Status::InvalidArgument(log::kCkpt, "node-local checkpoint directory " + root + " is not a directory");
+    return Status::InvalidArgument(log::kCkpt, "node-local checkpoint directory " + root + " is not a directory" +
+                                                   (info.type == fs::FileType::kSymlink ? " (a symlink)" : ""));
+  }
+  const uid_t me = ::geteuid();
+  const mode_t loose = info.mode & 022 & ~dir_mode;
+  if (info.uid != me || loose != 0) {
+    const std::string why = info.uid != me ? "not this user's (uid " + std::to_string(me) + ")"
+                                           : std::string("writable by ") + ((loose & 002) ? "others" : "its group");
+    return Status::InvalidArgument(log::kCkpt, "node-local checkpoint directory " + root + " has mode " +
+                                                   OctalMode(info.mode) + " and owner uid " + std::to_string(info.uid) +
+                                                   ": " + why +
+                                                   ", so another user could replace the versions it restores; remove "
+                                                   "it, or make it this user's with a mode within " +
+                                                   OctalMode(dir_mode));
   }
   root_ = root;
+  return Status::OK();
+}
+
+Status CheckPartnerDir(fs::Env* env, const std::string& version_dir) {
+  const std::string path = version_dir + "/" + kPartnerDirName;
+  fs::FileInfo info;
+  Status s = env->Stat(path, &info);
+  if (s.code() == Code::kNotFound) return Status::OK();
+  BATON_RETURN_IF_ERROR(s);
+  if (info.type == fs::FileType::kSymlink) {
+    return Status::InvalidArgument(log::kCkpt, path + " is a symlink; partner copies must be files inside the version");
+  }
+  if (info.type != fs::FileType::kDirectory) {
+    return Status::InvalidArgument(log::kCkpt, path + " is not a directory");
+  }
   return Status::OK();
 }
 
@@ -232,15 +272,18 @@ Status NodeLocalLevel::List(int rank, std::vector<Held>* out) const {
     h.info = v;
     std::string text;
     Manifest m;
-    if (env_->ReadFile(v.path + "/" + kManifestName, kMaxManifestBytes, &text).ok() &&
-        ParseManifestJson(text, &m).ok()) {
+    uint64_t max_values = 0;
+    if (ReadManifestText(env_, v.path, v.path + "/" + kManifestName, &text, &max_values).ok() &&
+        ParseManifestJson(text, &m, max_values).ok()) {
       h.world_size = m.world_size;
     }
     std::string record;
     if (env_->ReadFile(v.path + "/" + kLevel3RecordName, 4096, &record).ok()) h.level3 = ParseLevel3Record(record);
     h.own = Exists(env_, v.path + "/" + mine) && Exists(env_, v.path + "/" + ShardIndexName(mine));
     std::vector<std::string> names;
-    if (env_->ListDir(v.path + "/" + kPartnerDirName, &names).ok()) {
+    if (Status partner = CheckPartnerDir(env_, v.path); !partner.ok()) {
+      BATON_LOG(kCkpt, warning) << "level 2: the partner copies of " << v.path << " are not used: " << partner;
+    } else if (env_->ListDir(v.path + "/" + kPartnerDirName, &names).ok()) {
       for (const std::string& n : names) {
         int k = -1;
         char tail[8] = {0};

@@ -72,12 +72,23 @@ Status CopyFileDurably(fs::Env* env, const std::string& from, const std::string&
                        const std::atomic<bool>* abandon = nullptr,
                        double deadline = std::numeric_limits<double>::infinity());
 
+// A node-local version's partner/ directory, when there is one, must be a
+// directory inside the version: a symlink (to a copy elsewhere) or any
+// other file is InvalidArgument naming it; none at all is OK. Used by the
+// restore's listing (the partner copies are then not offered) and by
+// `baton ckpt verify --level node-local` (a failure).
+Status CheckPartnerDir(fs::Env* env, const std::string& version_dir);
+
 class NodeLocalLevel {
  public:
   // Off until Open succeeds.
   bool on() const { return !root_.empty(); }
   // Makes <local_dir> and <local_dir>/<run_id> (dir_mode) when missing;
-  // existing ones (a requeue, another rank of the node) are used as they are.
+  // existing ones (a requeue, another rank of the node) are used as they
+  // are, unless <run_id> is not this user's own directory: a symlink, owned
+  // by another user, or writable by group or others beyond dir_mode (a
+  // pre-made 0777 directory lets anyone swap the versions restored):
+  // InvalidArgument naming the path, its mode and owner.
   Status Open(fs::Env* env, const std::string& local_dir, const std::string& run_id, mode_t dir_mode);
   const std::string& root() const { return root_; }
   std::string VersionDir(const std::string& name) const { return root_ + "/" + name; }

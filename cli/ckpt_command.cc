@@ -152,9 +152,8 @@ int ParseCommon(const char* sub, const std::vector<std::string>& args, po::optio
 // checked across shards.
 Status LoadManifest(fs::Env* env, const ckpt::VersionInfo& v, ckpt::Manifest* m, bool whole) {
   std::string text;
-  BATON_RETURN_IF_ERROR(env->ReadFile(v.path + "/" + ckpt::kManifestName, ckpt::kMaxManifestBytes, &text));
   uint64_t max_values = 0;
-  BATON_RETURN_IF_ERROR(ckpt::ManifestValueLimit(env, v.path, text.size(), &max_values));
+  BATON_RETURN_IF_ERROR(ckpt::ReadManifestText(env, v.path, v.path + "/" + ckpt::kManifestName, &text, &max_values));
   BATON_RETURN_IF_ERROR(ckpt::ParseManifestJson(text, m, max_values).Annotate(v.path + "/" + ckpt::kManifestName));
   // Its step is its directory's (an edited step, another version's files).
   BATON_RETURN_IF_ERROR(ckpt::CheckManifestStep(*m, v.step, v.name).Annotate(v.path + "/" + ckpt::kManifestName));
@@ -473,6 +472,10 @@ Status VerifyNodeLocal(fs::Env* env, const ckpt::VersionInfo& v, const ckpt::Man
                        std::vector<std::string>* failures, uint64_t* bytes, const ckpt::VerifyProgress& progress) {
   const std::string partner_dir = v.path + "/" + ckpt::kPartnerDirName;
   std::vector<ckpt::ShardCopy> copies;
+  // A partner/ that is a symlink would verify copies kept outside the
+  // version (lstat follows a link in the middle of a path).
+  const Status partner_ok = ckpt::CheckPartnerDir(env, v.path);
+  if (!partner_ok.ok()) failures->push_back(partner_ok.message());
   for (size_t i = 0; i < m.shards.size(); ++i) {
     const ckpt::ShardMeta& sh = m.shards[i];
     bool held = false;
@@ -481,7 +484,7 @@ Status VerifyNodeLocal(fs::Env* env, const ckpt::VersionInfo& v, const ckpt::Man
       ++check->own;
       held = true;
     }
-    if (Present(env, partner_dir + "/" + sh.file) || Present(env, partner_dir + "/" + sh.index)) {
+    if (partner_ok.ok() && (Present(env, partner_dir + "/" + sh.file) || Present(env, partner_dir + "/" + sh.index))) {
       copies.push_back({i, partner_dir, std::string(ckpt::kPartnerDirName) + "/"});
       ++check->partner;
       held = true;

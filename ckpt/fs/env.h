@@ -25,6 +25,7 @@ struct FileInfo {
   FileType type = FileType::kOther;
   uint64_t size = 0;
   mode_t mode = 0;      // permission bits
+  uid_t uid = 0;        // owner
   int64_t mtime_ns = 0;
 };
 
@@ -107,6 +108,17 @@ class Env {
   // shard): its pages may leave the page cache (posix_fadvise DONTNEED).
   // A hint, as WritableFile::DropCache: never fails.
   virtual void DropFileCache(const std::string& /*path*/) {}
+  // Reserves the disk blocks of the first `bytes` of the existing regular
+  // file `path` (fallocate FALLOC_FL_KEEP_SIZE: its size stays), so that a
+  // full disk is met here, as an IOError naming the path and the bytes,
+  // before HDF5 writes into the file (HDF5 1.10 may then crash at exit:
+  // HDFFV-11052). OK without reserving on a file system that has no
+  // fallocate (EOPNOTSUPP, ENOSYS). ReleaseUnused gives back the blocks
+  // past the file's end that the writer did not use.
+  virtual Status Reserve(const std::string& path, uint64_t bytes) = 0;
+  // ftruncate to its own size: frees blocks reserved past the end. A hint
+  // (a failure is ignored): the file's bytes are unchanged either way.
+  virtual void ReleaseUnused(const std::string& /*path*/) {}
   // fsync of a directory, making the entries created or renamed in it durable.
   virtual Status SyncDir(const std::string& path) = 0;
   // rename(2): atomic replacement within one file system.
@@ -169,6 +181,8 @@ class EnvWrapper : public Env {
   Status Stat(const std::string& path, FileInfo* info) override { return target_->Stat(path, info); }
   Status SyncFile(const std::string& path) override { return target_->SyncFile(path); }
   void DropFileCache(const std::string& path) override { target_->DropFileCache(path); }
+  Status Reserve(const std::string& path, uint64_t bytes) override { return target_->Reserve(path, bytes); }
+  void ReleaseUnused(const std::string& path) override { target_->ReleaseUnused(path); }
   Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
   Status Rename(const std::string& from, const std::string& to) override { return target_->Rename(from, to); }
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {

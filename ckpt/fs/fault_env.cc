@@ -160,6 +160,15 @@ Status FaultEnv::SyncFile(const std::string& path) {
   return Status::OK();
 }
 
+Status FaultEnv::Reserve(const std::string& path, uint64_t bytes) {
+  if (crashed()) return Dead("fallocate", path);
+  Fault f = Fault::kNoSpaceToReserve;
+  if (Take({Fault::kNoSpaceToReserve}, path, &f)) {
+    return Injected("fallocate", path + " (reserving " + std::to_string(bytes) + " bytes)", "No space left on device");
+  }
+  return target()->Reserve(path, bytes);
+}
+
 void FaultEnv::DropFileCache(const std::string& path) {
   if (crashed()) return;
   target()->DropFileCache(path);

@@ -39,6 +39,7 @@ class FaultEnv : public EnvWrapper {
     // (ReadOnly says so; creating, renaming, removing and locking in them
     // fail with EROFS), as a file system remounted read-only.
     kReadOnly,
+    kNoSpaceToReserve,    // Reserve fails with ENOSPC (a disk too full for the shard)
   };
 
   explicit FaultEnv(Env* target = Env::Default()) : EnvWrapper(target) {}
@@ -61,6 +62,7 @@ class FaultEnv : public EnvWrapper {
   Status OpenForWriteAt(const std::string& path, uint64_t offset, std::unique_ptr<WritableFile>* out) override;
   Status SyncFile(const std::string& path) override;
   void DropFileCache(const std::string& path) override;  // recorded as "dropcache <path>"
+  Status Reserve(const std::string& path, uint64_t bytes) override;  // not recorded
   Status SyncDir(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override;

@@ -336,6 +336,7 @@ class PosixEnv : public Env {
     info->type = TypeOf(st.st_mode);
     info->size = static_cast<uint64_t>(st.st_size);
     info->mode = st.st_mode & 07777;
+    info->uid = st.st_uid;
     info->mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     return Status::OK();
   }
@@ -351,6 +352,30 @@ class PosixEnv : public Env {
     Fd fd;
     uint64_t size = 0;
     if (OpenRegular(path, &fd, &size).ok()) (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+  }
+
+  Status Reserve(const std::string& path, uint64_t bytes) override {
+    if (bytes == 0) return Status::OK();
+    Fd fd;
+    BATON_RETURN_IF_ERROR(
+        BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)));
+    struct stat st;
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
+    if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("ckpt", path + ": not a regular file");
+    int rc = 0;
+    do {
+      rc = ::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
+    } while (rc != 0 && errno == EINTR);
+    if (rc == 0 || errno == EOPNOTSUPP || errno == ENOSYS) return Status::OK();  // no fallocate here: go on without
+    return SyscallError("fallocate", path + " (reserving " + std::to_string(bytes) + " bytes)", errno, __FILE__,
+                        __LINE__);
+  }
+
+  void ReleaseUnused(const std::string& path) override {
+    Fd fd;
+    fd.get() = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) (void)::ftruncate(fd.get(), st.st_size);
   }
 
   Status SyncDir(const std::string& path) override {

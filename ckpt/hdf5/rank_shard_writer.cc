@@ -64,9 +64,18 @@ Status WriteDataset(hid_t file, const ShardArray& a, const std::atomic<bool>* ab
   return BATON_H5_CHECK(ds.Close());
 }
 
-// Every HDF5 call of the save, under the process's HDF5 lock.
-Status WriteFile(const std::string& path, const std::vector<ShardArray>& arrays, const std::atomic<bool>* abandon,
-                 std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets) {
+// HDF5's metadata beside the rows: the superblock and, per dataset, its
+// object header, attributes and link (measured well under 4 KiB each).
+constexpr uint64_t kFileMetadataBytes = 64 << 10;
+constexpr uint64_t kDatasetMetadataBytes = 4 << 10;
+
+// Every HDF5 call of the save, under the process's HDF5 lock. The file's
+// blocks are reserved right after H5Fcreate (whose truncation would free a
+// reservation made before it), so that a full disk is a named error before
+// the first H5Dwrite rather than a failure inside HDF5 (HDFFV-11052).
+Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardArray>& arrays,
+                 const std::atomic<bool>* abandon, std::vector<std::pair<uint64_t, uint64_t>>* extents,
+                 std::vector<uint64_t>* offsets) {
   std::lock_guard<std::mutex> lock(Hdf5Mutex());
   QuietHdf5Errors();
   Hid fapl, file;
@@ -74,8 +83,14 @@ Status WriteFile(const std::string& path, const std::vector<ShardArray>& arrays,
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
   BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  uint64_t reserve = kFileMetadataBytes;
+  for (const ShardArray& a : arrays) reserve += a.rows * a.row_bytes + kDatasetMetadataBytes;
+  Status wrote = env->Reserve(path, reserve);
+  if (!wrote.ok()) {
+    (void)file.Close();  // nothing of the arrays written: its metadata fits the blocks it has
+    return wrote;
+  }
   offsets->assign(arrays.size(), UINT64_MAX);
-  Status wrote;
   for (size_t i = 0; i < arrays.size() && wrote.ok(); ++i) {
     if (arrays[i].rows == 0) continue;  // no dataset, as in a group's shard that holds none of it
     std::pair<uint64_t, uint64_t> extent{0, 0};
@@ -101,7 +116,8 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
     BATON_RETURN_IF_ERROR(f->Close());
   }
   std::vector<std::pair<uint64_t, uint64_t>> extents;
-  Status written = WriteFile(path, arrays, abandon, &extents, &result->offsets);
+  Status written = WriteFile(env, path, arrays, abandon, &extents, &result->offsets);
+  env->ReleaseUnused(path);  // what the reservation held past HDF5's end of file
   if (!written.ok()) return written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(Abandoned(abandon));
   BATON_RETURN_IF_ERROR(env->SyncFile(path));

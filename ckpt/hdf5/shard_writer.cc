@@ -233,7 +233,7 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
 // waits on ompio's per-name semaphore, and the other members do not wait
 // through a collective create. The file is the same: the datasets, their
 // attributes and their offsets are those the collective create made.
-Status WriteMetadataAlone(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
+Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
                           const std::vector<MemberRows>& all_rows, int me, int members, PhaseClock* clock,
                           std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets,
                           std::vector<MyRows>* mine) {
@@ -258,7 +258,12 @@ Status WriteMetadataAlone(MPI_Comm group, const std::string& path, const std::ve
         if (d.ds.valid() && d.ds.Close() < 0) return CheckH5(-1, "H5Dclose", __FILE__, __LINE__);
       }
       if (file.Close() < 0) return CheckH5(-1, "H5Fclose", __FILE__, __LINE__);
-      return Status::OK();
+      // Every dataset is allocated (early, unfilled): the file has its
+      // final size, sparse. Its blocks are reserved before any member
+      // writes rows, so that a full disk is one named error here.
+      fs::FileInfo info;
+      BATON_RETURN_IF_ERROR(env->Stat(path, &info));
+      return env->Reserve(path, info.size);
     }();
   }
   clock->Lap("create");
@@ -410,7 +415,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   Status written = options.transfer == Transfer::kCollective
                        ? WriteFile(group, path, arrays, all, me, members, options.transfer, clock, &extents,
                                    &result->offsets, &mine_rows)
-                       : WriteMetadataAlone(group, path, arrays, all, me, members, clock, &extents, &result->offsets,
+                       : WriteMetadataAlone(env, group, path, arrays, all, me, members, clock, &extents, &result->offsets,
                                             &mine_rows);
   if (!written.ok()) written = written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));

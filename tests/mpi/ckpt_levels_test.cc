@@ -5,9 +5,13 @@
 // partner ring, all on one disk, so a node is wiped by removing the files
 // its ranks own and the partner copies it keeps. The same on real nodes with
 // private disks: tests/cluster/test_ckpt.sh.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 #include <cstdlib>
 #include <set>
@@ -1008,6 +1012,125 @@ TEST_F(Levels, WaitOrAbandonBoundHoldsThroughASlowPartnerExchange) {
   EXPECT_EQ(rr.level, 3);
   EXPECT_EQ(big.front(), static_cast<uint8_t>(Rank() + 1));
   EXPECT_EQ(big.back(), static_cast<uint8_t>(Rank() + 1));
+}
+
+// Issue 32, item 11: the node-local shard's blocks are reserved after HDF5
+// creates it and before the rows: a node-local disk without room is a
+// level-2 failure naming the file and the bytes, and level 3 takes the save.
+TEST_F(Levels, ANodeLocalDiskWithoutRoomFailsTheReservation) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  ckpt::fs::FaultEnv fault;
+  auto ck = Make(2, /*shared_every=*/5, &fault);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  FillAll(&arrays, 2);
+  if (Rank() == 1) fault.Inject(ckpt::fs::FaultEnv::Fault::kNoSpaceToReserve, local_ + "/");
+  Status s = ck->Save(2);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ck->last_stats().level, 3);
+  EXPECT_FALSE(ck->last_stats().level2_committed);
+  const std::string& why = ck->last_stats().level2_failure;
+  if (Rank() == 1) {
+    EXPECT_NE(why.find("shard-1.h5 (reserving "), std::string::npos) << why;
+    EXPECT_NE(why.find("No space left on device"), std::string::npos) << why;
+  }
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 2);
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+}
+
+// Issue 32, item 11: partner/ replaced by a symlink to a copy outside the
+// version is never read through: with node 1's own copies gone, the
+// restore does not take its ranks' shards from the link (level 3 instead).
+TEST_F(Levels, APartnerDirectoryThatIsASymlinkIsNotUsed) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 1);
+  ASSERT_TRUE(ck->Save(1).ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    auto local = Versions(local_ + "/" + ck->run_id());
+    ASSERT_EQ(local.size(), 1u);
+    const std::string outside = local_ + "/../outside-partner";
+    stdfs::rename(local[0].path + "/partner", outside);
+    stdfs::create_directory_symlink(outside, local[0].path + "/partner");
+    ckpt::fs::Env* env = ckpt::fs::Env::Default();
+    Status s = ckpt::CheckPartnerDir(env, local[0].path);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(local[0].path + "/partner is a symlink"), std::string::npos) << s;
+    for (int k = 2; k < 4; ++k) {
+      stdfs::remove(local[0].path + "/shard-" + std::to_string(k) + ".h5");
+      stdfs::remove(local[0].path + "/shard-" + std::to_string(k) + ".json");
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3) << "node 1's shards were read through partner/'s symlink";
+  EXPECT_EQ(ck->last_stats().total_bytes_partner, 0u);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+}
+
+// Issue 32, item 11: a pre-made node-local run directory of mode 0777, or
+// owned by another user, was used without complaint. It is refused
+// (NodeLocalLevel::Open names the path, its mode and owner) and level 2
+// stays off: the save goes to level 3 alone, nothing is written there.
+TEST_F(Levels, APreMadeRunDirectoryOpenToOthersIsRefused) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  std::string run_id;
+  {
+    auto ck = Make(2);
+    ASSERT_TRUE(ck);
+    run_id = ck->run_id();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string run_dir = local_ + "/" + run_id;
+  const bool root = ::geteuid() == 0;
+  if (!root && Rank() == 0) std::printf("SKIP: the directory of another user needs root (chown); mode 0777 only\n");
+  for (int c = 0; c < (root ? 2 : 1); ++c) {
+    if (Rank() == 0) {
+      stdfs::remove_all(run_dir);
+      ASSERT_EQ(::mkdir(run_dir.c_str(), 0700), 0) << run_dir;
+      if (c == 0) {
+        ASSERT_EQ(::chmod(run_dir.c_str(), 0777), 0);
+      } else {
+        ASSERT_EQ(::chown(run_dir.c_str(), 65534, 65534), 0);  // nobody
+      }
+      ckpt::NodeLocalLevel level;
+      Status s = level.Open(ckpt::fs::Env::Default(), local_, run_id, 0700);
+      EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+      EXPECT_NE(s.message().find(run_dir + " has mode " + (c == 0 ? "0777 and owner uid " + std::to_string(::geteuid()) : std::string("0700 and owner uid 65534"))),
+                std::string::npos) << s;
+      EXPECT_NE(s.message().find(c == 0 ? "writable by others" : "not this user's"), std::string::npos) << s;
+      EXPECT_FALSE(level.on());
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto ck = Make(2);
+    ASSERT_TRUE(ck);
+    ASSERT_EQ(ck->run_id(), run_id) << "another run's directory would prove nothing";
+    auto arrays = MakeArrays(Size(), Rank());
+    ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+    FillAll(&arrays, c + 1);
+    Status s = ck->Save(c + 1);
+    ASSERT_TRUE(s.ok()) << s;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (Rank() == 0) {
+      EXPECT_TRUE(stdfs::is_empty(run_dir)) << "level 2 wrote into the refused directory";
+      EXPECT_EQ(Steps(root_).back(), std::to_string(c + 1));
+    }
+  }
 }
 
 }  // namespace

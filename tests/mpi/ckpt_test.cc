@@ -537,6 +537,71 @@ TEST_F(CkptTest, ShardSyncFailureNamesTheRankAndFile) {
   }
 }
 
+// Issue 32, item 11: a full disk at the close crashed HDF5 1.10 at exit
+// (HDFFV-11052). The shard's blocks are reserved before its rows are
+// written: a disk without room fails the reservation, named (rank, file,
+// bytes), on every rank; the next save (room again) works.
+TEST_F(CkptTest, AFullDiskFailsTheReservationBeforeTheRowsAreWritten) {
+  FaultEnv env;
+  CheckpointOptions o = Options(1);
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  const int victim = Size() - 1;
+  if (Rank() == victim) env.Inject(FaultEnv::Fault::kNoSpaceToReserve, "shard-");
+  FillAll(&arrays, 1);
+  Status s = ck->Save(1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank " + std::to_string(victim) + ": "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("shard-" + std::to_string(victim) + ".h5 (reserving "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s;
+  FillAll(&arrays, 2);
+  s = ck->Save(2);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(2));
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+}
+
+// The same on a real file system too small for the shards (a 1 MiB tmpfs,
+// mounted by rank 0 as root): fallocate's ENOSPC, named, before any row.
+TEST_F(CkptTest, AFullTmpfsFailsTheReservation) {
+  const std::string tiny = stdfs::path(root_).parent_path().string() + "/tiny";
+  int mounted = 0;
+  if (Rank() == 0) {
+    stdfs::create_directories(tiny);
+    mounted = ::geteuid() == 0 && std::system(("mount -t tmpfs -o size=1m tmpfs " + tiny).c_str()) == 0;
+  }
+  MPI_Bcast(&mounted, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!mounted) {
+    if (Rank() == 0) std::printf("SKIP: mounting a tmpfs needs root (and mount(8) allowed here)\n");
+    GTEST_SKIP() << "mounting a tmpfs needs root";
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (!dir.empty() && std::system(("umount " + dir).c_str()) != 0) ADD_FAILURE() << "umount " << dir;
+    }
+  } unmount{Rank() == 0 ? tiny : ""};
+  CheckpointOptions o = Options(1);
+  o.dir = tiny + "/ckpt";
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(ck != nullptr));
+  auto arrays = MakeArrays(Size(), Rank(), 1 << 18);  // megabytes per rank
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  FillAll(&arrays, 1);
+  Status s = ck->Save(1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(".h5 (reserving "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s;
+  ck.reset();
+}
+
 TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
   auto ck = MakeCheckpointer(Options());
   auto arrays = MakeArrays(Size(), Rank());

@@ -6,7 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -267,6 +271,47 @@ TEST(CkptManifestIndex, ManifestValueLimitBoundsMemory) {
 #endif
   std::printf("ManifestValueLimitBoundsMemory: %zu bytes of text, refused at %llu values, peak %llu bytes\n",
               text.size(), static_cast<unsigned long long>(limit), static_cast<unsigned long long>(peak));
+}
+
+// Issue 32, item 11: a 998 MB manifest peaked at 3.6 GB before it was
+// refused. Its size is now checked against what the version's files allow
+// before it is read: a sparse ~1 GB manifest beside a small shard is refused
+// naming its size and the limit, and ReadFile is never called for it.
+class CountingReads : public fs::EnvWrapper {
+ public:
+  CountingReads() : EnvWrapper(fs::Env::Default()) {}
+  Status ReadFile(const std::string& path, uint64_t max_bytes, std::string* out) override {
+    ++reads;
+    return EnvWrapper::ReadFile(path, max_bytes, out);
+  }
+  int reads = 0;
+};
+
+TEST(CkptManifestIndex, OversizedManifestRefusedBeforeItIsRead) {
+  TempDir dir;
+  ASSERT_TRUE(WriteWholeFile(fs::Env::Default(), dir / "shard-0.h5", std::string(4096, 'h')).ok());
+  const std::string path = dir / kManifestName;
+  const uint64_t size = 998ull << 20;
+  { std::ofstream(path).put('{'); }
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(size)), 0) << std::strerror(errno);
+  CountingReads env;
+  std::string text;
+  uint64_t max_values = 0;
+  Status s = ReadManifestText(&env, dir.path(), path, &text, &max_values);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find(std::to_string(size) + " bytes, more than the limit of " +
+                             std::to_string(kBaseManifestBytes + 4096)),
+            std::string::npos) << s;
+  EXPECT_EQ(env.reads, 0) << "the manifest was read before it was refused";
+  EXPECT_TRUE(text.empty());
+
+  // Within the limit it is read, with the value limit of the same listing.
+  ASSERT_EQ(::truncate(path.c_str(), 1 << 20), 0) << std::strerror(errno);
+  s = ReadManifestText(&env, dir.path(), path, &text, &max_values);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(env.reads, 1);
+  EXPECT_EQ(text.size(), 1u << 20);
+  EXPECT_EQ(max_values, kBaseManifestValues + 4096 / kManifestValueBytes);
 }
 
 }  // namespace
