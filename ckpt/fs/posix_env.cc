@@ -423,8 +423,10 @@ class PosixEnv : public Env {
       return true;
     }
     if (::access(dir.c_str(), W_OK | X_OK) != 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
-      *why = errno == EROFS ? "its file system is mounted read-only"
-                            : "it is not writable by this user (uid " + std::to_string(::geteuid()) + ")";
+      const int e = errno;
+      *why = e == EROFS ? "its file system is mounted read-only"
+                        : "it is not writable by this user (uid " + std::to_string(::geteuid()) + "): " +
+                              std::strerror(e);
       return true;
     }
     return false;
