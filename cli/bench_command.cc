@@ -1,5 +1,7 @@
 // baton bench KIND: one benchmark per file, all measured side by side with
 // the raw operation they stand for (see docs/benchmarks.md).
+#include <stdlib.h>
+
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -12,6 +14,10 @@ namespace baton::cli {
 int BenchCommand(const std::vector<std::string>& args) {
   const std::string kind = args.empty() ? "" : args[0];
   const std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  // A benchmark's checkpoints are scratch, removed at its end: no event log
+  // (docs/events.md) beside them, which would outlive them and add its own
+  // writes to what is measured.
+  setenv("BATON_EVENTS", "0", 1);
   if (kind == "collectives") return BenchCollectivesCommand(rest);
   if (kind == "ckpt") {
     // --async: SaveAsync's own benchmark (bench_ckpt_async.cc); --level:

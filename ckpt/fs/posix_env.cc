@@ -444,12 +444,14 @@ class PosixEnv : public Env {
   bool ReadOnly(const std::string& dir, std::string* why) override {
     struct statvfs vfs;
     if (::statvfs(dir.c_str(), &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0) {
-      *why = "its file system is mounted read-only";
+      *why = std::string("its file system is mounted read-only: ") + std::strerror(EROFS);
       return true;
     }
     if (::access(dir.c_str(), W_OK | X_OK) != 0 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
-      *why = errno == EROFS ? "its file system is mounted read-only"
-                            : "it is not writable by this user (uid " + std::to_string(::geteuid()) + ")";
+      const int e = errno;
+      *why = e == EROFS ? std::string("its file system is mounted read-only: ") + std::strerror(EROFS)
+                        : "it is not writable by this user (uid " + std::to_string(::geteuid()) + "): " +
+                              std::strerror(e);
       return true;
     }
     return false;

@@ -8,7 +8,7 @@ TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
 BATON=$BATON_BUILD_DIR/cli/baton
 MPIRUN_RANKS=$REPO/tests/lib/mpirun-ranks
 WORK=$BATON_TEST_RESULTS/report-np3
-OPTS=(--steps 60 --ckpt-every 7 --hidden 256 --step-ms 20)
+OPTS=(--steps 60 --ckpt-every 7 --hidden 256 --step-ms 20 --progress 0)  # --progress 0: a step= line per step, waited for below
 PY=/usr/bin/python3
 
 mkdir -p "$WORK"
