@@ -176,11 +176,15 @@ test_sigstopped_rank_is_caught_by_the_deadline_and_the_job_resumes() {
 # against `baton ckpt ls --json`, the level read, and the final checksum.
 test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_back() {
   begin_case
-  local d job node l k STEP_RESTARTS=2 STEP_NODES=3 LOCAL_DIR
+  local d job node l k STEP_RESTARTS=2 STEP_NODES=3 LOCAL_DIR steps=$((2 * STEPS))
+  # Twice the steps: three faults come one after another, each once the
+  # launch before it has run 15 steps; with STEPS the job could end (at
+  # ~80 ms a step) before the test, slowed by a loaded machine, gets to the
+  # third.
   d=$(case_dir)
-  reference "$STEPS" >/dev/null
+  reference "$steps" >/dev/null
   LOCAL_DIR=$BATON_CLUSTER_DIR/local/scratch/train-$(basename "$d")
-  submit "$d" "$STEPS" -N4
+  submit "$d" "$steps" -N4
   job=$JOB
   wait_for 120 "the first committed version" has_committed "$d"
   wait_step "$d/out" 25
@@ -203,7 +207,7 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   grep -q 'BATON_STEP_RESTARTS=2): exiting 75 to be requeued$' "$d/out" || fail "no fall-back to the requeue at the cap"
   wait_for 60 "job $job to wait for the node" job_reason_mentions "$job" 'Resources|ReqNodeNotAvail|DOWN'
   revive_node "$node"
-  check_job "$job" "$d" 1 "$STEPS"
+  check_job "$job" "$d" 1 "$steps"
   # The requeued run's ranks sit on other nodes than at the save (n2's disk
   # wiped): level 2 cannot serve them, so the restore read the shared directory.
   expect_eq "$(run_out "$d/out" "$(runs "$d/out")" | sed -n 's/.*restored step [0-9]* from level \([0-9]\).*/\1/p' | head -n 1)" 3 \
