@@ -10,6 +10,7 @@
 
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
+#include "base/launch/slurm_facts.h"
 #include "baton/identity.h"
 #include "spank/plugin.h"
 
@@ -29,6 +30,11 @@ Status LocalUserInit(spank_t sp) {
     if (rc != ESPANK_SUCCESS)
       return Status::Internal(launch::kComponent, std::string("srun: spank_get_item(") + name + "): " + spank_strerror(rc));
   }
+  // A heterogeneous job: the hand-over would reach only the first
+  // component's tasks, so every node asks Slurm itself (slurm_facts.h).
+  std::vector<std::string> components;
+  BATON_RETURN_IF_ERROR(launch::HetComponentJobs(ProcessEnvironment(), &components));
+  if (!components.empty()) return Status::OK();
   launch::LaunchOptions resolved;
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &resolved));
   launch::EnvList vars;

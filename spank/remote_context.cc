@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/launch/component.h"
+#include "base/launch/decimal.h"
 #include "base/launch/hand_over.h"
 #include "base/launch/hostfile_dir.h"
 #include "base/launch/launcher_daemon.h"
@@ -31,6 +32,12 @@ using launch::kComponent;
 // written (user_init) and removed (exit): a hung NFS TMPDIR must hang
 // neither the step's start nor its end.
 constexpr std::chrono::seconds kFileSystemLimit(10);
+
+// How long slurmstepd waits for each question to the controller (only
+// asked when srun's hand-over lacks the answer): a controller failing over
+// fails the step with a Timeout naming the question, where an unbounded
+// call would hold the step's start until libslurm gives up (minutes).
+constexpr std::chrono::seconds kControllerLimit(10);
 
 // Largest job variable read (a task map is bounded far below it).
 constexpr size_t kMaxJobEnvBytes = 1 << 20;
@@ -69,7 +76,29 @@ constexpr const char* kJobVariables[] = {
     "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_RESV_PORTS",
     "SLURM_JOB_NODELIST",  "SLURM_JOB_NUM_NODES",  "SLURM_NNODES",              "SLURM_TASKS_PER_NODE",
     "SLURM_JOB_CPUS_PER_NODE", "SLURM_GPUS_PER_NODE", "SLURM_TRES_PER_NODE", launch::kTaskMapVar,
-    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar};
+    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar, "SLURM_HET_SIZE", "SLURM_PACK_SIZE"};
+
+// A heterogeneous step's component job ids (slurm_facts.h), as the job has them.
+Status ReadHetComponentVariables(spank_t sp, launch::Env* env) {
+  for (const char* size_var : {"SLURM_HET_SIZE", "SLURM_PACK_SIZE"}) {
+    auto it = env->find(size_var);
+    if (it == env->end()) continue;
+    long long size = 0;
+    if (!launch::ParseDecimal(it->second, 1, launch::kMaxHetComponents, &size)) return Status::OK();  // named by the derivation
+    for (long long k = 0; k < size; ++k) {
+      for (const char* base : {"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_JOB_NUM_NODES", "SLURM_TASKS_PER_NODE",
+                               "SLURM_JOB_CPUS_PER_NODE"})
+      for (const char* group : {"_HET_GROUP_", "_PACK_GROUP_"}) {
+        const std::string name = base + (group + std::to_string(k));
+        std::optional<std::string> v;
+        BATON_RETURN_IF_ERROR(JobEnv(sp, name.c_str(), &v));
+        if (v) (*env)[name] = *v;
+      }
+    }
+    return Status::OK();
+  }
+  return Status::OK();
+}
 
 // Where the hostfile's directory goes: a fresh one in the node's temporary
 // directory by default, else the administrator's template. Decided here,
@@ -203,11 +232,14 @@ Status UserInit(spank_t sp) {
     BATON_RETURN_IF_ERROR(JobEnv(sp, name, &v));
     if (v) env[name] = *v;
   }
-  BATON_RETURN_IF_ERROR(launch::StepInfoFromEnvironment(env, launch::Libslurm(), &st.step));
-  BATON_RETURN_IF_ERROR(launch::ResolveHostfileHosts(env, launch::Libslurm(), &st.step));
+  BATON_RETURN_IF_ERROR(ReadHetComponentVariables(sp, &env));
+  auto slurm = launch::WithDeadline(launch::Libslurm(), kControllerLimit,
+                                    "srun's hand-over (--baton-hand-over) did not carry it for this step");
+  BATON_RETURN_IF_ERROR(launch::StepInfoFromEnvironment(env, *slurm, &st.step));
+  BATON_RETURN_IF_ERROR(launch::ResolveHostfileHosts(env, *slurm, &st.step));
   const launch::HostfileFormat format = st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
   if (format == launch::HostfileFormat::kDeepSpeed)
-    BATON_RETURN_IF_ERROR(launch::ResolveHostfileGpus(env, launch::Libslurm(), &st.step));
+    BATON_RETURN_IF_ERROR(launch::ResolveHostfileGpus(env, *slurm, &st.step));
 
   // user_init runs with the job user's privileges: the directory and file
   // belong to the user, and root never writes into a path a user controls.
@@ -263,7 +295,7 @@ Status RemoteTaskInit(spank_t sp) {
     int local = 0;
     BATON_RETURN_IF_ERROR(Item(sp, S_TASK_GLOBAL_ID, "S_TASK_GLOBAL_ID", &rank));
     BATON_RETURN_IF_ERROR(Item(sp, S_TASK_ID, "S_TASK_ID", &local));
-    info.rank = static_cast<int>(rank);
+    info.rank = info.component_first_rank + static_cast<int>(rank);
     info.local_rank = local;
     // Slurm's GPU plugin sets the step's devices per task; read them here.
     std::optional<std::string> devices;

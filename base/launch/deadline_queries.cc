@@ -4,8 +4,10 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "base/launch/component.h"
 #include "base/launch/slurm_queries.h"
@@ -44,59 +46,48 @@ class DeadlineQueries : public SlurmQueries {
   }
   Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
                    std::vector<std::vector<int>>* tids) override {
-    struct Out {
-      std::vector<std::string> nodes;
-      std::vector<std::vector<int>> tids;
-    };
-    auto out = std::make_shared<Out>();
-    SlurmQueries& inner = inner_;
-    Status s = Bounded("the step layout of " + job_id + "." + std::to_string(step_id) + " (slurm_job_step_layout_get)",
-                       [&inner, out, job_id, step_id] { return inner.StepTasks(job_id, step_id, &out->nodes, &out->tids); });
+    using Layout = std::pair<std::vector<std::string>, std::vector<std::vector<int>>>;
+    Layout layout;
+    Status s = Ask("the step layout of " + job_id + "." + std::to_string(step_id) + " (slurm_job_step_layout_get)",
+                   &layout, [job_id, step_id](SlurmQueries& q, Layout* out) {
+                     return q.StepTasks(job_id, step_id, &out->first, &out->second);
+                   });
     if (s.ok()) {
-      *nodes = std::move(out->nodes);
-      *tids = std::move(out->tids);
+      *nodes = std::move(layout.first);
+      *tids = std::move(layout.second);
     }
     return s;
   }
   Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) override {
-    auto out = std::make_shared<std::vector<std::string>>();
-    SlurmQueries& inner = inner_;
-    Status s = Bounded("the address of node " + (nodes.empty() ? std::string() : nodes[0]) +
-                           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") +
-                           " (slurm_load_node)",
-                       [&inner, out, nodes] { return inner.NodeAddresses(nodes, out.get()); });
-    if (s.ok()) *addrs = std::move(*out);
-    return s;
+    return Ask("the address of node " + (nodes.empty() ? std::string() : nodes[0]) +
+                   (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + " (slurm_load_node)",
+               addrs, [nodes](SlurmQueries& q, std::vector<std::string>* out) { return q.NodeAddresses(nodes, out); });
   }
-
   Status GpusPerNode(const std::string& job_id, std::optional<long> step_id, std::optional<int>* gpus) override {
-    auto out = std::make_shared<std::optional<int>>();
-    SlurmQueries& inner = inner_;
-    Status s = Bounded("the GPUs per node of job " + job_id + " (slurm_load_job)",
-                       [&inner, out, job_id, step_id] { return inner.GpusPerNode(job_id, step_id, out.get()); });
-    if (s.ok()) *gpus = *out;
-    return s;
+    return Ask("the GPUs per node of job " + job_id + " (slurm_load_job)", gpus,
+               [job_id, step_id](SlurmQueries& q, std::optional<int>* out) { return q.GpusPerNode(job_id, step_id, out); });
   }
-
   Status JobState(uint32_t job, JobRecord* record) override {
-    auto out = std::make_shared<JobRecord>();
-    SlurmQueries& inner = inner_;
-    Status s = Bounded("the state of job " + std::to_string(job) + " (slurm_load_job)",
-                       [&inner, out, job] { return inner.JobState(job, out.get()); });
-    if (s.ok()) *record = *out;
-    return s;
+    return Ask("the state of job " + std::to_string(job) + " (slurm_load_job)", record,
+               [job](SlurmQueries& q, JobRecord* out) { return q.JobState(job, out); });
   }
-
   Status AllocationNodes(uint32_t job, Allocation* allocation) override {
-    auto out = std::make_shared<Allocation>();
-    SlurmQueries& inner = inner_;
-    Status s = Bounded("the nodes of job " + std::to_string(job) + " and their states (slurm_load_job, slurm_load_node)",
-                       [&inner, out, job] { return inner.AllocationNodes(job, out.get()); });
-    if (s.ok()) *allocation = *out;
-    return s;
+    return Ask("the nodes of job " + std::to_string(job) + " and their states (slurm_load_job, slurm_load_node)",
+               allocation, [job](SlurmQueries& q, Allocation* out) { return q.AllocationNodes(job, out); });
   }
 
  private:
+  // One question: `call` asks `inner_` into an answer the question's thread
+  // owns (it may outlive this wait), copied to `out` only when it came in time.
+  template <typename Out, typename Call>
+  Status Ask(const std::string& what, Out* out, Call call) {
+    auto answer = std::make_shared<Out>();
+    SlurmQueries& inner = inner_;
+    Status s = Bounded(what, [&inner, answer, call] { return call(inner, answer.get()); });
+    if (s.ok()) *out = std::move(*answer);
+    return s;
+  }
+
   // Runs `call` on a thread that owns everything it touches (captured by
   // value or shared), so that it may outlive this wait.
   template <typename Fn>

@@ -45,6 +45,11 @@ struct StepInfo {
   // node names themselves.
   std::vector<std::string> hosts;
   std::string hostfile_path;    // where this node's hostfile is; empty: none
+  // A heterogeneous step (slurm_facts.h): one world over its components.
+  bool heterogeneous = false;
+  // The rank of the first task of this process's component: slurmstepd's
+  // S_TASK_GLOBAL_ID counts from 0 in each component.
+  int component_first_rank = 0;
 };
 
 // The environment a task (or the batch script) gets. `opts` are the

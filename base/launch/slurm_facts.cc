@@ -95,6 +95,14 @@ Status Hosts(const Env& env, const char* list_var, std::vector<const char*> coun
   return Status::OK();
 }
 
+// `base` itself for an ordinary job, else component k's copy of it
+// (base_HET_GROUP_k, or base_PACK_GROUP_k as Slurm 22.05 also writes).
+std::string HetVar(const Env& env, const std::string& base, bool ordinary, size_t k) {
+  if (ordinary) return base;
+  const std::string het = base + "_HET_GROUP_" + std::to_string(k);
+  return Get(env, het.c_str()).empty() ? base + "_PACK_GROUP_" + std::to_string(k) : het;
+}
+
 int IndexOf(const std::vector<std::string>& nodes, const std::string& node) {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i] == node) return static_cast<int>(i);
@@ -108,6 +116,57 @@ Status MasterAddress(SlurmQueries& queries, const StepLayout& layout, std::strin
   BATON_RETURN_IF_ERROR(CheckHost("the NodeAddr of " + node, addrs.at(0)));
   *addr = addrs[0];
   return Status::OK();
+}
+
+// A heterogeneous step (srun ... : ..., or srun --het-group over an
+// sbatch hetjob) is one world: its tasks see the whole step's node list,
+// tasks per node, SLURM_PROCID and SLURM_NODEID, but each component is its
+// own job to Slurm, with its own step layout. Its layout is the
+// components' in order: their nodes one after the other, their task ids
+// shifted by the tasks before them.
+struct HetStep {
+  std::vector<std::string> jobs;     // each component's job id, component 0 (the leader) first
+  std::vector<int> first_node;       // of each component, in the whole step
+  std::vector<int> first_task;
+};
+
+Status HetLayout(const HetStep& het, long step, std::vector<std::string> nodes, SlurmQueries& queries,
+                 StepLayout* layout, HetStep* placed) {
+  std::vector<std::string> all_nodes;
+  std::vector<std::vector<int>> all_tids;
+  *placed = het;
+  placed->first_node.clear();
+  placed->first_task.clear();
+  int tasks = 0;
+  for (const std::string& job : het.jobs) {
+    std::vector<std::string> comp_nodes;
+    std::vector<std::vector<int>> comp_tids;
+    BATON_RETURN_IF_ERROR(queries.StepTasks(job, step, &comp_nodes, &comp_tids)
+                              .Annotate("component job " + job + " of heterogeneous step " + het.jobs[0] + "." +
+                                        std::to_string(step)));
+    placed->first_node.push_back(static_cast<int>(all_nodes.size()));
+    placed->first_task.push_back(tasks);
+    int comp_tasks = 0;
+    for (auto& t : comp_tids) {
+      comp_tasks += static_cast<int>(t.size());
+      for (int& id : t) id += tasks;
+    }
+    tasks += comp_tasks;
+    all_nodes.insert(all_nodes.end(), comp_nodes.begin(), comp_nodes.end());
+    all_tids.insert(all_tids.end(), comp_tids.begin(), comp_tids.end());
+  }
+  // The components' nodes in order must be the node list every task sees:
+  // Slurm lets components share a node only where a site allows it, and
+  // then one node would hold two node ranks.
+  if (all_nodes != nodes) {
+    std::string list;
+    for (const std::string& n : all_nodes) list += (list.empty() ? "" : ",") + n;
+    return Status::InvalidArgument(kComponent, "heterogeneous step " + het.jobs[0] + "." + std::to_string(step) +
+                                                   ": its components' nodes in order (" + list +
+                                                   ") are not SLURM_STEP_NODELIST's; baton makes one world only of "
+                                                   "components on distinct nodes");
+  }
+  return LayoutFromNodeTasks(std::move(all_nodes), all_tids, layout);
 }
 
 // The layout of an ordinary step: from the hand-over when srun's side of
@@ -158,6 +217,29 @@ Status StepLayoutOf(const Env& env, const std::string& job_id, long step, std::v
 }
 
 }  // namespace
+
+Status HetComponentJobs(const Env& env, std::vector<std::string>* jobs) {
+  jobs->clear();
+  const char* size_var = !Get(env, "SLURM_HET_SIZE").empty() ? "SLURM_HET_SIZE"
+                         : !Get(env, "SLURM_PACK_SIZE").empty() ? "SLURM_PACK_SIZE"
+                                                                : nullptr;
+  if (size_var == nullptr) return Status::OK();
+  long long size = 0;
+  BATON_RETURN_IF_ERROR(NeedNumber(env, size_var, 1, kMaxHetComponents, &size));
+  if (size == 1) return Status::OK();
+  for (long long k = 0; k < size; ++k) {
+    // Slurm 22.05 writes SLURM_JOB_ID_PACK_GROUP_k; later releases _HET_GROUP_k.
+    const std::string het_name = "SLURM_JOB_ID_HET_GROUP_" + std::to_string(k);
+    const std::string pack_name = "SLURM_JOB_ID_PACK_GROUP_" + std::to_string(k);
+    const std::string& name = Get(env, het_name.c_str()).empty() ? pack_name : het_name;
+    long long job = 0;
+    std::string text;
+    BATON_RETURN_IF_ERROR(Need(env, name.c_str(), &text).Annotate(std::string(size_var) + "=" + std::to_string(size)));
+    BATON_RETURN_IF_ERROR(NeedNumber(env, name.c_str(), 1, 0xffffffffLL, &job));
+    jobs->push_back(std::to_string(job));
+  }
+  return Status::OK();
+}
 
 StepKind KindOfStep(uint32_t step_id) {
   if (step_id <= kMaxNormalStep) return StepKind::kTasks;
@@ -237,6 +319,9 @@ Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info
   if (info->gpus_per_node) return Status::OK();  // the job's own variable said
   const std::string tagged = Get(env, kGpusPerNodeVar);
   std::string value;
+  // A heterogeneous step's components may hold different GPUs per node:
+  // DeepSpeed's slots are then its tasks.
+  if (info->heterogeneous) return Status::OK();
   if (info->step_id && Untag(tagged, JobStepName(*info), &value)) {
     if (value == kNoGpus) return Status::OK();
     long long n = 0;
@@ -274,12 +359,56 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
     out.step_id = static_cast<long>(step);
     std::vector<std::string> nodes;
     BATON_RETURN_IF_ERROR(Hosts(env, "SLURM_STEP_NODELIST", {"SLURM_STEP_NUM_NODES"}, queries, &nodes));
-    BATON_RETURN_IF_ERROR(StepLayoutOf(env, out.job_id, static_cast<long>(step), std::move(nodes), queries, &out.layout));
+    HetStep het;
+    BATON_RETURN_IF_ERROR(HetComponentJobs(env, &het.jobs));
+    // Which component this process belongs to: slurmstepd knows each
+    // component as its own job (S_JOB_ID) and numbers its nodes from 0
+    // (S_JOB_NODEID); a task's SLURM_JOB_ID is the leader's and its
+    // SLURM_NODEID counts over the whole step.
+    size_t component = 0;
+    if (!het.jobs.empty()) {
+      // A step of one component (a plain srun inside a heterogeneous
+      // batch job inherits the job's SLURM_HET_SIZE) is an ordinary step:
+      // its own job's layout covers the whole step.
+      std::vector<std::string> own_nodes;
+      std::vector<std::vector<int>> own_tids;
+      BATON_RETURN_IF_ERROR(queries.StepTasks(out.job_id, static_cast<long>(step), &own_nodes, &own_tids));
+      if (own_nodes == nodes) {
+        het.jobs.clear();
+        BATON_RETURN_IF_ERROR(LayoutFromNodeTasks(std::move(own_nodes), own_tids, &out.layout));
+      }
+    }
+    if (!het.jobs.empty()) {
+      while (component < het.jobs.size() && het.jobs[component] != out.job_id) ++component;
+      if (component == het.jobs.size())
+        return Status::InvalidArgument(kComponent, "SLURM_JOB_ID=" + out.job_id +
+                                                       " is none of the heterogeneous step's component jobs");
+      out.job_id = het.jobs[0];
+      out.heterogeneous = true;
+      BATON_RETURN_IF_ERROR(HetLayout(het, static_cast<long>(step), std::move(nodes), queries, &out.layout, &het));
+      const std::string counts_text = Get(env, "SLURM_STEP_TASKS_PER_NODE");
+      std::vector<int> counts;
+      if (!counts_text.empty()) {
+        BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate("SLURM_STEP_TASKS_PER_NODE"));
+        if (counts != out.layout.TasksPerNode())
+          return Status::InvalidArgument(kComponent, "heterogeneous step " + JobStepName(out) +
+                                                         ": its components' layouts disagree with "
+                                                         "SLURM_STEP_TASKS_PER_NODE=" + Quoted(counts_text));
+      }
+      out.component_first_rank = het.first_task[component];
+    } else if (out.layout.num_nodes() == 0) {
+      BATON_RETURN_IF_ERROR(StepLayoutOf(env, out.job_id, static_cast<long>(step), std::move(nodes), queries, &out.layout));
+    }
     if (out.layout.num_tasks() == 0 || out.layout.num_nodes() == 0)
       return Status::InvalidArgument(kComponent, "step " + JobStepName(out) + " has no tasks");
     long long v = 0;
-    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, out.layout.num_nodes() - 1LL, &v));
-    out.node_index = static_cast<int>(v);
+    const long long first_node = het.jobs.empty() ? 0 : het.first_node[component];
+    const long long component_nodes =
+        het.jobs.empty() ? out.layout.num_nodes()
+                         : (component + 1 < het.jobs.size() ? het.first_node[component + 1] : out.layout.num_nodes()) -
+                               first_node;
+    BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, component_nodes - 1, &v));
+    out.node_index = static_cast<int>(first_node + v);
     if (!Get(env, "SLURM_PROCID").empty()) {
       BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_PROCID", 0, out.layout.num_tasks() - 1LL, &v));
       out.rank = static_cast<int>(v);
@@ -289,7 +418,9 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
       out.local_rank = static_cast<int>(v);
     }
     const std::string tagged = Get(env, kMasterAddrVar);
-    if (Untag(tagged, JobStepName(out), &out.master_addr)) {
+    // srun's hand-over reaches the first component's tasks alone, and
+    // srun makes none for a heterogeneous step: its facts are asked.
+    if (!out.heterogeneous && Untag(tagged, JobStepName(out), &out.master_addr)) {
       BATON_RETURN_IF_ERROR(CheckHost(std::string(kMasterAddrVar) + "=" + Quoted(tagged), out.master_addr));
     } else {
       BATON_RETURN_IF_ERROR(MasterAddress(queries, out.layout, &out.master_addr));
@@ -298,18 +429,42 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
       BATON_RETURN_IF_ERROR(ParsePortList("SLURM_STEP_RESV_PORTS", ports, &out.resv_ports));
   } else {
     // The allocation: slots from the task counts when the job asked for
-    // tasks, else from its CPUs.
+    // tasks, else from its CPUs; a heterogeneous job's is all its
+    // components' nodes in order (the batch script runs on the first).
+    std::vector<std::string> het_jobs;
+    BATON_RETURN_IF_ERROR(HetComponentJobs(env, &het_jobs));
+    if (!het_jobs.empty()) out.job_id = het_jobs[0];
     std::vector<std::string> nodes;
-    BATON_RETURN_IF_ERROR(Hosts(env, "SLURM_JOB_NODELIST", {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, queries, &nodes));
-    const char* counts_var = Get(env, "SLURM_TASKS_PER_NODE").empty() ? "SLURM_JOB_CPUS_PER_NODE"
-                                                                      : "SLURM_TASKS_PER_NODE";
-    std::string counts_text;
-    BATON_RETURN_IF_ERROR(Need(env, counts_var, &counts_text));
     std::vector<int> counts;
-    BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate(counts_var));
-    BATON_RETURN_IF_ERROR(LayoutFromCounts(nodes, counts, &out.layout).Annotate(counts_var));
+    for (size_t k = 0; k < std::max<size_t>(het_jobs.size(), 1); ++k) {
+      const std::string list_var = HetVar(env, "SLURM_JOB_NODELIST", het_jobs.empty(), k);
+      const std::string num_var = HetVar(env, "SLURM_JOB_NUM_NODES", het_jobs.empty(), k);
+      const std::string tasks_var = HetVar(env, "SLURM_TASKS_PER_NODE", het_jobs.empty(), k);
+      const std::string cpus_var = HetVar(env, "SLURM_JOB_CPUS_PER_NODE", het_jobs.empty(), k);
+      std::vector<std::string> part;
+      std::vector<const char*> count_vars = {num_var.c_str()};
+      if (het_jobs.empty()) count_vars.push_back("SLURM_NNODES");
+      BATON_RETURN_IF_ERROR(Hosts(env, list_var.c_str(), count_vars, queries, &part));
+      const std::string& counts_var = Get(env, tasks_var.c_str()).empty() ? cpus_var : tasks_var;
+      std::string counts_text;
+      BATON_RETURN_IF_ERROR(Need(env, counts_var.c_str(), &counts_text));
+      std::vector<int> part_counts;
+      BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &part_counts).Annotate(counts_var));
+      if (part_counts.size() != part.size())
+        return Status::InvalidArgument(kComponent, counts_var + "=" + Quoted(counts_text) + " counts " +
+                                                       std::to_string(part_counts.size()) + " nodes but " + list_var +
+                                                       " names " + std::to_string(part.size()));
+      for (const std::string& n : part)
+        if (std::find(nodes.begin(), nodes.end(), n) != nodes.end())
+          return Status::InvalidArgument(kComponent, "heterogeneous job " + out.job_id + ": node " + Quoted(n) +
+                                                         " is in two components; baton makes one world only of "
+                                                         "components on distinct nodes");
+      nodes.insert(nodes.end(), part.begin(), part.end());
+      counts.insert(counts.end(), part_counts.begin(), part_counts.end());
+    }
+    BATON_RETURN_IF_ERROR(LayoutFromCounts(nodes, counts, &out.layout));
     if (out.layout.num_tasks() == 0)
-      return Status::InvalidArgument(kComponent, std::string(counts_var) + "=" + Quoted(counts_text) + " counts no task");
+      return Status::InvalidArgument(kComponent, "the allocation of job " + out.job_id + " counts no task");
     if (!Get(env, "SLURM_NODEID").empty()) {
       long long v = 0;
       BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, out.layout.num_nodes() - 1LL, &v));
@@ -332,7 +487,7 @@ Status ResolveHostfileHosts(const Env& env, SlurmQueries& queries, StepInfo* inf
   std::vector<std::string> hosts;
   std::string list;
   const std::string tagged = Get(env, kNodeAddrsVar);
-  const bool handed = info->step_id && Untag(tagged, JobStepName(*info), &list) && list != kAsk;
+  const bool handed = info->step_id && !info->heterogeneous && Untag(tagged, JobStepName(*info), &list) && list != kAsk;
   if (handed && list == kSameAsNames) {
     info->hosts.clear();
     return Status::OK();

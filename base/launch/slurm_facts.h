@@ -74,6 +74,18 @@ Status ParseGpuCount(const std::string& source, const std::string& text, bool tr
 // not per node (--gpus=N), whose nodes may hold different counts.
 Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info);
 
+// Most components a heterogeneous job may have (Slurm's own bound is 128).
+inline constexpr long long kMaxHetComponents = 1024;
+
+// The component job ids of a heterogeneous job or step, in component order
+// (SLURM_HET_SIZE or SLURM_PACK_SIZE, and SLURM_JOB_ID_HET_GROUP_k or
+// SLURM_JOB_ID_PACK_GROUP_k); empty for an ordinary one. In a
+// heterogeneous step StepInfoFromEnvironment builds one world of all
+// components (ranks 0..N-1 in component order, one MASTER_ADDR, one
+// hostfile), asking Slurm for each component's layout: srun's hand-over
+// does not reach the components after the first.
+Status HetComponentJobs(const Env& env, std::vector<std::string>* jobs);
+
 // SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12005-12006") as ports.
 Status ParsePortList(const std::string& name, const std::string& text, std::vector<int>* ports);
 
