@@ -5,6 +5,7 @@
 // tasks through srun's environment.
 #include "spank/spank_api.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <tuple>
 
@@ -38,9 +39,13 @@ Status LocalUserInit(spank_t sp) {
   launch::LaunchOptions resolved;
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &resolved));
   launch::EnvList vars;
+  // Bounded like slurmstepd's questions: a controller failing over fails
+  // the srun naming the question rather than holding it.
+  auto slurm = launch::WithDeadline(launch::Libslurm(), std::chrono::seconds(10),
+                                    "srun's hand-over to the step's tasks (spank_baton)");
   BATON_RETURN_IF_ERROR(launch::SrunHandOver(std::to_string(job), step,
                                              resolved.hostfile.value_or(launch::HostfileFormat::kOpenMpi),
-                                             launch::Libslurm(), &vars));
+                                             *slurm, &vars));
   for (const auto& [name, value] : vars) BATON_RETURN_IF_ERROR(SetProcessEnv(name, value));
   return Status::OK();
 }

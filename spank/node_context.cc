@@ -9,6 +9,7 @@
 #include "spank/spank_api.h"
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,20 +41,14 @@ Status Sweep(const char* where, int ac, char** av, const launch::SweepLimits& li
   }
   if (config.local_root.empty()) return Status::OK();
   auto slurm = launch::WithDeadline(launch::Libslurm(), kQueryLimit,
-                                    "the node-local sweep asks whether each job there has ended; its "
+                                    "the node-local sweep asks for the jobs of each user with a directory there; their "
                                     "directories stay until a sweep gets an answer");
-  // A controller that did not answer once is not asked again in this
-  // sweep: each question would cost the whole limit.
-  Status unreachable;
   launch::SweepReport report;
   s = launch::SweepLocalRoot(
       config.local_root,
-      [&](uint32_t job, launch::JobRecord* r) -> Status {
-        if (!unreachable.ok()) return unreachable;
-        Status q = slurm->JobState(job, r);
-        if (q.code() == Code::kTimeout) unreachable = q;
-        return q;
-      },
+      launch::LookupByUser([&slurm](uid_t user, std::map<uint32_t, uint32_t>* states) {
+        return slurm->UserJobs(static_cast<uint32_t>(user), states);
+      }),
       limits, &report);
   if (!s.ok()) {
     LogError(s.Annotate(std::string(where) + ": sweeping local_root"));

@@ -44,6 +44,10 @@ struct PluginState {
   std::string job_local_dir;
   uid_t uid = 0;
   gid_t gid = 0;
+  // The batch script's MASTER_PORT, claimed by init_post_opt on this node
+  // and held through port_fd until exit (port_claim.h).
+  std::optional<int> allocation_port;
+  int port_fd = -1;
 };
 
 PluginState& State();

@@ -19,6 +19,7 @@
 #include "base/launch/hostfile_dir.h"
 #include "base/launch/launcher_daemon.h"
 #include "base/launch/local_dir.h"
+#include "base/launch/port_claim.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_facts.h"
 #include "spank/plugin.h"
@@ -173,14 +174,25 @@ Status StepOptions(spank_t sp, launch::LaunchOptions* out) {
 // run that lands here again finds its level-2 checkpoints.
 Status InitPostOpt(spank_t sp) {
   PluginState& st = State();
-  if (st.config.local_root.empty()) return Status::OK();
   uint32_t job = 0, step = 0;
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_ID, "S_JOB_ID", &job));
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_STEPID, "S_JOB_STEPID", &step));
-  if (launch::KindOfStep(step) == launch::StepKind::kNone) return Status::OK();
+  const launch::StepKind kind = launch::KindOfStep(step);
+  if (kind == launch::StepKind::kNone) return Status::OK();
   launch::LaunchOptions options;
   BATON_RETURN_IF_ERROR(StepOptions(sp, &options));
   if (!options.enabled.value_or(st.config.default_on)) return Status::OK();
+  // The batch script's MASTER_PORT, held for the step's life by this
+  // slurmstepd (port_claim.h). Slurm reserves no port for it; the claim
+  // starts at the job's hashed port, so an uncontended job keeps it.
+  if (kind == launch::StepKind::kAllocation && !options.master_port) {
+    int port = 0;
+    const int start = launch::MasterPort(std::to_string(job), std::nullopt, st.config.port_lo, st.config.port_hi);
+    BATON_RETURN_IF_ERROR(launch::ClaimPort(st.config.port_dir, st.config.port_lo, st.config.port_hi, start, &port,
+                                            &st.port_fd));
+    st.allocation_port = port;
+  }
+  if (st.config.local_root.empty()) return Status::OK();
   uid_t uid = 0;
   gid_t gid = 0;
   BATON_RETURN_IF_ERROR(Item(sp, S_JOB_UID, "S_JOB_UID", &uid));
@@ -255,6 +267,7 @@ Status UserInit(spank_t sp) {
       kFileSystemLimit, [&](launch::OpenDir* d) { return MakeHostfileDir(plan, hostfile, d); }, &dir));
   st.hostfile_dir = dir;
   st.step.hostfile_path = dir.path + "/hostfile";
+  st.step.allocation_port = st.allocation_port;
   st.active = true;
   return Status::OK();
 }
@@ -314,6 +327,7 @@ Status RemoteTaskInit(spank_t sp) {
 
 Status RemoteExit(spank_t) {
   PluginState& st = State();
+  launch::ReleasePort(&st.port_fd);
   if (!st.active) return Status::OK();
   st.active = false;
   // exit runs as root: the user's files are removed as the user, in a

@@ -71,6 +71,10 @@ class DeadlineQueries : public SlurmQueries {
     return Ask("the state of job " + std::to_string(job) + " (slurm_load_job)", record,
                [job](SlurmQueries& q, JobRecord* out) { return q.JobState(job, out); });
   }
+  Status UserJobs(uint32_t uid, std::map<uint32_t, uint32_t>* states) override {
+    return Ask("the jobs of user " + std::to_string(uid) + " (slurm_load_job_user)", states,
+               [uid](SlurmQueries& q, std::map<uint32_t, uint32_t>* out) { return q.UserJobs(uid, out); });
+  }
   Status AllocationNodes(uint32_t job, Allocation* allocation) override {
     return Ask("the nodes of job " + std::to_string(job) + " and their states (slurm_load_job, slurm_load_node)",
                allocation, [job](SlurmQueries& q, Allocation* out) { return q.AllocationNodes(job, out); });

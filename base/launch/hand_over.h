@@ -35,6 +35,10 @@ inline constexpr const char* kNodeAddrsVar = "BATON_STEP_NODE_ADDRS";
 // request is not per node. Only for --baton-hostfile=deepspeed.
 inline constexpr const char* kGpusPerNodeVar = "BATON_STEP_GPUS_PER_NODE";
 
+// "17:61234": the port the batch script's slurmstepd claimed on its node
+// (port_claim.h), set in the batch script for `baton env` there.
+inline constexpr const char* kAllocationPortVar = "BATON_ALLOCATION_PORT";
+
 inline constexpr size_t kMaxHandOverBytes = 16 * 1024;
 inline constexpr const char* kAsk = "=ask";
 inline constexpr const char* kSameAsNames = "=names";

@@ -1,6 +1,7 @@
 #include "base/launch/launch_env.h"
 
 #include "base/launch/component.h"
+#include "base/launch/hand_over.h"
 
 namespace baton::launch {
 namespace {
@@ -37,6 +38,7 @@ int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, i
 int MasterPortFor(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config) {
   if (opts.master_port) return *opts.master_port;
   if (!info.resv_ports.empty()) return info.resv_ports.front();
+  if (!info.step_id && info.allocation_port) return *info.allocation_port;
   return MasterPort(info.job_id, info.step_id, config.port_lo, config.port_hi);
 }
 
@@ -183,6 +185,8 @@ Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const Pl
       set("BATON_DEVICE", std::to_string(local_rank));
     }
   }
+  // The claimed port, for `baton env` in the batch script to say the same.
+  if (!info.step_id && info.allocation_port) set(kAllocationPortVar, Tag(info.job_id, std::to_string(*info.allocation_port)));
   if (!info.hostfile_path.empty()) set("BATON_HOSTFILE", info.hostfile_path);
   set("BATON_JOB_ID", info.job_id);
   set("BATON_NNODES", std::to_string(layout.num_nodes()));

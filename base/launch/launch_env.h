@@ -45,6 +45,9 @@ struct StepInfo {
   // node names themselves.
   std::vector<std::string> hosts;
   std::string hostfile_path;    // where this node's hostfile is; empty: none
+  // The batch script's (or interactive step's) MASTER_PORT, claimed on its
+  // node (port_claim.h); none in a step, or where nothing claimed one.
+  std::optional<int> allocation_port;
   // A heterogeneous step (slurm_facts.h): one world over its components.
   bool heterogeneous = false;
   // The rank of the first task of this process's component: slurmstepd's
@@ -66,7 +69,8 @@ int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, i
 
 // MASTER_PORT of a step: --baton-master-port, else the first port Slurm
 // reserved for the step (no other step on its nodes holds it at the same
-// time), else MasterPort's hash.
+// time), else, for the batch script, the port claimed on its node
+// (info.allocation_port), else MasterPort's hash.
 int MasterPortFor(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config);
 
 // The hostfile of a step. openmpi and mpich name each node by its node

@@ -1,5 +1,7 @@
 #include "base/launch/local_sweep.h"
 
+#include <memory>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -138,6 +140,36 @@ int RemoveDirectoryContents(int dir) {
   return 0;
 }
 
+JobLookup LookupByUser(UserJobsQuery query) {
+  struct Cache {
+    std::map<uid_t, std::map<uint32_t, uint32_t>> answers;
+    std::map<uid_t, Status> failures;
+    Status timeout;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [query = std::move(query), cache](uid_t user, uint32_t job, JobRecord* record) -> Status {
+    *record = JobRecord();
+    if (!cache->timeout.ok()) return cache->timeout;
+    if (auto f = cache->failures.find(user); f != cache->failures.end()) return f->second;
+    auto a = cache->answers.find(user);
+    if (a == cache->answers.end()) {
+      std::map<uint32_t, uint32_t> states;
+      Status s = query(user, &states);
+      if (!s.ok()) {
+        if (s.code() == Code::kTimeout) cache->timeout = s;
+        cache->failures[user] = s;
+        return s;
+      }
+      a = cache->answers.emplace(user, std::move(states)).first;
+    }
+    if (auto j = a->second.find(job); j != a->second.end()) {
+      record->known = true;
+      record->state = j->second;
+    }
+    return Status::OK();
+  };
+}
+
 Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const SweepLimits& limits,
                       SweepReport* report) {
   *report = SweepReport();
@@ -188,7 +220,7 @@ Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const Sw
       std::string asked;
       if (job && e.is_directory) {
         JobRecord record;
-        Status ls = lookup(*job, &record);
+        Status ls = lookup(*uid, *job, &record);
         if (ls.ok()) e.job = record;
         else asked = ": " + ls.ToString();
       }

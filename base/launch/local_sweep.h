@@ -18,7 +18,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <sys/types.h>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,9 +29,22 @@
 
 namespace baton::launch {
 
-// Asks Slurm about one job (the plugin: SlurmQueries::JobState under a
-// deadline). A failure leaves that job's directories alone.
-using JobLookup = std::function<Status(uint32_t job, JobRecord* record)>;
+// Asks Slurm about one job of the user whose directory holds it (the
+// plugin: LookupByUser). A failure leaves that job's directories alone.
+using JobLookup = std::function<Status(uid_t user, uint32_t job, JobRecord* record)>;
+
+// Every job of one user that the controller knows, with its job_state
+// (slurm_load_job_user); a job it does not list is unknown.
+using UserJobsQuery = std::function<Status(uid_t user, std::map<uint32_t, uint32_t>* states)>;
+
+// A JobLookup that asks `query` once per user and answers each of that
+// user's jobs from the one answer: a sweep costs the controller one request
+// per user directory on the node, not one per job directory (issue 30
+// item 8). A job the answer does not list is unknown (ended more than
+// MinJobAge ago); a failed question fails every job of that user in this
+// sweep and is not repeated; a Timeout is not repeated for any user (each
+// question would cost the whole limit).
+JobLookup LookupByUser(UserJobsQuery query);
 
 struct SweepReport {
   std::vector<std::string> removed;  // paths

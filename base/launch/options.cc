@@ -234,7 +234,7 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
     if (eq == std::string::npos) {
       return Status::InvalidArgument(kComponent, "plugstack.conf argument '" + arg +
                                                      "' is not key=value (keys: default, "
-                                                     "port_range, hostfile_dir, gpu_bind, local_root)");
+                                                     "port_range, hostfile_dir, gpu_bind, local_root, port_dir)");
     }
     const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
     const std::string what = "plugstack.conf " + key;
@@ -280,10 +280,16 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
         if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) plain = false;
       if (!plain) return Bad(what, value, "an absolute path other than /, without '..' or control characters");
       c.local_root = value;
+    } else if (key == "port_dir") {
+      bool plain = value.size() > 1 && value[0] == '/' && value.find("/..") == std::string::npos;
+      for (char ch : value)
+        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) plain = false;
+      if (!plain) return Bad(what, value, "an absolute path other than /, without '..' or control characters");
+      c.port_dir = value;
     } else {
       return Status::InvalidArgument(kComponent, "plugstack.conf: unknown key '" + key +
                                                      "' in '" + arg +
-                                                     "' (keys: default, port_range, hostfile_dir, gpu_bind, local_root)");
+                                                     "' (keys: default, port_range, hostfile_dir, gpu_bind, local_root, port_dir)");
     }
   }
   *config = c;

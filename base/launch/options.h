@@ -112,10 +112,13 @@ struct PluginConfig {
   // (local_dir.h), and the job epilog removes those of ended jobs
   // (local_sweep.h).
   std::string local_root;
+  // Where the batch script's MASTER_PORT is claimed on its node
+  // (port_claim.h): a root-owned directory on the node's own disk.
+  std::string port_dir = "/run/baton/master-ports";
 };
 
 // Parses "key=value" arguments: default=off|on, port_range=LO-HI,
-// hostfile_dir=TEMPLATE, gpu_bind=none|local-rank, local_root=PATH.
+// hostfile_dir=TEMPLATE, gpu_bind=none|local-rank, local_root=PATH, port_dir=PATH.
 Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* config);
 
 }  // namespace baton::launch

@@ -402,11 +402,15 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
     if (out.layout.num_tasks() == 0 || out.layout.num_nodes() == 0)
       return Status::InvalidArgument(kComponent, "step " + JobStepName(out) + " has no tasks");
     long long v = 0;
-    const long long first_node = het.jobs.empty() ? 0 : het.first_node[component];
+    // Component 0's id is also every task's SLURM_JOB_ID, whose
+    // SLURM_NODEID counts over the whole step; only slurmstepd of a later
+    // component (S_JOB_ID its own job) counts from its first node.
+    const bool local_ids = !het.jobs.empty() && component > 0;
+    const long long first_node = local_ids ? het.first_node[component] : 0;
     const long long component_nodes =
-        het.jobs.empty() ? out.layout.num_nodes()
-                         : (component + 1 < het.jobs.size() ? het.first_node[component + 1] : out.layout.num_nodes()) -
-                               first_node;
+        local_ids ? (component + 1 < het.jobs.size() ? het.first_node[component + 1] : out.layout.num_nodes()) -
+                        first_node
+                  : out.layout.num_nodes();
     BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_NODEID", 0, component_nodes - 1, &v));
     out.node_index = static_cast<int>(first_node + v);
     if (!Get(env, "SLURM_PROCID").empty()) {
@@ -476,6 +480,15 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
                                                        " is not in SLURM_JOB_NODELIST=" + Quoted(Get(env, "SLURM_JOB_NODELIST")));
       out.node_index = index;
     }  // else: salloc's shell on a login node, on no node of the allocation
+    const std::string tagged_port = Get(env, kAllocationPortVar);
+    std::string port_text;
+    if (Untag(tagged_port, out.job_id, &port_text)) {
+      long long port = 0;
+      if (!ParseDecimal(port_text, 1, 65535, &port))
+        return Status::InvalidArgument(kComponent, std::string(kAllocationPortVar) + "=" + Quoted(tagged_port) +
+                                                       " is not a port");
+      out.allocation_port = static_cast<int>(port);
+    }
     BATON_RETURN_IF_ERROR(MasterAddress(queries, out.layout, &out.master_addr));
   }
   *info = std::move(out);

@@ -151,6 +151,13 @@ class LibslurmQueries : public SlurmQueries {
     // One node: ask for it alone; more: one query for the whole table.
     const int rc = nodes.size() == 1 ? slurm_load_node_single(&msg, const_cast<char*>(nodes[0].c_str()), SHOW_ALL)
                                      : slurm_load_node(0, &msg, SHOW_ALL);
+    if (rc != SLURM_SUCCESS && slurm_get_errno() == ESLURM_ACCESS_DENIED) {
+      // PrivateData=nodes: the controller shows node records to operators
+      // alone. A user's job then reaches its nodes by their names (which
+      // must resolve on the nodes, as Slurm's default NodeAddr is the name).
+      *addrs = nodes;
+      return Status::OK();
+    }
     if (rc != SLURM_SUCCESS || msg == nullptr) {
       return Status::Unavailable(kComponent, SlurmError(nodes.size() == 1 ? "slurm_load_node_single" : "slurm_load_node") +
                                                  " for node " + (nodes.empty() ? std::string("(none)") : nodes[0]) +
@@ -214,6 +221,16 @@ class LibslurmQueries : public SlurmQueries {
     }
     slurm_free_job_info_msg(jobs);
     return s;
+  }
+
+  Status UserJobs(uint32_t uid, std::map<uint32_t, uint32_t>* states) override {
+    states->clear();
+    job_info_msg_t* jobs = nullptr;
+    if (slurm_load_job_user(&jobs, uid, SHOW_ALL) != SLURM_SUCCESS || jobs == nullptr)
+      return Status::Unavailable(kComponent, SlurmError("slurm_load_job_user") + " for user " + std::to_string(uid));
+    for (uint32_t i = 0; i < jobs->record_count; ++i) (*states)[jobs->job_array[i].job_id] = jobs->job_array[i].job_state;
+    slurm_free_job_info_msg(jobs);
+    return Status::OK();
   }
 
   Status AllocationNodes(uint32_t job, Allocation* allocation) override {

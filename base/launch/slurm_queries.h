@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,7 +34,9 @@ class SlurmQueries {
                            std::vector<std::vector<int>>* tids) = 0;
   // The address slurm.conf gives each node (NodeAddr: the node name unless
   // the administrator set another), in the order of `nodes`. Every node of
-  // the cluster reaches it; node names need not resolve.
+  // the cluster reaches it; node names need not resolve. Where the
+  // controller refuses node records to the caller (slurm.conf
+  // PrivateData=nodes, ESLURM_ACCESS_DENIED), the node names themselves.
   virtual Status NodeAddresses(const std::vector<std::string>& nodes, std::vector<std::string>* addrs) = 0;
   // The GPUs per node of a step (its TresPerNode; a step that asked for
   // none has the job's) or, without a step, of the job; none when the
@@ -44,6 +47,9 @@ class SlurmQueries {
   // more than MinJobAge ago) is record->known = false and OK; any other
   // failure is an error.
   virtual Status JobState(uint32_t job, JobRecord* record) = 0;
+  // Every job of user `uid` the controller knows, with its job_state
+  // (slurm_load_job_user: one request, whatever the number of jobs).
+  virtual Status UserJobs(uint32_t uid, std::map<uint32_t, uint32_t>* states) = 0;
   // The nodes job `job` holds now (slurm_load_job: with --no-kill a failed
   // node leaves the list) and each one's state and reason (slurm_load_node),
   // in the job's order. A job the controller does not know, or one that
@@ -57,7 +63,7 @@ class SlurmQueries {
 SlurmQueries& Libslurm();
 
 // `inner`'s questions to the controller (StepTasks, NodeAddresses,
-// GpusPerNode, JobState, AllocationNodes), each given up after `limit` with a Timeout that names the
+// GpusPerNode, JobState, UserJobs, AllocationNodes), each given up after `limit` with a Timeout that names the
 // call and `context` (what the caller lacks that would have spared the
 // question); a failed answer is annotated with both as well. For a
 // one-shot process (the CLI): libslurm waits up to a minute for a missing

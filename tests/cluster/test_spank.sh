@@ -406,6 +406,34 @@ JOB
   expect_eq "$pb" "${rb%%[-,]*}" "job $b: the first reserved port"
 }
 
+# The batch scripts' MASTER_PORT (issue 30 item 7): Slurm reserves no port
+# for them, so each one's slurmstepd claims one of port_range on its node.
+# A range of two ports and three batch scripts on n1 at once: before, the
+# hash gave at least two of them one port (three jobs, two ports); now the
+# first two hold different ports and the third fails, naming the range.
+batch_ports_of_three_jobs() {
+  local d=$1 x jobs=()
+  for x in a b c; do
+    jobs+=("$(sbatch --parsable --baton -w n1 -n1 -o "$d/out-$x" \
+      --wrap "echo \"\$MASTER_PORT\" >$d/port-$x; \"\$BATON_BIN\" env | sed -n 's/^export MASTER_PORT=//p' >$d/cli-$x; sleep 8")")
+  done
+  for x in "${jobs[@]}"; do wait_for 60 "job $x to end" bash -c "squeue -h -j $x | grep -q . && exit 1 || exit 0"; done
+}
+test_two_batch_scripts_on_one_node_never_share_master_port() {
+  local d ports
+  d=$(case_dir)
+  with_plugstack_args "port_range=61000-61001 port_dir=$BATON_CLUSTER_DIR/master-ports" batch_ports_of_three_jobs "$d"
+  head -n 20 "$d"/out-* "$d"/port-* "$d"/cli-* || true
+  ports=$(cat "$d"/port-* 2>/dev/null | sort | tr '\n' ' ')
+  expect_eq "$ports" "61000 61001 " "the batch scripts' MASTER_PORTs (one job of three has none)"
+  local x
+  for x in a b c; do
+    [ -s "$d/port-$x" ] || { grep -q "every port of port_range 61000-61001 is held by another job" "$d/out-$x" ||
+      fail "job $x got no port and no message naming the range: $(cat "$d/out-$x")"; continue; }
+    expect_eq "$(cat "$d/cli-$x")" "$(cat "$d/port-$x")" "job $x: baton env's MASTER_PORT in the batch script"
+  done
+}
+
 # --- salloc on the login node ----------------------------------------------------------
 test_baton_env_and_hostfile_inside_salloc_on_the_login_node() {
   # salloc's shell runs here, on no node of the allocation (no SLURMD_NODENAME).

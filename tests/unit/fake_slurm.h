@@ -73,6 +73,15 @@ class FakeSlurm : public SlurmQueries {
     return Status::OK();
   }
 
+  // UserJobs: job_states, every job the test set (whatever the user).
+  int user_jobs_calls = 0;
+  Status UserJobs(uint32_t, std::map<uint32_t, uint32_t>* states) override {
+    Hang();
+    ++user_jobs_calls;
+    *states = job_states;
+    return Status::OK();
+  }
+
   // AllocationNodes: the allocation the test sets, or its failure.
   Allocation allocation;
   std::optional<Status> allocation_failure;

@@ -123,7 +123,7 @@ class LocalSweepTest : public ::testing::Test {
     return p;
   }
   JobLookup Lookup() {
-    return [this](uint32_t job, JobRecord* r) -> Status {
+    return [this](uid_t, uint32_t job, JobRecord* r) -> Status {
       asked_.push_back(job);
       if (job == failing_) return Status::Unavailable("spank", "slurm_load_job failed for job " + std::to_string(job));
       auto it = states_.find(job);
@@ -166,6 +166,40 @@ TEST_F(LocalSweepTest, EndedJobsGoTheOthersStay) {
   EXPECT_NE(r.left[0].find("slurm_load_job failed for job 5"), std::string::npos) << r.left[0];
   EXPECT_FALSE(r.out_of_time);
   EXPECT_TRUE(Exists(site_ + "/" + std::to_string(User()))) << "the user's directory stays (a step may be making a job's in it)";
+}
+
+// Issue 30 item 8: one question per user directory, whatever the number
+// of its job directories (before: one slurm_load_job per directory, on
+// every node at each job's end).
+TEST_F(LocalSweepTest, OneQuestionPerUserAnswersEveryJobDirectory) {
+  const std::string completed = MakeJob(11), running = MakeJob(12), unknown = MakeJob(13);
+  std::vector<uid_t> asked_users;
+  JobLookup lookup = LookupByUser([&](uid_t user, std::map<uint32_t, uint32_t>* states) -> Status {
+    asked_users.push_back(user);
+    *states = {{11, kJobComplete}, {12, kJobRunning}};
+    return Status::OK();
+  });
+  SweepReport r;
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r).ok());
+  EXPECT_EQ(asked_users, (std::vector<uid_t>{User()}));
+  EXPECT_FALSE(Exists(completed));
+  EXPECT_FALSE(Exists(unknown)) << "a job the controller no longer lists has ended";
+  EXPECT_TRUE(Exists(running + "/manifest"));
+}
+
+TEST_F(LocalSweepTest, AFailedUserQuestionLeavesThatUsersJobsAndIsNotRepeated) {
+  const std::string a = MakeJob(21), b = MakeJob(22);
+  int questions = 0;
+  JobLookup lookup = LookupByUser([&](uid_t, std::map<uint32_t, uint32_t>*) -> Status {
+    ++questions;
+    return Status::Timeout("spank", "Slurm did not answer within 5.0 s");
+  });
+  SweepReport r;
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r).ok());
+  EXPECT_EQ(questions, 1);
+  EXPECT_TRUE(Exists(a + "/manifest"));
+  EXPECT_TRUE(Exists(b + "/manifest"));
+  EXPECT_EQ(r.left.size(), 2u);
 }
 
 TEST_F(LocalSweepTest, LinksAreNeverFollowedAndWhatIsNotTheSweepsIsLeftNamed) {

@@ -1,0 +1,83 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2016  # the batch script's text expands in the job, not here
+# Heterogeneous steps and jobs are one world (issue 30 item 1): srun's
+# "A : B" and an sbatch hetjob's `srun --het-group=0,1` give ranks 0..N-1
+# over all components, one MASTER_ADDR/PORT and the whole step's hostfile,
+# and `baton env` in every task says the same. Before, every task of such a
+# step failed ("BATON_STEP_NODE_ADDRS=... names 1 addresses for 3 nodes").
+# Sourced by run-all.
+
+TASK_ENV="$REPO/tests/cluster/print-task-env"
+export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
+
+het_node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
+
+# check_world FILE NTASKS NNODES: every task of FILE (print-task-env lines)
+# is one rank of one world: RANK = SLURM_PROCID (which counts over the
+# components), one MASTER_ADDR (rank 0's node) and MASTER_PORT, and baton
+# env agrees, with and without the hand-over.
+check_world() {
+  local file=$1 ntasks=$2 nnodes=$3 line rank0_node
+  expect_eq "$(grep -c 'SLURM_PROCID=' "$file")" "$ntasks" "tasks that reported"
+  expect_eq "$(grep -o ' RANK=[0-9]*' "$file" | sort -t= -k2 -n | tr -d ' ' | tr '\n' ,)" \
+    "$(seq -s, -f 'RANK=%g' 0 $((ntasks - 1))),"  "the ranks, once each"
+  rank0_node=$(grep '^SLURM_PROCID=0 ' "$file" | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
+  expect_eq "$(grep -o 'MASTER_ADDR=[^ ]*' "$file" | sort -u)" "MASTER_ADDR=$(het_node_addr "$rank0_node")" \
+    "one MASTER_ADDR, rank 0's node $rank0_node"
+  expect_eq "$(grep -o 'MASTER_PORT=[^ ]*' "$file" | sort -u | wc -l)" 1 "one MASTER_PORT"
+  while read -r line; do
+    declare -A t=()
+    local kv
+    for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
+    local who="task ${t[SLURM_PROCID]} on ${t[SLURMD_NODENAME]}"
+    expect_eq "${t[RANK]}" "${t[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
+    expect_eq "${t[WORLD_SIZE]}" "$ntasks" "$who: WORLD_SIZE"
+    expect_eq "${t[NODE_RANK]}" "${t[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
+    expect_eq "${t[LOCAL_RANK]}" "${t[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
+    expect_eq "${t[BATON_NNODES]}" "$nnodes" "$who: BATON_NNODES"
+    expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
+    expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
+    unset t
+  done < <(grep 'SLURM_PROCID=' "$file")
+}
+
+# Each task runs print-task-env, then waits for all NTASKS to have done so:
+# Slurm forgets a component's step layout once its tasks have ended, and
+# `baton env` in a slower component would find the step gone.
+TOGETHER='"$1" >"$2/out-$SLURM_PROCID"; tr "\n" " " <"$BATON_HOSTFILE" >"$2/hostfile-$SLURM_PROCID"; touch "$2/done-$SLURM_PROCID"
+  for _ in $(seq 600); do [ "$(ls "$2" | grep -c "^done-")" -ge "$3" ] && exit 0; sleep 0.1; done; exit 1'
+
+test_a_heterogeneous_srun_step_is_one_world() {
+  local d
+  d=$(case_dir)
+  # Component 1 cyclic over two nodes: ranks 1 and 3 on its first node.
+  srun --baton --baton-hostfile=plain -N1 -n1 -w n1 bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 \
+    : -N2 -n3 -w 'n[2-3]' -m cyclic bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4
+  cat "$d"/out-* >"$d/out"
+  cat "$d/out"
+  check_world "$d/out" 4 3
+  local a1 a2 a3
+  a1=$(het_node_addr n1) a2=$(het_node_addr n2) a3=$(het_node_addr n3)
+  expect_eq "$(cat "$d/hostfile-3")" "$a1 $a2 $a3 $a2 " "the plain hostfile: every rank's node, in rank order"
+}
+
+test_an_sbatch_hetjob_is_one_world() {
+  local d job
+  d=$(case_dir)
+  cat >"$d/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --baton -N1 -n1 -w n1
+#SBATCH hetjob
+#SBATCH -N2 -n2 -w n[3-4]
+tr '\n' '|' <"\$BATON_HOSTFILE" >"$d/batch-hostfile"
+"\$BATON_BIN" hostfile >"$d/batch-cli-hostfile"
+srun --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d" 3
+cat "$d"/out-* >"$d/out"
+JOB
+  job=$(sbatch --parsable -o "$d/log" "$d/job.sh")
+  wait_for 120 "hetjob $job to complete" job_state_is "$job" COMPLETED
+  cat "$d/log" "$d/out"
+  expect_eq "$(cat "$d/batch-hostfile")" "n1 slots=1|n3 slots=1|n4 slots=1|" "the batch script's hostfile: every component's nodes"
+  expect_eq "$(tr '\n' '|' <"$d/batch-cli-hostfile")" "n1 slots=1|n3 slots=1|n4 slots=1|" "baton hostfile in the batch script"
+  check_world "$d/out" 3 3
+}
