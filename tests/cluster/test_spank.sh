@@ -430,7 +430,7 @@ test_two_batch_scripts_on_one_node_never_share_master_port() {
   for x in a b c; do
     [ -s "$d/port-$x" ] || { grep -q "every port of port_range 61000-61001 is held by another job" "$d/out-$x" ||
       fail "job $x got no port and no message naming the range: $(cat "$d/out-$x")"; continue; }
-    expect_eq "$(cat "$d/cli-$x")" "$(cat "$d/port-$x")" "job $x: baton env's MASTER_PORT in the batch script"
+    expect_eq "$(tr -d "'" <"$d/cli-$x")" "$(cat "$d/port-$x")" "job $x: baton env's MASTER_PORT in the batch script"
   done
 }
 
