@@ -139,9 +139,10 @@ TEST_F(NcclControl, ADeviceBeyondTheVisibleOnesIsRefused) {
 TEST_F(NcclControl, InitThatSucceedsIsNotAborted) {
   ncclComm_t comm = nullptr;
   Status s = InitComm(FakeNcclApi(), Id(), 4, 1, Fast(), &comm);
-  EXPECT_TRUE(s.ok()) << s;  // the fake refuses a blocking config, so non-blocking was asked
+  EXPECT_TRUE(s.ok()) << s;
   EXPECT_NE(comm, nullptr);
   EXPECT_EQ(g_fake.init_calls, 1);
+  EXPECT_EQ(g_fake.blocking_inits, 0);  // non-blocking was asked
   EXPECT_EQ(g_fake.aborts, 0);
 }
 
@@ -798,6 +799,20 @@ TEST_F(NcclDetectedDeath, AStickyCudaErrorExits75UnderExit) {
       ::testing::ExitedWithCode(75), "cudaEventQuery failed with 214.*exiting with 75");
 }
 
+TEST_F(NcclDetectedDeath, AnAsynchronousErrorFromAThreadExits75WhileIdle) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Exit());
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        if (!c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok()) std::_Exit(5);
+        testing::InjectAsyncError(c.world_comm(), ncclSystemError, milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::seconds(10));  // no call: only the watchdog can see it
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "fake system error.*exiting with 75");
+}
+
 TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
   EXPECT_EXIT(
       {
@@ -832,6 +847,87 @@ TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
   EXPECT_LT(Ms(start), 150) << "at once, not at the deadline";
   r.reset();
   c.reset();  // joins the watchdog, which aborted them
+  EXPECT_EQ(g_fake.aborts, 3);
+}
+
+// ---- the stand-in behaves as NCCL's non-blocking mode ---------------------
+
+// Every collective returns ncclInProgress with a group job; the
+// communicator takes no other call until ncclCommGetAsyncError freed it.
+TEST_F(NcclControl, StandInCollectivesAreInProgressUntilGetAsyncErrorFreesTheirJob) {
+  const NcclApi& api = FakeNcclApi();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(api.CommInitRankConfig(&comm, 1, Id(), 0, &config), ncclInProgress);
+  ASSERT_NE(comm, nullptr);  // the handle at once, the init on a thread
+  ncclResult_t state = ncclSuccess;
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);  // the init's job joined and freed
+  g_fake.op = Script::After(1, ncclSuccess);
+  EXPECT_EQ(api.AllReduce(dev_, dev_, 4, ncclFloat32, ncclSum, comm, nullptr), ncclInProgress);
+  // Used again before its job was freed: refused, as NCCL's ncclCommEnsureReady.
+  EXPECT_EQ(api.AllReduce(dev_, dev_, 4, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(g_fake.used_while_in_progress, 1);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclInProgress);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  EXPECT_FALSE(g_fake.comms.front().job_pending);
+  // A group: its collectives join it, ncclGroupEnd launches one job.
+  ASSERT_EQ(api.GroupStart(), ncclSuccess);
+  EXPECT_EQ(api.Broadcast(dev_, dev_, 4, ncclFloat32, 0, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(api.GroupEnd(), ncclInProgress);
+  EXPECT_TRUE(g_fake.comms.front().job_pending);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  // A job that fails leaves its error in the communicator for good.
+  g_fake.op = Script::After(0, ncclSystemError);
+  EXPECT_EQ(api.AllGather(dev_, dev_, 4, ncclFloat32, comm, nullptr), ncclInProgress);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+    EXPECT_EQ(state, ncclSystemError);
+  }
+  EXPECT_EQ(g_fake.double_frees, 0);
+  (void)api.CommAbort(comm);
+}
+
+// The backend finishes every job before the next call and records each
+// collective's event only once NCCL launched it.
+TEST_F(NcclControl, EveryCollectiveJobIsFinishedBeforeTheNextCall) {
+  auto c = Ready(0, 2);
+  g_fake.op = Script::After(3, ncclSuccess);
+  g_fake.stream_busy_polls = 2;
+  EXPECT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(c->AllGatherV(dev_, dev_, {2, 3}, DType::kF32).ok());
+  EXPECT_TRUE(c->ReduceScatterV(dev_, dev_, {2, 3}, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(c->AllToAll(dev_, dev_, 2, DType::kF32).ok());
+  EXPECT_TRUE(c->Barrier().ok());
+  EXPECT_EQ(g_fake.used_while_in_progress, 0);
+  EXPECT_EQ(g_fake.events_before_launch, 0);
+  EXPECT_EQ(g_fake.double_frees, 0);
+  EXPECT_FALSE(testing::FakeNccl::Of(c->world_comm()).job_pending);
+  c.reset();
+  EXPECT_EQ(g_fake.used_while_in_progress, 0);  // finalize and destroy after each job was freed
+  EXPECT_EQ(g_fake.destroys, 3);
+}
+
+// An asynchronous error that a thread of NCCL's sets while the program
+// does nothing with the communicator (a peer died between two steps):
+// the watchdog finds it and breaks the communicator (kReturn), without a
+// collective in flight.
+TEST_F(NcclControl, AnAsynchronousErrorFromAThreadBreaksAnIdleCommunicator) {
+  auto c = Ready();
+  ASSERT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  testing::InjectAsyncError(c->world_comm(), ncclRemoteError, milliseconds(20));
+  const auto start = Clock::now();
+  while (c->world_comm() != nullptr && Ms(start) < 5000) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(c->world_comm(), nullptr) << "the watchdog did not see the error";
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kIOError) << s;
+  EXPECT_TRUE(Has(s, "NCCL reported 6 (fake remote error)")) << s;
+  c.reset();
   EXPECT_EQ(g_fake.aborts, 3);
 }
 
