@@ -113,6 +113,10 @@ Status NcclCommunicator::CheckBuffer(const void* ptr, size_t bytes, const char* 
   // kernels fault, which no Status can report; CUDA tells them apart in
   // about a microsecond.
   const NcclApi& api = state_->api();
+  // On the communicator's device: on a thread with another current
+  // device (or none), the query would make a context there.
+  DeviceGuard guard(api, state_->device());
+  BATON_RETURN_IF_ERROR(guard.status().Annotate(what));
   cudaPointerAttributes attributes{};
   Status s = BATON_CUDA_CHECK(api, api.PointerGetAttributes(&attributes, ptr));
   if (!s.ok()) return s.Annotate(what + ": checking the " + which + " buffer");

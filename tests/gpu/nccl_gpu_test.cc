@@ -320,8 +320,8 @@ int main(int argc, char** argv) {
          c.leaders_comm() != nullptr ? Status::OK() : Fail("leaders_comm() is null"));
   int current = -1;
   cudaGetDevice(&current);
-  Report("the caller's device is current after the calls",
-         current == 0 && c.device() == 0 ? Status::OK()
+  Report("the communicator's device is the program's current device after the calls",
+         current == c.device() && c.device() >= 0 ? Status::OK()
                                           : Fail("current " + std::to_string(current) + ", communicator's " +
                                                  std::to_string(c.device())));
   Report("the mpi backend's host check refuses device memory", HostCheckWithAContext(api));

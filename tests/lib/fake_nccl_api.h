@@ -162,6 +162,10 @@ struct FakeNccl {
   // launched the kernel; calls refused because a job was still attached.
   std::atomic<int> double_frees{0}, events_before_launch{0}, used_while_in_progress{0};
   int blocking_inits = 0;
+  // The calling thread's current device at the last ncclCommInitRankConfig
+  // and at every cudaPointerGetAttributes (where CUDA makes its context).
+  int init_device = -1;
+  std::vector<int> pointer_query_devices;
   int group_depth = 0;
   ncclComm_t group_comm = nullptr;  // the communicator the open group issued on
   std::vector<std::thread> injectors;  // InjectAsyncError's threads
@@ -260,9 +264,11 @@ inline void StartJob(FakeComm* c, int polls, End end) {
 }
 
 // (Each MPI rank is its own process: a multi-rank test scripts ranks apart.)
+inline thread_local int t_current_device = 0;  // the calling thread's, as CUDA keeps it
 inline ncclResult_t CommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int, ncclConfig_t* config) {
   Lock lock(g_fake_mu);
   ++g_fake.init_calls;
+  g_fake.init_device = t_current_device;
   if (config == nullptr) return ncclInvalidArgument;
   const ncclResult_t rc = g_fake.init_call_result;
   if (rc != ncclSuccess && rc != ncclInProgress) {
@@ -553,8 +559,6 @@ inline cudaError_t GetDeviceCount(int* n) {
   *n = g_fake.device_count;
   return cudaSuccess;
 }
-// The calling thread's current device, as CUDA keeps it per thread.
-inline thread_local int t_current_device = 0;
 inline cudaError_t SetDevice(int d) {
   Lock lock(g_fake_mu);
   if (d < 0 || d >= g_fake.device_count) return cudaErrorInvalidDevice;
@@ -650,6 +654,7 @@ inline cudaError_t EventDestroy(cudaEvent_t) {
 inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
   Lock lock(g_fake_mu);
   ++g_fake.pointer_queries;
+  g_fake.pointer_query_devices.push_back(t_current_device);
   std::memset(a, 0, sizeof *a);
   a->type = g_fake.pointer_type;
   a->device = g_fake.pointer_device;

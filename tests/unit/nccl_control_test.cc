@@ -717,8 +717,28 @@ TEST_F(NcclControl, TheDeviceFollowsTheProgramUnlessAsked) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
 }
 
+// Issue 31, item 6: a program that never chose a device gets the one the
+// fallback chose (local rank modulo the devices) as its current device, so
+// that it allocates where the collectives run; NCCL's init and every
+// buffer query run on it.
+TEST_F(NcclControl, TheFallbackDeviceBecomesTheProgramsCurrentDevice) {
+  g_fake.device_count = 2;
+  g_fake.primary_context_active = false;  // the program never touched CUDA
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), Fast());
+  ASSERT_TRUE(c->SetUpDevice(3).ok());
+  EXPECT_EQ(c->device(), 1);
+  EXPECT_EQ(testing::fake::t_current_device, 1) << "was put back to 0";
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  EXPECT_EQ(g_fake.init_device, 1);
+  // The program allocates on its current device: device 1's memory.
+  g_fake.pointer_device = 1;
+  EXPECT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+}
+
 // Issue 14, item 4: every call puts the caller's device back; a buffer on
-// another device is refused with a Status, not a fault.
+// another device is refused with a Status, not a fault. Issue 31, item 6:
+// the buffer query runs on the communicator's device (elsewhere CUDA would
+// make a context on the caller's).
 TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
   g_fake.device_count = 2;
   NcclOptions o = Fast();
@@ -726,16 +746,21 @@ TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
   ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);
   auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
   ASSERT_TRUE(c->SetUpDevice(0).ok());
-  EXPECT_EQ(testing::fake::t_current_device, 0) << "after SetUpDevice";
+  EXPECT_EQ(testing::fake::t_current_device, 1) << "the chosen device is current after SetUpDevice";
+  ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);  // the program goes back to its own
   ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  EXPECT_EQ(g_fake.init_device, 1);
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after InitWorld";
   g_fake.pointer_device = 1;
   ASSERT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after a collective";
+  ASSERT_FALSE(g_fake.pointer_query_devices.empty());
+  for (int d : g_fake.pointer_query_devices) EXPECT_EQ(d, 1) << "a buffer query on the caller's device";
   g_fake.pointer_device = 0;
   Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_TRUE(Has(s, "is on CUDA device 0, the communicator's is 1")) << s;
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after a refused collective";
   c.reset();
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after destruction";
 }
