@@ -142,6 +142,9 @@ struct FakeNccl {
   cudaError_t event_query_error = cudaSuccess;
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
   int pointer_device = 0;                          // the device of a device pointer
+  // What cudaPointerGetAttributes returns (CUDA < 11: cudaErrorInvalidValue
+  // for host memory it does not know).
+  cudaError_t pointer_query_error = cudaSuccess;
   bool primary_context_active = false;             // what PrimaryContextActive says of every device
   cudaError_t primary_context_error = cudaSuccess;
   // One rank's collectives on real (host) buffers: all-reduce, all-gather,
@@ -655,6 +658,7 @@ inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
   Lock lock(g_fake_mu);
   ++g_fake.pointer_queries;
   g_fake.pointer_query_devices.push_back(t_current_device);
+  if (g_fake.pointer_query_error != cudaSuccess) return g_fake.pointer_query_error;
   std::memset(a, 0, sizeof *a);
   a->type = g_fake.pointer_type;
   a->device = g_fake.pointer_device;

@@ -984,6 +984,13 @@ TEST_F(NcclControl, BadArgumentsAreRefusedBeforeNccl) {
   s = c->ReduceScatter(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_TRUE(Has(s, "is host memory unknown to CUDA; the nccl backend takes device buffers")) << s;
+  // CUDA before 11 answers an error for host memory it does not know: the
+  // same refusal (the one buffer check of both backends, LocateBuffer).
+  g_fake.pointer_query_error = cudaErrorInvalidValue;
+  s = c->AllGather(dev_, dev_, 4, DType::kF32);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "is host memory unknown to CUDA")) << s;
+  g_fake.pointer_query_error = cudaSuccess;
   EXPECT_EQ(g_fake.collectives, 0);
   // Zero elements touch nothing: null buffers are fine.
   EXPECT_TRUE(c->AllReduce(nullptr, nullptr, 0, DType::kF32, ReduceOp::kSum).ok());
