@@ -372,7 +372,17 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
       // its own job's layout covers the whole step.
       std::vector<std::string> own_nodes;
       std::vector<std::vector<int>> own_tids;
-      BATON_RETURN_IF_ERROR(queries.StepTasks(out.job_id, static_cast<long>(step), &own_nodes, &own_tids));
+      Status own = queries.StepTasks(out.job_id, static_cast<long>(step), &own_nodes, &own_tids);
+      // A step of one later component alone (srun --het-group=1): its
+      // tasks carry the leader's SLURM_JOB_ID, the step is the component's.
+      for (size_t k = 1; !own.ok() && k < het.jobs.size(); ++k) {
+        if (het.jobs[k] == out.job_id) continue;
+        if (queries.StepTasks(het.jobs[k], static_cast<long>(step), &own_nodes, &own_tids).ok() && own_nodes == nodes) {
+          out.job_id = het.jobs[k];
+          own = Status::OK();
+        }
+      }
+      BATON_RETURN_IF_ERROR(own);
       if (own_nodes == nodes) {
         het.jobs.clear();
         BATON_RETURN_IF_ERROR(LayoutFromNodeTasks(std::move(own_nodes), own_tids, &out.layout));

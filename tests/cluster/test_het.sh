@@ -73,6 +73,9 @@ tr '\n' '|' <"\$BATON_HOSTFILE" >"$d/batch-hostfile"
 "\$BATON_BIN" hostfile >"$d/batch-cli-hostfile"
 srun --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d" 3
 cat "$d"/out-* >"$d/out"
+mkdir "$d/group1"
+srun --het-group=1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/group1" 2
+cat "$d"/group1/out-* >"$d/group1/out"
 JOB
   job=$(sbatch --parsable -o "$d/log" "$d/job.sh")
   wait_for 120 "hetjob $job to complete" job_state_is "$job" COMPLETED
@@ -80,4 +83,8 @@ JOB
   expect_eq "$(cat "$d/batch-hostfile")" "n1 slots=1|n3 slots=1|n4 slots=1|" "the batch script's hostfile: every component's nodes"
   expect_eq "$(tr '\n' '|' <"$d/batch-cli-hostfile")" "n1 slots=1|n3 slots=1|n4 slots=1|" "baton hostfile in the batch script"
   check_world "$d/out" 3 3
+  # A step of the second component alone is that component's own world
+  # (its tasks carry the leader's SLURM_JOB_ID; baton env finds the step).
+  cat "$d/group1/out"
+  check_world "$d/group1/out" 2 2
 }

@@ -118,6 +118,25 @@ TEST(HetStep, APlainStepInsideAHeterogeneousBatchJobIsOrdinary) {
   EXPECT_EQ(slurm.asked, (std::vector<std::string>{"5.0"}));  // component 1 never asked
 }
 
+TEST(HetStep, AStepOfTheSecondComponentAloneIsThatComponentsOrdinaryStep) {
+  // srun --het-group=1 inside the batch script: the tasks carry the
+  // leader's SLURM_JOB_ID (5); the step is job 6's.
+  HetSlurm slurm;
+  slurm.steps["6"] = {{"n2", "n3"}, {{0, 2}, {1}}};
+  Env env = HetEnv("5", "1");
+  env["SLURM_STEP_NODELIST"] = "n[2-3]";
+  env["SLURM_STEP_NUM_NODES"] = "2";
+  env["SLURM_STEP_TASKS_PER_NODE"] = "2,1";
+  env["SLURM_PROCID"] = "1";
+  StepInfo info;
+  Status s = StepInfoFromEnvironment(env, slurm, &info);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(info.heterogeneous);
+  EXPECT_EQ(info.job_id, "6");
+  EXPECT_EQ(info.layout.task_node, (std::vector<int>{0, 1, 0}));
+  EXPECT_EQ(*info.node_index, 1);
+}
+
 TEST(HetStep, ComponentsSharingANodeAreRefusedNamingWhy) {
   HetSlurm slurm;
   slurm.steps["5"] = {{"n1"}, {{0}}};
