@@ -19,6 +19,8 @@
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/node_local_level.h"
 #include "ckpt/partner_exchange.h"
+#include "ckpt/restore_failures.h"
+#include "ckpt/version_removal.h"
 #include "tests/mpi/ckpt_fixture.h"
 #include "tests/mpi/write_fault.h"
 
