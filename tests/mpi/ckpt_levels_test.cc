@@ -954,6 +954,10 @@ TEST_F(Levels, BothLevelsFailingFailTheSave) {
   if (Rank() == 1) DisarmWriteFault();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("abandoned"), std::string::npos) << s;
+  // Save writes as SaveAsync with level 2 on, but the program called Save:
+  // no "asynchronous save" it never made is named (issue 32, item 11).
+  EXPECT_NE(s.message().find("the save of step 2"), std::string::npos) << s;
+  EXPECT_EQ(s.message().find("asynchronous"), std::string::npos) << s;
   MPI_Barrier(MPI_COMM_WORLD);
   if (Rank() == 0) {
     EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
