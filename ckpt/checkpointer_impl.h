@@ -279,6 +279,9 @@ class CheckpointerImpl : public Checkpointer {
     Manifest manifest;
     Status failure;
   };
+  // Rank 0: OK unless level 3 holds version `name` under a manifest other
+  // than `local_text` (level 2's copy of it), then Corruption naming both.
+  Status SameAsLevel3(const std::vector<VersionInfo>& level3, const std::string& name, const std::string& local_text);
   Status ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
                       const std::vector<std::string>& quarantined, PhaseClock* clock, Level2Choice* out);
 
