@@ -567,6 +567,36 @@ TEST_F(CkptTest, AFullDiskFailsTheReservationBeforeTheRowsAreWritten) {
   EXPECT_EQ(CheckAll(arrays, 2), "");
 }
 
+// The same with collective transfers (parallel HDF5 over MPI-IO, the path
+// of HDFFV-11052 itself): the group's first rank reserves the whole file
+// right after the collective H5Fcreate; a disk without room fails the
+// save, named, on every rank, before any dataset or row is written.
+TEST_F(CkptTest, AFullDiskFailsTheCollectiveReservationBeforeTheRowsAreWritten) {
+  FaultEnv env;
+  CheckpointOptions o = Options(Size());  // one group: rank 0 creates the file
+  o.transfer = Transfer::kCollective;
+  o.env = &env;
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  if (Rank() == 0) env.Inject(FaultEnv::Fault::kNoSpaceToReserve, "shard-");
+  FillAll(&arrays, 1);
+  Status s = ck->Save(1);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0: "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("shard-0.h5 (reserving "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("No space left on device"), std::string::npos) << s;
+  FillAll(&arrays, 2);
+  s = ck->Save(2);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  s = ck->Restore(&step);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(step, std::optional<int64_t>(2));
+  EXPECT_EQ(CheckAll(arrays, 2), "");
+}
+
 // The same on a real file system too small for the shards (a 1 MiB tmpfs,
 // mounted by rank 0 as root): fallocate's ENOSPC, named, before any row.
 TEST_F(CkptTest, AFullTmpfsFailsTheReservation) {
