@@ -33,8 +33,13 @@ bool Parse(const std::vector<std::string>& args, const po::options_description& 
   }
 }
 
+// "baton env: NotFound: SLURM_JOB_ID is not set ...": the command names
+// itself; the library's component ("spank", the plugin's label, which
+// shares the derivation) is not the CLI's.
 bool Fail(const char* command, const Status& s) {
-  std::cerr << "baton " << command << ": " << s << "\n";
+  std::cerr << "baton " << command << ": " << CodeName(s.code());
+  if (!s.where().empty()) std::cerr << " (" << s.where() << ")";
+  std::cerr << ": " << s.message() << "\n";
   return false;
 }
 
@@ -134,7 +139,10 @@ int HostfileCommand(const std::vector<std::string>& args) {
   launch::LaunchOptions opts;
   launch::PluginConfig config;
   if (vm.count("format")) {
-    if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
+    if (Status s = launch::SetOption("baton-hostfile-format", format.c_str(), &opts); !s.ok())
+      return Fail("hostfile", Status::InvalidArgument(launch::kComponent, "--format: invalid value " + launch::Quoted(format) +
+                                                                             " (expected openmpi, mpich, deepspeed, horovod or plain)")),
+             2;
   }
   launch::LaunchOptions from_env;
   if (Status s = launch::OptionsFromEnvironment(ProcessEnvironment(), &from_env); !s.ok()) return Fail("hostfile", s), 1;
