@@ -14,6 +14,7 @@
 #include "base/launch/slurm_facts.h"
 #include "baton/identity.h"
 #include "cli/commands.h"
+#include "cli/error_text.h"
 
 namespace baton::cli {
 namespace {
@@ -33,13 +34,8 @@ bool Parse(const std::vector<std::string>& args, const po::options_description& 
   }
 }
 
-// "baton env: NotFound: SLURM_JOB_ID is not set ...": the command names
-// itself; the library's component ("spank", the plugin's label, which
-// shares the derivation) is not the CLI's.
 bool Fail(const char* command, const Status& s) {
-  std::cerr << "baton " << command << ": " << CodeName(s.code());
-  if (!s.where().empty()) std::cerr << " (" << s.where() << ")";
-  std::cerr << ": " << s.message() << "\n";
+  std::cerr << "baton " << command << ": " << ErrorText(s) << "\n";
   return false;
 }
 
