@@ -51,7 +51,7 @@ test_a_heterogeneous_srun_step_is_one_world() {
   local d
   d=$(case_dir)
   # Component 1 cyclic over two nodes: ranks 1 and 3 on its first node.
-  srun --baton --baton-hostfile=plain -N1 -n1 -w n1 bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 \
+  srun --baton --baton-hostfile-format=plain -N1 -n1 -w n1 bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 \
     : -N2 -n3 -w 'n[2-3]' -m cyclic bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4
   cat "$d"/out-* >"$d/out"
   cat "$d/out"

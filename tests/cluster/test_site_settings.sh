@@ -13,7 +13,7 @@ BATON_BIN="$BATON_BUILD_DIR/cli/baton"
 # The variables a task sees under --export=NONE are Slurm's alone: PATH and
 # BATON_BIN are given on the command line.
 export_none_step() {
-  srun --export=NONE --baton --baton-hostfile=plain "$@" \
+  srun --export=NONE --baton --baton-hostfile-format=plain "$@" \
     /usr/bin/env PATH=/usr/bin:/bin BATON_BIN="$BATON_BIN" "$TASK_ENV"
 }
 
@@ -42,7 +42,7 @@ test_export_none_keeps_the_command_lines_options_and_one_world() {
   export_none_step -N2 -n4 -m cyclic -w 'n[1-2]' >"$d/out"
   cat "$d/out"
   check_one_world "$d/out" 4 "$(scontrol show node n1 | tr ' ' '\n' | sed -n 's/^NodeAddr=//p')"
-  # --baton-hostfile=plain came on srun's command line: slurmstepd gets it
+  # --baton-hostfile-format=plain came on srun's command line: slurmstepd gets it
   # from SPANK's option replay, not from srun's environment.
   grep -q 'HOSTFILE_STAT=' "$d/out" || fail "no hostfile line"
 }
