@@ -19,7 +19,7 @@
 namespace baton::ckpt {
 
 // The largest chunk a save writes (bytes), unless one row is larger.
-inline constexpr uint64_t kChunkBytes = 8u << 20;
+inline constexpr uint64_t kChunkBytes = 2u << 20;
 
 // Rows per chunk for rows of row_bytes: max(1, kChunkBytes / row_bytes).
 uint64_t ChunkRows(uint64_t row_bytes);
