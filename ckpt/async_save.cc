@@ -80,6 +80,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   auto p = std::make_unique<PendingSave>();
   p->step = step;
   p->started = t0;
+  p->in_place = in_place;
   p->blob = v.blob;
   // The version's arrays in name order, the rank state among them when any
   // rank set one (as Save does: a sharded u8 array, rows in rank order).
@@ -211,7 +212,7 @@ Status CheckpointerImpl::CompletePending() {
 
 Status CheckpointerImpl::AbandonPending(const Status& failure) {
   const std::string vdir = pending_->vdir;
-  const int64_t step = pending_->step;
+  const std::string what = pending_->What();
   // Every rank is past its writer and its file work (the callers agreed
   // first): what the save left on node-local storage goes too, so that a
   // full disk recovers within the job.
@@ -224,8 +225,7 @@ Status CheckpointerImpl::AbandonPending(const Status& failure) {
       BATON_LOG(kCkpt, warning) << "could not remove the abandoned version " << vdir << ": " << rm;
     }
   }
-  return failure.Annotate("the asynchronous save of step " + std::to_string(step) + " (" + vdir +
-                          ", abandoned)");
+  return failure.Annotate(what + " (" + vdir + ", abandoned)");
 }
 
 Status CheckpointerImpl::CommitPending(const Status& written) {
@@ -295,8 +295,7 @@ Status CheckpointerImpl::Wait(double timeout_seconds) {
   int mine = done ? 1 : 0, all = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
   if (all == 0) {
-    return Status::Timeout(log::kCkpt, "the asynchronous save of step " + std::to_string(pending_->step) +
-                                           " was not written by every rank within " +
+    return Status::Timeout(log::kCkpt, pending_->What() + " was not written by every rank within " +
                                            std::to_string(timeout_seconds) + " s (this rank: " +
                                            (done ? "written" : "still writing") + "); still in flight");
   }
@@ -325,8 +324,7 @@ Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
   writer_.Abandon();
   env_->Mark("abandon " + pending_->vdir);  // a test's held writer lets go here
   (void)writer_.Join();  // its own failure (Aborted, or an earlier one) is moot now
-  const std::string why = "the asynchronous save of step " + std::to_string(pending_->step) +
-                          " was not written by every rank within " + std::to_string(timeout_seconds) + " s";
+  const std::string why = pending_->What() + " was not written by every rank within " + std::to_string(timeout_seconds) + " s";
   Status agreed = Agree(comm_, Status::OK());
   return AbandonPending(agreed.ok() ? Status::Aborted(log::kCkpt, why) : agreed);
 }

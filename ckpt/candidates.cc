@@ -31,10 +31,11 @@
 #include <vector>
 
 #include "baton/log.h"
+#include "baton/runtime.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
-#include "baton/runtime.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/restore_failures.h"
 #include "ckpt/stop_watch.h"
 #include "mpi_runtime/mpi_check.h"
 

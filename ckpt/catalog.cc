@@ -1,48 +1,14 @@
 #include "ckpt/catalog.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <ctime>
 
-#include "ckpt/fs/durable_write.h"
 #include "ckpt/manifest.h"
+#include "ckpt/restore_failures.h"
 
 namespace baton::ckpt {
-
-namespace {
-
-// A restore-failures file larger than this is not one baton wrote.
-constexpr uint64_t kMaxRestoreFailuresBytes = 1 << 20;
-// Reasons are cut here, so that the file stays small whatever failed.
-constexpr size_t kMaxReasonBytes = 500;
-
-std::string UtcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-int CountLines(const std::string& text) {
-  int n = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) ++n;
-    start = end + 1;
-  }
-  return n;
-}
-
-}  // namespace
 
 std::string_view VersionStatusName(VersionStatus s) {
   switch (s) {
@@ -108,13 +74,8 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
       out->push_back(std::move(v));
       continue;
     }
-    std::string failures;
-    s = env->ReadFile(v.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, &failures);
-    if (s.ok()) {
-      v.restore_failures = CountLines(failures);
-    } else if (s.code() != Code::kNotFound) {
-      v.problem = kRestoreFailuresName + std::string(": ") + s.message() + " (counted as no failures)";
-    }
+    s = CountRestoreFailures(env, v.path, &v.restore_failures);
+    if (!s.ok()) v.problem = kRestoreFailuresName + std::string(": ") + s.message() + " (counted as no failures)";
     if (v.status == VersionStatus::kComplete && max_restore_failures > 0 && v.restore_failures >= max_restore_failures) {
       v.status = VersionStatus::kQuarantined;
     }
@@ -130,131 +91,6 @@ uint64_t NextSeq(const std::vector<VersionInfo>& versions) {
   uint64_t next = 1;
   for (const VersionInfo& v : versions) next = std::max(next, v.seq + 1);
   return next;
-}
-
-namespace {
-
-// Replaces the version's restore-failures file by `text` (removes it when
-// empty) durably (fs::WriteFileDurably), so a reader sees the old or the
-// new file, never half of one.
-Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text) {
-  const std::string path = version.path + "/" + kRestoreFailuresName;
-  if (text.empty()) {
-    Status s = env->RemoveFile(path);
-    if (!s.ok() && s.code() != Code::kNotFound) return s;
-    return env->SyncDir(version.path);
-  }
-  // Its temporary is this writer's own (ranks may mark at once), so that
-  // neither another writer nor a crash's leftover is in the way.
-  return fs::WriteFileDurably(env, version.path, kRestoreFailuresName, text);
-}
-
-// The file's lines; a restore-failures that is not a regular file (a FIFO
-// planted there) or larger than any baton writes counts as empty: the
-// rewrite replaces it.
-Status ReadFailures(fs::Env* env, const VersionInfo& version, std::string* text) {
-  text->clear();
-  Status s = env->ReadFile(version.path + "/" + kRestoreFailuresName, kMaxRestoreFailuresBytes, text);
-  if (s.code() == Code::kInvalidArgument) {
-    text->clear();
-    return Status::OK();
-  }
-  if (!s.ok() && s.code() != Code::kNotFound) return s;
-  if (!text->empty() && text->back() != '\n') *text += '\n';
-  return Status::OK();
-}
-
-std::string FailureLine(const std::string& reason) {
-  std::string line = UtcNow() + " " + reason.substr(0, kMaxReasonBytes);
-  // One failure per line, whatever the reason holds.
-  std::replace(line.begin(), line.end(), '\n', ' ');
-  return line + "\n";
-}
-
-std::string AttemptMarker(const std::string& token) { return " unfinished restore attempt " + token + " "; }
-
-}  // namespace
-
-Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
-  std::string text;
-  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
-  return RewriteFailures(env, version, text + FailureLine(reason));
-}
-
-Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token) {
-  std::string text;
-  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
-  const std::string t = std::to_string(::getpid()) + "-" +
-                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  BATON_RETURN_IF_ERROR(RewriteFailures(
-      env, version,
-      text + FailureLine(AttemptMarker(t).substr(1) +
-                         "(the restoring process ended while reading this version: a crash, the OOM killer or a kill)")));
-  *token = t;
-  return Status::OK();
-}
-
-Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
-                         const std::string* failure) {
-  std::string text, kept;
-  BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
-  const std::string marker = AttemptMarker(token);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    if (line.find(marker) == std::string::npos && !line.empty()) kept += line + "\n";
-    start = end + 1;
-  }
-  if (failure != nullptr) kept += FailureLine(*failure);
-  return RewriteFailures(env, version, kept);
-}
-
-Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
-  const size_t slash = version.path.rfind('/');
-  if (slash == std::string::npos || version.path.compare(slash + 1, std::string::npos, version.name) != 0) {
-    return Status::Internal("ckpt", "version " + version.name + " at " + version.path);
-  }
-  // Through descriptors (Env::RemoveTreeAt): the version directory swapped
-  // for a symlink after it was listed made a removal by path delete a
-  // manifest.json outside the checkpoint directory.
-  return env->RemoveTreeAt(version.path.substr(0, slash), version.name,
-                           version.status != VersionStatus::kIncomplete ? kManifestName : "");
-}
-
-std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep) {
-  // Never the newest complete version: keep < 1 counts as 1.
-  keep = std::max(keep, 1);
-  std::vector<const VersionInfo*> sorted;
-  for (const VersionInfo& v : versions) {
-    if (v.problem.empty() || v.problem.rfind(kRestoreFailuresName, 0) == 0) sorted.push_back(&v);
-  }
-  std::sort(sorted.begin(), sorted.end(), [](const VersionInfo* a, const VersionInfo* b) { return a->seq < b->seq; });
-  bool any_complete = false;
-  uint64_t newest_complete = 0;
-  int complete_left = 0;
-  for (const VersionInfo* v : sorted) {
-    if (v->status == VersionStatus::kComplete) {
-      any_complete = true;
-      newest_complete = v->seq;
-      ++complete_left;
-    }
-  }
-  std::vector<VersionInfo> remove;
-  for (const VersionInfo* v : sorted) {
-    switch (v->status) {
-      case VersionStatus::kComplete:
-        // Ascending seq: the first (count - keep) complete versions go.
-        if (complete_left-- > keep) remove.push_back(*v);
-        break;
-      case VersionStatus::kQuarantined:
-      case VersionStatus::kIncomplete:
-        if (any_complete && v->seq < newest_complete) remove.push_back(*v);
-        break;
-    }
-  }
-  return remove;
 }
 
 Status ResolveInside(fs::Env* env, const std::string& dir, const std::string& name, std::string* path) {

@@ -1,6 +1,8 @@
-// The versions in a checkpoint directory, their status, restore failures
-// recorded beside them, and what retention removes. MPI-free: the CLI
-// (`baton ckpt ls|gc`) and the Checkpointer share it.
+// The versions in a checkpoint directory and their status: the listing.
+// MPI-free: the CLI (`baton ckpt ls|gc`) and the Checkpointer share it.
+// Beside it, each its own concept: the restore failures and attempt marks
+// recorded in a version (restore_failures.h), which versions retention
+// removes (retention.h), and a version's removal (version_removal.h).
 //
 // A version is the directory `v<seq>-s<step>` (seq: 8+ digits, increasing
 // with every save in the directory; step: the training step, may repeat).
@@ -22,6 +24,8 @@ namespace baton::ckpt {
 enum class VersionStatus { kComplete, kIncomplete, kQuarantined };
 std::string_view VersionStatusName(VersionStatus s);  // "complete", ...
 
+// The file in a version directory that records its restore failures
+// (restore_failures.h); counted here for the status.
 inline constexpr const char* kRestoreFailuresName = "restore-failures";
 
 struct VersionInfo {
@@ -49,38 +53,6 @@ Status ListVersions(fs::Env* env, const std::string& dir, int max_restore_failur
                     std::vector<VersionInfo>* out);
 // One more than the highest seq in use (1 for an empty directory).
 uint64_t NextSeq(const std::vector<VersionInfo>& versions);
-
-// Appends a failure (one line: time and reason) to the version's
-// restore-failures file, written through a temporary name and a rename.
-Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason);
-
-// A restore attempt, marked before the version is read: a line "<time>
-// unfinished restore attempt <token> (...)" in restore-failures, which
-// counts as a failure until EndRestoreAttempt removes it. A process that
-// dies while reading the version (a crash inside HDF5, the OOM killer, a
-// kill) leaves it behind, so a version that kills every restore is
-// quarantined after max_restore_failures attempts instead of looping.
-// *token names this attempt's line.
-Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token);
-// Ends the attempt: its line goes; with `failure` (a corruption found) the
-// failure's line takes its place.
-Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::string& token,
-                         const std::string* failure);
-
-// What retention removes: all but the newest `keep` complete versions;
-// quarantined versions older than the newest complete one; incomplete
-// versions older than the newest complete one (crashed saves). Never an
-// incomplete version newer than every complete one (a save in progress),
-// nor a version with a problem (what it is is not known).
-std::vector<VersionInfo> PlanRetention(const std::vector<VersionInfo>& versions, int keep);
-
-// Removes a version so that no moment of it is a damaged committed one: the
-// manifest goes first (and the directory is synced), making the version
-// incomplete at once; then the rest. A removal killed half-way leaves an
-// incomplete version, which the next retention removes as a crashed save.
-// Through descriptors (Env::RemoveTreeAt): a version directory swapped for
-// a symlink since it was listed fails the removal, touching nothing.
-Status RemoveVersion(fs::Env* env, const VersionInfo& version);
 
 // dir + "/" + name after checking that name is a plain file name and that
 // the result is a regular file, not a symlink (a manifest must not lead

@@ -79,7 +79,7 @@ CheckpointerImpl::~CheckpointerImpl() {
     writer_.Abandon();
     env_->Mark("abandon " + pending_->vdir);
     Status s = writer_.Join();
-    BATON_LOG(kCkpt, warning) << "the asynchronous save of step " << pending_->step << " (" << pending_->vdir
+    BATON_LOG(kCkpt, warning) << pending_->What() << " (" << pending_->vdir
                               << ") was abandoned: Checkpointer destroyed without Wait()"
                               << (s.ok() || s.code() == Code::kAborted ? "" : "; its write failed: " + s.ToString());
   }

@@ -286,6 +286,9 @@ class CheckpointerImpl : public Checkpointer {
     Manifest manifest;
     Status failure;
   };
+  // Rank 0: OK unless level 3 holds version `name` under a manifest other
+  // than `local_text` (level 2's copy of it), then Corruption naming both.
+  Status SameAsLevel3(const std::vector<VersionInfo>& level3, const std::string& name, const std::string& local_text);
   Status ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
                       const std::vector<std::string>& quarantined, PhaseClock* clock, Level2Choice* out);
 
@@ -358,7 +361,14 @@ class CheckpointerImpl : public Checkpointer {
     std::string name;                        // the version directory's name (both levels)
     bool level2 = false;                     // written to node-local storage first
     bool shared_due = true;                  // level 3 this time (shared_every)
+    bool in_place = false;                   // Save's (level 2): the caller waits, rows not staged
     NodeLocalLevel::WriteOutcome outcome;    // the writer's; read after Join
+    // "the save of step N" (Save with level 2 writes as SaveAsync, yet the
+    // program called Save: its messages must not name a SaveAsync it never
+    // made) or "the asynchronous save of step N".
+    std::string What() const {
+      return std::string(in_place ? "the save" : "the asynchronous save") + " of step " + std::to_string(step);
+    }
   };
   // The save in flight, if any, completed on every rank: its writer joined,
   // agreed, committed (or abandoned, its failure returned annotated).

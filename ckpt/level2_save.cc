@@ -142,7 +142,7 @@ Status CheckpointerImpl::InitLevel2() {
 
 Status CheckpointerImpl::CommitPendingLevels() {
   const PendingSave& p = *pending_;
-  const std::string where = "the asynchronous save of step " + std::to_string(p.step);
+  const std::string where = p.What();
   const std::vector<uint64_t> base = PendingShardRecord();
   const std::string local_vdir = local_.VersionDir(p.name);
   // The commit's phases on this rank (CheckpointStats::phases, after the

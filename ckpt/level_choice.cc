@@ -47,6 +47,7 @@
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
+#include "ckpt/checksum.h"
 #include "ckpt/manifest_index.h"
 #include "ckpt/partner_exchange.h"
 #include "mpi_runtime/mpi_check.h"
@@ -82,6 +83,25 @@ struct Seen {
 };
 
 }  // namespace
+
+Status CheckpointerImpl::SameAsLevel3(const std::vector<VersionInfo>& level3, const std::string& name,
+                                      const std::string& local_text) {
+  auto v = std::find_if(level3.begin(), level3.end(), [&](const VersionInfo& i) { return i.name == name; });
+  if (v == level3.end()) return Status::OK();  // level 2 alone holds it
+  std::string shared_text;
+  uint64_t values = 0;
+  Status read = ReadManifestText(env_, v->path, v->path + "/" + kManifestName, &shared_text, &values);
+  // Unreadable there: level 2's copy is not judged by it (level 3's own
+  // restore would fail the same way).
+  if (!read.ok()) return Status::OK();
+  if (Xxh3(shared_text.data(), shared_text.size()) == Xxh3(local_text.data(), local_text.size())) return Status::OK();
+  Manifest shared;
+  std::string what = "its manifest is not level 3's of the same version (" + v->path + ")";
+  if (ParseManifestJson(shared_text, &shared).ok()) {
+    what += ": level 3's is of " + std::to_string(shared.world_size) + " ranks, written " + shared.time;
+  }
+  return Status::Corruption(log::kCkpt, local_.VersionDir(name) + ": " + what);
+}
 
 Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::vector<VersionInfo>& level3,
                                       const std::vector<std::string>& quarantined, PhaseClock* clock,
@@ -244,7 +264,22 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
       local = Status::InvalidArgument(log::kCkpt, local_.VersionDir(name) + " was written by run " +
                                                       out->manifest.run_id);
     }
+    // Bound to its version: an older consistent version's files in this
+    // version's directory must not restore as this step.
+    uint64_t seq = 0;
+    int64_t step = 0;
+    if (local.ok() && ParseVersionName(name, &seq, &step)) {
+      local = CheckManifestStep(out->manifest, step, name).Annotate(local_.VersionDir(name));
+    }
     agreed = local;  // the same text everywhere: the same outcome
+    // And to level 3's copy of the same version, when level 3 holds it:
+    // both levels commit one manifest text (level2_save.cc), so a node-local
+    // manifest that differs is not this version's (rank 0 reads level 3's).
+    if (agreed.ok()) {
+      Status same;
+      if (rank_ == 0) same = SameAsLevel3(level3, name, text);
+      agreed = Agree(comm_, same);
+    }
   }
   out->name = name;
   out->source = source;

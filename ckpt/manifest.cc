@@ -1152,7 +1152,38 @@ Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_valu
   return Status::OK();
 }
 
+namespace {
+
+// The index's own wording: its fields as the index file has them
+// ("shard index datasets[0].rows"), not as the manifest paths the shared
+// parsers name ("manifest shards[1].datasets[0].rows"), which no file holds.
+Status AsIndexError(const Status& s, size_t shard) {
+  if (s.code() != Code::kCorruption && s.code() != Code::kInvalidArgument) return s;
+  const std::string& msg = s.message();
+  const std::string in_shard = "manifest " + Idx("", "shards", shard) + ".", manifest = "manifest ";
+  std::string worded;
+  if (msg.compare(0, in_shard.size(), in_shard) == 0) {
+    worded = "shard index " + msg.substr(in_shard.size());
+  } else if (msg.compare(0, manifest.size(), manifest) == 0) {
+    worded = "shard index " + msg.substr(manifest.size());
+  } else {
+    return s;
+  }
+  return s.code() == Code::kCorruption ? Status::Corruption(s.component(), worded)
+                                       : Status::InvalidArgument(s.component(), worded);
+}
+
+Status ParseShardIndexJsonAsManifest(std::string_view text, size_t shard, Manifest* m, uint64_t max_values);
+
+}  // namespace
+
 Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uint64_t max_values) {
+  return AsIndexError(ParseShardIndexJsonAsManifest(text, shard, m, max_values), shard);
+}
+
+namespace {
+
+Status ParseShardIndexJsonAsManifest(std::string_view text, size_t shard, Manifest* m, uint64_t max_values) {
   if (m->format < 3 || shard >= m->shards.size()) {
     return Status::InvalidArgument("ckpt", "shard index " + std::to_string(shard) + " of a format " +
                                                std::to_string(m->format) + " manifest of " +
@@ -1204,6 +1235,8 @@ Status ParseShardIndexJson(std::string_view text, size_t shard, Manifest* m, uin
   }
   return s;
 }
+
+}  // namespace
 
 void SealManifest(std::string* text) {
   // "...}\n}\n" -> "...},\n  " + key line + "\n}\n"

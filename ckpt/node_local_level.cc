@@ -14,6 +14,8 @@
 #include "ckpt/hdf5/rank_shard_writer.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_index.h"
+#include "ckpt/retention.h"
+#include "ckpt/version_removal.h"
 
 namespace baton::ckpt {
 namespace {

@@ -37,6 +37,8 @@
 #include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/layout.h"
 #include "ckpt/phase_clock.h"
+#include "ckpt/retention.h"
+#include "ckpt/version_removal.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {

@@ -17,6 +17,18 @@ std::string Rows(uint64_t first, uint64_t n) {
   return "rows " + std::to_string(first) + "-" + std::to_string(first + n - 1);
 }
 
+// A failure line: the label and the file's name, then the message without
+// the file's path in front when it names it already (the readers' messages
+// start with the path they opened: "shard-0.h5: /.../shard-0.h5: ..." said
+// the file twice).
+std::string FailureLine(const std::string& label, const std::string& file, const std::string& message) {
+  const std::string tail = file + ": ";
+  const size_t at = message.find(tail);
+  const bool named = at != std::string::npos && (at == 0 || message[at - 1] == '/') &&
+                     message.substr(0, at).find(": ") == std::string::npos;
+  return label + file + ": " + (named ? message.substr(at + tail.size()) : message);
+}
+
 uint64_t ShardBytes(const Manifest& m, const ShardMeta& shard) {
   uint64_t n = 0;
   for (const DatasetMeta& ds : shard.datasets) n += ds.rows * m.arrays[ds.array].row_bytes();
@@ -38,7 +50,7 @@ void VerifyShard(fs::Env* env, const std::string& dir, const std::string& label,
   const std::string name = label + shard.file;
   std::unique_ptr<h5::ShardReader> reader;
   if (Status s = h5::ShardReader::Open(env, dir, manifest, shard_index, &reader); !s.ok()) {
-    failures->push_back(name + ": " + s.message());
+    failures->push_back(FailureLine(label, shard.file, s.message()));
     tally->done += ShardBytes(manifest, shard);
     return;
   }
@@ -48,7 +60,7 @@ void VerifyShard(fs::Env* env, const std::string& dir, const std::string& label,
     // Nothing is allocated for a dataset before the file shows it holds
     // what the manifest claims (a row of 2 GiB was allocated first once).
     if (Status s = reader->CheckDataset(array, ds.rows); !s.ok()) {
-      failures->push_back(name + ": " + s.message());
+      failures->push_back(FailureLine(label, shard.file, s.message()));
       tally->done += ds.rows * row_bytes;
       continue;
     }
@@ -121,7 +133,7 @@ Status VerifyShardCopies(fs::Env* env, const Manifest& manifest, const std::vect
   for (size_t i = 0; i < copies.size(); ++i) {
     const ShardCopy& c = copies[i];
     if (!load_status[i].ok()) {
-      failures->push_back(c.label + manifest.shards[c.shard].index + ": " + load_status[i].message());
+      failures->push_back(FailureLine(c.label, manifest.shards[c.shard].index, load_status[i].message()));
       continue;
     }
     m.shards[c.shard] = std::move(loaded[i]);

@@ -37,6 +37,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/run.h"
+#include "ckpt/version_removal.h"
 #include "cli/bench_options.h"
 #include "cli/commands.h"
 

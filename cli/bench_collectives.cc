@@ -350,6 +350,18 @@ int RunNccl(const Options& o, Runtime& rt, const Deadlined& d, Communicator& com
     *slowest = a.seconds;
     *any_failed = a.failed;
   };
+  sync.share_id = [&d, world](ncclUniqueId* id) {
+    const int rc = d.Run("MPI_Bcast of the benchmark (the raw baseline's NCCL id)",
+                         [&] { return MPI_Bcast(id, sizeof *id, MPI_BYTE, 0, world); });
+    return rc == MPI_SUCCESS ? Status::OK()
+                             : Status::IOError("cli", "MPI_Bcast of the raw baseline's NCCL id failed with " +
+                                                          std::to_string(rc));
+  };
+  std::unique_ptr<RawComm> raw;
+  if (Status s = RawComm::Make(*api, *nc, sync, &raw); !s.ok()) {
+    if (s.code() != Code::kAborted || rt.rank() == 0) std::cerr << kCmd << ": " << s << "\n";
+    return 1;
+  }
   const PrintSpec spec{o.json, Backend::kNccl, "nccl", rt.num_nodes()};
   PrintPreamble(o, rt, Backend::kNccl, spec.raw, spec);
   NcclBenchOptions no;
@@ -359,7 +371,7 @@ int RunNccl(const Options& o, Runtime& rt, const Deadlined& d, Communicator& com
     const Case c = Case::For(o.collective, o.dtype, o.op, rt.size(), rt.rank(), size);
     Row row;
     row.algo = row.chosen = Algorithm::kNative;
-    if (Status s = MeasureNccl(*nc, *api, c, no, sync, &row); !s.ok()) {
+    if (Status s = MeasureNccl(*nc, *raw, *api, c, no, sync, &row); !s.ok()) {
       if (s.code() != Code::kAborted || rt.rank() == 0) std::cerr << kCmd << ": " << s << "\n";
       return 1;
     }

@@ -22,17 +22,19 @@
 #include <string>
 #include <vector>
 
+#include "base/printable.h"
 #include "baton/checkpointer.h"
 #include "baton/status.h"
-#include "base/printable.h"
 #include "ckpt/catalog.h"
 #include "ckpt/fs/env.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_index.h"
 #include "ckpt/node_local_level.h"
+#include "ckpt/retention.h"
 #include "ckpt/run.h"
 #include "ckpt/slurm_job_life.h"
 #include "ckpt/verify.h"
+#include "ckpt/version_removal.h"
 #include "ckpt/writer_lock.h"
 #include "cli/commands.h"
 

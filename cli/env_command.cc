@@ -14,6 +14,7 @@
 #include "base/launch/slurm_facts.h"
 #include "baton/identity.h"
 #include "cli/commands.h"
+#include "cli/error_text.h"
 
 namespace baton::cli {
 namespace {
@@ -34,7 +35,7 @@ bool Parse(const std::vector<std::string>& args, const po::options_description& 
 }
 
 bool Fail(const char* command, const Status& s) {
-  std::cerr << "baton " << command << ": " << s << "\n";
+  std::cerr << "baton " << command << ": " << ErrorText(s) << "\n";
   return false;
 }
 
@@ -134,7 +135,10 @@ int HostfileCommand(const std::vector<std::string>& args) {
   launch::LaunchOptions opts;
   launch::PluginConfig config;
   if (vm.count("format")) {
-    if (Status s = launch::SetOption("baton-hostfile", format.c_str(), &opts); !s.ok()) return Fail("hostfile", s), 2;
+    if (Status s = launch::SetOption("baton-hostfile-format", format.c_str(), &opts); !s.ok())
+      return Fail("hostfile", Status::InvalidArgument(launch::kComponent, "--format: invalid value " + launch::Quoted(format) +
+                                                                             " (expected openmpi, mpich, deepspeed, horovod or plain)")),
+             2;
   }
   launch::LaunchOptions from_env;
   if (Status s = launch::OptionsFromEnvironment(ProcessEnvironment(), &from_env); !s.ok()) return Fail("hostfile", s), 1;

@@ -83,35 +83,33 @@ Status RawNccl(const NcclApi& api, ncclComm_t comm, cudaStream_t stream, const C
   Status s;
   switch (c.coll) {
     case Collective::kAllReduce:
-      s = BATON_NCCL_CHECK_ASYNC(api, api.AllReduce(send, recv, B, type, op, comm, stream));
+      s = BATON_NCCL_CHECK(api, api.AllReduce(send, recv, B, type, op, comm, stream));
       break;
     case Collective::kAllGather:
-      s = BATON_NCCL_CHECK_ASYNC(api, api.AllGather(send, recv, B, type, comm, stream));
+      s = BATON_NCCL_CHECK(api, api.AllGather(send, recv, B, type, comm, stream));
       break;
     case Collective::kReduceScatter:
-      s = BATON_NCCL_CHECK_ASYNC(api, api.ReduceScatter(send, recv, B, type, op, comm, stream));
+      s = BATON_NCCL_CHECK(api, api.ReduceScatter(send, recv, B, type, op, comm, stream));
       break;
     case Collective::kBroadcast:
-      s = BATON_NCCL_CHECK_ASYNC(api, api.Broadcast(recv, recv, B, type, 0, comm, stream));
+      s = BATON_NCCL_CHECK(api, api.Broadcast(recv, recv, B, type, 0, comm, stream));
       break;
     case Collective::kAllToAll: {
-      s = BATON_NCCL_CHECK_ASYNC(api, api.GroupStart());
+      s = BATON_NCCL_CHECK(api, api.GroupStart());
       for (int p = 0; s.ok() && p < c.P; ++p) {
         const auto* from = static_cast<const char*>(send) + static_cast<size_t>(p) * block_bytes;
         auto* to = static_cast<char*>(recv) + static_cast<size_t>(p) * block_bytes;
-        s = BATON_NCCL_CHECK_ASYNC(api, api.Send(from, B, type, p, comm, stream));
-        if (s.ok()) s = BATON_NCCL_CHECK_ASYNC(api, api.Recv(to, B, type, p, comm, stream));
+        s = BATON_NCCL_CHECK(api, api.Send(from, B, type, p, comm, stream));
+        if (s.ok()) s = BATON_NCCL_CHECK(api, api.Recv(to, B, type, p, comm, stream));
       }
-      Status end = BATON_NCCL_CHECK_ASYNC(api, api.GroupEnd());
+      Status end = BATON_NCCL_CHECK(api, api.GroupEnd());
       if (s.ok()) s = end;
       break;
     }
   }
   if (!s.ok()) return s;
-  // A non-blocking communicator may answer ncclInProgress: NCCL is still
-  // enqueueing, and the stream may look idle until it is done.
-  s = nccl::AwaitComm(api, comm, what, nccl::Deadline{deadline, timeout, "raw_timeout"}, std::chrono::microseconds(0));
-  if (!s.ok()) return s;
+  // A blocking communicator: the kernel is on the stream once the call
+  // returned.
   return AwaitStream(api, comm, stream, what, deadline, timeout);
 }
 
@@ -120,6 +118,7 @@ Status RawNccl(const NcclApi& api, ncclComm_t comm, cudaStream_t stream, const C
 RankSync RankSync::OneRank() {
   RankSync s;
   s.barrier = [] {};
+  s.share_id = [](ncclUniqueId*) { return Status::OK(); };
   s.agree = [](double seconds, bool failed, double* slowest, bool* any_failed) {
     *slowest = seconds;
     *any_failed = failed;
@@ -127,13 +126,52 @@ RankSync RankSync::OneRank() {
   return s;
 }
 
-Status MeasureNccl(nccl::NcclCommunicator& comm, const NcclApi& api, const Case& c, const NcclBenchOptions& o,
-                   const RankSync& sync, Row* row) {
+Status RawComm::Make(const NcclApi& api, const nccl::NcclCommunicator& comm, const RankSync& sync,
+                     std::unique_ptr<RawComm>* out) {
+  std::unique_ptr<RawComm> raw(new RawComm(api, comm.device()));
+  nccl::DeviceGuard guard(api, raw->device_);
+  Status mine = guard.status();
+  ncclUniqueId id{};
+  if (mine.ok() && comm.rank() == 0) mine = BATON_NCCL_CHECK(api, api.GetUniqueId(&id));
+  double slowest = 0;
+  bool any_failed = false;
+  auto agree = [&](const char* step) -> Status {
+    sync.agree(0, !mine.ok(), &slowest, &any_failed);
+    if (!any_failed) return Status::OK();
+    if (!mine.ok()) return mine.Annotate(std::string("raw baseline's communicator: ") + step);
+    return Status::Aborted("cli", std::string("raw baseline's communicator: ") + step +
+                                      ": another rank failed (see its message)");
+  };
+  // Every rank takes part in the sharing, then all agree that it worked.
+  Status shared = sync.share_id(&id);
+  if (mine.ok()) mine = shared;
+  BATON_RETURN_IF_ERROR(agree("sharing its id"));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  mine = BATON_NCCL_CHECK(api, api.CommInitRankConfig(&raw->comm_, comm.size(), id, comm.rank(), &config));
+  if (!mine.ok()) raw->failed_ = mine;
+  BATON_RETURN_IF_ERROR(agree("ncclCommInitRankConfig"));
+  *out = std::move(raw);
+  return Status::OK();
+}
+
+RawComm::~RawComm() {
+  if (comm_ == nullptr) return;
+  nccl::DeviceGuard guard(api_, device_);
+  if (failed_.ok())
+    (void)api_.CommDestroy(comm_);
+  else
+    (void)api_.CommAbort(comm_);
+}
+
+Status MeasureNccl(nccl::NcclCommunicator& comm, RawComm& raw, const NcclApi& api, const Case& c,
+                   const NcclBenchOptions& o, const RankSync& sync, Row* row) {
   HostBuffers host;
   Fill(c, &host);
   DeviceBuffer send(api), recv(api);
   Stream stream(api);
-  Status mine = send.Allocate(host.send.size());
+  Status mine = raw.failed().Annotate("the raw baseline's communicator failed before");
+  if (mine.ok()) mine = send.Allocate(host.send.size());
   if (mine.ok()) mine = recv.Allocate(host.recv.size());
   if (mine.ok()) mine = stream.Create();
 
@@ -178,8 +216,8 @@ Status MeasureNccl(nccl::NcclCommunicator& comm, const NcclApi& api, const Case&
 
     sync.barrier();
     t0 = Clock::now();
-    mine = RawNccl(api, comm.world_comm(), stream.get(), c, send.get(), recv.get(), o.raw_timeout);
-    if (!mine.ok()) comm.Abort(mine);  // the NCCL communicator is shared: no later call may hang on it
+    mine = RawNccl(api, raw.get(), stream.get(), c, send.get(), recv.get(), o.raw_timeout);
+    if (!mine.ok()) raw.Fail(mine);  // no later call may hang on it
     BATON_RETURN_IF_ERROR(agree(std::chrono::duration<double>(Clock::now() - t0).count()));
     if (i >= o.warmup) raw_t.push_back(slowest);
   }

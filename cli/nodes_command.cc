@@ -15,6 +15,7 @@
 #include "base/launch/slurm_queries.h"
 #include "baton/identity.h"
 #include "cli/commands.h"
+#include "cli/error_text.h"
 
 namespace baton::cli {
 namespace {
@@ -87,18 +88,18 @@ int NodesCommand(const std::vector<std::string>& args) {
   if (!exclude.empty()) {
     std::vector<std::string> hosts;
     if (Status s = slurm->ExpandHostlist(exclude, launch::kMaxNodes, &hosts); !s.ok())
-      return Usage(desc, "--exclude: " + s.ToString());
+      return Usage(desc, "--exclude: " + ErrorText(s));
     request.exclude.insert(hosts.begin(), hosts.end());
   }
   launch::Allocation allocation;
   if (Status s = slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation); !s.ok()) {
-    std::cerr << "baton nodes: " << s << "\n";
+    std::cerr << "baton nodes: " << ErrorText(s) << "\n";
     return 1;
   }
   std::vector<std::string> nodes, unusable;
   Status s = launch::ChooseStepNodes(allocation, request, &nodes, &unusable);
   if (!s.ok()) {
-    std::cerr << "baton nodes: " << s << "\n";
+    std::cerr << "baton nodes: " << ErrorText(s) << "\n";
     return s.code() == Code::kInvalidArgument ? 2 : 1;
   }
   if (verbose) {
@@ -109,7 +110,7 @@ int NodesCommand(const std::vector<std::string>& args) {
   }
   std::string list;
   if (Status c = slurm->CompressHostlist(nodes, &list); !c.ok()) {
-    std::cerr << "baton nodes: " << c << "\n";
+    std::cerr << "baton nodes: " << ErrorText(c) << "\n";
     return 1;
   }
   std::cout << list << "\n";

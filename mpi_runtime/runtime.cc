@@ -231,6 +231,10 @@ void Runtime::BeginStep(int64_t step) {
 // The launch, as this rank sees it: the first record of its run in the
 // event log (kept in memory until a Checkpointer opens the log's file).
 void Runtime::RecordStart() {
+  // One process per node writes its step records at once: srun SIGKILLs the
+  // survivors of a node failure before they can flush, and the report's
+  // interruption and "steps computed twice" start from the last step in the log.
+  events::WriteStepsAtOnce(local_rank_ == 0);
   const char* restart = std::getenv("SLURM_RESTART_COUNT");
   long long restarts = 0;
   if (restart == nullptr || !launch::ParseDecimal(restart, 0, 1000000000, &restarts)) restarts = 0;

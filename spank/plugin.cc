@@ -35,6 +35,11 @@ int OnOption(int index, const char* optarg, int remote) {
     LogError(s);
     return -1;
   }
+  // An old name warns where the user typed it, not again in slurmstepd.
+  if (remote == 0) {
+    if (const std::string warning = launch::AliasWarning(spec); !warning.empty())
+      slurm_info("baton: warning: %s", warning.c_str());
+  }
   launch::Occurrence seen;
   seen.name = spec.name;
   seen.has_value = optarg != nullptr;

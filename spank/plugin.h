@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "base/launch/hostfile_dir.h"
+#include "base/launch/safe_dir.h"
 #include "base/launch/launch_env.h"
 #include "base/launch/options.h"
 #include "baton/status.h"
@@ -36,6 +36,7 @@ struct PluginState {
   launch::StepInfo step;
   launch::LaunchOptions options;
   launch::OpenDir hostfile_dir;  // made by user_init; removed at exit
+  std::string hostfile_text;     // its content, for task_init (hostfile_view.h)
   // The job's node-local directory (local_root/<uid>/<jobid>), made by
   // init_post_opt as root when the site set local_root and the user gave
   // no --baton-local-dir; handed to the tasks as BATON_LOCAL_DIR. Never

@@ -13,9 +13,10 @@
 #include <optional>
 #include <vector>
 
+#include "base/launch/bounded_child.h"
 #include "base/launch/component.h"
 #include "base/launch/hand_over.h"
-#include "base/launch/hostfile_dir.h"
+#include "base/launch/hostfile_view.h"
 #include "base/launch/launcher_daemon.h"
 #include "base/launch/local_dir.h"
 #include "base/launch/quote.h"
@@ -84,9 +85,8 @@ Status PlanHostfileDir(spank_t sp, const PluginState& st, uint32_t job, uint32_t
   std::optional<std::string> tmpdir;
   BATON_RETURN_IF_ERROR(JobEnv(sp, "TMPDIR", &tmpdir));
   if (!tmpdir || tmpdir->empty() || (*tmpdir)[0] != '/') tmpdir = "/tmp";
-  for (char c : *tmpdir)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
-      return Status::InvalidArgument(kComponent, "TMPDIR=" + launch::Quoted(*tmpdir) + " holds a control character");
+  if (launch::HasControl(*tmpdir))
+    return Status::InvalidArgument(kComponent, "TMPDIR=" + launch::Quoted(*tmpdir) + " holds a control character");
   const std::string job_id = std::to_string(job), step_name = launch::StepName(step);
   plan->tmpdir = *tmpdir;
   if (st.config.hostfile_dir.empty()) {
@@ -222,6 +222,7 @@ Status UserInit(spank_t sp) {
       "making the hostfile's directory in " + launch::Quoted(plan.template_dir.empty() ? plan.tmpdir : plan.template_dir),
       kFileSystemLimit, [&](launch::OpenDir* d) { return MakeHostfileDir(plan, hostfile, d); }, &dir));
   st.hostfile_dir = dir;
+  st.hostfile_text = hostfile;
   st.step.hostfile_path = dir.path + "/hostfile";
   st.active = true;
   return Status::OK();
@@ -265,13 +266,21 @@ Status RemoteTaskInit(spank_t sp) {
     BATON_RETURN_IF_ERROR(Item(sp, S_TASK_ID, "S_TASK_ID", &local));
     info.rank = static_cast<int>(rank);
     info.local_rank = local;
-    // Slurm's GPU plugin sets the step's devices per task; read them here.
-    std::optional<std::string> devices;
+    // Slurm's GPU plugin sets the step's devices per task (narrowed where
+    // it binds GPUs to tasks) before task_init; read them here.
+    std::optional<std::string> devices, on_node;
     BATON_RETURN_IF_ERROR(JobEnv(sp, "CUDA_VISIBLE_DEVICES", &devices));
-    info.node_gpus = launch::SplitDeviceList(devices.value_or(""));
+    BATON_RETURN_IF_ERROR(JobEnv(sp, "SLURM_GPUS_ON_NODE", &on_node));
+    BATON_RETURN_IF_ERROR(launch::TaskGpusFromVariables(devices, on_node, &info));
   }
   launch::EnvList env;
   BATON_RETURN_IF_ERROR(launch::DeriveLaunchEnv(info, st.options, st.config, &env));
+  // Another mount namespace than user_init's (job_container/tmpfs without
+  // contain_spank): the task would find nothing at BATON_HOSTFILE, so the
+  // same path is made to hold the same text in the task's view.
+  bool same = true;
+  if (st.hostfile_dir.fd >= 0) BATON_RETURN_IF_ERROR(launch::SeenAtItsPath(st.hostfile_dir, &same));
+  if (!same) BATON_RETURN_IF_ERROR(launch::PlaceInThisView(st.hostfile_dir.path, "hostfile", st.hostfile_text));
   for (const auto& [name, value] : env) {
     spank_err_t rc = spank_setenv(sp, name.c_str(), value.c_str(), 1);
     if (rc != ESPANK_SUCCESS)

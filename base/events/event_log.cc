@@ -35,6 +35,7 @@ struct Log {
   uint64_t file_bytes = 0;  // the file's size when opened, plus what we wrote
   uint64_t max_bytes = 0;
   uint64_t dropped = 0;
+  bool steps_at_once = false;
   double buffered_since = 0;  // when the oldest buffered record came
 };
 
@@ -171,8 +172,15 @@ void Emit(const Record& record, Flush flush) {
     log.buffer += line;
   }
   if (log.fd < 0) return;
-  if (flush == Flush::kNow || log.buffer.size() >= kFlushBytes || UnixNow() - log.buffered_since >= kFlushSeconds)
+  if (flush == Flush::kNow || (record.is_step() && log.steps_at_once) || log.buffer.size() >= kFlushBytes ||
+      UnixNow() - log.buffered_since >= kFlushSeconds)
     WriteBuffer(log);
+}
+
+void WriteStepsAtOnce(bool on) {
+  Log& log = TheLog();
+  std::lock_guard<std::timed_mutex> lock(log.mu);
+  log.steps_at_once = on;
 }
 
 Status Open(const std::string& ckpt_dir, int rank, unsigned dir_mode, unsigned file_mode) {
@@ -228,6 +236,7 @@ void ResetForTest() {
   log.file_bytes = 0;
   log.max_bytes = 0;
   log.dropped = 0;
+  log.steps_at_once = false;
 }
 
 }  // namespace baton::events

@@ -8,7 +8,10 @@
 // Cheap: a record is formatted into a buffer; the buffer is written with one
 // write(2) of whole records (O_APPEND, so records of two processes on one
 // file never interleave) at a save, a stop, a failure, the end, and when it
-// holds 64 KiB or is 5 s old. Bounded: past `max_bytes` in a file
+// holds 64 KiB or is 5 s old. A process told to (WriteStepsAtOnce: the
+// runtime tells local rank 0, one process per node) writes each step record
+// at once, so that a job killed with SIGKILL still has its last step in the
+// log of every node that survived. Bounded: past `max_bytes` in a file
 // (BATON_EVENTS_MAX_BYTES, default 64 MiB) step records are dropped and
 // counted (the "end" record says how many); other records, a few per save,
 // are kept up to twice that. Before Open (a Runtime made before its
@@ -53,6 +56,10 @@ enum class Flush { kLater, kNow };
 
 // Appends a record; kNow writes the buffer at once (saves, stops, failures).
 void Emit(const Record& record, Flush flush = Flush::kLater);
+
+// Whether this process writes each step record at once (one write(2) of
+// about 60 bytes per step) instead of buffering it. Off by default.
+void WriteStepsAtOnce(bool on);
 
 // Opens <ckpt_dir>/events/<job>-r<rank>.jsonl (making events/ with `dir_mode`)
 // and writes what was buffered. Again with the same file: nothing. With

@@ -32,7 +32,7 @@ inline constexpr const char* kMasterAddrVar = "BATON_STEP_MASTER_ADDR";
 inline constexpr const char* kNodeAddrsVar = "BATON_STEP_NODE_ADDRS";
 
 // "17.0:4": the GPUs per node (DeepSpeed's slots), "17.0:=none" when the
-// request is not per node. Only for --baton-hostfile=deepspeed.
+// request is not per node. Only for --baton-hostfile-format=deepspeed.
 inline constexpr const char* kGpusPerNodeVar = "BATON_STEP_GPUS_PER_NODE";
 
 inline constexpr size_t kMaxHandOverBytes = 16 * 1024;

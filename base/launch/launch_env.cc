@@ -22,6 +22,48 @@ const std::string& HostOf(HostfileFormat format, const StepInfo& info, int node)
   return addr;
 }
 
+// BATON_DEVICE: the index, among the devices this task sees, of the GPU it
+// should use. LOCAL_RANK keeps torchrun's meaning (the position on the
+// node) whatever the binding, so set_device(LOCAL_RANK) is right only
+// without binding; set_device(BATON_DEVICE) is right always.
+//
+// The task sees fewer GPUs than the step has on the node when Slurm bound
+// them per task (--gpus-per-task, --gpu-bind=single/map_gpu/...), or when
+// baton's local-rank did (`baton env` inside such a task): the task's own
+// GPUs are then Slurm's choice, and the first of them is its device. Else
+// every task sees the step's GPUs: local rank i gets the i-th.
+Status BindGpu(const StepInfo& info, GpuBind bind, int local_rank, int local_size, EnvList* env) {
+  auto set = [env](const char* k, const std::string& v) { env->emplace_back(k, v); };
+  const std::string& node = info.layout.nodes[static_cast<size_t>(*info.node_index)];
+  const size_t seen = info.node_gpus.size();
+  const bool bound_per_task = info.gpus_on_node && seen < static_cast<size_t>(*info.gpus_on_node);
+  if (seen == 0) {
+    if (bind != GpuBind::kLocalRank) return Status::OK();
+    return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: Slurm gave this step no GPUs on " + node +
+                                               " (ask with --gpus, --gres or --gpus-per-task)");
+  }
+  if (bound_per_task) {
+    if (bind == GpuBind::kLocalRank) set("CUDA_VISIBLE_DEVICES", info.node_gpus.front());
+    set("BATON_DEVICE", "0");
+    return Status::OK();
+  }
+  if (seen < static_cast<size_t>(local_size)) {
+    // Tasks would share GPUs: with local-rank, a silent oversubscription
+    // the user did not ask for; without, no device is the task's own.
+    if (bind != GpuBind::kLocalRank) return Status::OK();
+    return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: " + std::to_string(local_size) +
+                                               " tasks on " + node + " but Slurm gave the step " +
+                                               std::to_string(seen) + " GPUs there");
+  }
+  if (bind == GpuBind::kLocalRank) {
+    set("CUDA_VISIBLE_DEVICES", info.node_gpus[static_cast<size_t>(local_rank)]);
+    set("BATON_DEVICE", "0");
+  } else {
+    set("BATON_DEVICE", std::to_string(local_rank));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 int MasterPort(const std::string& job_id, std::optional<long> step_id, int lo, int hi) {
@@ -104,6 +146,14 @@ std::vector<std::string> SplitDeviceList(const std::string& text) {
   return out;
 }
 
+std::vector<std::string> TaskGpus(const std::optional<std::string>& cuda_visible_devices,
+                                  std::optional<int> gpus_on_node) {
+  if (cuda_visible_devices) return SplitDeviceList(*cuda_visible_devices);
+  std::vector<std::string> out;
+  for (int i = 0; i < gpus_on_node.value_or(0); ++i) out.push_back(std::to_string(i));
+  return out;
+}
+
 Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const PluginConfig& config,
                        EnvList* env) {
   const StepLayout& layout = info.layout;
@@ -159,29 +209,7 @@ Status DeriveLaunchEnv(const StepInfo& info, const LaunchOptions& opts, const Pl
     set("GROUP_RANK", std::to_string(node));
     set("GROUP_WORLD_SIZE", std::to_string(layout.num_nodes()));
 
-    // BATON_DEVICE: the index, among the devices this task sees, of the
-    // GPU it should use. LOCAL_RANK keeps torchrun's meaning (the position
-    // on the node) whatever the binding, so set_device(LOCAL_RANK) is right
-    // only without binding; set_device(BATON_DEVICE) is right always.
-    const GpuBind bind = opts.gpu_bind.value_or(config.gpu_bind);
-    const size_t gpus = info.node_gpus.size();
-    if (bind == GpuBind::kLocalRank) {
-      if (gpus == 0) {
-        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: Slurm gave this step no GPUs on " +
-                                                   layout.nodes[node] + " (ask with --gpus or --gres)");
-      }
-      // Each local rank gets its own GPU; sharing one would be a silent
-      // oversubscription the user did not ask for.
-      if (static_cast<size_t>(local_size) > gpus) {
-        return Status::Unavailable(kComponent, "--baton-gpu-bind=local-rank: " + std::to_string(local_size) +
-                                                   " tasks on " + layout.nodes[node] + " but Slurm gave the step " +
-                                                   std::to_string(gpus) + " GPUs there");
-      }
-      set("CUDA_VISIBLE_DEVICES", info.node_gpus[static_cast<size_t>(local_rank)]);
-      set("BATON_DEVICE", "0");
-    } else if (gpus >= static_cast<size_t>(local_size)) {
-      set("BATON_DEVICE", std::to_string(local_rank));
-    }
+    BATON_RETURN_IF_ERROR(BindGpu(info, opts.gpu_bind.value_or(config.gpu_bind), local_rank, local_size, env));
   }
   if (!info.hostfile_path.empty()) set("BATON_HOSTFILE", info.hostfile_path);
   set("BATON_JOB_ID", info.job_id);

@@ -34,8 +34,15 @@ struct StepInfo {
   // This task's index among its node's tasks as Slurm numbers them
   // (SLURM_LOCALID, S_TASK_ID); none: its position among the node's ranks.
   std::optional<int> local_rank;
-  // The GPUs Slurm gave this step on this node (its CUDA_VISIBLE_DEVICES).
+  // The GPUs this task sees, as its CUDA_VISIBLE_DEVICES lists them: the
+  // step's on this node, or fewer where Slurm bound GPUs per task
+  // (--gpus-per-task, --gpu-bind) or baton's local-rank already did (a
+  // `baton env` inside such a task). See TaskGpus.
   std::vector<std::string> node_gpus;
+  // SLURM_GPUS_ON_NODE: how many GPUs the step has on this node, before any
+  // per-task binding; none where Slurm did not say (node_gpus is then the
+  // step's own).
+  std::optional<int> gpus_on_node;
   // GPUs on every node when the job asked for the same number on each
   // (--gpus-per-node, --gres=gpu:N); DeepSpeed's hostfile slots.
   std::optional<int> gpus_per_node;
@@ -81,5 +88,12 @@ std::string ExpandHostfileDir(const std::string& tmpl, const std::string& user,
 
 // Splits a CUDA_VISIBLE_DEVICES value ("0,1" or "GPU-uuid,...").
 std::vector<std::string> SplitDeviceList(const std::string& text);
+
+// The GPUs a task sees, from its CUDA_VISIBLE_DEVICES (none: unset) and
+// SLURM_GPUS_ON_NODE. --gpu-bind=none leaves CUDA_VISIBLE_DEVICES unset:
+// the task then sees the devices the node lets it open, numbered from 0 by
+// CUDA, and the step's GPUs on the node are counted: "0".."N-1".
+std::vector<std::string> TaskGpus(const std::optional<std::string>& cuda_visible_devices,
+                                  std::optional<int> gpus_on_node);
 
 }  // namespace baton::launch

@@ -8,16 +8,13 @@
 #include <cstring>
 
 #include "base/launch/component.h"
+#include "base/launch/errno_status.h"
 #include "base/launch/quote.h"
 
 namespace baton::launch {
 namespace {
 
 constexpr const char* kNoun = "node-local directory";
-
-Status Errno(const std::string& what, const std::string& path, int err) {
-  return Status::IOError(kComponent, what + " " + Quoted(path) + ": " + std::strerror(err));
-}
 
 }  // namespace
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "base/launch/hostfile_dir.h"
+#include "base/launch/safe_dir.h"
 #include "baton/status.h"
 
 namespace baton::launch {

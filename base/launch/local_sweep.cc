@@ -10,9 +10,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/launch/bounded_child.h"
 #include "base/launch/component.h"
-#include "base/launch/hostfile_dir.h"
 #include "base/launch/quote.h"
+#include "base/launch/safe_dir.h"
 
 namespace baton::launch {
 namespace {

@@ -25,13 +25,15 @@ bool ParsePort(std::string_view text, int* port) {
 // directory, and a relative path would silently mean something else there.
 Status CheckPath(std::string_view what, std::string_view value) {
   if (value.empty() || value.front() != '/') return Bad(what, value, "an absolute path");
-  for (char c : value)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return Bad(what, value, "a path without control characters");
+  if (HasControl(value)) return Bad(what, value, "a path without control characters");
   return Status::OK();
 }
 
-Status SetFromText(const OptionSpec& spec, std::string_view what, const char* value,
+const OptionSpec* FindOption(std::string_view name);
+
+Status SetFromText(const OptionSpec& given, std::string_view what, const char* value,
                    LaunchOptions* opts) {
+  const OptionSpec& spec = given.alias_of ? *FindOption(given.alias_of) : given;
   const std::string_view name = spec.name;
   if (value == nullptr && spec.has_arg != 2) return Bad(what, "", spec.arginfo);
   const std::string_view v = value ? value : "";
@@ -39,7 +41,7 @@ Status SetFromText(const OptionSpec& spec, std::string_view what, const char* va
     if (value == nullptr || v == "on" || v == "yes" || v == "1") opts->enabled = true;
     else if (v == "off" || v == "no" || v == "0") opts->enabled = false;
     else return Bad(what, v, "on or off");
-  } else if (name == "baton-hostfile") {
+  } else if (name == "baton-hostfile-format") {
     if (v == "openmpi") opts->hostfile = HostfileFormat::kOpenMpi;
     else if (v == "mpich") opts->hostfile = HostfileFormat::kMpich;
     else if (v == "deepspeed") opts->hostfile = HostfileFormat::kDeepSpeed;
@@ -72,8 +74,10 @@ const OptionSpec* FindOption(std::string_view name) {
 
 // The option a command-line word names as getopt_long reads it: the exact
 // name, or a prefix of exactly one option's name ("--baton-host" is
-// --baton-hostfile). srun and sbatch accept such abbreviations and call
-// the option's callback with its full name.
+// --baton-hostfile-format). srun and sbatch accept such abbreviations and call
+// the option's callback with its full name. An old name that is a prefix
+// of its new one ("baton-hostfile") makes the shorter words ambiguous, as
+// getopt_long finds them too.
 const OptionSpec* FindAbbreviated(std::string_view name) {
   if (const OptionSpec* exact = FindOption(name)) return exact;
   const OptionSpec* found = nullptr;
@@ -103,18 +107,26 @@ std::string_view GpuBindName(GpuBind g) { return g == GpuBind::kLocalRank ? "loc
 const std::vector<OptionSpec>& UserOptions() {
   static const std::vector<OptionSpec> kOptions = {
       {"baton", "BATON_ENABLE", "on|off",
-       "Set up the launch environment (RANK, MASTER_ADDR, hostfile, ...) for every task", 2},
-      {"baton-hostfile", "BATON_HOSTFILE_FORMAT", "openmpi|mpich|deepspeed|horovod|plain",
-       "Format of the hostfile in BATON_HOSTFILE (default openmpi)", 1},
+       "Set up the launch environment (RANK, MASTER_ADDR, hostfile, ...) for every task", 2, nullptr},
+      {"baton-hostfile-format", "BATON_HOSTFILE_FORMAT", "openmpi|mpich|deepspeed|horovod|plain",
+       "Format of the hostfile whose path is BATON_HOSTFILE (default openmpi)", 1, nullptr},
       {"baton-master-port", "BATON_MASTER_PORT", "N",
-       "MASTER_PORT for the step (default: derived from the job and step ids)", 1},
+       "MASTER_PORT for the step (default: derived from the job and step ids)", 1, nullptr},
       {"baton-gpu-bind", "BATON_GPU_BIND", "none|local-rank",
-       "local-rank: each task sees only the GPU of its local rank", 1},
-      {"baton-ckpt-dir", "BATON_CKPT_DIR", "PATH", "Checkpoint directory (BATON_CKPT_DIR)", 1},
+       "local-rank: each task sees only the GPU of its local rank", 1, nullptr},
+      {"baton-ckpt-dir", "BATON_CKPT_DIR", "PATH", "Checkpoint directory (BATON_CKPT_DIR)", 1, nullptr},
       {"baton-local-dir", "BATON_LOCAL_DIR", "PATH",
-       "Node-local directory for fast checkpoint levels (BATON_LOCAL_DIR)", 1},
+       "Node-local directory for fast checkpoint levels (BATON_LOCAL_DIR)", 1, nullptr},
+      // The old name: it set a format while BATON_HOSTFILE is a path.
+      {"baton-hostfile", "BATON_HOSTFILE_FORMAT", "openmpi|mpich|deepspeed|horovod|plain",
+       "Old name of --baton-hostfile-format", 1, "baton-hostfile-format"},
   };
   return kOptions;
+}
+
+std::string AliasWarning(const OptionSpec& spec) {
+  if (!spec.alias_of) return "";
+  return std::string("--") + spec.name + " is now --" + spec.alias_of + "; the old name still works but will go";
 }
 
 Status SetOption(std::string_view name, const char* value, LaunchOptions* opts) {
@@ -125,6 +137,7 @@ Status SetOption(std::string_view name, const char* value, LaunchOptions* opts) 
 
 Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, LaunchOptions* opts) {
   for (const OptionSpec& spec : UserOptions()) {
+    if (spec.alias_of) continue;  // its variable is the new name's
     auto it = env.find(spec.env);
     if (it == env.end()) continue;
     // An empty BATON_ENABLE means "not set", as an empty SBATCH_* does in Slurm.
@@ -193,13 +206,15 @@ Status OptionsFromOccurrences(const std::vector<Occurrence>& occurrences, Launch
   std::map<std::string, const Occurrence*> seen;
   auto show = [](const Occurrence& o) { return o.has_value ? Quoted(o.value) : std::string("(no value)"); };
   for (const Occurrence& o : occurrences) {
-    auto [it, inserted] = seen.emplace(o.name, &o);
-    if (!inserted && (it->second->has_value != o.has_value || it->second->value != o.value)) {
-      return Status::InvalidArgument(kComponent, "--" + o.name + " given twice with different values: " +
-                                                     show(*it->second) + " and " + show(o));
-    }
     const OptionSpec* spec = FindOption(o.name);
     if (spec == nullptr) return Status::InvalidArgument(kComponent, "unknown option --" + o.name);
+    // An old name and its new one are one option.
+    auto [it, inserted] = seen.emplace(spec->alias_of ? spec->alias_of : spec->name, &o);
+    if (!inserted && (it->second->has_value != o.has_value || it->second->value != o.value)) {
+      const std::string names = it->second->name == o.name ? "--" + o.name : "--" + it->second->name + " and --" + o.name;
+      return Status::InvalidArgument(kComponent, names + " given twice with different values: " +
+                                                     show(*it->second) + " and " + show(o));
+    }
     BATON_RETURN_IF_ERROR(SetFromText(*spec, "--" + o.name, o.has_value ? o.value.c_str() : nullptr, opts));
   }
   return Status::OK();
@@ -259,8 +274,7 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
           return Bad(what, value, "a template whose tokens are %u %j %s %n %t %%");
         ++i;
       }
-      for (char ch : value)
-        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) return Bad(what, value, "a template without control characters");
+      if (HasControl(value)) return Bad(what, value, "a template without control characters");
       if (value.empty() || (value[0] != '/' && value.rfind("%t", 0) != 0))
         return Bad(what, value, "an absolute path or one starting with %t");
       for (const char* token : {"%j", "%s", "%n"})
@@ -274,10 +288,9 @@ Status ParsePluginConfig(const std::vector<std::string>& args, PluginConfig* con
     } else if (key == "local_root") {
       // The sweep removes what lies under it as root: a plain absolute
       // path, no '..', no control character, not "/" itself.
-      bool plain = value.size() > 1 && value[0] == '/' && value.find("/../") == std::string::npos &&
-                   value.compare(value.size() - std::min<size_t>(3, value.size()), 3, "/..") != 0;
-      for (char ch : value)
-        if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) plain = false;
+      const bool plain = value.size() > 1 && value[0] == '/' && value.find("/../") == std::string::npos &&
+                         value.compare(value.size() - std::min<size_t>(3, value.size()), 3, "/..") != 0 &&
+                         !HasControl(value);
       if (!plain) return Bad(what, value, "an absolute path other than /, without '..' or control characters");
       c.local_root = value;
     } else {

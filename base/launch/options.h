@@ -31,13 +31,20 @@ struct LaunchOptions {
 
 // One user option: its srun/sbatch name and its input variable.
 struct OptionSpec {
-  const char* name;     // "baton-hostfile" (given as --baton-hostfile=...)
+  const char* name;     // "baton-hostfile-format" (given as --baton-hostfile-format=...)
   const char* env;      // "BATON_HOSTFILE_FORMAT"
   const char* arginfo;  // "openmpi|mpich|deepspeed|horovod|plain"
   const char* usage;
   int has_arg;          // as SPANK: 1 required, 2 optional
+  // Non-null for an old name kept working: the option it now is. Its
+  // variable is that option's, read once.
+  const char* alias_of;
 };
 const std::vector<OptionSpec>& UserOptions();
+
+// The warning an old option name gets where the user typed it (srun,
+// sbatch, salloc); empty for a current name.
+std::string AliasWarning(const OptionSpec& spec);
 
 // Sets one option from its text; `name` is an OptionSpec name, `value` is
 // null when an optional argument was left out (--baton alone). Bad values
@@ -50,7 +57,7 @@ Status OptionsFromEnvironment(const std::map<std::string, std::string>& env, Lau
 // One --baton option as written on a command line; value empty and
 // has_value false for a bare "--baton".
 struct Occurrence {
-  std::string name;  // "baton-hostfile"
+  std::string name;  // "baton-hostfile-format"
   std::string value;
   bool has_value = false;
 };

@@ -249,6 +249,20 @@ Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info
   return queries.GpusPerNode(info->job_id, info->step_id, &info->gpus_per_node);
 }
 
+Status TaskGpusFromVariables(const std::optional<std::string>& cuda_visible_devices,
+                             const std::optional<std::string>& gpus_on_node, StepInfo* info) {
+  info->gpus_on_node.reset();
+  if (gpus_on_node) {
+    long long n = 0;
+    if (!ParseDecimal(*gpus_on_node, 0, 1 << 16, &n))
+      return Status::InvalidArgument(kComponent, "SLURM_GPUS_ON_NODE=" + Quoted(*gpus_on_node) +
+                                                     " is not a GPU count");
+    info->gpus_on_node = static_cast<int>(n);
+  }
+  info->node_gpus = TaskGpus(cuda_visible_devices, info->gpus_on_node);
+  return Status::OK();
+}
+
 Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* info) {
   StepInfo out;
   long long job = 0;
@@ -259,7 +273,11 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
     BATON_RETURN_IF_ERROR(NeedNumber(env, "SLURM_RESTART_COUNT", 0, 1 << 30, &n));
     out.restart_count = static_cast<int>(n);
   }
-  out.node_gpus = SplitDeviceList(Get(env, "CUDA_VISIBLE_DEVICES"));
+  auto cvd = env.find("CUDA_VISIBLE_DEVICES");
+  const std::optional<std::string> devices =
+      cvd == env.end() ? std::nullopt : std::optional<std::string>(cvd->second);
+  const std::string on_node = Get(env, "SLURM_GPUS_ON_NODE");
+  BATON_RETURN_IF_ERROR(TaskGpusFromVariables(devices, on_node.empty() ? std::nullopt : std::optional(on_node), &out));
   BATON_RETURN_IF_ERROR(GpusPerNodeFromEnvironment(env, &out.gpus_per_node));
 
   long long step = kBatchStep;

@@ -44,7 +44,7 @@ std::string StepName(uint32_t step_id);
 // when either is set (neither on a login node), the master address from
 // `queries`.
 //
-// Also SLURM_RESTART_COUNT, CUDA_VISIBLE_DEVICES and the GPUs per node
+// Also SLURM_RESTART_COUNT, CUDA_VISIBLE_DEVICES, SLURM_GPUS_ON_NODE and the GPUs per node
 // (SLURM_GPUS_PER_NODE, else a gpu count in SLURM_TRES_PER_NODE). A
 // missing or malformed variable is an error naming it and its value.
 Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* info);
@@ -73,6 +73,13 @@ Status ParseGpuCount(const std::string& source, const std::string& text, bool tr
 // step's, else the job's, TresPerNode). Stays none for a request that is
 // not per node (--gpus=N), whose nodes may hold different counts.
 Status ResolveHostfileGpus(const Env& env, SlurmQueries& queries, StepInfo* info);
+
+// info->node_gpus and info->gpus_on_node from a task's CUDA_VISIBLE_DEVICES
+// and SLURM_GPUS_ON_NODE (none: unset), see TaskGpus. The plugin (which
+// reads slurmstepd's copy of the task's environment) and `baton env` both
+// call it.
+Status TaskGpusFromVariables(const std::optional<std::string>& cuda_visible_devices,
+                             const std::optional<std::string>& gpus_on_node, StepInfo* info);
 
 // SLURM_STEP_RESV_PORTS ("12000-12003", "12000,12005-12006") as ports.
 Status ParsePortList(const std::string& name, const std::string& text, std::vector<int>* ports);

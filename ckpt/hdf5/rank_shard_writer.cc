@@ -64,11 +64,6 @@ Status WriteDataset(hid_t file, const ShardArray& a, const std::atomic<bool>* ab
   return BATON_H5_CHECK(ds.Close());
 }
 
-// HDF5's metadata beside the rows: the superblock and, per dataset, its
-// object header, attributes and link (measured well under 4 KiB each).
-constexpr uint64_t kFileMetadataBytes = 64 << 10;
-constexpr uint64_t kDatasetMetadataBytes = 4 << 10;
-
 // Every HDF5 call of the save, under the process's HDF5 lock. The file's
 // blocks are reserved right after H5Fcreate (whose truncation would free a
 // reservation made before it), so that a full disk is a named error before
@@ -83,9 +78,9 @@ Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardA
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
   BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  uint64_t reserve = kFileMetadataBytes;
-  for (const ShardArray& a : arrays) reserve += a.rows * a.row_bytes + kDatasetMetadataBytes;
-  Status wrote = env->Reserve(path, reserve);
+  uint64_t data = 0;
+  for (const ShardArray& a : arrays) data += a.rows * a.row_bytes;
+  Status wrote = env->Reserve(path, ShardReserveBytes(data, arrays.size()));
   if (!wrote.ok()) {
     (void)file.Close();  // nothing of the arrays written: its metadata fits the blocks it has
     return wrote;

@@ -51,4 +51,9 @@ Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, con
   return Status::OK();
 }
 
+uint64_t ShardReserveBytes(uint64_t data_bytes, size_t datasets) {
+  constexpr uint64_t kFileMetadataBytes = 64 << 10, kDatasetMetadataBytes = 4 << 10;
+  return kFileMetadataBytes + data_bytes + kDatasetMetadataBytes * datasets;
+}
+
 }  // namespace baton::ckpt::h5

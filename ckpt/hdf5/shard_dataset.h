@@ -27,4 +27,10 @@ namespace baton::ckpt::h5 {
 Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, const std::vector<uint64_t>& row_map,
                           Hid* type, Hid* fspace, Hid* ds, uint64_t* offset);
 
+// The bytes to reserve (fs::Env::Reserve) for a shard file whose datasets
+// hold `data_bytes` bytes in all in `datasets` datasets: the data and HDF5's
+// metadata beside it (the superblock and, per dataset, its object header,
+// attributes and link: measured well under the allowance), an upper bound.
+uint64_t ShardReserveBytes(uint64_t data_bytes, size_t datasets);
+
 }  // namespace baton::ckpt::h5

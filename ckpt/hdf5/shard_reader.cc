@@ -49,9 +49,12 @@ Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const Man
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(r->path_, &info));
   if (info.size != expected_bytes) {
+    // Which one is wrong the sizes cannot tell (a truncated file, or a
+    // manifest whose size was overstated): both are named, no cause guessed.
+    const uint64_t diff = info.size < expected_bytes ? expected_bytes - info.size : info.size - expected_bytes;
     return Status::Corruption(log::kCkpt, r->path_ + ": " + std::to_string(info.size) + " bytes, the manifest says " +
-                                              std::to_string(expected_bytes) +
-                                              (info.size < expected_bytes ? " (truncated)" : ""));
+                                              std::to_string(expected_bytes) + " (" + std::to_string(diff) +
+                                              (info.size < expected_bytes ? " fewer)" : " more)"));
   }
   r->file_bytes_ = info.size;
   if (m.format >= 2) {

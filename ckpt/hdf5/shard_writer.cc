@@ -155,7 +155,7 @@ Status AgreeInGroup(MPI_Comm group, const Status& local) {
 // What HDF5 1.10 cannot survive: an H5Fclose that fails (the metadata
 // writer, the group's first rank, out of space at the close) leaves a
 // half-destroyed file that HDF5's own clean-up at MPI_Finalize crashes on.
-Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
+Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
                  const std::vector<MemberRows>& all_rows, int me, int members, Transfer transfer, PhaseClock* clock,
                  std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets,
                  std::vector<MyRows>* mine) {
@@ -179,8 +179,21 @@ Status WriteFile(MPI_Comm group, const std::string& path, const std::vector<Shar
   clock->Lap("agree");
 
   const size_t n = arrays.size();
-  std::vector<Dataset> datasets(n);
+  // The group's first rank reserves the whole file's blocks right after
+  // H5Fcreate (whose truncation would free a reservation made before it),
+  // before any dataset or row reaches it: a full disk is then one named
+  // error here, with only the superblock to close, instead of an ENOSPC
+  // inside HDF5's collective close, which HDF5 1.10 does not survive
+  // (HDFFV-11052: SIGSEGV at MPI_Finalize).
   Status phase;
+  if (me == 0) {
+    uint64_t data = 0;
+    for (size_t k = 0; k < all_rows.size(); ++k) data += all_rows[k].rows * arrays[k % n].row_bytes;  // [member * n + array]
+    phase = env->Reserve(path, ShardReserveBytes(data, n));
+  }
+  phase = AgreeInGroup(group, phase);
+  clock->Lap("reserve");
+  std::vector<Dataset> datasets(n);
   for (size_t i = 0; i < n && phase.ok(); ++i) {
     std::vector<MemberRows> members_rows(static_cast<size_t>(members));
     for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];
@@ -418,10 +431,13 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     clock->Lap("hash");
   }
   Status written = options.transfer == Transfer::kCollective
-                       ? WriteFile(group, path, arrays, all, me, members, options.transfer, clock, &extents,
+                       ? WriteFile(env, group, path, arrays, all, me, members, options.transfer, clock, &extents,
                                    &result->offsets, &mine_rows)
                        : WriteMetadataAlone(env, group, path, arrays, all, me, members, clock, &extents, &result->offsets,
                                             &mine_rows);
+  // What the reservation held past HDF5's end of file (the file is closed
+  // on every member: the close is collective).
+  if (me == 0 && options.transfer == Transfer::kCollective) env->ReleaseUnused(path);
   if (!written.ok()) written = written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
   clock->Lap("agree");

@@ -16,6 +16,7 @@ Status LocateBuffer(const NcclApi& api, const void* ptr, BufferLocation* out) {
     if (rc == cudaErrorInvalidValue) return Status::OK();
     return CheckCuda(api, rc, "cudaPointerGetAttributes", __FILE__, __LINE__);
   }
+  if (a.type == cudaMemoryTypeHost) *out = BufferLocation{BufferLocation::kHost, -1};
   if (a.type == cudaMemoryTypeDevice) *out = BufferLocation{BufferLocation::kDevice, a.device};
   if (a.type == cudaMemoryTypeManaged) *out = BufferLocation{BufferLocation::kManaged, a.device};
   return Status::OK();

@@ -6,8 +6,9 @@
 // active (PrimaryContextActive), and never without a visible device.
 //
 // The mpi backend uses this to refuse device memory with a Status instead
-// of handing it to memcpy and MPI (a segfault); the nccl backend's own
-// check (device buffers only) is in nccl_communicator.cc. MPI-free.
+// of handing it to memcpy and MPI (a segfault); the nccl backend's check
+// (device buffers only, NcclCommunicator::CheckBuffer) asks LocateBuffer
+// too. MPI-free.
 #pragma once
 
 #include <functional>
@@ -20,12 +21,13 @@
 namespace baton::nccl {
 
 struct BufferLocation {
-  enum Kind { kHost, kDevice, kManaged } kind = kHost;
+  enum Kind { kUnregistered, kHost, kDevice, kManaged } kind = kUnregistered;
   int device = -1;  // kDevice, kManaged: CUDA's device of the allocation
 };
 
-// Host memory, registered host memory and anything CUDA does not know
-// are kHost; cudaMalloc'd memory kDevice; cudaMallocManaged kManaged.
+// Plain host memory CUDA does not know is kUnregistered; registered
+// (pinned) host memory kHost; cudaMalloc'd memory kDevice;
+// cudaMallocManaged kManaged.
 // Asks cudaPointerGetAttributes, which makes a context where none exists:
 // call it where one does (AnyPrimaryContext).
 Status LocateBuffer(const NcclApi& api, const void* ptr, BufferLocation* out);

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "mpi_runtime/nccl/buffer_location.h"
 #include "mpi_runtime/nccl/nccl_state.h"
 
 namespace baton::nccl {
@@ -113,16 +114,20 @@ Status NcclCommunicator::CheckBuffer(const void* ptr, size_t bytes, const char* 
   // kernels fault, which no Status can report; CUDA tells them apart in
   // about a microsecond.
   const NcclApi& api = state_->api();
-  cudaPointerAttributes attributes{};
-  Status s = BATON_CUDA_CHECK(api, api.PointerGetAttributes(&attributes, ptr));
+  // On the communicator's device: on a thread with another current
+  // device (or none), the query would make a context there.
+  DeviceGuard guard(api, state_->device());
+  BATON_RETURN_IF_ERROR(guard.status().Annotate(what));
+  BufferLocation where;
+  Status s = LocateBuffer(api, ptr, &where);
   if (!s.ok()) return s.Annotate(what + ": checking the " + which + " buffer");
-  if (attributes.type == cudaMemoryTypeUnregistered)
+  if (where.kind == BufferLocation::kUnregistered)
     return Status::InvalidArgument(kComponent, what + ": " + which + " buffer " + Pointer(ptr) +
                                                    " is host memory unknown to CUDA; the nccl "
                                                    "backend takes device buffers");
-  if (attributes.type == cudaMemoryTypeDevice && attributes.device != state_->device())
+  if (where.kind == BufferLocation::kDevice && where.device != state_->device())
     return Status::InvalidArgument(kComponent, what + ": " + which + " buffer " + Pointer(ptr) + " is on CUDA device " +
-                                                   std::to_string(attributes.device) + ", the communicator's is " +
+                                                   std::to_string(where.device) + ", the communicator's is " +
                                                    std::to_string(state_->device()));
   return Status::OK();
 }

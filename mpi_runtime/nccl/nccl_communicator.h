@@ -57,8 +57,9 @@ class NcclCommunicator : public Communicator {
 
   // Creation in stages, so that the MPI bootstrap can agree across ranks
   // between them (and tests/gpu can run them without MPI):
-  // 1. the device (ChooseDevice), the non-blocking stream, the barrier's
-  //    scratch buffer. Unavailable without a device.
+  // 1. the device (ChooseDevice), made the calling thread's current device
+  //    and left so; the non-blocking stream, the barrier's scratch buffer.
+  //    Unavailable without a device.
   Status SetUpDevice(int local_rank);
   // 2. the world communicator from the shared id (InitComm); the watchdog.
   Status InitWorld(const ncclUniqueId& id, int rank, int size);

@@ -68,8 +68,11 @@ NcclState::~NcclState() {
 
 Status NcclState::SetUpDevice(int local_rank) {
   BATON_RETURN_IF_ERROR(ChooseDevice(api_, options_.device, local_rank, &device_));
-  DeviceGuard guard(api_, device_);
-  BATON_RETURN_IF_ERROR(guard.status());
+  // The chosen device becomes the calling thread's current device for
+  // good: a program that never picked one then allocates where its
+  // collectives run (restoring device 0 made it allocate there, and every
+  // rank of a non-zero local rank was refused its own buffers).
+  BATON_RETURN_IF_ERROR(BATON_CUDA_CHECK(api_, api_.SetDevice(device_)));
   BATON_RETURN_IF_ERROR(BATON_CUDA_CHECK(api_, api_.StreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
   BATON_RETURN_IF_ERROR(BATON_CUDA_CHECK(api_, api_.EventCreateWithFlags(&ready_, cudaEventDisableTiming)));
   return BATON_CUDA_CHECK(api_, api_.Malloc(&scratch_, 16));

@@ -72,6 +72,9 @@ class NcclState {
   NcclState& operator=(const NcclState&) = delete;
 
   // ---- setup (the program's thread, before any collective) ----
+  // Chooses the device (ChooseDevice) and makes it the calling thread's
+  // current device, left so: the program's allocations go where its
+  // collectives run.
   Status SetUpDevice(int local_rank);
   // The world communicator; starts the watchdog.
   Status InitWorld(const ncclUniqueId& id, int rank, int size);

@@ -17,7 +17,7 @@ test_mpirun_and_hydra_read_the_allocations_hostfile() {
   command -v mpiexec.hydra >/dev/null || hydra=0
   cat >"$d/job.sh" <<JOB
 #!/bin/bash
-#SBATCH --baton --baton-hostfile=openmpi
+#SBATCH --baton --baton-hostfile-format=openmpi
 cp "\$BATON_HOSTFILE" "$d/openmpi"
 timeout -k 5 60 mpirun --hostfile "\$BATON_HOSTFILE" -n 4 bash -c 'echo "\$(hostname) RANK=\${RANK-UNSET}"' >"$d/mpirun.out" 2>&1
 echo "rc=\$?" >>"$d/mpirun.out"

@@ -106,7 +106,7 @@ test_tcp_rendezvous_where_rank_0_is_not_on_the_first_node() {
 
 test_plain_hostfile_lists_ranks_in_order_for_cyclic() {
   local d; d=$(case_dir)
-  srun -w 'n[1-2]' -N2 -n4 -m cyclic --baton --baton-hostfile=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
+  srun -w 'n[1-2]' -N2 -n4 -m cyclic --baton --baton-hostfile-format=plain bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' >"$d/out"
   expect_eq "$(tr '\n' ' ' <"$d/out")" "$(addrs n1 n2 n1 n2 | tr '\n' ' ')" "plain hostfile of a cyclic step"
 }
 
@@ -122,11 +122,11 @@ test_hostfile_formats() {
       deepspeed|horovod) expected="$a1 slots=2|$a2 slots=1|" ;;
       mpich) expected="n1:2|n2:1|" ;;
     esac
-    got=$(srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+    got=$(srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile-format=$f bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
     expect_eq "$got" "$expected" "hostfile format $f"
   done
   # DeepSpeed's slots are GPUs: --gres=gpu:2 on every node.
-  got=$(srun -w 'n[1-2]' -N2 -n3 --gres=gpu:2 --baton --baton-hostfile=deepspeed bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
+  got=$(srun -w 'n[1-2]' -N2 -n3 --gres=gpu:2 --baton --baton-hostfile-format=deepspeed bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' | tr '\n' '|')
   expect_eq "$got" "$a1 slots=2|$a2 slots=2|" "deepspeed hostfile of a step with 2 GPUs per node"
 }
 
@@ -134,7 +134,7 @@ test_cli_hostfile_and_json_match_the_plugin() {
   local out
   local d; d=$(case_dir)
   addrs n1 n1 n2 >"$d/plain"
-  out=$(PLAIN="$d/plain" srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile=mpich bash -c \
+  out=$(PLAIN="$d/plain" srun -w 'n[1-2]' -N2 -n3 --baton --baton-hostfile-format=mpich bash -c \
     '[ "$RANK" = 0 ] || exit 0; diff "$BATON_HOSTFILE" <("$BATON_BIN" hostfile) && echo HOSTFILE_SAME;
      diff <("$BATON_BIN" hostfile --format=plain) "$PLAIN" && echo PLAIN_SAME;
      "$BATON_BIN" env --format=json')
@@ -217,8 +217,8 @@ test_options_reach_the_tasks_with_precedence() {
   expect_eq "$out" 45678 "--baton-master-port 45678 (value as the next word)"
   out=$(BATON_MASTER_PORT=34567 srun -N1 -n1 --baton --baton-mas=45678 bash -c 'echo "$MASTER_PORT"')
   expect_eq "$out" 45678 "--baton-mas=45678 (an abbreviation)"
-  out=$(BATON_HOSTFILE_FORMAT=plain srun -w n1 -N1 -n2 --baton --baton-host mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true')
-  expect_eq "$out" "n1:2" "--baton-host mpich (an abbreviation, value as the next word)"
+  out=$(BATON_HOSTFILE_FORMAT=plain srun -w n1 -N1 -n2 --baton --baton-hostfile-f mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true')
+  expect_eq "$out" "n1:2" "--baton-hostfile-f mpich (an abbreviation, value as the next word)"
   out=$(srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
   expect_eq "$out" UNSET "without --baton nothing is set (default=off)"
   out=$(BATON_ENABLE=on srun -N1 -n1 bash -c 'echo "${RANK-UNSET}"')
@@ -254,7 +254,21 @@ expect_rejected() {  # expect_rejected NEEDLE COMMAND...
 }
 
 test_invalid_baton_value() { expect_rejected "--baton: invalid value 'maybe'" srun -n1 --baton=maybe; }
-test_invalid_hostfile_format() { expect_rejected "--baton-hostfile: invalid value 'xml'" srun -n1 --baton-hostfile=xml; }
+test_invalid_hostfile_format() { expect_rejected "--baton-hostfile-format: invalid value 'xml'" srun -n1 --baton-hostfile-format=xml; }
+test_the_old_hostfile_option_works_and_warns() {
+  # --baton-hostfile set a format while BATON_HOSTFILE is a path: renamed,
+  # the old name kept as an alias that says so where it was typed.
+  local d out err
+  d=$(case_dir)
+  out=$(srun -w n1 -N1 -n2 --baton --baton-hostfile=mpich bash -c '[ "$RANK" = 0 ] && cat "$BATON_HOSTFILE"; true' 2>"$d/err")
+  err=$(cat "$d/err")
+  echo "$err"
+  expect_eq "$out" "n1:2" "--baton-hostfile=mpich still sets the format"
+  grep -qF -- "--baton-hostfile is now --baton-hostfile-format" <<<"$err" || fail "no warning about the old name: $err"
+  expect_eq "$(grep -c 'is now --baton-hostfile-format' <<<"$err")" 1 "warnings (srun's alone, not one per node or task)"
+  expect_rejected "--baton-hostfile and --baton-hostfile-format given twice with different values: 'mpich' and 'plain'" \
+    srun -n1 --baton-hostfile=mpich --baton-hostfile-format=plain
+}
 test_invalid_master_port() { expect_rejected "--baton-master-port: invalid value '99999'" srun -n1 --baton-master-port=99999; }
 test_invalid_gpu_bind() { expect_rejected "--baton-gpu-bind: invalid value 'all'" srun -n1 --baton-gpu-bind=all; }
 test_invalid_ckpt_dir() { expect_rejected "--baton-ckpt-dir: invalid value 'rel/dir'" srun -n1 --baton-ckpt-dir=rel/dir; }
@@ -263,16 +277,16 @@ test_invalid_environment_variable() {
   BATON_GPU_BIND=sometimes expect_rejected "BATON_GPU_BIND: invalid value 'sometimes'" srun -n1 --baton
 }
 test_option_twice_with_different_values() {
-  expect_rejected "--baton-hostfile given twice with different values: 'mpich' and 'plain'" \
-    srun -n1 --baton-hostfile=mpich --baton-hostfile=plain
+  expect_rejected "--baton-hostfile-format given twice with different values: 'mpich' and 'plain'" \
+    srun -n1 --baton-hostfile-format=mpich --baton-hostfile-format=plain
 }
 test_invalid_option_fails_sbatch_before_submission() {
   local before out rc=0
   before=$(squeue -h | wc -l)
-  out=$(sbatch --baton-hostfile=xml --wrap true 2>&1) || rc=$?
+  out=$(sbatch --baton-hostfile-format=xml --wrap true 2>&1) || rc=$?
   echo "$out"
-  [ "$rc" -ne 0 ] || fail "sbatch accepted --baton-hostfile=xml"
-  grep -qF -- "--baton-hostfile: invalid value 'xml'" <<<"$out" || fail "message does not name the option and value"
+  [ "$rc" -ne 0 ] || fail "sbatch accepted --baton-hostfile-format=xml"
+  grep -qF -- "--baton-hostfile-format: invalid value 'xml'" <<<"$out" || fail "message does not name the option and value"
   expect_eq "$(squeue -h | wc -l)" "$before" "jobs queued after a rejected sbatch"
 }
 
@@ -316,6 +330,56 @@ test_gpu_bind_local_rank_gives_each_task_its_gpu() {
   out=$(srun -N1 -n2 --gres=gpu:2 --baton bash -c 'echo "$LOCAL_RANK $CUDA_VISIBLE_DEVICES $BATON_DEVICE"' | sort)
   expect_eq "$(tr '\n' '|' <<<"$out")" "0 0,1 0|1 0,1 1|" "without gpu-bind every task sees the step's GPUs"
   expect_rejected "Slurm gave this step no GPUs" srun -N1 -n1 --baton --baton-gpu-bind=local-rank
+  # Tasks that would share the step's one GPU: no device is a task's own.
+  expect_rejected "2 tasks on n1 but Slurm gave the step 1 GPUs there" srun -w n1 -N1 -n2 --gres=gpu:1 --baton --baton-gpu-bind=local-rank
+}
+
+# Every binding of Slurm's (the table in man/spank-baton.8) with each of
+# baton's: each of the two tasks gets a BATON_DEVICE among the devices it
+# sees, the two use different GPUs, and `baton env` inside agrees with the
+# plugin (with and without the hand-over).
+test_gpu_bind_every_combination_of_slurms_and_batons() {
+  local d slurm bind line dev n=0 kv who
+  local -a seen devices
+  d=$(case_dir)
+  while IFS= read -r slurm; do
+    for bind in none local-rank; do
+      # shellcheck disable=SC2086 # $slurm is a list of srun options
+      srun -w n1 -N1 -n2 $slurm --baton --baton-gpu-bind=$bind "$TASK_ENV" </dev/null >"$d/out" 2>&1 || true
+      devices=()
+      while read -r line; do
+        declare -A t=()
+        for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
+        who="$slurm --baton-gpu-bind=$bind, local rank ${t[SLURM_LOCALID]}"
+        if [ "${t[CUDA_VISIBLE_DEVICES]}" = UNSET ]; then
+          # --gpu-bind=none: CUDA numbers the devices the task may open from 0.
+          mapfile -t seen < <(seq 0 $((t[SLURM_GPUS_ON_NODE] - 1)))
+        else
+          IFS=, read -r -a seen <<<"${t[CUDA_VISIBLE_DEVICES]}"
+        fi
+        dev=${t[BATON_DEVICE]}
+        { [[ $dev =~ ^[0-9]+$ ]] && ((dev < ${#seen[@]})); } ||
+          fail "$who: BATON_DEVICE='$dev' is not one of the ${#seen[@]} devices it sees ($line)"
+        devices+=("${seen[$dev]}")
+        expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
+        expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
+        unset t
+      done < <(grep 'SLURM_PROCID=' "$d/out")
+      ((${#devices[@]} == 2)) || fail "$slurm --baton-gpu-bind=$bind: ${#devices[@]} tasks reported: $(cat "$d/out")"
+      [ "${devices[0]}" != "${devices[1]}" ] || fail "$slurm --baton-gpu-bind=$bind: both tasks on GPU ${devices[0]}"
+      n=$((n + 1))
+    done
+  done <<'EOF'
+--gres=gpu:2
+--gpus=2
+--gpus-per-task=1
+--gres=gpu:2 --gpu-bind=single:1
+--gres=gpu:2 --gpu-bind=map_gpu:1,0
+--gres=gpu:2 --gpu-bind=mask_gpu:0x1,0x2
+--gres=gpu:2 --gpu-bind=closest
+--gpus-per-task=1 --gpu-bind=none
+EOF
+  expect_eq "$n" 16 "combinations run"
 }
 
 # --- an ordinary user ---------------------------------------------------------------------
@@ -355,8 +419,8 @@ test_a_failed_user_init_fails_the_step_with_its_message() {
 
 test_program_arguments_are_not_baton_options() {
   local out
-  out=$(srun -N1 -n1 --baton --baton-hostfile=plain bash -c 'echo "$MASTER_PORT $BATON_HOSTFILE"; cat "$BATON_HOSTFILE" | wc -l' \
-        --baton-master-port=1234 --baton-hostfile=mpich)
+  out=$(srun -N1 -n1 --baton --baton-hostfile-format=plain bash -c 'echo "$MASTER_PORT $BATON_HOSTFILE"; cat "$BATON_HOSTFILE" | wc -l' \
+        --baton-master-port=1234 --baton-hostfile-format=mpich)
   echo "$out"
   [ "$(head -n 1 <<<"$out" | cut -d' ' -f1)" != 1234 ] || fail "a program argument set MASTER_PORT"
 }

@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nccl_bench: %s\n", s.ToString().c_str());
     return 1;
   }
+  std::unique_ptr<cli::RawComm> raw;
+  s = cli::RawComm::Make(api, *made, cli::RankSync::OneRank(), &raw);
+  if (!s.ok()) {
+    std::fprintf(stderr, "nccl_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
 
   struct Sweep {
     cli::Collective coll;
@@ -107,7 +113,7 @@ int main(int argc, char** argv) {
       const cli::Case c = cli::Case::For(w.coll, w.t, ReduceOp::kSum, 1, 0, bytes);
       cli::Row row;
       row.algo = row.chosen = baton::Algorithm::kNative;
-      s = cli::MeasureNccl(*made, api, c, o, cli::RankSync::OneRank(), &row);
+      s = cli::MeasureNccl(*made, *raw, api, c, o, cli::RankSync::OneRank(), &row);
       if (!s.ok()) {
         std::fprintf(stderr, "nccl_bench: %s %zu bytes: %s\n", cli::CollectiveName(w.coll), bytes,
                      s.ToString().c_str());

@@ -1,19 +1,40 @@
 // A stand-in NcclApi for the tests of the nccl backend's control logic on
-// machines without a GPU: each NCCL communicator it hands out reports
-// ncclInProgress for a set number of polls of ncclCommGetAsyncError and
-// then a set result (success, an error, or never: "hangs"); each CUDA
-// event completes after a set number of queries of what was enqueued
-// before it was recorded (or never: a collective that hangs); an abort can
-// be made to never return; every call is counted.
+// machines without a GPU. It behaves as NCCL (2.18-2.28) does in
+// non-blocking mode (config.blocking = 0), on threads as NCCL does:
 //
-// ncclCommSplit behaves as NCCL's does on a non-blocking communicator: it
-// returns ncclInProgress and starts a group job on a thread of its own; the
-// parent reports ncclInProgress while the job runs; the job writes the
-// child's handle into the caller's ncclComm_t* only when it ends (after
-// `split.in_progress_polls` polls of the parent, or when the parent is
-// aborted: "hangs" ends only so); ncclCommGetAsyncError on the parent then
-// finishes the job (joins its thread); ncclCommAbort of the parent joins
-// it first, as NCCL's abort joins the init thread. A job that ends after
+// - ncclCommInitRankConfig writes the handle at once, returns
+//   ncclInProgress and runs the init as a job on a thread of its own;
+//   ncclCommSplit, ncclCommFinalize and every collective (or, inside
+//   ncclGroupStart/End, the group's ncclGroupEnd) return ncclInProgress
+//   with a group job attached to the communicator, on a thread of its own.
+//   A job ends after a scripted number of polls (init, split, op:
+//   `in_progress_polls`; Hang: never), or when the communicator is
+//   aborted. The communicator answers ncclInProgress while its job runs.
+// - ncclCommGetAsyncError finishes the job: joins its thread and frees it,
+//   as NCCL's ncclGroupJobComplete does, and the job's result becomes the
+//   communicator's state for good (a failed job: a sticky error). As in
+//   NCCL, the look at the job and its freeing are not one atomic step: two
+//   threads that finish the same job at once free it twice; the stand-in
+//   counts that (double_frees) where NCCL would corrupt its heap, and
+//   `job_free_us` widens the window.
+// - A collective's kernel reaches the stream only when its job ends (so
+//   an event recorded earlier does not cover it: events_before_launch).
+// - Any call on a communicator whose job was not finished by
+//   ncclCommGetAsyncError is refused with ncclInvalidArgument, as NCCL's
+//   ncclCommEnsureReady refuses it.
+// - Asynchronous errors (ncclRemoteError, ncclSystemError: a peer that
+//   died, a network failure) appear later, set by a thread of their own
+//   (InjectAsyncError), whatever the program is doing.
+// - A blocking communicator (config.blocking = 1) does its init and its
+//   collectives in the call and returns ncclSuccess (blocking_inits).
+//
+// Each CUDA event completes after a set number of queries of what was
+// enqueued before it was recorded (or never: a collective that hangs); an
+// abort can be made to never return; every call is counted.
+//
+// The split's job writes the child's handle into the caller's ncclComm_t*
+// only when it ends; ncclCommAbort of the parent joins it first, as NCCL's
+// abort joins the init thread. A job that ends after
 // its parent was aborted while the caller's handle lies on the caller's
 // stack would write into a dead frame: it counts that
 // (writes_into_dead_frame) instead of corrupting the test's stack.
@@ -64,13 +85,19 @@ struct FakeComm {
   int polls = 0;
   std::atomic<bool> aborted{false};
   bool destroyed = false, finalized = false;
+  bool blocking = false;      // made with config.blocking = 1
   int split_share = -1;  // the config's splitShare where a split made it
-  // A split's group job running on this (parent) communicator.
+  int collectives = 0;   // the collectives (and groups) issued on it
+  // The group job attached to this communicator (init, split, finalize,
+  // a collective), on a thread of its own.
   std::thread job;
-  bool job_pending = false;  // started, not yet finished by GetAsyncError or an abort
+  bool job_pending = false;  // attached, not yet freed by GetAsyncError or an abort
   bool job_done = false;     // the job's thread has ended its work
+  bool job_release = false;  // its polls are over: the thread ends it
+  int job_threshold = 0;     // polls answered ncclInProgress first
   ncclResult_t job_result = ncclSuccess;
   int job_polls = 0;
+  int job_completers = 0;    // threads freeing the job right now
 };
 
 // Whether `p` lies in the calling thread's stack.
@@ -104,7 +131,9 @@ struct FakeNccl {
   Script init = Script::Succeed();                 // then its communicator's state
   ncclResult_t split_call_result = ncclInProgress;
   Script split = Script::Succeed();
-  ncclResult_t op_call_result = ncclSuccess;       // what a collective returns
+  // What a collective returns: an error (refused at once, no job), else
+  // (ncclSuccess or ncclInProgress) ncclInProgress with a job, as NCCL.
+  ncclResult_t op_call_result = ncclInProgress;
   Script op = Script::Succeed();                   // the world's state after a collective
   // A collective keeps its stream busy this many queries (of the stream,
   // or of an event recorded behind it); INT_MAX: for ever (it hangs).
@@ -113,6 +142,9 @@ struct FakeNccl {
   cudaError_t event_query_error = cudaSuccess;
   cudaMemoryType pointer_type = cudaMemoryTypeDevice;
   int pointer_device = 0;                          // the device of a device pointer
+  // What cudaPointerGetAttributes returns (CUDA < 11: cudaErrorInvalidValue
+  // for host memory it does not know).
+  cudaError_t pointer_query_error = cudaSuccess;
   bool primary_context_active = false;             // what PrimaryContextActive says of every device
   cudaError_t primary_context_error = cudaSuccess;
   // One rank's collectives on real (host) buffers: all-reduce, all-gather,
@@ -121,10 +153,25 @@ struct FakeNccl {
   // copies at GroupEnd. Off: collectives touch no memory.
   bool one_rank_data = false;
   int hanging_stream = -1;  // this stream (by creation order) never drains
+  // How long freeing a finished job takes (its free and join), outside the
+  // lock: widens the window in which a second thread frees it again.
+  int job_free_us = 0;
 
   // Counters (atomics: other threads of the backend bump them).
   std::atomic<int> async_polls{0}, aborts{0}, stream_queries{0}, event_queries{0}, events_live{0};
   std::atomic<int> pointer_queries{0}, finalizes{0}, destroys{0};
+  // Group jobs freed twice (two threads in ncclCommGetAsyncError at once);
+  // events recorded on a stream while its communicator's job had not yet
+  // launched the kernel; calls refused because a job was still attached.
+  std::atomic<int> double_frees{0}, events_before_launch{0}, used_while_in_progress{0};
+  int blocking_inits = 0;
+  // The calling thread's current device at the last ncclCommInitRankConfig
+  // and at every cudaPointerGetAttributes (where CUDA makes its context).
+  int init_device = -1;
+  std::vector<int> pointer_query_devices;
+  int group_depth = 0;
+  ncclComm_t group_comm = nullptr;  // the communicator the open group issued on
+  std::vector<std::thread> injectors;  // InjectAsyncError's threads
   int init_calls = 0, split_calls = 0;
   int collectives = 0, group_starts = 0, group_ends = 0, sends = 0, recvs = 0;
   int last_color = 0, live_allocations = 0, memcpys = 0, streams_made = 0;
@@ -161,6 +208,15 @@ struct FakeNccl {
   ncclComm_t world = nullptr;    // the last communicator made by init
   int stream_polls_left = 0;
 
+  FakeNccl() = default;
+  // An injector still sleeping at exit (no Reset after the last test) is left.
+  ~FakeNccl() {
+    for (auto& t : injectors)
+      if (t.joinable()) t.detach();
+  }
+  FakeNccl(const FakeNccl&) = delete;
+  FakeNccl& operator=(const FakeNccl&) = delete;
+
   ncclComm_t Make(const Script& s) {
     comms.emplace_back(s);
     return reinterpret_cast<ncclComm_t>(&comms.back());
@@ -184,36 +240,89 @@ inline ncclResult_t GetUniqueId(ncclUniqueId* id) {
   std::memset(id->internal, g_fake.unique_id_byte, sizeof id->internal);
   return ncclSuccess;
 }
+// Attaches a group job to `c` (g_fake_mu held): its thread waits until the
+// job's polls are over (job_release, set by the GetAsyncError that frees
+// it) or the communicator is aborted, then runs `end(aborted)` under the
+// lock; what that returns is the job's result.
+template <typename End>
+inline void StartJob(FakeComm* c, int polls, End end) {
+  c->job_pending = true;
+  c->job_done = false;
+  c->job_release = false;
+  c->job_threshold = polls;
+  c->job_polls = 0;
+  c->job = std::thread([c, end] {
+    for (;;) {
+      {
+        Lock job_lock(g_fake_mu);
+        if (c->aborted.load() || c->job_release) {
+          c->job_result = end(c->aborted.load());
+          c->job_done = true;
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+}
+
 // (Each MPI rank is its own process: a multi-rank test scripts ranks apart.)
+inline thread_local int t_current_device = 0;  // the calling thread's, as CUDA keeps it
 inline ncclResult_t CommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int, ncclConfig_t* config) {
   Lock lock(g_fake_mu);
   ++g_fake.init_calls;
-  if (config == nullptr || config->blocking != 0) return ncclInvalidUsage;  // baton always asks non-blocking
+  g_fake.init_device = t_current_device;
+  if (config == nullptr) return ncclInvalidArgument;
   const ncclResult_t rc = g_fake.init_call_result;
   if (rc != ncclSuccess && rc != ncclInProgress) {
     *comm = nullptr;  // an immediate failure makes no communicator
     return rc;
   }
-  *comm = g_fake.world = g_fake.Make(g_fake.init);
-  return rc;
+  if (config->blocking != 0) {
+    // Blocking: the init runs in the call; not the backend's world.
+    ++g_fake.blocking_inits;
+    *comm = g_fake.Make(Script::Succeed());
+    FakeNccl::Of(*comm).blocking = true;
+    return ncclSuccess;
+  }
+  if (rc == ncclSuccess) {  // scripted as done in the call
+    *comm = g_fake.world = g_fake.Make(g_fake.init);
+    return rc;
+  }
+  // NCCL writes the handle at once and runs the init on a thread.
+  *comm = g_fake.world = g_fake.Make(Script::Succeed());
+  const ncclResult_t result = g_fake.init.result;
+  StartJob(&FakeNccl::Of(*comm), g_fake.init.in_progress_polls, [result](bool aborted) {
+    return aborted ? ncclInternalError : result;
+  });
+  return ncclInProgress;
 }
+// NCCL's: the state, and a finished group job joined and freed (by
+// ncclGroupJobComplete, after a look that is not atomic with it).
 inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-  Lock lock(g_fake_mu);
+  std::unique_lock<std::recursive_mutex> lock(g_fake_mu);
   ++g_fake.async_polls;
   FakeComm& c = FakeNccl::Of(comm);
   if (c.aborted) return ncclInvalidArgument;  // a freed communicator
   if (c.job_pending) {
-    ++c.job_polls;
-    if (!c.job_done) {
+    if (++c.job_polls <= c.job_threshold) {
       *state = ncclInProgress;
       return ncclSuccess;
     }
-    // NCCL's ncclCommGetAsyncError finishes the group job and frees it.
-    c.job.join();
+    c.job_release = true;
+    if (++c.job_completers > 1) ++g_fake.double_frees;  // NCCL: a second pthread_join and free
+    std::thread job = std::move(c.job);
+    const int free_us = g_fake.job_free_us;
+    lock.unlock();
+    if (job.joinable()) job.join();
+    if (free_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(free_us));
+    lock.lock();
+    --c.job_completers;
     c.job_pending = false;
+    // A failed job leaves its error in the communicator for good.
     if (c.job_result != ncclSuccess) {
-      *state = c.job_result;
-      return ncclSuccess;
+      c.script = Script::After(0, c.job_result);
+      c.polls = 0;
     }
   }
   if (c.polls < c.script.in_progress_polls) {
@@ -224,11 +333,22 @@ inline ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   }
   return ncclSuccess;
 }
+// NCCL's ncclCommEnsureReady: a communicator whose job was not freed yet
+// takes no call (g_fake_mu held).
+inline bool Busy(FakeComm& c) {
+  if (!c.job_pending) return false;
+  ++g_fake.used_while_in_progress;
+  return true;
+}
 inline ncclResult_t CommFinalize(ncclComm_t comm) {
   Lock lock(g_fake_mu);
   ++g_fake.finalizes;
-  FakeNccl::Of(comm).finalized = true;
-  return ncclSuccess;
+  FakeComm& c = FakeNccl::Of(comm);
+  if (Busy(c)) return ncclInvalidArgument;
+  c.finalized = true;
+  if (c.blocking) return ncclSuccess;
+  StartJob(&c, 0, [](bool aborted) { return aborted ? ncclInternalError : ncclSuccess; });
+  return ncclInProgress;
 }
 inline ncclResult_t CommAbort(ncclComm_t comm) {
   std::thread job;
@@ -250,7 +370,9 @@ inline ncclResult_t CommAbort(ncclComm_t comm) {
 inline ncclResult_t CommDestroy(ncclComm_t comm) {
   Lock lock(g_fake_mu);
   ++g_fake.destroys;
-  FakeNccl::Of(comm).destroyed = true;
+  FakeComm& c = FakeNccl::Of(comm);
+  if (Busy(c)) return ncclInvalidArgument;
+  c.destroyed = true;
   return ncclSuccess;
 }
 inline ncclResult_t CommSplit(ncclComm_t parent, int color, int, ncclComm_t* newcomm, ncclConfig_t* config) {
@@ -275,39 +397,67 @@ inline ncclResult_t CommSplit(ncclComm_t parent, int color, int, ncclComm_t* new
   g_fake.last_split_child = child;
   const bool on_stack = OnThisThreadsStack(newcomm);
   g_fake.last_split_slot_on_stack = on_stack;
-  p.job_pending = true;
-  p.job_done = false;
-  p.job_polls = 0;
-  FakeComm* pp = &p;
-  p.job = std::thread([pp, newcomm, child, script, on_stack] {
-    for (;;) {
-      {
-        Lock job_lock(g_fake_mu);
-        if (pp->aborted || pp->job_polls >= script.in_progress_polls) {
-          if (pp->aborted && on_stack)
-            ++g_fake.writes_into_dead_frame;  // the caller gave up: its frame is gone
-          else
-            *newcomm = child;
-          pp->job_result = pp->aborted ? ncclInternalError : script.result;
-          pp->job_done = true;
-          return;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+  const ncclResult_t result = script.result;
+  StartJob(&p, script.in_progress_polls, [newcomm, child, on_stack, result](bool aborted) {
+    if (aborted && on_stack)
+      ++g_fake.writes_into_dead_frame;  // the caller gave up: its frame is gone
+    else
+      *newcomm = child;
+    return aborted ? ncclInternalError : result;
   });
   return ncclInProgress;
 }
-// A collective: counted; its result and the world's state after it are
-// scripted, and it keeps the stream busy stream_busy_polls queries.
+// An operation issued on `c` (g_fake_mu held): refused while a job is
+// attached; a scripted immediate error; else, on a non-blocking
+// communicator, a group job that launches the kernel (the stream stays
+// busy stream_busy_polls queries from then) and ends with op's result.
+inline ncclResult_t Issue(FakeComm& c) {
+  ++c.collectives;
+  if (Busy(c)) return ncclInvalidArgument;
+  const ncclResult_t rc = g_fake.op_call_result;
+  const Script op = g_fake.op;
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    c.script = op;  // what the communicator's state says after the refusal
+    c.polls = 0;
+    return rc;
+  }
+  if (c.blocking) {
+    g_fake.stream_polls_left = g_fake.stream_busy_polls;
+    if (op.result != ncclSuccess) c.script = Script::After(0, op.result);
+    return op.result;
+  }
+  StartJob(&c, op.in_progress_polls, [op](bool aborted) {
+    if (aborted) return ncclInternalError;
+    g_fake.stream_polls_left = g_fake.stream_busy_polls;
+    return op.result;
+  });
+  return ncclInProgress;
+}
+// A collective: counted; inside a group it only joins the group (NCCL
+// launches the group at ncclGroupEnd).
 inline ncclResult_t Collective(ncclComm_t comm) {
   Lock lock(g_fake_mu);
   ++g_fake.collectives;
   FakeComm& c = FakeNccl::Of(comm);
-  c.script = g_fake.op;
-  c.polls = 0;
-  g_fake.stream_polls_left = g_fake.stream_busy_polls;
-  return g_fake.op_call_result;
+  if (g_fake.group_depth > 0) {
+    if (Busy(c)) return ncclInvalidArgument;
+    g_fake.group_comm = comm;
+    return ncclSuccess;
+  }
+  return Issue(c);
+}
+// A thread that sets `rc` (ncclRemoteError: a peer died; ncclSystemError)
+// as `comm`'s asynchronous error after `delay`, as NCCL's proxy and
+// network threads do, whatever the program is doing then.
+inline void InjectAsyncError(ncclComm_t comm, ncclResult_t rc, std::chrono::milliseconds delay) {
+  Lock lock(g_fake_mu);
+  g_fake.injectors.emplace_back([comm, rc, delay] {
+    std::this_thread::sleep_for(delay);
+    Lock inject_lock(g_fake_mu);
+    FakeComm& c = FakeNccl::Of(comm);
+    c.script = Script::After(0, rc);
+    c.polls = 0;
+  });
 }
 inline size_t Width(ncclDataType_t t) {
   switch (t) {
@@ -353,15 +503,17 @@ inline ncclResult_t Reduce(const void* s, void* r, size_t n, ncclDataType_t t, n
   CopyOneRank(s, r, n, t);
   return Collective(comm);
 }
-inline ncclResult_t Send(const void* from, size_t n, ncclDataType_t t, int peer, ncclComm_t, cudaStream_t) {
+inline ncclResult_t Send(const void* from, size_t n, ncclDataType_t t, int peer, ncclComm_t comm, cudaStream_t) {
   Lock lock(g_fake_mu);
+  if (g_fake.group_depth > 0) g_fake.group_comm = comm;
   ++g_fake.sends;
   g_fake.send_peers.push_back(peer);
   if (g_fake.one_rank_data) g_fake.pending_sends.push_back({from, n * Width(t), peer});
   return ncclSuccess;
 }
-inline ncclResult_t Recv(void* to, size_t, ncclDataType_t, int peer, ncclComm_t, cudaStream_t) {
+inline ncclResult_t Recv(void* to, size_t, ncclDataType_t, int peer, ncclComm_t comm, cudaStream_t) {
   Lock lock(g_fake_mu);
+  if (g_fake.group_depth > 0) g_fake.group_comm = comm;
   ++g_fake.recvs;
   g_fake.recv_peers.push_back(peer);
   if (g_fake.one_rank_data) g_fake.pending_recvs.push_back({to, peer});
@@ -370,6 +522,7 @@ inline ncclResult_t Recv(void* to, size_t, ncclDataType_t, int peer, ncclComm_t,
 inline ncclResult_t GroupStart() {
   Lock lock(g_fake_mu);
   ++g_fake.group_starts;
+  ++g_fake.group_depth;
   return ncclSuccess;
 }
 inline ncclResult_t GroupEnd() {
@@ -381,7 +534,14 @@ inline ncclResult_t GroupEnd() {
       std::memmove(g_fake.pending_recvs[i].first, g_fake.pending_sends[i].from, g_fake.pending_sends[i].bytes);
   g_fake.pending_sends.clear();
   g_fake.pending_recvs.clear();
-  return g_fake.world ? Collective(g_fake.world) : ncclSuccess;
+  if (g_fake.group_depth > 0) --g_fake.group_depth;
+  if (g_fake.group_depth > 0) return ncclSuccess;
+  // The group is launched as one job on the communicator it issued on.
+  ncclComm_t comm = g_fake.group_comm != nullptr ? g_fake.group_comm : g_fake.world;
+  g_fake.group_comm = nullptr;
+  if (comm == nullptr) return ncclSuccess;
+  ++g_fake.collectives;
+  return Issue(FakeNccl::Of(comm));
 }
 inline const char* GetErrorString(ncclResult_t rc) {
   switch (rc) {
@@ -402,8 +562,6 @@ inline cudaError_t GetDeviceCount(int* n) {
   *n = g_fake.device_count;
   return cudaSuccess;
 }
-// The calling thread's current device, as CUDA keeps it per thread.
-inline thread_local int t_current_device = 0;
 inline cudaError_t SetDevice(int d) {
   Lock lock(g_fake_mu);
   if (d < 0 || d >= g_fake.device_count) return cudaErrorInvalidDevice;
@@ -472,6 +630,10 @@ inline cudaError_t EventRecord(cudaEvent_t e, cudaStream_t s) {
   ev.stream = StreamIndex(s);
   g_fake.event_streams[static_cast<size_t>(EventIndex(e))] = ev.stream;
   const bool ours = ev.stream >= 0;
+  if (ours && g_fake.world != nullptr) {
+    const FakeComm& w = FakeNccl::Of(g_fake.world);
+    if (w.job_pending && !w.job_done) ++g_fake.events_before_launch;  // the kernel is not on the stream yet
+  }
   ev.never = ours && (g_fake.stream_polls_left == INT_MAX || ev.stream == g_fake.hanging_stream);
   ev.polls_left = ours && !ev.never ? g_fake.stream_polls_left : 0;
   return cudaSuccess;
@@ -495,6 +657,8 @@ inline cudaError_t EventDestroy(cudaEvent_t) {
 inline cudaError_t PointerGetAttributes(cudaPointerAttributes* a, const void*) {
   Lock lock(g_fake_mu);
   ++g_fake.pointer_queries;
+  g_fake.pointer_query_devices.push_back(t_current_device);
+  if (g_fake.pointer_query_error != cudaSuccess) return g_fake.pointer_query_error;
   std::memset(a, 0, sizeof *a);
   a->type = g_fake.pointer_type;
   a->device = g_fake.pointer_device;
@@ -536,6 +700,8 @@ inline const char* CudaGetErrorString(cudaError_t rc) {
 
 }  // namespace fake
 
+using fake::InjectAsyncError;
+
 // A fresh stand-in (no thread of a previous test's communicator may still
 // call it: they are joined when it is destroyed; an abort thread left
 // hanging only reads g_abort_hangs).
@@ -551,6 +717,12 @@ inline void Reset() {
       }
   }
   for (auto& j : jobs) j.join();
+  std::vector<std::thread> injectors;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_fake_mu);
+    injectors.swap(g_fake.injectors);
+  }
+  for (auto& j : injectors) j.join();
   std::lock_guard<std::recursive_mutex> lock(g_fake_mu);
   g_fake.~FakeNccl();
   new (&g_fake) FakeNccl();

@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "baton/checkpointer.h"
+#include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/manifest.h"
+#include "ckpt/verify.h"
 #include "tests/mpi/ckpt_fixture.h"
 
 namespace baton::ckpt_testing {
@@ -83,6 +85,55 @@ TEST_F(CkptTest, ADatasetThatIsALinkIsRefused) {
   }
 }
 
+
+// Issue 32, item 11, messages: a shard's size that differs from the
+// manifest's names both sizes and the difference, guessing no cause (an
+// overstated size in the manifest was called "(truncated)"); verify's line
+// names the file once (it said "shard-0.h5: /.../shard-0.h5: ...").
+TEST_F(CkptTest, AShardOfAnotherSizeNamesBothSizesAndTheFileOnce) {
+  auto ck = MakeCheckpointer(Options(Size()));  // one shard
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 4);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(4).ok()));
+  const std::string vdir = ck->last_stats().version_path;
+  if (Rank() != 0) return;
+  ckpt::Manifest m;
+  ASSERT_TRUE(ReadManifest(vdir, &m).ok());
+  const uint64_t real = m.shards[0].bytes;
+  for (const auto& [said, want] : std::vector<std::pair<uint64_t, std::string>>{
+           {real + 10, " (10 fewer)"}, {real - 10, " (10 more)"}}) {
+    ckpt::Manifest edited = m;
+    edited.shards[0].bytes = said;
+    std::unique_ptr<ckpt::h5::ShardReader> reader;
+    Status s = ckpt::h5::ShardReader::Open(ckpt::fs::Env::Default(), vdir, edited, 0, &reader);
+    EXPECT_EQ(s.code(), Code::kCorruption) << s;
+    EXPECT_NE(s.message().find("shard-0.h5: " + std::to_string(real) + " bytes, the manifest says " +
+                               std::to_string(said) + want),
+              std::string::npos)
+        << s;
+    EXPECT_EQ(s.message().find("truncated"), std::string::npos) << s;
+    std::vector<std::string> failures;
+    uint64_t bytes = 0;
+    ASSERT_TRUE(ckpt::VerifyVersion(ckpt::fs::Env::Default(), vdir, edited, &failures, &bytes).ok());
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0], "shard-0.h5: " + std::to_string(real) + " bytes, the manifest says " +
+                               std::to_string(said) + want);
+  }
+}
+
+// Issue 32, item 11: an HDF5 failure names the call's source file as the
+// source tree has it, not the directories of the build that compiled it.
+TEST(CkptMessages, AnHdf5FailureNamesTheSourceNotTheBuildPath) {
+  H5Eclear2(H5E_DEFAULT);  // no earlier call's stack in the messages
+  EXPECT_EQ(ckpt::h5::CheckH5(-1, "H5Fopen(path)", "/build/baton-1.0/ckpt/hdf5/shard_reader.cc", 77).message(),
+            "H5Fopen failed at ckpt/hdf5/shard_reader.cc:77");
+  EXPECT_EQ(ckpt::h5::CheckH5(-1, "H5Dopen2", "../ckpt/hdf5/shard_reader.cc", 8).message(),
+            "H5Dopen2 failed at ckpt/hdf5/shard_reader.cc:8");
+  EXPECT_EQ(ckpt::h5::CheckH5(-1, "H5Dopen2", "/home/me/ckpt/src/ckpt/hdf5/a.cc", 8).message(),
+            "H5Dopen2 failed at ckpt/hdf5/a.cc:8");
+  EXPECT_EQ(ckpt::h5::CheckH5(-1, "H5Dopen2", "/src/tests/mpi/x_test.cc", 9).message(), "H5Dopen2 failed at x_test.cc:9");
+}
 
 // Every single byte of a shard's HDF5 metadata changed in turn (one byte
 // once made verify die with SIGSEGV inside H5Dopen2): the reader refuses

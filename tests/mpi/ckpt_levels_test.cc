@@ -19,6 +19,8 @@
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/node_local_level.h"
 #include "ckpt/partner_exchange.h"
+#include "ckpt/restore_failures.h"
+#include "ckpt/version_removal.h"
 #include "tests/mpi/ckpt_fixture.h"
 #include "tests/mpi/write_fault.h"
 
@@ -952,6 +954,10 @@ TEST_F(Levels, BothLevelsFailingFailTheSave) {
   if (Rank() == 1) DisarmWriteFault();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("abandoned"), std::string::npos) << s;
+  // Save writes as SaveAsync with level 2 on, but the program called Save:
+  // no "asynchronous save" it never made is named (issue 32, item 11).
+  EXPECT_NE(s.message().find("the save of step 2"), std::string::npos) << s;
+  EXPECT_EQ(s.message().find("asynchronous"), std::string::npos) << s;
   MPI_Barrier(MPI_COMM_WORLD);
   if (Rank() == 0) {
     EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
@@ -1131,6 +1137,114 @@ TEST_F(Levels, APreMadeRunDirectoryOpenToOthersIsRefused) {
       EXPECT_EQ(Steps(root_).back(), std::to_string(c + 1));
     }
   }
+}
+
+// Rank 0 replaces everything in level-2 version `to` (every node's shards
+// and indexes, the partner copies, the manifest) with version `from`'s, as
+// a copy of an older, self-consistent version would; `to`'s level-3 record
+// stays, so that the rule of item 1 alone would take it. Every rank waits.
+void ReplaceLevel2Version(const std::string& run_dir, const std::string& from, const std::string& to) {
+  if (Rank() == 0) {
+    const stdfs::path t = stdfs::path(run_dir) / to, f = stdfs::path(run_dir) / from;
+    for (const auto& e : stdfs::directory_iterator(t)) {
+      if (e.path().filename() != ckpt::kLevel3RecordName) stdfs::remove_all(e.path());
+    }
+    for (const auto& e : stdfs::directory_iterator(f)) {
+      if (e.path().filename() == ckpt::kLevel3RecordName) continue;
+      stdfs::copy(e.path(), t / e.path().filename(), stdfs::copy_options::recursive);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Issue 32, item 11: a node-local version is bound to its step. Version
+// v2-s2 (level 2 alone, shared_every 2) holding v1-s1's consistent files:
+// not restored as step 2 (it restored step 1's rows as step 2): level 2's
+// manifest names step 1 where its directory says 2, and level 3's step 1
+// is restored instead.
+TEST_F(Levels, ANodeLocalVersionHoldingAnOlderOnesFilesIsNotRestored) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2, /*shared_every=*/2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  for (int64_t step = 1; step <= 2; ++step) {
+    FillAll(&arrays, step);
+    ASSERT_TRUE(ck->Save(step).ok());
+  }
+  const std::string run_dir = local_ + "/" + ck->run_id();
+  std::string v1, v2;
+  if (Rank() == 0) {
+    auto local = Versions(run_dir);
+    ASSERT_EQ(local.size(), 2u);
+    v1 = local[0].name;
+    v2 = local[1].name;
+    EXPECT_EQ(Steps(root_), (std::vector<std::string>{"1"}));
+  }
+  v1 = BcastString(v1);
+  v2 = BcastString(v2);
+  ReplaceLevel2Version(run_dir, v1, v2);
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 1);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_TRUE(rr.level2_fallback.has_value());
+  EXPECT_NE(rr.level2_fallback->reason.message().find("manifest step 1, but its version " + v2 + " is step 2"),
+            std::string::npos)
+      << rr.level2_fallback->reason;
+}
+
+// Issue 32, item 11: a node-local version is bound to level 3's copy of it.
+// Step 6 saved twice (v2-s6, then v3-s6 of other rows, both levels); v3-s6's
+// node-local files replaced by v2-s6's, whose step matches: level 3 holds
+// v3-s6 under another manifest, so level 2's is not restored as it (it
+// restored v2-s6's rows), level 3's is.
+TEST_F(Levels, ANodeLocalVersionThatIsNotLevel3sCopyIsNotRestored) {
+  ASSERT_EQ(Size(), 4) << "run at 4 ranks (ckpt-levels-np4.sh)";
+  auto ck = Make(2);
+  ASSERT_TRUE(ck);
+  auto arrays = MakeArrays(Size(), Rank());
+  ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
+  FillAll(&arrays, 5);
+  ASSERT_TRUE(ck->Save(5).ok());
+  FillAll(&arrays, 6);
+  ASSERT_TRUE(ck->Save(6).ok());
+  FillAll(&arrays, 7);
+  ASSERT_TRUE(ck->Save(6).ok());
+  // Untouched, the newest step-6 version restores from level 2.
+  ZeroAll(&arrays);
+  RestoreResult rr;
+  Status s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.level, 2);
+  EXPECT_EQ(CheckAll(arrays, 7), "");
+  const std::string run_dir = local_ + "/" + ck->run_id();
+  std::string older, newer;
+  if (Rank() == 0) {
+    auto local = Versions(run_dir);
+    ASSERT_EQ(local.size(), 2u);
+    older = local[0].name;
+    newer = local[1].name;
+    EXPECT_EQ(local[0].step, 6);
+    EXPECT_EQ(local[1].step, 6);
+  }
+  older = BcastString(older);
+  newer = BcastString(newer);
+  ReplaceLevel2Version(run_dir, older, newer);
+  ZeroAll(&arrays);
+  s = ck->Restore(RestoreOptions(), &rr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rr.step, 6);
+  EXPECT_EQ(rr.level, 3);
+  EXPECT_EQ(stdfs::path(rr.version_path).filename(), newer) << rr.version_path;
+  EXPECT_EQ(CheckAll(arrays, 7), "");
+  ASSERT_TRUE(rr.level2_fallback.has_value());
+  EXPECT_NE(rr.level2_fallback->reason.message().find("its manifest is not level 3's of the same version"),
+            std::string::npos)
+      << rr.level2_fallback->reason;
 }
 
 }  // namespace

@@ -239,6 +239,29 @@ TEST_F(NcclBootstrap, ARankThatDoesNotComeIsATimeoutNotAHang) {
   MPI_Barrier(MPI_COMM_WORLD);  // the late rank's call completed the others' abandoned one
 }
 
+// Issue 31, item 6: CommOptions::nccl.device reaches NCCL: the init runs
+// on it and it is the program's current device afterwards.
+TEST_F(NcclBootstrap, TheRequestedDeviceReachesNccl) {
+  std::unique_ptr<Runtime> rt;
+  Status s = Runtime::Create(nullptr, nullptr, {}, &rt);
+  ASSERT_TRUE(s.ok()) << s;
+  g_fake.device_count = 3;
+  ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);
+  CommOptions o;
+  o.backend = Backend::kNccl;
+  o.nccl.device = 2;
+  std::unique_ptr<Communicator> comm;
+  s = CreateNcclCommunicator(*rt, o, FakeNcclApi(), &comm);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(g_fake.init_device, 2);
+  EXPECT_EQ(testing::fake::t_current_device, 2);
+  auto* nc = dynamic_cast<NcclCommunicator*>(comm.get());
+  ASSERT_NE(nc, nullptr);
+  EXPECT_EQ(nc->device(), 2);
+  comm.reset();
+  rt.reset();
+}
+
 // Issue 14, item 5: the mpi backend refuses device memory with a Status
 // (a device pointer reached memcpy and MPI, and the process faulted),
 // asking CUDA (here the stand-in) only once a CUDA context exists.

@@ -3,6 +3,8 @@
 Run on every rank of an mpirun launch (tests/python/run-pytest, 1 and 3
 ranks); each test makes its own Runtime (the `rt` fixture).
 """
+import glob
+import json
 import os
 import socket
 import threading
@@ -202,6 +204,35 @@ def test_save_async_saves_the_bytes_at_the_call(rt, shared_dir):
     a[:] = 0
     assert ck.restore() == 1
     assert (a == np.arange(1 << 20, dtype=np.float64)).all()
+    ck.close()
+
+
+def test_event_log_steps_loss_and_failure(rt, shared_dir):
+    """rt.begin_step/end_step and Runtime.record_failure reach the job's event log
+    (docs/events.md), which `baton report` reads."""
+    ck = ckpt(rt, shared_dir)  # opens <dir>/events/<job>-r<rank>.jsonl
+    ck.register_replicated("a", np.ones(4, dtype=np.float32))
+    for step in (1, 2, 3):
+        rt.begin_step(step)
+        rt.end_step(loss=0.5 * step)
+    rt.begin_step(4)
+    rt.end_step()  # no loss
+    ck.save(4)  # a save writes the log out
+    _baton.Runtime.record_failure("test: a named \x1b failure")
+    files = glob.glob(os.path.join(shared_dir, "events", "*-r%d.jsonl" % rt.rank))
+    assert len(files) == 1, files
+    with open(files[0]) as f:
+        recs = [json.loads(line) for line in f]
+    steps = [r for r in recs if r["ev"] == "step"]
+    assert [(r["step"], r.get("loss")) for r in steps] == [(1, 0.5), (2, 1.0), (3, 1.5), (4, None)]
+    assert all(r["dur"] >= 0 for r in steps)
+    saves = [r for r in recs if r["ev"] == "save"]
+    assert len(saves) == 1 and saves[0]["step"] == 4
+    failures = [r for r in recs if r["ev"] == "failure"]
+    assert [r["what"] for r in failures] == ["test: a named \x1b failure"]
+    # Out of order: named, and nothing written.
+    with pytest.raises(_baton.InvalidArgument, match="EndStep without BeginStep"):
+        rt.end_step()
     ck.close()
 
 

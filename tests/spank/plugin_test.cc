@@ -83,6 +83,44 @@ TEST_F(PluginTest, EachTaskGetsItsVariablesAndTheHostfileGoesAtExit) {
   EXPECT_NE(access(hostfile.substr(0, hostfile.rfind('/')).c_str(), F_OK), 0);
 }
 
+TEST_F(PluginTest, SlurmsPerTaskGpuWithLocalRankBindingStartsTheTask) {
+  // srun --gpus-per-task=1 -n2 --baton-gpu-bind=local-rank: Slurm gave
+  // local rank 1 GPU 1 alone. Before, task_init failed ("2 tasks on n2 but
+  // Slurm gave the step 1 GPUs there"): "Failed to invoke spank plugin stack".
+  Fake().job_env["CUDA_VISIBLE_DEVICES"] = "1";
+  Fake().job_env["SLURM_GPUS_ON_NODE"] = "2";
+  Fake().job_env["BATON_GPU_BIND"] = "local-rank";
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(Fake().set_env["BATON_DEVICE"], "0");
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+}
+
+TEST_F(PluginTest, ATaskThatDoesNotSeeUserInitsHostfileGetsItAtTheSamePath) {
+  // job_container/tmpfs without contain_spank: the task's /tmp is not the
+  // one user_init wrote in. Here the directory moves away between the two
+  // callbacks, so the path names nothing, as in the task's namespace.
+  ASSERT_EQ(Init(), 0);
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  const std::string dir = State().hostfile_dir.path;
+  ASSERT_EQ(rename(dir.c_str(), (dir + ".elsewhere").c_str()), 0);
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  const std::string hostfile = Fake().set_env["BATON_HOSTFILE"];
+  EXPECT_EQ(hostfile, dir + "/hostfile");
+  EXPECT_EQ(Read(hostfile), "n1 slots=2\nn2 slots=2\n") << "the task finds the same text at BATON_HOSTFILE";
+  struct stat st;
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // exit runs in slurmstepd's view, where the path is user_init's own
+  // again; the task's copy goes with the job's /tmp.
+  ASSERT_EQ(std::system(("rm -r '" + dir + "'").c_str()), 0);
+  ASSERT_EQ(rename((dir + ".elsewhere").c_str(), dir.c_str()), 0);
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_NE(access(dir.c_str(), F_OK), 0) << "exit removes user_init's own";
+}
+
 TEST_F(PluginTest, ALaunchersDaemonStepGetsNoBatonVariables) {
   // mpirun inside an allocation runs `srun ... orted` (prted in Open MPI
   // 5), which inherits BATON_ENABLE=on: its tasks are daemons, one per

@@ -47,7 +47,7 @@ test_hostile_values_end_in_a_clean_answer() {
   EMPTY_CONF=$(mktemp)
   local vars=(SLURM_JOB_ID SLURM_STEP_ID SLURM_STEP_NODELIST SLURM_STEP_NUM_NODES SLURM_STEP_TASKS_PER_NODE
               SLURM_NODEID SLURM_PROCID SLURM_LOCALID SLURM_RESTART_COUNT SLURM_STEP_RESV_PORTS
-              SLURM_GPUS_PER_NODE CUDA_VISIBLE_DEVICES BATON_STEP_TASK_MAP BATON_STEP_MASTER_ADDR
+              SLURM_GPUS_PER_NODE SLURM_GPUS_ON_NODE CUDA_VISIBLE_DEVICES BATON_STEP_TASK_MAP BATON_STEP_MASTER_ADDR
               BATON_STEP_NODE_ADDRS BATON_HOSTFILE_FORMAT BATON_MASTER_PORT BATON_CKPT_DIR)
   local ranges="" i
   for i in $(seq 1 300); do ranges+="h$i-[1-65535],"; done
@@ -55,7 +55,7 @@ test_hostile_values_end_in_a_clean_answer() {
                 $'n1\nn2 slots=99' $'a\tb' $'\x01' "n[" "n[1-2" "n]" "n[1-65535]" "${ranges%,}"
                 "5.0:" "5.0:0*2,7" "5.0:spiral" "5.0:plane=0" "5.0:=ask" "4.0:cyclic" "$(head -c 70000 /dev/zero | tr '\0' x)"
                 "gres:gpu:" "1-99999" "/rel" "ümlaut" "'; rm -rf /; '")
-  # 713 launches of the CLI: each one's cost is the process start (the
+  # 744 launches of the CLI: each one's cost is the process start (the
   # dynamic loader, and ASan's or TSan's start under the sanitizers), so
   # they run a core's worth at a time and are checked afterwards, in order.
   local -a names=() vals=() cmds=()
@@ -131,5 +131,39 @@ test_a_bad_variable_is_named_in_the_error() {
       [ "$(wc -l <<<"$out")" -eq 1 ] || fail "the error for $name=$(printf %q "$value") spans lines: $out"
     done
   done
+  rm -f "$EMPTY_CONF"
+}
+
+test_errors_are_labelled_by_the_command_not_the_plugin() {
+  # Before: "baton env: baton[spank] NotFound: ...", the plugin's label.
+  local out rc=0
+  local -a libs=()
+  [ -z "$BATON_LIBS" ] || libs=("LD_LIBRARY_PATH=$BATON_LIBS")
+  out=$(timeout 10 env -i "PATH=$PATH" "${libs[@]}" "$BATON" env 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 1 "exit status outside a job"
+  grep -qE '^baton env: NotFound( \([^)]*\))?: SLURM_JOB_ID is not set' <<<"$out" || fail "not labelled 'baton env: NotFound': $out"
+  ! grep -qF 'baton[spank]' <<<"$out" || fail "labelled as the plugin: $out"
+  rc=0
+  out=$(timeout 10 env -i "PATH=$PATH" "${libs[@]}" "$BATON" hostfile --format=xml 2>&1) || rc=$?
+  echo "$out"
+  expect_eq "$rc" 2 "exit status for a bad --format"
+  grep -qE "^baton hostfile: InvalidArgument( \([^)]*\))?: --format: invalid value 'xml'" <<<"$out" || fail "not named as --format: $out"
+}
+
+test_baton_env_in_a_task_bound_to_one_gpu_agrees_with_the_plugin() {
+  # --gres=gpu:2 -n2 --baton-gpu-bind=local-rank: the plugin left local
+  # rank 1 with GPU 1 alone (SLURM_GPUS_ON_NODE=2). Before, baton env
+  # exited 1: "2 tasks on n1 but Slurm gave the step 1 GPUs there".
+  EMPTY_CONF=$(mktemp)
+  local out
+  out=$(run_with CUDA_VISIBLE_DEVICES 1 env SLURM_GPUS_ON_NODE=2 BATON_GPU_BIND=local-rank "$BATON" env) ||
+    fail "baton env failed: $out"
+  echo "$out"
+  grep -qx "export CUDA_VISIBLE_DEVICES='1'" <<<"$out" || fail "CUDA_VISIBLE_DEVICES"
+  grep -qx "export BATON_DEVICE='0'" <<<"$out" || fail "BATON_DEVICE"
+  # --gpus-per-task=1 without baton's binding: the task's own GPU.
+  out=$(run_with CUDA_VISIBLE_DEVICES 1 env SLURM_GPUS_ON_NODE=2 "$BATON" env) || fail "baton env failed: $out"
+  grep -qx "export BATON_DEVICE='0'" <<<"$out" || fail "BATON_DEVICE without binding: $out"
   rm -f "$EMPTY_CONF"
 }

@@ -13,6 +13,9 @@
 
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/restore_failures.h"
+#include "ckpt/retention.h"
+#include "ckpt/version_removal.h"
 #include "tests/unit/ckpt_temp_dir.h"
 
 namespace baton::ckpt {

@@ -291,6 +291,36 @@ TEST(CkptManifestIndex, ADamagedCompactTableIsCorruption) {
   }
 }
 
+// Issue 32, item 11: an index's errors name its fields as the index file
+// has them ("shard index datasets[0].rows"), not as a manifest path
+// ("manifest shards[1].datasets[0].rows") that no file holds.
+TEST(CkptManifestIndex, AnIndexErrorNamesTheIndexField) {
+  const Manifest m = MakeManifest(4, 2, 2, 2);
+  Manifest top = m;
+  top.format = kManifestFormat;
+  std::string text1;
+  ASSERT_TRUE(WriteShardIndexJson(top, 1, &text1).ok());
+  for (ShardMeta& sh : top.shards) {
+    sh.datasets.clear();
+    sh.loaded = false;
+  }
+  const size_t at = text1.find("\"rows\": ");
+  ASSERT_NE(at, std::string::npos) << text1;
+  std::string bad = text1;
+  bad.insert(at + 8, "1000000");  // more rows than the array has
+  Status s = ParseShardIndexJson(bad, 1, &top);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s;
+  EXPECT_EQ(s.message().rfind("shard index datasets[0].rows: ", 0), 0u) << s;
+  EXPECT_EQ(s.message().find("manifest"), s.message().find("manifest's")) << s;
+  EXPECT_EQ(s.message().find("shards["), std::string::npos) << s;
+  bad = text1;
+  const std::string shard1 = "\"shard\": 1";
+  bad.replace(bad.find(shard1), shard1.size(), "\"shard\": 0");
+  s = ParseShardIndexJson(bad, 1, &top);
+  EXPECT_EQ(s.message(), "shard index shard: 0, expected 1") << s;
+  EXPECT_FALSE(top.shards[1].loaded);
+}
+
 TEST(CkptManifestIndex, TopManifestRefusesBadIndexNames) {
   Manifest m = MakeManifest(4, 2, 2, 2);
   m.format = 4;  // the list of shards (format 5 writes these canonical ones as a table)

@@ -274,6 +274,7 @@ const BadCase kBadCases[] = {
     {"unknown_key_after_an_object", "\"arrays\": [\n", "\"arrays\": {\"a\": 1}, \"x\": [\n", "x: unknown key"},
     // numbers
     {"negative_step", "\"step\": 400", "\"step\": -4", "step: -4 is negative"},
+    {"minus_zero_step", "\"step\": 400", "\"step\": -0", "step: -0 is not an unsigned integer (a minus sign)"},
     {"float_step", "\"step\": 400", "\"step\": 4.5", "step: 4.5 is not an unsigned 64-bit integer"},
     {"beyond_uint64", "\"step\": 400", "\"step\": 18446744073709551616", "step: 1.8446744073709552e+19 is not"},
     {"step_beyond_int64", "\"step\": 400", "\"step\": 9223372036854775808", "step: 9223372036854775808 is more than"},

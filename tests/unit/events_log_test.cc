@@ -81,6 +81,17 @@ TEST_F(EventLogTest, BuffersUntilOpenAndUntilAFlush) {
   EXPECT_EQ(evs[3].kind, "end");
 }
 
+TEST_F(EventLogTest, StepRecordsAtOnceWhenAsked) {
+  ASSERT_TRUE(Open(dir_.path(), 2).ok());
+  WriteStepsAtOnce(true);
+  Emit(Record("step", 2).Int("step", 7).Num("dur", 0.5));
+  EXPECT_EQ(ReadAll(path_), "{\"ev\":\"step\",\"t\":2.000000,\"step\":7,\"dur\":0.5}\n")
+      << "the step record must be in the file before any flush (a SIGKILL loses the buffer)";
+  WriteStepsAtOnce(false);
+  Emit(Record("step", 3).Int("step", 8).Num("dur", 0.5));
+  EXPECT_EQ(ReadAll(path_).find("\"step\":8"), std::string::npos) << "buffered again once turned off";
+}
+
 TEST_F(EventLogTest, StepRecordsPastTheBoundAreDroppedOthersKept) {
   ::setenv("BATON_EVENTS_MAX_BYTES", "4096", 1);
   ASSERT_TRUE(Open(dir_.path(), 2).ok());

@@ -3,8 +3,11 @@
 // as the user, reports the real errno and never waits past its bound.
 // Run as root (as slurmstepd is), the tests plant directories owned by
 // other users; as another user they skip what needs root, saying so.
-#include "base/launch/hostfile_dir.h"
+#include "base/launch/bounded_child.h"
+#include "base/launch/hostfile_view.h"
+#include "base/launch/safe_dir.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
@@ -19,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace baton::launch {
 namespace {
@@ -254,6 +258,102 @@ TEST_F(HostfileDirTest, AHungFileSystemCostsUserInitTheBoundNotTheStep) {
       << line;
   EXPECT_GE(took_ms, 500) << line;
   EXPECT_LT(took_ms, 3000) << line;
+}
+
+// --- the hostfile in the task's view (job_container/tmpfs) -----------------------------
+
+TEST_F(HostfileDirTest, ADirectoryReplacedAtItsPathIsNotSeenThere) {
+  OpenDir d;
+  ASSERT_TRUE(OpenSafeDir(Path("a"), /*create=*/true, &d).ok());
+  bool same = false;
+  ASSERT_TRUE(SeenAtItsPath(d, &same).ok());
+  EXPECT_TRUE(same);
+  ASSERT_EQ(rename(Path("a").c_str(), Path("b").c_str()), 0);
+  ASSERT_TRUE(SeenAtItsPath(d, &same).ok());
+  EXPECT_FALSE(same) << "nothing at the path";
+  ASSERT_EQ(mkdir(Path("a").c_str(), 0700), 0);
+  ASSERT_TRUE(SeenAtItsPath(d, &same).ok());
+  EXPECT_FALSE(same) << "another directory at the path";
+  CloseDir(&d);
+}
+
+TEST_F(HostfileDirTest, EveryTaskOfANodePlacesTheHostfileAtOnceAndOneCopyStands) {
+  const std::string dir = Path("sub/baton.9.0.abc");
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) _exit(PlaceInThisView(dir, "hostfile", "n1 slots=2\n").ok() ? 0 : 1);
+    kids.push_back(pid);
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a task failed to place the hostfile";
+  }
+  EXPECT_EQ(Read(dir + "/hostfile"), "n1 slots=2\n");
+  std::vector<std::string> left;
+  DIR* sub = opendir(Path("sub").c_str());
+  ASSERT_NE(sub, nullptr);
+  while (const dirent* e = readdir(sub))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) left.push_back(e->d_name);
+  closedir(sub);
+  EXPECT_EQ(left, std::vector<std::string>{"baton.9.0.abc"}) << "the losers' fresh directories are gone";
+  struct stat st;
+  ASSERT_EQ(stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_TRUE(PlaceInThisView(dir, "hostfile", "n1 slots=2\n").ok()) << "a later task finds it in place";
+}
+
+TEST_F(HostfileDirTest, APlantedLinkInTheTasksViewIsRefused) {
+  ASSERT_EQ(symlink(root_.c_str(), Path("baton.9.0.abc").c_str()), 0);
+  Status s = PlaceInThisView(Path("baton.9.0.abc"), "hostfile", "x\n");
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("not safe to use"), std::string::npos) << s;
+}
+
+TEST_F(HostfileDirTest, ATaskInAnotherMountNamespaceGetsTheHostfileAtTheSamePath) {
+  // job_container/tmpfs without contain_spank: user_init writes the file in
+  // slurmstepd's view; the task has a private tmpfs over the directory's
+  // parent. Before, BATON_HOSTFILE named nothing there.
+  if (!Root()) GTEST_SKIP() << "a mount namespace of one's own needs root";
+  OpenDir d;
+  ASSERT_TRUE(MakeFreshDir(root_, "baton.9.0.", &d).ok());
+  ASSERT_TRUE(WriteFileIn(d, "hostfile", "n1 slots=2\n").ok());
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(pipefd[0]);
+    auto say = [&](const std::string& m) {
+      (void)!write(pipefd[1], m.data(), m.size());
+      _exit(0);
+    };
+    if (unshare(CLONE_NEWNS) != 0) say(std::string("skip unshare(CLONE_NEWNS): ") + std::strerror(errno));
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) say(std::string("skip private /: ") + std::strerror(errno));
+    if (mount("tmpfs", root_.c_str(), "tmpfs", 0, "mode=1777") != 0) say(std::string("skip tmpfs: ") + std::strerror(errno));
+    bool same = true;
+    Status s = SeenAtItsPath(d, &same);
+    if (!s.ok() || same) say("fail: the task's view was taken for user_init's");
+    s = PlaceInThisView(d.path, "hostfile", "n1 slots=2\n");
+    if (!s.ok()) say("fail: " + s.ToString());
+    say("content " + Read(d.path + "/hostfile"));
+  }
+  close(pipefd[1]);
+  std::string line;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(pipefd[0], buf, sizeof buf)) > 0) line.append(buf, static_cast<size_t>(n));
+  close(pipefd[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  if (line.rfind("skip ", 0) == 0) GTEST_SKIP() << "cannot make a mount namespace here: " << line.substr(5);
+  EXPECT_EQ(line, "content n1 slots=2\n");
+  bool same = false;
+  ASSERT_TRUE(SeenAtItsPath(d, &same).ok());
+  EXPECT_TRUE(same) << "user_init's view keeps its own";
+  CloseDir(&d);
 }
 
 }  // namespace

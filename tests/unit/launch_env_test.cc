@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "base/launch/slurm_facts.h"
+
 namespace baton::launch {
 namespace {
 
@@ -234,6 +236,127 @@ TEST(GpuBind, FromPluginDefaultAndItsErrors) {
   Status s = DeriveLaunchEnv(info, {}, config, &env);
   EXPECT_EQ(s.code(), Code::kUnavailable);
   EXPECT_NE(s.message().find("no GPUs on n1"), std::string::npos) << s;
+}
+
+// --- GPUs: Slurm's binding (--gres, --gpus-per-task, --gpu-bind) and baton's --------
+
+// What a task of `-N1 -n<local_size>` sees after Slurm: `step` are the
+// step's GPUs on the node; `per_task` the ones Slurm bound to this task
+// (empty: no binding, the task sees them all).
+StepInfo GpuTask(int local_size, int local_rank, std::vector<std::string> step, std::vector<std::string> per_task) {
+  std::vector<int> tids;
+  for (int i = 0; i < local_size; ++i) tids.push_back(i);
+  StepInfo info = Task(Layout({"n1"}, {tids}), 0, local_rank);
+  info.local_rank = local_rank;
+  info.gpus_on_node = static_cast<int>(step.size());
+  info.node_gpus = per_task.empty() ? step : per_task;
+  return info;
+}
+
+TEST(GpuBind, SlurmsPerTaskBindingIsKeptAndTheTaskUsesItsFirstGpu) {
+  // --gpus-per-task=1 -n2 (Slurm implies --gpu-bind=per_task:1): task 1
+  // sees GPU 1 alone, SLURM_GPUS_ON_NODE=2. Before, local-rank refused
+  // ("2 tasks on n1 but Slurm gave the step 1 GPUs there") and failed the
+  // step, and without it BATON_DEVICE was not set.
+  StepInfo info = GpuTask(2, 1, {"0", "1"}, {"1"});
+  auto none = Derive(info);
+  EXPECT_EQ(none["BATON_DEVICE"], "0");
+  EXPECT_EQ(none.count("CUDA_VISIBLE_DEVICES"), 0u) << "Slurm's binding stays";
+  LaunchOptions bound;
+  bound.gpu_bind = GpuBind::kLocalRank;
+  auto m = Derive(info, bound);
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(m["BATON_DEVICE"], "0");
+  // --gpus-per-task=2 on a 4-GPU node with -n2: local-rank leaves one GPU, the task's own first.
+  m = Derive(GpuTask(2, 1, {"0", "1", "2", "3"}, {"2", "3"}), bound);
+  EXPECT_EQ(m["CUDA_VISIBLE_DEVICES"], "2");
+  EXPECT_EQ(Derive(GpuTask(2, 1, {"0", "1", "2", "3"}, {"2", "3"}))["BATON_DEVICE"], "0");
+}
+
+TEST(GpuBind, BatonEnvInsideALocalRankTaskAgreesWithThePlugin) {
+  // --gres=gpu:2 -n2 --baton-gpu-bind=local-rank: the plugin narrowed task
+  // 1 to GPU 1; `baton env` there reads CUDA_VISIBLE_DEVICES=1 and
+  // SLURM_GPUS_ON_NODE=2. Before, it exited 1 ("2 tasks on n1 but Slurm
+  // gave the step 1 GPUs there").
+  LaunchOptions bound;
+  bound.gpu_bind = GpuBind::kLocalRank;
+  for (int lr = 0; lr < 2; ++lr) {
+    auto plugin = Derive(GpuTask(2, lr, {"0", "1"}, {}), bound);
+    StepInfo inside = GpuTask(2, lr, {"0", "1"}, {plugin["CUDA_VISIBLE_DEVICES"]});
+    EXPECT_EQ(Derive(inside, bound), plugin) << "local rank " << lr;
+  }
+}
+
+TEST(GpuBind, EveryCombinationGivesAUsableDeviceAndBatonEnvAgrees) {
+  // Slurm's bindings on a 2-GPU node with 2 tasks, as the local cluster
+  // shows them (tests/cluster/test_spank.sh runs each): the GPUs of each
+  // task per binding; {} = the step's GPUs, unbound.
+  const std::vector<std::string> step = {"0", "1"};
+  const std::vector<std::pair<const char*, std::vector<std::vector<std::string>>>> slurm = {
+      {"--gres=gpu:2", {{}, {}}},
+      {"--gpus-per-task=1", {{"0"}, {"1"}}},
+      {"--gres=gpu:2 --gpu-bind=single:1", {{"0"}, {"1"}}},
+      {"--gres=gpu:2 --gpu-bind=map_gpu:1,0", {{"1"}, {"0"}}},
+      {"--gres=gpu:2 --gpu-bind=closest", {{}, {}}},
+      {"--gpus-per-task=1 --gpu-bind=none (no CUDA_VISIBLE_DEVICES)", {{}, {}}},
+  };
+  for (const auto& [what, per_task] : slurm) {
+    for (GpuBind bind : {GpuBind::kNone, GpuBind::kLocalRank}) {
+      LaunchOptions o;
+      o.gpu_bind = bind;
+      std::set<std::string> devices;
+      for (int lr = 0; lr < 2; ++lr) {
+        const std::string label = std::string(what) + " --baton-gpu-bind=" + std::string(GpuBindName(bind)) +
+                                  ", local rank " + std::to_string(lr);
+        StepInfo info = GpuTask(2, lr, step, per_task[static_cast<size_t>(lr)]);
+        auto m = Derive(info, o);
+        const std::vector<std::string> seen =
+            m.count("CUDA_VISIBLE_DEVICES") ? SplitDeviceList(m["CUDA_VISIBLE_DEVICES"]) : info.node_gpus;
+        ASSERT_EQ(m.count("BATON_DEVICE"), 1u) << label;
+        const size_t device = std::stoul(m["BATON_DEVICE"]);
+        ASSERT_LT(device, seen.size()) << label;
+        devices.insert(seen[device]);
+        // `baton env` in the task: what the plugin left it.
+        StepInfo inside = info;
+        inside.node_gpus = seen;
+        auto again = Derive(inside, o);
+        again.erase("CUDA_VISIBLE_DEVICES");
+        m.erase("CUDA_VISIBLE_DEVICES");
+        EXPECT_EQ(again, m) << label;
+      }
+      EXPECT_EQ(devices.size(), 2u) << what << ": each task its own GPU";
+    }
+  }
+}
+
+TEST(GpuBind, TasksThatWouldShareAStepsGpuGetNoneOrARefusal) {
+  // --gres=gpu:1 -n2: both tasks see GPU 0, which is the step's only one.
+  StepInfo info = GpuTask(2, 1, {"0"}, {});
+  EXPECT_EQ(Derive(info).count("BATON_DEVICE"), 0u);
+  LaunchOptions bound;
+  bound.gpu_bind = GpuBind::kLocalRank;
+  EnvList env;
+  Status s = DeriveLaunchEnv(info, bound, PluginConfig{}, &env);
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_NE(s.message().find("2 tasks on n1 but Slurm gave the step 1 GPUs there"), std::string::npos) << s;
+}
+
+TEST(GpuBind, TaskGpusFromSlurmsVariables) {
+  StepInfo info;
+  ASSERT_TRUE(TaskGpusFromVariables(std::string("3"), std::string("2"), &info).ok());
+  EXPECT_EQ(info.node_gpus, (std::vector<std::string>{"3"}));
+  EXPECT_EQ(info.gpus_on_node, 2);
+  // --gpu-bind=none: no CUDA_VISIBLE_DEVICES, the step's GPUs counted from 0.
+  ASSERT_TRUE(TaskGpusFromVariables(std::nullopt, std::string("2"), &info).ok());
+  EXPECT_EQ(info.node_gpus, (std::vector<std::string>{"0", "1"}));
+  ASSERT_TRUE(TaskGpusFromVariables(std::string(""), std::string("2"), &info).ok());
+  EXPECT_TRUE(info.node_gpus.empty()) << "set and empty: CUDA shows no device";
+  ASSERT_TRUE(TaskGpusFromVariables(std::nullopt, std::nullopt, &info).ok());
+  EXPECT_TRUE(info.node_gpus.empty());
+  EXPECT_FALSE(info.gpus_on_node);
+  Status s = TaskGpusFromVariables(std::nullopt, std::string("two"), &info);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("SLURM_GPUS_ON_NODE='two'"), std::string::npos) << s;
 }
 
 TEST(Hostfile, DirectoryTemplate) {

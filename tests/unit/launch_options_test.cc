@@ -27,7 +27,7 @@ TEST(UserOptions, EveryOptionAcceptsItsValues) {
            {"openmpi", HostfileFormat::kOpenMpi}, {"mpich", HostfileFormat::kMpich},
            {"deepspeed", HostfileFormat::kDeepSpeed}, {"horovod", HostfileFormat::kHorovod},
            {"plain", HostfileFormat::kPlain}}) {
-    ASSERT_TRUE(SetOption("baton-hostfile", text, &o).ok()) << text;
+    ASSERT_TRUE(SetOption("baton-hostfile-format", text, &o).ok()) << text;
     EXPECT_EQ(*o.hostfile, f);
     EXPECT_EQ(FormatName(f), text);
   }
@@ -44,7 +44,8 @@ TEST(UserOptions, EveryOptionAcceptsItsValues) {
 TEST(UserOptions, BadValuesNameOptionAndValue) {
   LaunchOptions o;
   ExpectNames(SetOption("baton", "maybe", &o), "--baton", "'maybe'");
-  ExpectNames(SetOption("baton-hostfile", "slurm", &o), "--baton-hostfile", "'slurm'");
+  ExpectNames(SetOption("baton-hostfile-format", "slurm", &o), "--baton-hostfile-format", "'slurm'");
+  ExpectNames(SetOption("baton-hostfile", "slurm", &o), "--baton-hostfile:", "'slurm'");
   ExpectNames(SetOption("baton-master-port", "70000", &o), "--baton-master-port", "'70000'");
   ExpectNames(SetOption("baton-master-port", "12ab", &o), "--baton-master-port", "'12ab'");
   ExpectNames(SetOption("baton-master-port", "0", &o), "--baton-master-port", "'0'");
@@ -75,7 +76,7 @@ TEST(UserOptions, EnvironmentVariablesAreNamedInErrors) {
 
 TEST(UserOptions, CommandLineForms) {
   LaunchOptions o;
-  ASSERT_TRUE(FromArgs({"srun", "-N4", "--baton", "--baton-hostfile", "plain",
+  ASSERT_TRUE(FromArgs({"srun", "-N4", "--baton", "--baton-hostfile-format", "plain",
                                       "--baton-master-port=4000", "--other=1"},
                                      &o)
                   .ok());
@@ -85,21 +86,21 @@ TEST(UserOptions, CommandLineForms) {
 }
 
 TEST(UserOptions, ScanFindsEveryFormWithItsValue) {
-  auto found = ScanCommandLine({"-N2", "--baton", "--baton-hostfile", "plain", "--baton-master-port=7", "--batonx", "prog"});
+  auto found = ScanCommandLine({"-N2", "--baton", "--baton-hostfile-format", "plain", "--baton-master-port=7", "--batonx", "prog"});
   ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[0].name, "baton");
   EXPECT_FALSE(found[0].has_value);
-  EXPECT_EQ(found[1].name, "baton-hostfile");
+  EXPECT_EQ(found[1].name, "baton-hostfile-format");
   EXPECT_EQ(found[1].value, "plain");
   EXPECT_EQ(found[2].value, "7");
 }
 
 TEST(UserOptions, ScanTakesTheAbbreviationsGetoptTakes) {
   // getopt_long (srun, sbatch) accepts any prefix that names one option.
-  auto found = ScanCommandLine({"--baton-host=mpich", "--baton-m", "29500", "--baton-g=none", "--baton-c=/c",
+  auto found = ScanCommandLine({"--baton-hostfile-f=mpich", "--baton-m", "29500", "--baton-g=none", "--baton-c=/c",
                                 "--baton-l", "/l", "--baton=off"});
   ASSERT_EQ(found.size(), 6u);
-  EXPECT_EQ(found[0].name, "baton-hostfile");
+  EXPECT_EQ(found[0].name, "baton-hostfile-format");
   EXPECT_EQ(found[0].value, "mpich");
   EXPECT_EQ(found[1].name, "baton-master-port");
   EXPECT_EQ(found[1].value, "29500");
@@ -110,48 +111,75 @@ TEST(UserOptions, ScanTakesTheAbbreviationsGetoptTakes) {
   EXPECT_EQ(found[5].name, "baton") << "an exact name wins over the longer ones it prefixes";
   EXPECT_TRUE(ScanCommandLine({"--baton-", "x"}).empty()) << "ambiguous: srun refuses it itself";
   EXPECT_TRUE(ScanCommandLine({"--bat=on"}).empty()) << "ambiguous among baton's options";
+  EXPECT_TRUE(ScanCommandLine({"--baton-host=mpich"}).empty()) << "the old name and the new one: ambiguous";
+  auto old = ScanCommandLine({"--baton-hostfile", "mpich"});
+  ASSERT_EQ(old.size(), 1u);
+  EXPECT_EQ(old[0].name, "baton-hostfile") << "the old name exactly, as getopt_long takes it";
   auto optional = ScanCommandLine({"--baton", "on"});
   ASSERT_EQ(optional.size(), 1u);
   EXPECT_FALSE(optional[0].has_value) << "an optional value comes only with '='";
 }
 
 TEST(UserOptions, TheCommandLineWinsInEveryFormSrunAccepts) {
-  // BATON_HOSTFILE_FORMAT=plain srun --baton-host=mpich ...: the callback
-  // sees --baton-hostfile=mpich; the scan must see the same occurrence, or
-  // the variable would win over the command line.
+  // BATON_HOSTFILE_FORMAT=plain srun --baton-hostfile-f=mpich ...: the
+  // callback sees --baton-hostfile-format=mpich; the scan must see the same
+  // occurrence, or the variable would win over the command line.
   const std::map<std::string, std::string> env = {{"BATON_HOSTFILE_FORMAT", "plain"}, {"BATON_MASTER_PORT", "1111"}};
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"-N1", "--baton-hostfile=mpich", "--baton-master-port=2222", "./prog"},
-           {"-N1", "--baton-hostfile", "mpich", "--baton-master-port", "2222", "./prog"},
-           {"-N1", "--baton-host=mpich", "--baton-mas=2222", "./prog"},
-           {"-N1", "--baton-host", "mpich", "--baton-m", "2222", "./prog"}}) {
+           {"-N1", "--baton-hostfile-format=mpich", "--baton-master-port=2222", "./prog"},
+           {"-N1", "--baton-hostfile-format", "mpich", "--baton-master-port", "2222", "./prog"},
+           {"-N1", "--baton-hostfile-f=mpich", "--baton-mas=2222", "./prog"},
+           {"-N1", "--baton-hostfile-f", "mpich", "--baton-m", "2222", "./prog"}}) {
     LaunchOptions callbacks;
-    ASSERT_TRUE(SetOption("baton-hostfile", "mpich", &callbacks).ok());
+    ASSERT_TRUE(SetOption("baton-hostfile-format", "mpich", &callbacks).ok());
     ASSERT_TRUE(SetOption("baton-master-port", "2222", &callbacks).ok());
-    std::vector<Occurrence> log = {{"baton-hostfile", "mpich", true}, {"baton-master-port", "2222", true}};
+    std::vector<Occurrence> log = {{"baton-hostfile-format", "mpich", true}, {"baton-master-port", "2222", true}};
     LaunchOptions resolved;
     ASSERT_TRUE(ResolveSubmitOptions(args, log, env, callbacks, PluginConfig{}, &resolved).ok());
     EXPECT_EQ(*resolved.hostfile, HostfileFormat::kMpich) << args[1];
     EXPECT_EQ(*resolved.master_port, 2222) << args[1];
   }
-  // #SBATCH --baton-hostfile=mpich (a callback without a command-line word)
-  // loses to the variable.
+  // #SBATCH --baton-hostfile-format=mpich (a callback without a
+  // command-line word) loses to the variable.
   LaunchOptions callbacks;
-  ASSERT_TRUE(SetOption("baton-hostfile", "mpich", &callbacks).ok());
+  ASSERT_TRUE(SetOption("baton-hostfile-format", "mpich", &callbacks).ok());
   LaunchOptions resolved;
-  ASSERT_TRUE(ResolveSubmitOptions({"job.sh"}, {{"baton-hostfile", "mpich", true}}, env, callbacks, PluginConfig{},
+  ASSERT_TRUE(ResolveSubmitOptions({"job.sh"}, {{"baton-hostfile-format", "mpich", true}}, env, callbacks, PluginConfig{},
                                    &resolved)
                   .ok());
   EXPECT_EQ(*resolved.hostfile, HostfileFormat::kPlain);
   // A program's own argument is not srun's option.
-  ASSERT_TRUE(ResolveSubmitOptions({"./prog", "--baton-host=mpich"}, {}, env, {}, PluginConfig{}, &resolved).ok());
+  ASSERT_TRUE(ResolveSubmitOptions({"./prog", "--baton-hostfile-format=mpich"}, {}, env, {}, PluginConfig{}, &resolved).ok());
   EXPECT_EQ(*resolved.hostfile, HostfileFormat::kPlain);
+}
+
+TEST(UserOptions, TheOldHostfileNameStillWorksAndWarns) {
+  // --baton-hostfile set a format while BATON_HOSTFILE is a path: the
+  // option is --baton-hostfile-format now, the old name an alias.
+  LaunchOptions o;
+  ASSERT_TRUE(SetOption("baton-hostfile", "mpich", &o).ok());
+  EXPECT_EQ(*o.hostfile, HostfileFormat::kMpich);
+  ASSERT_TRUE(FromArgs({"srun", "--baton-hostfile", "plain"}, &o).ok());
+  EXPECT_EQ(*o.hostfile, HostfileFormat::kPlain);
+  const OptionSpec* old = nullptr;
+  const OptionSpec* current = nullptr;
+  for (const OptionSpec& spec : UserOptions()) {
+    if (std::string(spec.name) == "baton-hostfile") old = &spec;
+    if (std::string(spec.name) == "baton-hostfile-format") current = &spec;
+  }
+  ASSERT_NE(old, nullptr) << "the old name stays registered, so srun still accepts it";
+  ASSERT_NE(current, nullptr);
+  EXPECT_EQ(AliasWarning(*old), "--baton-hostfile is now --baton-hostfile-format; the old name still works but will go");
+  EXPECT_EQ(AliasWarning(*current), "");
+  EXPECT_EQ(std::string(old->env), current->env) << "one variable";
 }
 
 TEST(UserOptions, SameOptionTwiceWithDifferentValuesIsAnError) {
   LaunchOptions o;
-  ExpectNames(FromArgs({"--baton-hostfile=mpich", "--baton-hostfile=plain"}, &o),
-              "--baton-hostfile given twice", "'mpich' and 'plain'");
+  ExpectNames(FromArgs({"--baton-hostfile-format=mpich", "--baton-hostfile-format=plain"}, &o),
+              "--baton-hostfile-format given twice", "'mpich' and 'plain'");
+  ExpectNames(FromArgs({"--baton-hostfile=mpich", "--baton-hostfile-format=plain"}, &o),
+              "--baton-hostfile and --baton-hostfile-format given twice", "'mpich' and 'plain'");
   ExpectNames(FromArgs({"--baton", "--baton=off"}, &o), "--baton given twice", "'off'");
   EXPECT_TRUE(FromArgs({"--baton-hostfile=mpich", "--baton-hostfile", "mpich"}, &o).ok())
       << "the same value twice is harmless";

@@ -139,9 +139,10 @@ TEST_F(NcclControl, ADeviceBeyondTheVisibleOnesIsRefused) {
 TEST_F(NcclControl, InitThatSucceedsIsNotAborted) {
   ncclComm_t comm = nullptr;
   Status s = InitComm(FakeNcclApi(), Id(), 4, 1, Fast(), &comm);
-  EXPECT_TRUE(s.ok()) << s;  // the fake refuses a blocking config, so non-blocking was asked
+  EXPECT_TRUE(s.ok()) << s;
   EXPECT_NE(comm, nullptr);
   EXPECT_EQ(g_fake.init_calls, 1);
+  EXPECT_EQ(g_fake.blocking_inits, 0);  // non-blocking was asked
   EXPECT_EQ(g_fake.aborts, 0);
 }
 
@@ -716,8 +717,28 @@ TEST_F(NcclControl, TheDeviceFollowsTheProgramUnlessAsked) {
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
 }
 
+// Issue 31, item 6: a program that never chose a device gets the one the
+// fallback chose (local rank modulo the devices) as its current device, so
+// that it allocates where the collectives run; NCCL's init and every
+// buffer query run on it.
+TEST_F(NcclControl, TheFallbackDeviceBecomesTheProgramsCurrentDevice) {
+  g_fake.device_count = 2;
+  g_fake.primary_context_active = false;  // the program never touched CUDA
+  auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), Fast());
+  ASSERT_TRUE(c->SetUpDevice(3).ok());
+  EXPECT_EQ(c->device(), 1);
+  EXPECT_EQ(testing::fake::t_current_device, 1) << "was put back to 0";
+  ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  EXPECT_EQ(g_fake.init_device, 1);
+  // The program allocates on its current device: device 1's memory.
+  g_fake.pointer_device = 1;
+  EXPECT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+}
+
 // Issue 14, item 4: every call puts the caller's device back; a buffer on
-// another device is refused with a Status, not a fault.
+// another device is refused with a Status, not a fault. Issue 31, item 6:
+// the buffer query runs on the communicator's device (elsewhere CUDA would
+// make a context on the caller's).
 TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
   g_fake.device_count = 2;
   NcclOptions o = Fast();
@@ -725,16 +746,21 @@ TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
   ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);
   auto c = std::make_unique<NcclCommunicator>(FakeNcclApi(), o);
   ASSERT_TRUE(c->SetUpDevice(0).ok());
-  EXPECT_EQ(testing::fake::t_current_device, 0) << "after SetUpDevice";
+  EXPECT_EQ(testing::fake::t_current_device, 1) << "the chosen device is current after SetUpDevice";
+  ASSERT_EQ(testing::fake::SetDevice(0), cudaSuccess);  // the program goes back to its own
   ASSERT_TRUE(c->InitWorld(Id(), 0, 1).ok());
+  EXPECT_EQ(g_fake.init_device, 1);
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after InitWorld";
   g_fake.pointer_device = 1;
   ASSERT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after a collective";
+  ASSERT_FALSE(g_fake.pointer_query_devices.empty());
+  for (int d : g_fake.pointer_query_devices) EXPECT_EQ(d, 1) << "a buffer query on the caller's device";
   g_fake.pointer_device = 0;
   Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_TRUE(Has(s, "is on CUDA device 0, the communicator's is 1")) << s;
+  EXPECT_EQ(testing::fake::t_current_device, 0) << "after a refused collective";
   c.reset();
   EXPECT_EQ(testing::fake::t_current_device, 0) << "after destruction";
 }
@@ -798,6 +824,20 @@ TEST_F(NcclDetectedDeath, AStickyCudaErrorExits75UnderExit) {
       ::testing::ExitedWithCode(75), "cudaEventQuery failed with 214.*exiting with 75");
 }
 
+TEST_F(NcclDetectedDeath, AnAsynchronousErrorFromAThreadExits75WhileIdle) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Exit());
+        if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+        if (!c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok()) std::_Exit(5);
+        testing::InjectAsyncError(c.world_comm(), ncclSystemError, milliseconds(10));
+        std::this_thread::sleep_for(std::chrono::seconds(10));  // no call: only the watchdog can see it
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75), "fake system error.*exiting with 75");
+}
+
 TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
   EXPECT_EXIT(
       {
@@ -835,6 +875,87 @@ TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
   EXPECT_EQ(g_fake.aborts, 3);
 }
 
+// ---- the stand-in behaves as NCCL's non-blocking mode ---------------------
+
+// Every collective returns ncclInProgress with a group job; the
+// communicator takes no other call until ncclCommGetAsyncError freed it.
+TEST_F(NcclControl, StandInCollectivesAreInProgressUntilGetAsyncErrorFreesTheirJob) {
+  const NcclApi& api = FakeNcclApi();
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(api.CommInitRankConfig(&comm, 1, Id(), 0, &config), ncclInProgress);
+  ASSERT_NE(comm, nullptr);  // the handle at once, the init on a thread
+  ncclResult_t state = ncclSuccess;
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);  // the init's job joined and freed
+  g_fake.op = Script::After(1, ncclSuccess);
+  EXPECT_EQ(api.AllReduce(dev_, dev_, 4, ncclFloat32, ncclSum, comm, nullptr), ncclInProgress);
+  // Used again before its job was freed: refused, as NCCL's ncclCommEnsureReady.
+  EXPECT_EQ(api.AllReduce(dev_, dev_, 4, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(g_fake.used_while_in_progress, 1);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclInProgress);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  EXPECT_FALSE(g_fake.comms.front().job_pending);
+  // A group: its collectives join it, ncclGroupEnd launches one job.
+  ASSERT_EQ(api.GroupStart(), ncclSuccess);
+  EXPECT_EQ(api.Broadcast(dev_, dev_, 4, ncclFloat32, 0, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(api.GroupEnd(), ncclInProgress);
+  EXPECT_TRUE(g_fake.comms.front().job_pending);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  // A job that fails leaves its error in the communicator for good.
+  g_fake.op = Script::After(0, ncclSystemError);
+  EXPECT_EQ(api.AllGather(dev_, dev_, 4, ncclFloat32, comm, nullptr), ncclInProgress);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(api.CommGetAsyncError(comm, &state), ncclSuccess);
+    EXPECT_EQ(state, ncclSystemError);
+  }
+  EXPECT_EQ(g_fake.double_frees, 0);
+  (void)api.CommAbort(comm);
+}
+
+// The backend finishes every job before the next call and records each
+// collective's event only once NCCL launched it.
+TEST_F(NcclControl, EveryCollectiveJobIsFinishedBeforeTheNextCall) {
+  auto c = Ready(0, 2);
+  g_fake.op = Script::After(3, ncclSuccess);
+  g_fake.stream_busy_polls = 2;
+  EXPECT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(c->AllGatherV(dev_, dev_, {2, 3}, DType::kF32).ok());
+  EXPECT_TRUE(c->ReduceScatterV(dev_, dev_, {2, 3}, DType::kF32, ReduceOp::kSum).ok());
+  EXPECT_TRUE(c->AllToAll(dev_, dev_, 2, DType::kF32).ok());
+  EXPECT_TRUE(c->Barrier().ok());
+  EXPECT_EQ(g_fake.used_while_in_progress, 0);
+  EXPECT_EQ(g_fake.events_before_launch, 0);
+  EXPECT_EQ(g_fake.double_frees, 0);
+  EXPECT_FALSE(testing::FakeNccl::Of(c->world_comm()).job_pending);
+  c.reset();
+  EXPECT_EQ(g_fake.used_while_in_progress, 0);  // finalize and destroy after each job was freed
+  EXPECT_EQ(g_fake.destroys, 3);
+}
+
+// An asynchronous error that a thread of NCCL's sets while the program
+// does nothing with the communicator (a peer died between two steps):
+// the watchdog finds it and breaks the communicator (kReturn), without a
+// collective in flight.
+TEST_F(NcclControl, AnAsynchronousErrorFromAThreadBreaksAnIdleCommunicator) {
+  auto c = Ready();
+  ASSERT_TRUE(c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum).ok());
+  testing::InjectAsyncError(c->world_comm(), ncclRemoteError, milliseconds(20));
+  const auto start = Clock::now();
+  while (c->world_comm() != nullptr && Ms(start) < 5000) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_EQ(c->world_comm(), nullptr) << "the watchdog did not see the error";
+  Status s = c->AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(s.code(), Code::kIOError) << s;
+  EXPECT_TRUE(Has(s, "NCCL reported 6 (fake remote error)")) << s;
+  c.reset();
+  EXPECT_EQ(g_fake.aborts, 3);
+}
+
 TEST_F(NcclControl, ARefusedCallLeavesTheCommunicatorUsable) {
   auto c = Ready();
   g_fake.op_call_result = ncclInvalidArgument;
@@ -863,6 +984,13 @@ TEST_F(NcclControl, BadArgumentsAreRefusedBeforeNccl) {
   s = c->ReduceScatter(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_TRUE(Has(s, "is host memory unknown to CUDA; the nccl backend takes device buffers")) << s;
+  // CUDA before 11 answers an error for host memory it does not know: the
+  // same refusal (the one buffer check of both backends, LocateBuffer).
+  g_fake.pointer_query_error = cudaErrorInvalidValue;
+  s = c->AllGather(dev_, dev_, 4, DType::kF32);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_TRUE(Has(s, "is host memory unknown to CUDA")) << s;
+  g_fake.pointer_query_error = cudaSuccess;
   EXPECT_EQ(g_fake.collectives, 0);
   // Zero elements touch nothing: null buffers are fine.
   EXPECT_TRUE(c->AllReduce(nullptr, nullptr, 0, DType::kF32, ReduceOp::kSum).ok());

@@ -1,7 +1,7 @@
-// The directory that holds a node's hostfile: made so that no other user
-// can have taken its place or swap it afterwards, made and removed with a
-// bound on the wait (a hung NFS TMPDIR must never hang slurmstepd), and
-// removed as the job's user.
+// The safety rule for a directory the plugin writes in (the hostfile's,
+// the node-local one): made so that no other user can have taken its
+// place or swap it afterwards. Making and removing it with a bound on the
+// wait, and as the job's user, is bounded_child.h.
 //
 // Every check is made on an open descriptor, and every later use is
 // relative to it (openat, mkdirat, renameat, unlinkat): nothing is decided
@@ -10,8 +10,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
-#include <functional>
 #include <string>
 
 #include "baton/status.h"
@@ -53,31 +51,5 @@ Status MakeFreshDir(const std::string& parent, const std::string& prefix, OpenDi
 Status WriteFileIn(const OpenDir& dir, const std::string& name, const std::string& content);
 
 void CloseDir(OpenDir* dir);
-
-// Runs `work` in a child that first takes uid/gid (and no supplementary
-// groups) when they are not already the caller's, and waits for it at most
-// `limit`: a hung file system (NFS) then costs a Timeout, never a hung
-// slurmstepd. `work` runs between fork and _exit, so it must be
-// async-signal-safe; it returns 0 or an errno, which the Status reports
-// as is. `what` names the work in messages.
-Status RunAsUser(const std::string& what, uid_t uid, gid_t gid, std::chrono::milliseconds limit,
-                 const std::function<int()>& work);
-
-// Runs `make` (which opens or makes a directory, and may write in it) in a
-// child and waits for it at most `limit`: a file system that never answers
-// (a hung NFS server) costs a Timeout, never a hung slurmstepd. The child
-// runs as the caller (user_init already runs as the job's user). On
-// success the directory comes back through *out, its two descriptors
-// passed over a socket (SCM_RIGHTS); a failure comes back as the child's
-// Status. `make` runs between fork and _exit in a process that may have
-// threads: it may allocate (glibc's fork leaves malloc usable in the
-// child), but must take no other lock (no logging, no libslurm).
-Status MakeDirBounded(const std::string& what, std::chrono::milliseconds limit,
-                      const std::function<Status(OpenDir*)>& make, OpenDir* out);
-
-// Removes `name` from `dir`, and `dir` itself when it was made here, as
-// uid/gid through RunAsUser.
-Status RemoveAsUser(const OpenDir& dir, const std::string& name, uid_t uid, gid_t gid,
-                    std::chrono::milliseconds limit);
 
 }  // namespace baton::launch
