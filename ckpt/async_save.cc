@@ -35,6 +35,7 @@
 #include "ckpt/agreement.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/checksum.h"
+#include "ckpt/chunk_digests.h"
 #include "ckpt/hdf5/rank_shard_writer.h"
 #include "mpi_runtime/mpi_check.h"
 #include "mpi_runtime/silence_watch.h"
@@ -85,7 +86,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   // rank set one (as Save does: a sharded u8 array, rows in rank order).
   std::map<std::string, h5::ShardArray> shard;
   std::map<std::string, ChunkRecord> records;
-  std::map<std::string, uint64_t> hashes;  // the xxh3 of this rank's rows, hashed while staging
+  std::map<std::string, std::vector<uint64_t>> hashes;  // of this rank's rows' chunks, hashed while staging
   std::map<std::string, ArrayMeta> metas;
   for (const StagedArray& a : v.arrays) {
     h5::ShardArray s;
@@ -123,13 +124,13 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
     s.data = v.rank_state.data();
     shard[s.name] = s;
     records[s.name] = ChunkRecord{first, mine_bytes};
-    hashes[s.name] = Xxh3(v.rank_state.data(), v.rank_state.size());
+    hashes[s.name] = ChunkDigests(v.rank_state.data(), mine_bytes, 1);
     metas[s.name] = m;
     p->total_bytes += total_bytes;
   }
   const size_t n = shard.size();
   std::vector<ChunkRecord> mine;
-  std::vector<uint64_t> mine_xxh3;
+  std::vector<std::vector<uint64_t>> mine_xxh3;
   for (auto& [name, s] : shard) {
     p->shard.push_back(s);
     mine.push_back(records[name]);
@@ -141,7 +142,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
                                                    static_cast<int>(2 * n), MPI_UINT64_T, 0, comm_)));
   // My shard's index entries, written at the commit (no gather: a group of one).
-  for (size_t i = 0; i < n; ++i) p->entries.insert(p->entries.end(), {mine[i].first_row, mine[i].rows, mine_xxh3[i]});
+  p->entries = ShardEntries(mine, mine_xxh3);
   std::string name;
   Status local;
   if (rank_ == 0) {

@@ -67,7 +67,7 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
-std::string ShardFileName(int group) { return "shard-" + std::to_string(group) + ".h5"; }
+std::string ShardFileName(int group) { return CanonicalShardFile(static_cast<size_t>(group)); }
 
 CheckpointerImpl::~CheckpointerImpl() {
   // Not collective, so the save in flight cannot be committed here (Wait()

@@ -77,6 +77,11 @@ struct ChunkRecord {
   uint64_t rows;
 };
 
+// A rank's entries for its shard's index: per array [first_row, rows, k,
+// then the k chunk digests] (k = ChunkCount(rows, row_bytes)).
+std::vector<uint64_t> ShardEntries(const std::vector<ChunkRecord>& mine,
+                                   const std::vector<std::vector<uint64_t>>& digests);
+
 inline double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -176,22 +181,24 @@ class CheckpointerImpl : public Checkpointer {
   // in `dir`.
   Status NameLevel2Version(int64_t step, bool shared_due, std::string* name);
   // *record: [file bytes, metadata xxh3, data offset of each array] of my
-  // shard (meaningful from the group's first rank), then the xxh3 of my
-  // rows of each array (hashed as they were written; every rank's).
-  Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record);
+  // shard (meaningful from the group's first rank); *digests: per array the
+  // xxh3 of each chunk of my rows (ckpt/chunk_digests.h, hashed as they
+  // were written; every rank's).
+  Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record,
+                      std::vector<std::vector<uint64_t>>* digests);
   void ApplyRetention();
 
   // commit.cc
   // Collective over the shard group: every member sends its entries
-  // ([first_row, rows, xxh3] of each array: `mine` and the xxh3s at the
-  // end of *record, WriteMyShard's); the group's first rank writes the
-  // shard's index. *record becomes [bytes, meta_xxh3, offsets..., index
-  // bytes, index xxh3] (zeros for the index on the other ranks).
+  // (ShardEntries of `mine` and `digests`, WriteMyShard's); the group's
+  // first rank writes the shard's index. *record becomes [bytes, meta_xxh3,
+  // offsets..., index bytes, index xxh3] (zeros for the index on the other
+  // ranks).
   Status WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
-                           std::vector<uint64_t>* record);
+                           const std::vector<std::vector<uint64_t>>& digests, std::vector<uint64_t>* record);
   // Writes the index of shard g (its ranks: those with group_of[k] == g,
-  // ascending; entries: theirs in that order, [first_row, rows, xxh3] per
-  // array) and appends [index bytes, index xxh3] to *record ([bytes,
+  // ascending; entries: theirs in that order, ShardEntries of each) and
+  // appends [index bytes, index xxh3] to *record ([bytes,
   // meta_xxh3, offsets...] of the shard). Sync saves through
   // WriteMyShardIndex; async ones per rank (a group of one).
   Status WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
@@ -346,7 +353,7 @@ class CheckpointerImpl : public Checkpointer {
     std::string vdir;
     double started = 0;                      // Now() at SaveAsync
     std::vector<ArrayMeta> arrays;           // the version's arrays (manifest order)
-    std::vector<uint64_t> entries;           // mine: [first_row, rows, xxh3 of the rows] per array
+    std::vector<uint64_t> entries;           // mine: ShardEntries (commit.cc)
     std::string blob;                        // rank 0's, at SaveAsync
     uint64_t total_bytes = 0;
     std::vector<h5::ShardArray> shard;       // what the writer writes (staged rows)

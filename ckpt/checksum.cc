@@ -24,6 +24,8 @@ void Xxh3Stream::Update(const void* data, size_t n) { XXH3_64bits_update(state_-
 
 uint64_t Xxh3Stream::Digest() const { return XXH3_64bits_digest(state_->s); }
 
+void Xxh3Stream::Reset() { XXH3_64bits_reset(state_->s); }
+
 std::string HexU64(uint64_t v) {
   char digits[16];
   const auto r = std::to_chars(digits, digits + sizeof digits, v, 16);

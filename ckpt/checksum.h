@@ -18,6 +18,7 @@ class Xxh3Stream {
   ~Xxh3Stream();
   void Update(const void* data, size_t n);
   uint64_t Digest() const;
+  void Reset();  // as if new: the digest of what follows
 
  private:
   struct State;

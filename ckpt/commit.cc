@@ -16,28 +16,46 @@
 #include "baton/version.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/checksum.h"
+#include "ckpt/chunk_digests.h"
 #include "ckpt/fs/durable_write.h"
 #include "ckpt/manifest_index.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
 
+std::vector<uint64_t> ShardEntries(const std::vector<ChunkRecord>& mine,
+                                   const std::vector<std::vector<uint64_t>>& digests) {
+  std::vector<uint64_t> entries;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const std::vector<uint64_t>& d = digests[i];
+    entries.insert(entries.end(), {mine[i].first_row, mine[i].rows, d.size()});
+    entries.insert(entries.end(), d.begin(), d.end());
+  }
+  return entries;
+}
+
 Status CheckpointerImpl::WriteMyShardIndex(const std::string& vdir, int64_t step, const std::vector<ChunkRecord>& mine,
+                                           const std::vector<std::vector<uint64_t>>& digests,
                                            std::vector<uint64_t>* record) {
   const size_t n = arrays_.size();
   int group_rank = 0, group_size = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(group_, &group_rank)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(group_, &group_size)));
-  // My entries: [first_row, rows, xxh3] of each array, the xxh3 from
-  // WriteMyShard's record (hashed as the rows were written).
-  std::vector<uint64_t> entries;
-  entries.reserve(3 * n);
-  for (size_t i = 0; i < n; ++i) entries.insert(entries.end(), {mine[i].first_row, mine[i].rows, (*record)[2 + n + i]});
-  std::vector<uint64_t> group_entries(group_rank == 0 ? 3 * n * static_cast<size_t>(group_size) : 0);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(entries.data(), static_cast<int>(3 * n), MPI_UINT64_T,
-                                                   group_entries.data(), static_cast<int>(3 * n), MPI_UINT64_T, 0,
-                                                   group_)));
-  record->resize(n + 2);  // [bytes, meta_xxh3, offsets...]: my rows' hashes are in the index now
+  // My entries, the digests from WriteMyShard (hashed as the rows were
+  // written); their number varies with the rows: counts first.
+  const std::vector<uint64_t> entries = ShardEntries(mine, digests);
+  const int count = static_cast<int>(entries.size());
+  std::vector<int> counts(group_rank == 0 ? static_cast<size_t>(group_size) : 0), displs;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, group_)));
+  size_t total = 0;
+  for (int c : counts) {
+    displs.push_back(static_cast<int>(total));
+    total += static_cast<size_t>(c);
+  }
+  std::vector<uint64_t> group_entries(total);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gatherv(entries.data(), count, MPI_UINT64_T, group_entries.data(),
+                                                    counts.data(), displs.data(), MPI_UINT64_T, 0, group_)));
+  record->resize(n + 2);  // [bytes, meta_xxh3, offsets...]
   if (group_rank != 0) {
     record->insert(record->end(), {0, 0});
     return Status::OK();
@@ -69,15 +87,39 @@ Status CheckpointerImpl::WriteIndexOfShard(const std::string& vdir, int64_t step
   for (int k = 0; k < size_; ++k) {
     if (group_of[k] == g) sh.ranks.push_back(k);
   }
+  // Each rank's entries (ShardEntries), in rank order.
+  std::vector<std::vector<const uint64_t*>> at(sh.ranks.size(), std::vector<const uint64_t*>(n));
+  size_t e = 0;
+  for (size_t j = 0; j < sh.ranks.size(); ++j) {
+    for (size_t i = 0; i < n; ++i) {
+      if (e + 3 > entries.size() || entries[e + 2] > entries.size() - e - 3) {
+        return Status::Internal(log::kCkpt, "shard " + std::to_string(g) + "'s index entries end early at rank " +
+                                                std::to_string(sh.ranks[j]));
+      }
+      at[j][i] = &entries[e];
+      e += 3 + entries[e + 2];
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     DatasetMeta d;
     d.array = static_cast<uint32_t>(i);
     d.offset = (*record)[2 + i];
+    const uint64_t per = ChunkRows(arrays[i].row_bytes());
     for (size_t j = 0; j < sh.ranks.size(); ++j) {
-      const uint64_t* e = &entries[3 * (j * n + i)];
-      if (e[1] == 0) continue;
-      d.chunks.push_back(Chunk{sh.ranks[j], e[0], e[1], d.rows, e[2]});
-      d.rows += e[1];
+      const uint64_t* r = at[j][i];
+      const uint64_t first = r[0], rows = r[1], k = r[2];
+      if (rows == 0) continue;
+      if (k != ChunkCount(rows, arrays[i].row_bytes())) {
+        return Status::Internal(log::kCkpt, "rank " + std::to_string(sh.ranks[j]) + " sent " + std::to_string(k) +
+                                                " chunk digests of " + arrays[i].name + " for " + std::to_string(rows) +
+                                                " rows");
+      }
+      // A rank's rows as chunks of ChunkRows each (ckpt/chunk_digests.h).
+      for (uint64_t c = 0; c < k; ++c) {
+        const uint64_t rows_c = std::min(per, rows - c * per);
+        d.chunks.push_back(Chunk{sh.ranks[j], first + c * per, rows_c, d.rows, r[3 + c]});
+        d.rows += rows_c;
+      }
     }
     if (d.rows > 0) sh.datasets.push_back(std::move(d));
   }

@@ -29,6 +29,7 @@
 
 #include "ckpt/base64.h"
 #include "ckpt/checksum.h"
+#include "ckpt/manifest_index.h"
 #include "ckpt/run.h"
 
 namespace baton::ckpt {
@@ -666,7 +667,133 @@ bool IsPlainFileName(std::string_view name) {
          name.find('\0') == std::string_view::npos;
 }
 
+std::string CanonicalShardFile(size_t group) { return "shard-" + std::to_string(group) + ".h5"; }
+
 namespace {
+
+// ---- format 5's compact shard table ------------------------------------------
+//   "shards": {"groups": [[count, ranks], ...], "table": "<base64>"}
+// groups: runs of `count` shards of `ranks` consecutive ranks each, from
+// rank 0 on; shard g is CanonicalShardFile(g) with its ShardIndexName.
+// table: per shard, 32 bytes little-endian: bytes, meta_xxh3, index bytes,
+// index xxh3.
+constexpr size_t kTableEntryBytes = 32;
+
+// The runs of the shards' rank counts when the shards are the canonical ones
+// over consecutive ranks (else false: the list form).
+bool CompactGroups(const Manifest& m, std::vector<std::pair<uint64_t, uint64_t>>* runs) {
+  runs->clear();
+  int next = 0;
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    const ShardMeta& sh = m.shards[s];
+    if (sh.file != CanonicalShardFile(s) || sh.index != ShardIndexName(sh.file) || sh.ranks.empty()) return false;
+    for (int r : sh.ranks) {
+      if (r != next++) return false;
+    }
+    if (!runs->empty() && runs->back().second == sh.ranks.size()) {
+      ++runs->back().first;
+    } else {
+      runs->emplace_back(1, sh.ranks.size());
+    }
+  }
+  return !runs->empty();
+}
+
+void AppendLe64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t ReadLe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void AppendCompactShards(std::string* o, const Manifest& m, const std::vector<std::pair<uint64_t, uint64_t>>& runs) {
+  *o += "{\"groups\": [";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    *o += i == 0 ? "[" : ", [";
+    AppendU64(o, runs[i].first);
+    *o += ", ";
+    AppendU64(o, runs[i].second);
+    *o += "]";
+  }
+  std::string table;
+  table.reserve(kTableEntryBytes * m.shards.size());
+  for (const ShardMeta& sh : m.shards) {
+    AppendLe64(&table, sh.bytes);
+    AppendLe64(&table, sh.meta_xxh3);
+    AppendLe64(&table, sh.index_bytes);
+    AppendLe64(&table, sh.index_xxh3);
+  }
+  *o += "], \"table\": \"";
+  *o += Base64Encode(table);
+  *o += "\"}";
+}
+
+// Allocates in proportion to the text: the table's length must match the
+// shards the groups claim before any shard is made.
+Status ParseCompactShards(const json& j, Manifest* m) {
+  BATON_RETURN_IF_ERROR(CheckKeys(j, "shards", {"groups", "table"}));
+  const json* groups = nullptr;
+  BATON_RETURN_IF_ERROR(GetArray(j, "shards", "groups", &groups));
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  uint64_t shards = 0, ranks = 0;
+  for (size_t i = 0; i < groups->size(); ++i) {
+    const json& g = (*groups)[i];
+    const std::string path = Idx("shards", "groups", i);
+    if (!g.is_array() || g.size() != 2) return Fail(Code::kCorruption, path, "expected [count, ranks], got " + Describe(g));
+    uint64_t count = 0, per = 0, run_ranks = 0;
+    BATON_RETURN_IF_ERROR(GetU64Value(g[0], path + "[0]", static_cast<uint64_t>(INT_MAX), &count));
+    BATON_RETURN_IF_ERROR(GetU64Value(g[1], path + "[1]", static_cast<uint64_t>(INT_MAX), &per));
+    if (count == 0 || per == 0) return Fail(Code::kCorruption, path, "a run of no shards or of shards of no ranks");
+    if (MulOverflows(count, per, &run_ranks) || AddOverflows(ranks, run_ranks, &ranks) ||
+        ranks > static_cast<uint64_t>(m->world_size)) {
+      return Fail(Code::kCorruption, path, "more ranks than the world size " + std::to_string(m->world_size));
+    }
+    shards += count;
+    runs.emplace_back(count, per);
+  }
+  if (ranks != static_cast<uint64_t>(m->world_size)) {
+    return Fail(Code::kCorruption, "shards.groups", std::to_string(ranks) + " ranks, but the world size is " +
+                                                       std::to_string(m->world_size));
+  }
+  const json& t = j["table"];
+  if (!t.is_string()) return Fail(Code::kCorruption, "shards.table", "expected a string, got " + Describe(t));
+  const std::string& b64 = t.get_ref<const std::string&>();
+  const uint64_t want = (shards * kTableEntryBytes + 2) / 3 * 4;  // base64 with padding
+  if (b64.size() != want) {
+    return Fail(Code::kCorruption, "shards.table", std::to_string(b64.size()) + " characters, but " +
+                                                       std::to_string(shards) + " shards take " + std::to_string(want));
+  }
+  std::string table;
+  if (!Base64Decode(b64, &table) || table.size() != shards * kTableEntryBytes) {
+    return Fail(Code::kCorruption, "shards.table", "is not the base64 of " + std::to_string(shards) + " entries");
+  }
+  m->shards.resize(static_cast<size_t>(shards));
+  size_t s = 0;
+  int rank = 0;
+  for (const auto& [count, per] : runs) {
+    for (uint64_t c = 0; c < count; ++c, ++s) {
+      ShardMeta& sh = m->shards[s];
+      sh.file = CanonicalShardFile(s);
+      sh.index = ShardIndexName(sh.file);
+      sh.ranks.resize(static_cast<size_t>(per));
+      for (int& r : sh.ranks) r = rank++;
+      const char* e = table.data() + s * kTableEntryBytes;
+      sh.bytes = ReadLe64(e);
+      sh.meta_xxh3 = ReadLe64(e + 8);
+      sh.index_bytes = ReadLe64(e + 16);
+      sh.index_xxh3 = ReadLe64(e + 24);
+      if (sh.index_bytes > kMaxManifestBytes) {
+        return Fail(Code::kCorruption, "shards.table[" + std::to_string(s) + "]",
+                    "index bytes " + std::to_string(sh.index_bytes) + " exceed " + std::to_string(kMaxManifestBytes));
+      }
+      sh.loaded = false;  // its datasets are in its index
+    }
+  }
+  return Status::OK();
+}
 
 // The single document (top = false: formats 1-2) or the top-level manifest
 // of format 3 (top = true: each shard's index instead of its datasets).
@@ -719,9 +846,13 @@ Status WriteDocument(const Manifest& m, bool top, std::string* out) {
     o += "], \"replicated\": ";
     o += am.replicated ? "true}" : "false}";
   }
-  o += m.arrays.empty() ? "],\n  \"shards\": [" : "\n  ],\n  \"shards\": [";
+  std::vector<std::pair<uint64_t, uint64_t>> runs;
+  const bool compact = top && m.format >= kCompactShardsFormat && CompactGroups(m, &runs);
+  o += m.arrays.empty() ? "],\n  \"shards\": " : "\n  ],\n  \"shards\": ";
+  if (compact) AppendCompactShards(&o, m, runs);
+  if (!compact) o += "[";
   std::string file;
-  for (size_t s = 0; s < m.shards.size(); ++s) {
+  for (size_t s = 0; !compact && s < m.shards.size(); ++s) {
     const ShardMeta& sh = m.shards[s];
     BATON_RETURN_IF_ERROR(JsonString(sh.file, Idx("", "shards", s) + ".file", &file));
     o += s == 0 ? "\n    {\"file\": " : ",\n    {\"file\": ";
@@ -752,7 +883,8 @@ Status WriteDocument(const Manifest& m, bool top, std::string* out) {
     AppendDatasets(&o, m, sh, names, "\n      ");
     o += sh.datasets.empty() ? "]}" : "\n    ]}";
   }
-  o += m.shards.empty() ? "],\n  \"user_blob\": {\"xxh3\": " : "\n  ],\n  \"user_blob\": {\"xxh3\": ";
+  o += compact ? ",\n  \"user_blob\": {\"xxh3\": "
+       : m.shards.empty() ? "],\n  \"user_blob\": {\"xxh3\": " : "\n  ],\n  \"user_blob\": {\"xxh3\": ";
   AppendHex(&o, blob_xxh3);
   o += ", \"base64\": \"";
   o += Base64Encode(m.user_blob);
@@ -945,9 +1077,13 @@ Status ParseManifestJson(std::string_view text, Manifest* out, uint64_t max_valu
   }
 
   const json* shards = nullptr;
-  BATON_RETURN_IF_ERROR(GetArray(root, "", "shards", &shards));
-  m.shards.resize(shards->size());
-  for (size_t s = 0; s < shards->size(); ++s) {
+  if (m.format >= kCompactShardsFormat && root["shards"].is_object()) {
+    BATON_RETURN_IF_ERROR(ParseCompactShards(root["shards"], &m));
+  } else {
+    BATON_RETURN_IF_ERROR(GetArray(root, "", "shards", &shards));
+    m.shards.resize(shards->size());
+  }
+  for (size_t s = 0; shards != nullptr && s < shards->size(); ++s) {
     const json& j = (*shards)[s];
     const std::string path = Idx("", "shards", s);
     ShardMeta& sh = m.shards[s];

@@ -114,7 +114,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
                                     bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  ChunkReader chunks;  // reads and verifies whole chunks (ckpt/chunk_reader.h)
+  ChunkReader chunks;  // reads and verifies whole chunks, queued (ckpt/chunk_reader.h)
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -145,23 +145,28 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
                                             rank_state ? rank_ : -1, &m, &loaded));
   state->clear();
   if (rank_state) {
-    // My own chunk of the per-rank state, wherever the manifest has it.
+    // My own chunks of the per-rank state (consecutive rows, one chunk per
+    // kChunkBytes), wherever the manifest has them.
     for (size_t a = 0; a < m.arrays.size(); ++a) {
       if (m.arrays[a].name != kRankStateName) continue;
+      uint64_t first = UINT64_MAX, rows = 0;
       for (const ShardMeta& sh : m.shards) {
         for (const DatasetMeta& d : sh.datasets) {
           if (d.array != a) continue;
           for (const Chunk& c : d.chunks) {
             if (c.rank != rank_) continue;
-            if (c.rows > kMaxUserBlobBytes) {
-              return Status::Corruption(log::kCkpt, vdir + ": rank " + std::to_string(rank_) + "'s state of " +
-                                                        std::to_string(c.rows) + " bytes exceeds the limit");
-            }
-            state->resize(c.rows);
-            jobs.push_back(Job{static_cast<int>(a), kRankStateName, c.first_row, c.rows, c.first_row, state->data()});
+            first = std::min(first, c.first_row);
+            rows += c.rows;
           }
         }
       }
+      if (rows == 0) continue;
+      if (rows > kMaxUserBlobBytes) {
+        return Status::Corruption(log::kCkpt, vdir + ": rank " + std::to_string(rank_) + "'s state of " +
+                                                  std::to_string(rows) + " bytes exceeds the limit");
+      }
+      state->resize(rows);
+      jobs.push_back(Job{static_cast<int>(a), kRankStateName, first, rows, first, state->data()});
     }
   }
   for (const Job& job : jobs) {
@@ -175,13 +180,20 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
       const ShardMeta& shard = m.shards[p.shard];
       auto& reader = readers[p.shard];
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
-      BATON_RETURN_IF_ERROR(chunks.Read(reader.get(), reader->path(), a, shard.datasets[p.dataset],
-                                        shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
-                                        base + (p.first_row - buffer_first) * rb, clock));
+      Status read = chunks.Queue(reader.get(), reader->path(), a, shard.datasets[p.dataset],
+                                 shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
+                                 base + (p.first_row - buffer_first) * rb, clock);
+      if (!read.ok()) {
+        stats_.bytes_read += chunks.bytes_read();
+        chunks.Finish(clock).IgnoreError();  // the read's error is the one to report
+        return read;
+      }
       *bytes += p.rows * rb;
     }
   }
   stats_.bytes_read += chunks.bytes_read();
+  // No row is used before every chunk it came from is verified.
+  BATON_RETURN_IF_ERROR(chunks.Finish(clock));
   if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
     return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
   }

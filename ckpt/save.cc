@@ -111,7 +111,7 @@ Status CheckpointerImpl::NameLevel2Version(int64_t step, bool shared_due, std::s
 }
 
 Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes,
-                                      std::vector<uint64_t>* record) {
+                                      std::vector<uint64_t>* record, std::vector<std::vector<uint64_t>>* digests) {
   std::vector<ckpt::h5::ShardArray> shard;
   for (const auto& [name, r] : arrays_) {
     ckpt::h5::ShardArray a;
@@ -139,12 +139,12 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
   // [file bytes, metadata xxh3, data offset of each array] (group rank 0's
-  // count), then the xxh3 of my rows of each array (every rank's).
+  // count); the digests of my rows' chunks of each array (every rank's).
   record->assign({res.file_bytes, res.meta_xxh3});
   res.offsets.resize(arrays_.size(), UINT64_MAX);
   record->insert(record->end(), res.offsets.begin(), res.offsets.end());
-  res.xxh3.resize(arrays_.size(), 0);
-  record->insert(record->end(), res.xxh3.begin(), res.xxh3.end());
+  res.xxh3.resize(arrays_.size());
+  *digests = std::move(res.xxh3);
   return s;
 }
 
@@ -315,7 +315,8 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
 
   // 3. The shards, written, synced and agreed.
   std::vector<uint64_t> record;
-  local = WriteMyShard(vdir, &clock, &stats_.bytes, &record);
+  std::vector<std::vector<uint64_t>> digests;
+  local = WriteMyShard(vdir, &clock, &stats_.bytes, &record, &digests);
   Status agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);
   env_->Mark("agreed");
@@ -324,7 +325,7 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   // 4. Each group's first rank writes its shard's index (ckpt/commit.cc);
   // agreed; rank 0 commits the top-level manifest (the shards' records:
   // one MPI_Gather).
-  local = WriteMyShardIndex(vdir, step, mine, &record);
+  local = WriteMyShardIndex(vdir, step, mine, digests, &record);
   clock.Lap("manifest");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return abandon(agreed);

@@ -41,7 +41,7 @@ void CopyOut(char* dst, const char* src, uint64_t n) {
 }  // namespace
 
 void CopyAndHash(char* dst, const char* src, uint64_t n, uint64_t slice_begin, uint64_t slice_end,
-                 Xxh3Stream* slice, Xxh3Stream* whole) {
+                 ChunkHasher* slice, Xxh3Stream* whole) {
   // Block by block: the hash reads a block of the source (which brings it
   // into the cache), the copy then reads it from there and streams it out.
   // Memory traffic: one read and one write per byte, as memcpy's; a copy
@@ -104,7 +104,8 @@ void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& a
       a.rows = a.write_rows = r.rows;
     }
     const uint64_t bytes = a.rows * rb;
-    Xxh3Stream slice, whole;
+    ChunkHasher slice(a.write_rows, rb);
+    Xxh3Stream whole;
     const bool hash_whole = r.meta.replicated && hash_replicas;
     const uint64_t begin = (a.write_first - a.first_row) * rb;
     const char* src = static_cast<const char*>(r.data);
@@ -118,7 +119,7 @@ void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& a
       a.data = dst;
       version_.bytes += bytes;
     }
-    a.write_xxh3 = slice.Digest();
+    a.write_xxh3 = slice.Finish();
     if (hash_whole) a.whole_xxh3 = whole.Digest();
     version_.arrays.push_back(std::move(a));
   }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ckpt/checksum.h"
+#include "ckpt/chunk_digests.h"
 #include "ckpt/registered.h"
 
 namespace baton::ckpt {
@@ -31,7 +32,7 @@ namespace baton::ckpt {
 // every byte, `slice` (may be null) the bytes of [slice_begin, slice_end).
 // src must not change during the call.
 void CopyAndHash(char* dst, const char* src, uint64_t n, uint64_t slice_begin, uint64_t slice_end,
-                 Xxh3Stream* slice, Xxh3Stream* whole);
+                 ChunkHasher* slice, Xxh3Stream* whole);
 
 // One array as staged.
 struct StagedArray {
@@ -40,7 +41,7 @@ struct StagedArray {
   uint64_t rows = 0;
   uint64_t write_first = 0;  // the rows this rank writes (global), within the staged ones
   uint64_t write_rows = 0;
-  uint64_t write_xxh3 = 0;   // of the written rows
+  std::vector<uint64_t> write_xxh3;  // of each chunk of the written rows (ckpt/chunk_digests.h)
   uint64_t whole_xxh3 = 0;   // replicated, when asked: of the whole copy
   const char* data = nullptr;  // the staged rows; owned by the pool
   const char* write_data() const { return data + (write_first - first_row) * meta.row_bytes(); }

@@ -72,9 +72,7 @@ Manifest BuildManifest(int ranks, int group_size, int arrays, uint64_t rows_per_
   uint64_t salt = 0;
   for (int first = 0, g = 0; first < ranks; first += group_size, ++g) {
     ckpt::ShardMeta sh;
-    char file[32];
-    std::snprintf(file, sizeof file, "shard-%05d.h5", g);
-    sh.file = file;
+    sh.file = ckpt::CanonicalShardFile(static_cast<size_t>(g));  // as saves name it (a compact table, format 5)
     for (int r = first; r < std::min(ranks, first + group_size); ++r) sh.ranks.push_back(r);
     for (int a = 0; a < arrays; ++a) {
       const ckpt::ArrayMeta& am = m.arrays[static_cast<size_t>(a)];

@@ -11,6 +11,7 @@
 #include "baton/log.h"
 #include "ckpt/agreement.h"
 #include "ckpt/checksum.h"
+#include "ckpt/chunk_digests.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
 #include "ckpt/hdf5/shard_dataset.h"
@@ -304,15 +305,15 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
 
 // Independent transfers: this member's rows, written into the closed file
 // at the offsets HDF5 allocated, each piece hashed just before its write.
-Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<MyRows>& mine, PhaseClock* clock,
-                   std::vector<uint64_t>* xxh3) {
+Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<ShardArray>& arrays,
+                   const std::vector<MyRows>& mine, PhaseClock* clock, std::vector<std::vector<uint64_t>>* xxh3) {
   for (size_t i = 0; i < mine.size(); ++i) {
     const MyRows& m = mine[i];
     if (m.bytes == 0) continue;
     std::unique_ptr<fs::WritableFile> f;
     BATON_RETURN_IF_ERROR(env->OpenForWriteAt(path, m.offset, &f));
     clock->Lap("create");
-    Xxh3Stream sum;
+    ChunkHasher sum(arrays[i].rows, arrays[i].row_bytes);
     for (uint64_t at = 0; at < m.bytes; at += kWritePieceBytes) {
       const uint64_t n = std::min(kWritePieceBytes, m.bytes - at);
       sum.Update(m.data + at, n);
@@ -321,7 +322,7 @@ Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<MyRo
       f->StartWriteback();  // the disk writes this piece while the next is copied
       clock->Lap("write");
     }
-    (*xxh3)[i] = sum.Digest();
+    (*xxh3)[i] = sum.Finish();
     BATON_RETURN_IF_ERROR(f->Close());
     clock->Lap("write");
   }
@@ -359,20 +360,21 @@ Status CheckMetadataReachedFile(const std::string& path, const std::vector<Shard
 // before the write. An I/O error, not corruption: the bytes never reached
 // the file, and the next save rewrites them.
 Status ReadBackRows(fs::Env* env, const std::string& path, const std::vector<ShardArray>& arrays,
-                    const std::vector<MyRows>& mine, const std::vector<uint64_t>& xxh3, PhaseClock* clock) {
+                    const std::vector<MyRows>& mine, const std::vector<std::vector<uint64_t>>& xxh3,
+                    PhaseClock* clock) {
   std::vector<char> buf;
   for (size_t i = 0; i < mine.size(); ++i) {
     const MyRows& m = mine[i];
     if (m.bytes == 0) continue;
     buf.resize(static_cast<size_t>(std::min(kWritePieceBytes, m.bytes)));
-    Xxh3Stream sum;
+    ChunkHasher sum(arrays[i].rows, arrays[i].row_bytes);
     for (uint64_t at = 0; at < m.bytes; at += kWritePieceBytes) {
       const uint64_t n = std::min(kWritePieceBytes, m.bytes - at);
       BATON_RETURN_IF_ERROR(env->ReadAt(path, m.offset + at, static_cast<size_t>(n), buf.data()));
       sum.Update(buf.data(), n);
     }
     clock->Lap("verify");
-    if (sum.Digest() != xxh3[i]) {
+    if (sum.Finish() != xxh3[i]) {
       return Status::IOError("ckpt", "dataset " + arrays[i].name + ": the " + std::to_string(m.bytes) +
                                          " bytes of this rank's rows read back from the file differ from those "
                                          "written (the MPI-IO layer lost a failed write)");
@@ -420,9 +422,12 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   std::vector<std::pair<uint64_t, uint64_t>> extents;
   std::vector<MyRows> mine_rows;
   // Collective transfers: the rows are hashed whole, then written by HDF5.
-  result->xxh3.assign(n, Xxh3(nullptr, 0));
+  result->xxh3.assign(n, {});
+  for (size_t i = 0; i < n; ++i) {  // rows of no bytes (a dimension of 0): chunks that hash nothing
+    if (arrays[i].rows * arrays[i].row_bytes == 0) result->xxh3[i] = ChunkDigests(nullptr, arrays[i].rows, 0);
+  }
   if (options.transfer == Transfer::kCollective) {
-    for (size_t i = 0; i < n; ++i) result->xxh3[i] = Xxh3(arrays[i].data, arrays[i].rows * arrays[i].row_bytes);
+    for (size_t i = 0; i < n; ++i) result->xxh3[i] = ChunkDigests(arrays[i].data, arrays[i].rows, arrays[i].row_bytes);
     clock->Lap("hash");
   }
   Status written = options.transfer == Transfer::kCollective
@@ -449,7 +454,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
     clock->Lap("agree");
   } else {
-    written = WriteRowsAt(env, path, mine_rows, clock, &result->xxh3);
+    written = WriteRowsAt(env, path, arrays, mine_rows, clock, &result->xxh3);
     if (!written.ok()) written = written.Annotate("writing " + path);
     BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
     clock->Lap("agree");

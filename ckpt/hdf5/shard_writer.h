@@ -101,9 +101,10 @@ struct ShardWriteResult {
   uint64_t file_bytes = 0;
   uint64_t meta_xxh3 = 0;
   std::vector<uint64_t> offsets;
-  // Every member: per array (in the order given), the xxh3 of this member's
-  // rows (of no rows: the xxh3 of nothing), computed as they are written.
-  std::vector<uint64_t> xxh3;
+  // Every member: per array (in the order given), the xxh3 of each chunk of
+  // this member's rows (ckpt/chunk_digests.h; none for no rows), computed as
+  // they are written.
+  std::vector<std::vector<uint64_t>> xxh3;
 };
 
 Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,

@@ -204,7 +204,7 @@ TEST_F(CkptDamage, ANewerManifestFormatIsAHardError) {
 }
 
 // A "newer format" whose checksum fails is a damaged manifest (a flipped
-// bit in "format": 4 -> 5), not a newer baton's: it falls back, counted.
+// bit in "format": 5 -> 7), not a newer baton's: it falls back, counted.
 TEST_F(CkptDamage, ANewerFormatThatFailsItsChecksumIsDamaged) {
   SaveTwo();
   if (Rank() == 0) {
@@ -212,7 +212,7 @@ TEST_F(CkptDamage, ANewerFormatThatFailsItsChecksumIsDamaged) {
     const std::string was = "\"format\": " + std::to_string(ckpt::kManifestFormat);
     const size_t at = text.find(was);
     ASSERT_NE(at, std::string::npos) << text;
-    text[at + was.size() - 1] ^= 0x01;  // 4 -> 5
+    text[at + was.size() - 1] ^= 0x02;  // 5 -> 7 (a bit that makes a format this baton reads is a checksum failure too)
     std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
   }
   ExpectFallback("without a valid manifest_xxh3");

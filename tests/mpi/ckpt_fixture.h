@@ -213,6 +213,25 @@ inline Status ReadManifest(const std::string& vdir, ckpt::Manifest* m) {
   return ckpt::LoadAllShardIndexes(ckpt::fs::Env::Default(), vdir, m);  // format 3: every shard's index
 }
 
+// A top-level manifest's text with its shards as format 4's list (a
+// format-5 reader takes either form), resealed: for tests that edit one
+// shard's fields (format 5 writes canonical shards as a compact table, in
+// which names are implied and cannot point elsewhere).
+inline std::string WithShardList(const std::string& text) {
+  ckpt::Manifest m;
+  Status s = ckpt::ParseManifestJson(text, &m);
+  EXPECT_TRUE(s.ok()) << s;
+  m.format = 4;
+  std::string out;
+  s = ckpt::WriteTopManifestJson(m, &out);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(ckpt::UnsealManifest(&out));
+  const std::string was = "\"format\": 4", now = "\"format\": " + std::to_string(ckpt::kManifestFormat);
+  out.replace(out.find(was), was.size(), now);
+  ckpt::SealManifest(&out);
+  return out;
+}
+
 inline std::vector<ckpt::VersionInfo> Versions(const std::string& dir) {
   std::vector<ckpt::VersionInfo> v;
   Status s = ckpt::ListVersions(ckpt::fs::Env::Default(), dir, 2, &v);

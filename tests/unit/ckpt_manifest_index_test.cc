@@ -197,6 +197,100 @@ TEST(CkptManifestIndex, AnIndexOfAnotherShardIsRefused) {
   EXPECT_TRUE(top.shards[0].loaded);
 }
 
+// Issue 32 item 7: one file per rank (level 2 forces it) made the top-level
+// manifest ~190 bytes a rank (199,600 bytes at 1,024 ranks, ~3.1 MB
+// received by every rank at 16,384). Format 5 writes the canonical shards
+// as run-length groups and one table of 32 bytes a shard (base64): under
+// 45 bytes a rank, the same shards parsed back.
+TEST(CkptManifestIndex, FormatFiveWritesOneFilePerRankCompactly) {
+  constexpr int kRanks = 4096;
+  Manifest m = MakeManifest(kRanks, 1, 4, 2);
+  m.format = kManifestFormat;
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    ShardMeta& sh = m.shards[s];
+    sh.datasets.clear();
+    sh.loaded = false;
+    sh.index = ShardIndexName(sh.file);
+    sh.index_bytes = 700 + s % 13;
+    sh.index_xxh3 = 0x9e3779b97f4a7c15ull * (s + 1);
+    sh.meta_xxh3 = 0xc2b2ae3d27d4eb4full * (s + 3);
+  }
+  std::string text;
+  Status s = WriteTopManifestJson(m, &text);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_NE(text.find("\"groups\": [[4096, 1]]"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_LT(text.size(), 45u * kRanks) << "bytes a rank: " << text.size() / kRanks;
+  Manifest back;
+  s = ParseManifestJson(text, &back);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(back.format, kManifestFormat);
+  ASSERT_EQ(back.shards.size(), m.shards.size());
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardMeta &x = back.shards[i], &y = m.shards[i];
+    ASSERT_EQ(x.file, y.file);
+    ASSERT_EQ(x.index, y.index);
+    ASSERT_EQ(x.ranks, y.ranks);
+    ASSERT_EQ(x.bytes, y.bytes);
+    ASSERT_EQ(x.meta_xxh3, y.meta_xxh3);
+    ASSERT_EQ(x.index_bytes, y.index_bytes);
+    ASSERT_EQ(x.index_xxh3, y.index_xxh3);
+    ASSERT_FALSE(x.loaded);
+  }
+  // Groups of 8 with a shorter last group: two runs.
+  Manifest g = MakeManifest(30, 8, 2, 2);
+  g.format = kManifestFormat;
+  for (ShardMeta& sh : g.shards) {
+    sh.datasets.clear();
+    sh.loaded = false;
+    sh.index = ShardIndexName(sh.file);
+  }
+  ASSERT_TRUE(WriteTopManifestJson(g, &text).ok());
+  EXPECT_NE(text.find("\"groups\": [[3, 8], [1, 6]]"), std::string::npos) << text;
+  ASSERT_TRUE(ParseManifestJson(text, &back).ok());
+  ASSERT_EQ(back.shards.size(), 4u);
+  EXPECT_EQ(back.shards[3].ranks, (std::vector<int>{24, 25, 26, 27, 28, 29}));
+  // Shards that are not the canonical ones keep format 4's list.
+  g.shards[1].file = "other.h5";
+  g.shards[1].index = ShardIndexName("other.h5");
+  ASSERT_TRUE(WriteTopManifestJson(g, &text).ok());
+  EXPECT_EQ(text.find("\"groups\""), std::string::npos) << text;
+  ASSERT_TRUE(ParseManifestJson(text, &back).ok());
+  EXPECT_EQ(back.shards[1].file, "other.h5");
+}
+
+// A compact table that does not add up is corruption, found before a
+// shard is made (a short text cannot claim a million shards).
+TEST(CkptManifestIndex, ADamagedCompactTableIsCorruption) {
+  Manifest m = MakeManifest(16, 4, 2, 2);
+  m.format = kManifestFormat;
+  for (ShardMeta& sh : m.shards) {
+    sh.datasets.clear();
+    sh.loaded = false;
+    sh.index = ShardIndexName(sh.file);
+  }
+  std::string text;
+  ASSERT_TRUE(WriteTopManifestJson(m, &text).ok());
+  ASSERT_TRUE(UnsealManifest(&text));
+  for (const auto& [from, to, want] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"[[4, 4]]", "[[4, 5]]", "more ranks than the world size 16"},
+           {"[[4, 4]]", "[[3, 4]]", "12 ranks, but the world size is 16"},
+           {"[[4, 4]]", "[[1000000, 1]]", "more ranks than the world size"},
+           {"[[4, 4]]", "[[2, 4], [4, 2]]", "172 characters, but 6 shards take 256"},
+           {"[[4, 4]]", "[[0, 4], [4, 4]]", "a run of no shards"},
+           {"[[4, 4]]", "[4, 4]", "expected [count, ranks], got 4"},
+           {"\"table\": \"", "\"table\": \"!", "characters, but 4 shards take"}}) {
+    std::string t = text;
+    const size_t at = t.find(from);
+    ASSERT_NE(at, std::string::npos) << from << "\n" << t;
+    t.replace(at, from.size(), to);
+    SealManifest(&t);
+    Manifest back;
+    Status s = ParseManifestJson(t, &back);
+    EXPECT_EQ(s.code(), Code::kCorruption) << from << " -> " << to << ": " << s;
+    EXPECT_NE(s.message().find(want), std::string::npos) << s;
+  }
+}
+
 // Issue 32, item 11: an index's errors name its fields as the index file
 // has them ("shard index datasets[0].rows"), not as a manifest path
 // ("manifest shards[1].datasets[0].rows") that no file holds.
@@ -229,7 +323,7 @@ TEST(CkptManifestIndex, AnIndexErrorNamesTheIndexField) {
 
 TEST(CkptManifestIndex, TopManifestRefusesBadIndexNames) {
   Manifest m = MakeManifest(4, 2, 2, 2);
-  m.format = kManifestFormat;
+  m.format = 4;  // the list of shards (format 5 writes these canonical ones as a table)
   for (ShardMeta& sh : m.shards) {
     sh.datasets.clear();
     sh.loaded = false;
