@@ -122,12 +122,7 @@ TEST_F(CkptTest, OneMembersFailedDataWriteReachesTheGroup) {
   FillAll(&arrays, 2);
   WithinSeconds(120, "the save after the fault", [&] { s = ck->Save(2); });
   ASSERT_TRUE(AllRanks(s.ok())) << s;
-  ZeroAll(&arrays);
-  std::optional<int64_t> step;
-  s = ck->Restore(&step);
-  ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(step, std::optional<int64_t>(2));
-  EXPECT_EQ(CheckAll(arrays, 2), "");
+  ASSERT_EQ(RestoreNewestOnEveryRank(ck.get(), &arrays, 2), "");
 }
 
 // Collective transfers: the rows reach the file through MPI-IO's two-phase
@@ -167,12 +162,7 @@ TEST_F(CkptTest, ALostCollectiveWriteFailsTheSave) {
   FillAll(&arrays, 2);
   WithinSeconds(120, "the save after the fault", [&] { s = ck->Save(2); });
   ASSERT_TRUE(AllRanks(s.ok())) << s;
-  ZeroAll(&arrays);
-  std::optional<int64_t> step;
-  s = ck->Restore(&step);
-  ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(step, std::optional<int64_t>(2));
-  EXPECT_EQ(CheckAll(arrays, 2), "");
+  ASSERT_EQ(RestoreNewestOnEveryRank(ck.get(), &arrays, 2), "");
 }
 
 // Collective transfers: the metadata HDF5 writes at the close goes through
@@ -226,12 +216,7 @@ TEST_F(CkptTest, MetadataLostAtTheCloseFailsTheSave) {
       }
     }
   }
-  ZeroAll(&arrays);
-  std::optional<int64_t> step;
-  s = ck->Restore(&step);
-  ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(step, std::optional<int64_t>(1));
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreNewestOnEveryRank(ck.get(), &arrays, 1), "");
 }
 
 // Independent transfers (the default): the group's first rank alone writes
@@ -256,12 +241,7 @@ TEST_F(CkptTest, OnlyTheGroupsFirstRankWritesTheMetadata) {
     EXPECT_EQ(failed_writes, 0) << "rank " << Rank() << " made positioned writes into the shard";
   }
   ASSERT_TRUE(AllRanks(s.ok())) << s;
-  ZeroAll(&arrays);
-  std::optional<int64_t> step;
-  s = ck->Restore(&step);
-  ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(step, std::optional<int64_t>(1));
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreNewestOnEveryRank(ck.get(), &arrays, 1), "");
 }
 
 }  // namespace

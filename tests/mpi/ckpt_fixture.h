@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -167,6 +168,36 @@ inline std::string CheckAll(const std::vector<TestArray>& arrays, int64_t step) 
     if (arrays[i].buf != arrays[i].Expected(static_cast<int>(i), step)) return arrays[i].name;
   }
   return "";
+}
+
+// Restores into zeroed `arrays` with `ro`: "" when the restore succeeded,
+// took `step` from `level` and left every array holding step's values, else
+// what went otherwise (so ASSERT_EQ(..., "") names it). `rr` gets the result.
+inline std::string RestoreAndCheck(Checkpointer* ck, std::vector<TestArray>* arrays, int64_t step, int level,
+                                   RestoreResult* rr, const RestoreOptions& ro = RestoreOptions()) {
+  ZeroAll(arrays);
+  *rr = RestoreResult();
+  Status s = ck->Restore(ro, rr);
+  if (!s.ok()) return "restore failed: " + s.ToString();
+  std::string out;
+  if (rr->step != step) out += "step " + (rr->step ? std::to_string(*rr->step) : "none") + " (not " + std::to_string(step) + ") ";
+  if (rr->level != level) out += "level " + std::to_string(rr->level) + " (not " + std::to_string(level) + ") ";
+  const std::string wrong = CheckAll(*arrays, step);
+  if (!wrong.empty()) out += "array " + wrong + " does not hold step " + std::to_string(step) + "'s values";
+  return out;
+}
+
+// Restore(&step) into zeroed `arrays`, on every rank: "" when every rank's
+// restore succeeded with `step` and its arrays hold step's values, else what
+// went otherwise on this rank.
+inline std::string RestoreNewestOnEveryRank(Checkpointer* ck, std::vector<TestArray>* arrays, int64_t step) {
+  ZeroAll(arrays);
+  std::optional<int64_t> got;
+  Status s = ck->Restore(&got);
+  if (!AllRanks(s.ok())) return s.ok() ? "another rank's restore failed" : "restore failed: " + s.ToString();
+  if (got != step) return "restored step " + (got ? std::to_string(*got) : "none") + ", not " + std::to_string(step);
+  const std::string wrong = CheckAll(*arrays, step);
+  return wrong.empty() ? "" : "array " + wrong + " does not hold step " + std::to_string(step) + "'s values";
 }
 
 // Peak resident memory of this process (VmHWM), in bytes.

@@ -189,13 +189,8 @@ TEST_F(Levels, ASaveKeepsOwnAndPartnerCopiesAndRestoreReadsThem) {
     EXPECT_EQ(shared[0].status, ckpt::VersionStatus::kComplete);
     EXPECT_EQ(Slurp(shared[0].path + "/manifest.json"), Slurp(local[0].path + "/manifest.json"));
   }
-  ZeroAll(&arrays);
   RestoreResult rr;
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 2);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 2, &rr), "");
   EXPECT_EQ(ck->rank_state(), "state-" + std::to_string(Rank()));
   EXPECT_GT(ck->last_stats().bytes_level2, 0u);
   EXPECT_EQ(ck->last_stats().bytes_partner, 0u);
@@ -206,13 +201,8 @@ TEST_F(Levels, ASaveKeepsOwnAndPartnerCopiesAndRestoreReadsThem) {
   ck.reset();
   ck = Make(2);
   ASSERT_TRUE(ck);
-  ZeroAll(&arrays);
   ASSERT_TRUE(RegisterAll(ck.get(), &arrays).ok());
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 2);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 2, &rr), "");
   // from_level 3: the shared directory only.
   RestoreOptions only3;
   only3.from_level = 3;
@@ -253,13 +243,8 @@ TEST_F(Levels, OneNodeWipedRestoresFromThePartnerCopyOverMpi) {
   MPI_Bcast(&shard_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   name = BcastString(name);
   WipeNode(ck->run_id(), 1, 2);
-  ZeroAll(&arrays);
   RestoreResult rr;
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 2);
-  EXPECT_EQ(rr.level, 2);
-  EXPECT_EQ(CheckAll(arrays, 2), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 2, 2, &rr), "");
   const CheckpointStats& st = ck->last_stats();
   if (Rank() >= 2) {
     EXPECT_GT(st.bytes_partner, 0u);
@@ -289,13 +274,8 @@ TEST_F(Levels, TwoNeighbouringNodesWipedRestoreFromLevel3) {
   ASSERT_TRUE(ck->Save(3).ok());
   WipeNode(ck->run_id(), 1, 1);
   WipeNode(ck->run_id(), 2, 1);
-  ZeroAll(&arrays);
   RestoreResult rr;
-  Status s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 3);
-  EXPECT_EQ(rr.level, 3);
-  EXPECT_EQ(CheckAll(arrays, 3), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 3, 3, &rr), "");
   EXPECT_EQ(ck->last_stats().total_bytes_level2, 0u);
   EXPECT_EQ(ck->last_stats().total_bytes_partner, 0u);
   EXPECT_GT(ck->last_stats().total_bytes_level3, 0u);
@@ -333,13 +313,8 @@ TEST_F(Levels, SharedEverySecondSaveAndLevel2KeepsTwo) {
   EXPECT_EQ(md->step, 4);
   EXPECT_EQ(md->version_path.rfind(local_, 0), 0u) << md->version_path;
   EXPECT_EQ(md->arrays.size(), arrays.size());
-  ZeroAll(&arrays);
   RestoreResult rr;
-  Status s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 4);
-  EXPECT_EQ(rr.level, 2);
-  EXPECT_EQ(CheckAll(arrays, 4), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 4, 2, &rr), "");
 }
 
 // A step that level 2 holds and level 3 does not (shared_every 2): a
@@ -455,13 +430,8 @@ TEST_F(Levels, ALevel2FallbackReachesTheRestoreResult) {
     FlipDataByte(local_version + "/partner/shard-3.h5", "s_f32");
   }
   local_version = BcastString(local_version);
-  ZeroAll(&arrays);
   RestoreResult rr;
-  Status s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 3);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 3, &rr), "");
   EXPECT_TRUE(rr.fallbacks.empty()) << "level 3's copy was not skipped";
   ASSERT_TRUE(rr.level2_fallback.has_value());
   EXPECT_EQ(rr.level2_fallback->path, local_version);
@@ -470,7 +440,7 @@ TEST_F(Levels, ALevel2FallbackReachesTheRestoreResult) {
   EXPECT_NE(rr.level2_fallback->reason.message().find("shard-3.h5"), std::string::npos) << rr.level2_fallback->reason;
   EXPECT_FALSE(rr.level2_fallback->counted);
   RestoreResult again;
-  s = ck->Restore(RestoreOptions(), &again);
+  Status s = ck->Restore(RestoreOptions(), &again);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_EQ(again.level, 3) << "the damaged node-local copies are still damaged";
   RestoreOptions only3;
@@ -683,12 +653,7 @@ TEST_F(Levels, AVersionOnlyInLevel2IsQuarantinedAfterRestoresThatDied) {
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  ZeroAll(&arrays);
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 2);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 2, &rr), "");
 }
 
 // A version quarantined in level 3 (its restores failed there) is not
@@ -756,13 +721,8 @@ TEST_F(Levels, AFullLocalDiskFallsBackToLevel3) {
     // shards and indexes) is gone: a full disk is not kept full by it.
     EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1"}));
   }
-  ZeroAll(&arrays);
   RestoreResult rr;
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 2);
-  EXPECT_EQ(rr.level, 3);
-  EXPECT_EQ(CheckAll(arrays, 2), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 2, 3, &rr), "");
   // The disk has room again: the next save goes to level 2 (not due at
   // level 3), and level-2 retention ran.
   FillAll(&arrays, 3);
@@ -835,13 +795,8 @@ TEST_F(Levels, AVersionRemovedFromLevel3DoesNotComeBackFromLevel2) {
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(md.has_value());
     EXPECT_EQ(md->step, 1);
-    ZeroAll(&arrays);
     RestoreResult rr;
-    s = ck->Restore(RestoreOptions(), &rr);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_EQ(rr.step, 1);
-    EXPECT_EQ(rr.level, 3);
-    EXPECT_EQ(CheckAll(arrays, 1), "");
+    ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 3, &rr), "");
     ck.reset();
     ck = Make(2);
     ASSERT_TRUE(ck);
@@ -877,12 +832,7 @@ TEST_F(Levels, ALevel2OnlyVersionIsNotRestoredOnceTheVersionItFollowedIsRemoved)
     stdfs::remove_all(v[1].path);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  ZeroAll(&arrays);
-  s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 3);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 3, &rr), "");
 }
 
 // Level 3 failing (EIO on rank 1's copy to the shared directory) does not
@@ -915,13 +865,8 @@ TEST_F(Levels, AFailedLevel3KeepsTheVersionLevel2Committed) {
     EXPECT_EQ(Steps(local_ + "/" + ck->run_id()), (std::vector<std::string>{"1", "2"}));
   }
   for (int run = 0; run < 2; ++run) {  // this Checkpointer, then a requeued run's
-    ZeroAll(&arrays);
     RestoreResult rr;
-    s = ck->Restore(RestoreOptions(), &rr);
-    ASSERT_TRUE(s.ok()) << s;
-    EXPECT_EQ(rr.step, 2);
-    EXPECT_EQ(rr.level, 2);
-    EXPECT_EQ(CheckAll(arrays, 2), "");
+    ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 2, 2, &rr), "");
     ck.reset();
     ck = Make(2);
     ASSERT_TRUE(ck);
@@ -1184,13 +1129,8 @@ TEST_F(Levels, ANodeLocalVersionHoldingAnOlderOnesFilesIsNotRestored) {
   v1 = BcastString(v1);
   v2 = BcastString(v2);
   ReplaceLevel2Version(run_dir, v1, v2);
-  ZeroAll(&arrays);
   RestoreResult rr;
-  Status s = ck->Restore(RestoreOptions(), &rr);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(rr.step, 1);
-  EXPECT_EQ(rr.level, 3);
-  EXPECT_EQ(CheckAll(arrays, 1), "");
+  ASSERT_EQ(RestoreAndCheck(ck.get(), &arrays, 1, 3, &rr), "");
   ASSERT_TRUE(rr.level2_fallback.has_value());
   EXPECT_NE(rr.level2_fallback->reason.message().find("manifest step 1, but its version " + v2 + " is step 2"),
             std::string::npos)
