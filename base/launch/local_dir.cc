@@ -57,18 +57,7 @@ Status OpenJobLocalDir(const std::string& root, uid_t uid, gid_t gid, uint32_t j
                                                 std::to_string(st.st_uid) + ", not to the job's user (uid " +
                                                 std::to_string(uid) + ")");
   }
-  if (!s.ok()) {
-    if (fd >= 0) close(fd);
-    CloseDir(&parent);
-    return s;
-  }
-  close(parent.parent_fd);
-  out->parent_fd = parent.fd;
-  out->fd = fd;
-  out->leaf = name;
-  out->path = path;
-  out->created = made;
-  return Status::OK();
+  return StepInto(&parent, fd, name, path, made, s, out);
 }
 
 }  // namespace baton::launch

@@ -56,6 +56,23 @@ void CloseDir(OpenDir* dir) {
   dir->fd = dir->parent_fd = -1;
 }
 
+Status StepInto(OpenDir* parent, int fd, const std::string& leaf, const std::string& path, bool created, Status s,
+                OpenDir* out) {
+  if (!s.ok()) {
+    if (fd >= 0) close(fd);
+    CloseDir(parent);
+    return s;
+  }
+  close(parent->parent_fd);
+  out->parent_fd = parent->fd;
+  out->fd = fd;
+  out->leaf = leaf;
+  out->path = path;
+  out->created = created;
+  parent->fd = parent->parent_fd = -1;
+  return Status::OK();
+}
+
 Status OpenSafeDir(const std::string& path, bool create, OpenDir* out) {
   return OpenSafeDir(path, SafeDirSpec{create, 0700, "hostfile directory"}, out);
 }
@@ -143,18 +160,7 @@ Status MakeFreshDir(const std::string& parent, const std::string& prefix, OpenDi
     const std::string path = base.path + "/" + name;
     const int fd = OpenDirAt(base.fd, name);
     Status s = fd < 0 ? OpenFailed(path, errno) : CheckSafe(fd, path);
-    if (!s.ok()) {
-      if (fd >= 0) close(fd);
-      CloseDir(&base);
-      return s;
-    }
-    close(base.parent_fd);
-    out->parent_fd = base.fd;
-    out->fd = fd;
-    out->leaf = name;
-    out->path = path;
-    out->created = true;
-    return Status::OK();
+    return StepInto(&base, fd, name, path, /*created=*/true, s, out);
   }
   CloseDir(&base);
   return Status::IOError(kComponent, "no free directory name in " + Quoted(parent) + " after 100 tries");

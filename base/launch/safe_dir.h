@@ -52,4 +52,12 @@ Status WriteFileIn(const OpenDir& dir, const std::string& name, const std::strin
 
 void CloseDir(OpenDir* dir);
 
+// Ends a step from the open directory `parent` into its entry `leaf`
+// (descriptor `fd`, -1 when opening it failed): when `s` is OK, `out` holds
+// `leaf` with `parent`'s own descriptor as its parent and the grandparent is
+// closed; otherwise every descriptor is closed and `s` returned. Either way
+// `parent` is consumed.
+Status StepInto(OpenDir* parent, int fd, const std::string& leaf, const std::string& path, bool created, Status s,
+                OpenDir* out);
+
 }  // namespace baton::launch
