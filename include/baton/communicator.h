@@ -114,6 +114,11 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual Backend backend() const = 0;
+  // The CUDA device the communicator's collectives run on (nccl: the one
+  // chosen at creation, see CommOptions::nccl.device); -1 for mpi, which
+  // has no device. A program that allocates its buffers here passes the
+  // nccl backend's buffer check.
+  virtual int device() const = 0;
 
   virtual Status AllReduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
   virtual Status AllGather(const void* send, void* recv, size_t count, DType dtype) = 0;

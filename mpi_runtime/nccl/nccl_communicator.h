@@ -73,7 +73,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Backend backend() const override { return Backend::kNccl; }
-  int device() const;
+  int device() const override;
   cudaStream_t stream() const;
   ncclComm_t world_comm() const;
   ncclComm_t node_comm() const;     // null until SplitNode

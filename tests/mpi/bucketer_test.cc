@@ -36,6 +36,7 @@ class CountingComm : public Communicator {
   int rank() const override { return real_->rank(); }
   int size() const override { return real_->size(); }
   Backend backend() const override { return real_->backend(); }
+  int device() const override { return real_->device(); }
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     reductions.push_back(Reduction{recv, count, t});
     return real_->AllReduce(send, recv, count, t, op);
