@@ -31,7 +31,7 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
   if (total > 0) {
     int rank = 0, world_rank = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    (void)BATON_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
     int size = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(comm, &size)));
     // Keys in three bands: the preferred code, failures of their own, and

@@ -83,6 +83,8 @@ CheckpointerImpl::~CheckpointerImpl() {
                               << ") was abandoned: Checkpointer destroyed without Wait()"
                               << (s.ok() || s.code() == Code::kAborted ? "" : "; its write failed: " + s.ToString());
   }
+  // After an MPI failure (mpi/mpi_check.h) MPI is not called again: leaked.
+  if (mpi::Failed()) return;
   if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }

@@ -31,10 +31,12 @@ bool Abandoned() { return g_abandoned.load(); }
 
 Status Deadline::Wait(MPI_Request* reqs, int n) const {
   using std::chrono::microseconds;
-  if (block_) return CheckMpi(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE), "MPI_Waitall", __FILE__, __LINE__);
+  if (block_) return BATON_MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
   const Clock::time_point spin_until = Clock::now() + microseconds(200);
   microseconds nap(20);
   for (;;) {
+    // Another thread's call may have failed meanwhile (the heartbeat's).
+    if (Failed()) return FailedStatus("MPI_Testall", __FILE__, __LINE__);
     int done = 0;
     const int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return CheckMpi(rc, "MPI_Testall", __FILE__, __LINE__);
@@ -106,6 +108,16 @@ void ExitForRequeue(const Status& why) {
   }
   std::fflush(nullptr);
   _exit(kRequeueExitCode);
+}
+
+void ExitForRequeueAt(const Status& why, std::chrono::steady_clock::time_point at) {
+  const double left = std::chrono::duration<double>(at - std::chrono::steady_clock::now()).count();
+  if (left > 0) {
+    BATON_LOG(kRuntime, error) << why << "; exiting with " << kRequeueExitCode << " at the call's deadline, in "
+                               << SecondsText(left);
+    std::this_thread::sleep_until(at);
+  }
+  ExitForRequeue(why);
 }
 
 }  // namespace baton::mpi

@@ -40,6 +40,8 @@ class Deadline {
   Status Wait(MPI_Request* reqs, int n) const;
   // Whether Wait blocks in MPI (a watchdog enforces the deadline).
   bool blocks() const { return block_; }
+  // When the deadline passes.
+  Clock::time_point at() const { return at_; }
 
  private:
   Clock::time_point at_;
@@ -72,6 +74,15 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds);
 // (_exit: destructors, atexit handlers and MPI_Finalize could all wait for
 // the peer that stopped answering).
 [[noreturn]] void ExitForRequeue(const Status& why);
+
+// ExitForRequeue(why) once `at` (the failed call's deadline) has passed:
+// what a rank does under kExit when its transport failed (an MPI error,
+// mpi_check.h; NCCL's detected death, nccl_state.h). It ends the same way,
+// and at the same time, as a rank whose peer stopped without an error:
+// exiting at once made Slurm 22.05 refuse the requeued job's next step
+// ("Requested nodes are busy", 2 of 17 runs) while the other
+// ranks' steps were still being torn down. Logs why it waits first.
+[[noreturn]] void ExitForRequeueAt(const Status& why, std::chrono::steady_clock::time_point at);
 
 // Process-wide: a collective (or a setup step) passed its deadline under
 // OnTimeout::kReturn and was left in flight. MPI_Finalize would then wait

@@ -51,7 +51,9 @@ Heartbeat::~Heartbeat() { Stop(); }
 void Heartbeat::Stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);  // freed once its abandoned sends are done
+  // Freed once its abandoned sends are done; never after an MPI failure
+  // (mpi_check.h: under UCX the free itself crashed).
+  if (comm_ != MPI_COMM_NULL && !mpi::Failed()) MPI_Comm_free(&comm_);
 }
 
 std::vector<int> Heartbeat::Silent() const {
@@ -63,27 +65,28 @@ void Heartbeat::Send(int peer, int kind, const std::vector<int>& ranks) {
   MPI_Request& req = sends_[static_cast<size_t>(peer)];
   if (req != MPI_REQUEST_NULL) {
     int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!BATON_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE)).ok()) return;
     if (!done) return;  // the last beat is still in flight: the peer is not taking them
   }
   std::vector<int>& buf = send_bufs_[static_cast<size_t>(peer)];
   buf.assign({kind, static_cast<int>(ranks.size())});
   buf.insert(buf.end(), ranks.begin(), ranks.end());
-  if (MPI_Isend(buf.data(), static_cast<int>(buf.size()), MPI_INT, peer, kTag, comm_, &req) != MPI_SUCCESS)
+  if (!BATON_MPI_CHECK(MPI_Isend(buf.data(), static_cast<int>(buf.size()), MPI_INT, peer, kTag, comm_, &req)).ok())
     req = MPI_REQUEST_NULL;
 }
 
 void Heartbeat::Receive(Clock::time_point now) {
   for (;;) {
     if (recv_ == MPI_REQUEST_NULL &&
-        MPI_Irecv(recv_buf_.data(), static_cast<int>(recv_buf_.size()), MPI_INT, rank_ == 0 ? MPI_ANY_SOURCE : 0,
-                  kTag, comm_, &recv_) != MPI_SUCCESS) {
+        !BATON_MPI_CHECK(MPI_Irecv(recv_buf_.data(), static_cast<int>(recv_buf_.size()), MPI_INT,
+                                   rank_ == 0 ? MPI_ANY_SOURCE : 0, kTag, comm_, &recv_))
+             .ok()) {
       recv_ = MPI_REQUEST_NULL;
       return;
     }
     int done = 0;
     MPI_Status st;
-    if (MPI_Test(&recv_, &done, &st) != MPI_SUCCESS || !done) return;
+    if (!BATON_MPI_CHECK(MPI_Test(&recv_, &done, &st)).ok() || !done) return;
     recv_ = MPI_REQUEST_NULL;
     const int from = st.MPI_SOURCE;
     if (from < 0 || from >= size_) continue;
@@ -145,7 +148,11 @@ void Heartbeat::Loop() {
   const auto poll = std::clamp<Clock::duration>(interval / 20, std::chrono::milliseconds(1),
                                                 std::chrono::milliseconds(50));
   Clock::time_point next_beat = Clock::now();
+  // An error in this thread's calls (BATON_MPI_CHECK) or any other marks
+  // MPI failed: the thread then ends at once, without its goodbyes (no MPI
+  // call may follow; the others see this rank go silent, as if it died).
   while (!stop_.load()) {
+    if (mpi::Failed()) return;
     Clock::time_point now = Clock::now();
     Receive(now);
     if (now >= next_beat) {
@@ -177,9 +184,11 @@ void Heartbeat::Loop() {
   };
   if (rank_ != 0) Send(0, kBye, {});
   while (!drained() && Clock::now() < drain_until) {
+    if (mpi::Failed()) return;
     Receive(Clock::now());
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (mpi::Failed()) return;
   if (rank_ == 0) {
     for (int r = 1; r < size_; ++r) {
       MPI_Request& req = sends_[static_cast<size_t>(r)];
@@ -188,6 +197,7 @@ void Heartbeat::Loop() {
       Send(r, kBye, {});
     }
   }
+  if (mpi::Failed()) return;
   if (recv_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&recv_);
     MPI_Wait(&recv_, MPI_STATUS_IGNORE);  // a cancelled receive completes locally
@@ -195,7 +205,7 @@ void Heartbeat::Loop() {
   for (size_t p = 0; p < sends_.size(); ++p) {
     if (sends_[p] == MPI_REQUEST_NULL) continue;
     int done = 0;
-    MPI_Test(&sends_[p], &done, MPI_STATUS_IGNORE);
+    if (!BATON_MPI_CHECK(MPI_Test(&sends_[p], &done, MPI_STATUS_IGNORE)).ok()) return;
     if (done) continue;
     // A peer that takes nothing must not hold us: abandon the send. MPI
     // may still read its buffer, so the buffer is leaked, not freed.

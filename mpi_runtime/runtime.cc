@@ -166,7 +166,7 @@ Status Runtime::SetUp(const std::function<void(const std::string&)>& step) {
     int leader = rank_;
     step("MPI_Bcast (the node's first rank)");
     Status s = BATON_MPI_CHECK(MPI_Bcast(&leader, 1, MPI_INT, 0, shared));
-    MPI_Comm_free(&shared);
+    if (!mpi::Failed()) MPI_Comm_free(&shared);  // mpi_check.h: no MPI call after a failure
     BATON_RETURN_IF_ERROR(s);
     key = leader;
   }
@@ -284,8 +284,11 @@ Status Runtime::GatherStepTimes() {
   auto* buf = new std::vector<double>(static_cast<size_t>(size_) + 1);
   (*buf)[0] = mine;
   MPI_Request req = MPI_REQUEST_NULL;
+  const mpi::Deadline deadline(options_.collective_timeout);
   Status s = BATON_MPI_CHECK(MPI_Iallgather(buf->data(), 1, MPI_DOUBLE, buf->data() + 1, 1, MPI_DOUBLE, control_, &req));
-  if (s.ok()) s = mpi::Deadline(options_.collective_timeout).Wait(&req, 1);
+  if (s.ok()) s = deadline.Wait(&req, 1);
+  if (!s.ok() && mpi::Failed() && options_.on_timeout == OnTimeout::kExit)
+    mpi::ExitForRequeueAt(s.Annotate("gathering the step times"), deadline.at());  // buf is leaked
   if (s.code() == Code::kTimeout) {
     s = mpi::TimeoutStatus(this, "gathering the step times of " + std::to_string(size_) + " ranks",
                            options_.collective_timeout);
@@ -342,8 +345,11 @@ Status Runtime::ShouldStop(bool* stop) {
     info.label = kStopAgreement;
     watchdog_->Arm(0, info);
   }
-  Status s = stop_->Check(stop, mpi::Deadline(options_.collective_timeout, watchdog_ != nullptr));
+  const mpi::Deadline deadline(options_.collective_timeout, watchdog_ != nullptr);
+  Status s = stop_->Check(stop, deadline);
   if (guarded) watchdog_->Disarm(0);
+  if (!s.ok() && mpi::Failed() && options_.on_timeout == OnTimeout::kExit)
+    mpi::ExitForRequeueAt(s.Annotate(kStopAgreement), deadline.at());
   if (*stop && s.ok() && !stop_recorded_) {
     stop_recorded_ = true;
     events::Emit(events::Record("stop").Int("step", step()), events::Flush::kNow);
@@ -375,6 +381,13 @@ Runtime::~Runtime() {
   stop_.reset();
   watchdog_.reset();
   if (handlers_installed_) RestoreStopHandlers();
+  if (mpi::Failed()) {
+    // MPI returned an error that was not a misuse (mpi_check.h): its state
+    // is undefined, and under UCX freeing a communicator or MPI_Finalize
+    // then crashed. Nothing more is asked of it; the process ends without.
+    BATON_LOG(kRuntime, warning) << "MPI failed earlier: communicators not freed, MPI_Finalize skipped";
+    return;
+  }
   if (mpi::Abandoned()) {
     // A collective of this process passed its deadline and is still in
     // flight: its communicator must not be freed (a new one could reuse
@@ -394,6 +407,10 @@ Runtime::~Runtime() {
 }
 
 Status Runtime::FinalizeMpi(double timeout_seconds) {
+  if (mpi::Failed()) {
+    BATON_LOG(kRuntime, warning) << "MPI failed earlier: MPI_Finalize skipped";
+    return Status::OK();
+  }
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

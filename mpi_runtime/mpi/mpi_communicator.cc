@@ -28,6 +28,7 @@ Status Dup(MPI_Comm from, MPI_Comm* to) {
 }
 
 void Free(Comms* c) {
+  if (Failed()) return;  // mpi_check.h: leaked after an MPI failure
   for (MPI_Comm* m : {&c->world, &c->node, &c->leaders})
     if (*m != MPI_COMM_NULL) MPI_Comm_free(m);
 }
@@ -62,8 +63,9 @@ class MpiCommunicator : public Communicator {
     watchdog_.reset();
     // A collective abandoned at its deadline still uses its communicator:
     // freeing it would let MPI reuse the context id for a new one, which
-    // could then match the late collective's messages. Leaked instead.
-    if (broken_.load()) return;
+    // could then match the late collective's messages. Leaked instead;
+    // likewise after an MPI failure (mpi_check.h: MPI is not called again).
+    if (broken_.load() || Failed()) return;
     Free(&main_);
     Free(&async_);
   }
@@ -102,6 +104,7 @@ class MpiCommunicator : public Communicator {
   int rank() const override { return main_.rank; }
   int size() const override { return main_.size; }
   Backend backend() const override { return Backend::kMpi; }
+  int device() const override { return -1; }
 
   Status AllReduce(const void* send, void* recv, size_t count, DType t, ReduceOp op) override {
     BATON_RETURN_IF_ERROR(Host("all_reduce", count, send, recv));
@@ -250,10 +253,21 @@ class MpiCommunicator : public Communicator {
     }
     info.non_blocking = slot == kAsync;
     const Deadline deadline(timeout_, blocking_);
+    // MPI failed (mpi_check.h), in an earlier call or in this one: no MPI
+    // call is made (the body's own checks refuse), and under kExit the
+    // rank waits out this call's deadline and exits 75, as a rank whose
+    // peer stopped would have (ExitForRequeueAt says why it waits).
+    auto failed = [&](const Status& why) {
+      const Status f = why.Annotate(Describe(info));
+      if (options_.on_timeout == OnTimeout::kExit) ExitForRequeueAt(f, deadline.at());
+      return f;
+    };
+    if (Failed()) return failed(FailedStatus(info.name, __FILE__, __LINE__));
     const CallContext x{slot == kMain ? main_ : async_, deadline, options_.ring_chunk_bytes};
     if (watchdog_) watchdog_->Arm(slot, info);
     Status s = body(x);
     if (watchdog_) watchdog_->Disarm(slot);
+    if (!s.ok() && Failed()) return failed(s);
     if (s.code() != Code::kTimeout) return s;
     Status t = TimeoutStatus(rt_, Describe(info), timeout_);
     {

@@ -65,9 +65,10 @@ ByteBlock::ByteBlock(size_t bytes) {
     status_ = BATON_MPI_CHECK(MPI_Type_create_struct(rest > 0 ? 2 : 1, lengths, displacements, types, &whole));
   }
   if (status_.ok()) status_ = BATON_MPI_CHECK(MPI_Type_commit(&whole));
-  if (unit != MPI_DATATYPE_NULL) MPI_Type_free(&unit);  // `whole` keeps what it needs
+  // Not freed after an MPI failure (mpi_check.h): leaked.
+  if (unit != MPI_DATATYPE_NULL && !Failed()) MPI_Type_free(&unit);  // `whole` keeps what it needs
   if (!status_.ok()) {
-    if (whole != MPI_DATATYPE_NULL) MPI_Type_free(&whole);
+    if (whole != MPI_DATATYPE_NULL && !Failed()) MPI_Type_free(&whole);
     status_ = status_.Annotate("a datatype for a block of " + std::to_string(bytes) + " bytes");
     return;
   }
@@ -77,7 +78,7 @@ ByteBlock::ByteBlock(size_t bytes) {
 }
 
 ByteBlock::~ByteBlock() {
-  if (derived_) MPI_Type_free(&type_);
+  if (derived_ && !Failed()) MPI_Type_free(&type_);
 }
 
 std::string Bytes(size_t count, DType t) { return std::to_string(count * DTypeSize(t)) + " bytes"; }
