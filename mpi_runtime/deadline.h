@@ -79,9 +79,9 @@ Status TimeoutStatus(const Runtime* rt, std::string_view what, double seconds);
 // what a rank does under kExit when its transport failed (an MPI error,
 // mpi_check.h; NCCL's detected death, nccl_state.h). It ends the same way,
 // and at the same time, as a rank whose peer stopped without an error:
-// exiting at once made Slurm 22.05 refuse the requeued job's next step
-// ("Requested nodes are busy", 2 of 17 runs) while the other
-// ranks' steps were still being torn down. Logs why it waits first.
+// exiting at once made Slurm 22.05 refuse the next step launched in the
+// allocation ("Requested nodes are busy", 2 of 17 runs): the step was
+// still being released. Logs why it waits first.
 [[noreturn]] void ExitForRequeueAt(const Status& why, std::chrono::steady_clock::time_point at);
 
 // Process-wide: a collective (or a setup step) passed its deadline under

@@ -178,7 +178,9 @@ Status CreateNcclCommunicator(Runtime& rt, const CommOptions& opts, const NcclAp
     if (runtime->step() >= 0) msg += "at step " + std::to_string(runtime->step()) + "; ";
     return msg + "ranks not answering heartbeats: " + runtime->DescribeSilentRanks();
   };
-  o.exit_for_requeue = [](const Status& why) { mpi::ExitForRequeue(why); };
+  o.exit_for_requeue = [](const Status& why, std::chrono::steady_clock::time_point at) {
+    mpi::ExitForRequeueAt(why, at);
+  };
   // A broken communicator (a timeout under kReturn, a peer's error) means a
   // peer that may never come: MPI_Finalize would wait for it.
   o.on_break = [](const Status&) { mpi::MarkAbandoned(); };

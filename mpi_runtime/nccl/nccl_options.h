@@ -40,10 +40,12 @@ struct NcclOptions {
   // What timeouts add after their own text ("at step 41; ranks not
   // answering heartbeats: 3 (n2)"); may be null.
   std::function<std::string()> context;
-  // kExit's end: logs `why` and _exit(75)s, never returning. Null: `why`
-  // to stderr, then _exit(75) (the backend needs no logger; the runtime
-  // passes its own).
-  std::function<void(const Status&)> exit_for_requeue;
+  // kExit's end: once `at` has passed (a detected death: the failed
+  // collective's deadline; a timeout: now), logs `why` and _exit(75)s,
+  // never returning. Null: the wait, `why` to stderr, then _exit(75) (the
+  // backend needs no logger; the runtime passes mpi::ExitForRequeueAt, the
+  // MPI path's own end).
+  std::function<void(const Status&, std::chrono::steady_clock::time_point at)> exit_for_requeue;
   // Called once, with why, when the communicator breaks (a timeout under
   // kReturn, an asynchronous error); may be null. The runtime notes that a
   // peer may never come (MPI_Finalize is then skipped).

@@ -71,8 +71,9 @@ Status AbortWithin(const NcclApi& api, std::vector<ncclComm_t> comms, std::chron
                                          " ms and was left running");
 }
 
-void ExitForRequeue(const NcclOptions& options, const Status& why) {
-  if (options.exit_for_requeue) options.exit_for_requeue(why);
+void ExitForRequeue(const NcclOptions& options, const Status& why, std::chrono::steady_clock::time_point at) {
+  if (options.exit_for_requeue) options.exit_for_requeue(why, at);
+  std::this_thread::sleep_until(at);
   events::Emit(events::Record("failure").Str("what", why.ToString()).Int("exit", kRequeueExitCode),
                events::Flush::kNow);
   std::fprintf(stderr, "%s; exiting with %d (requeue me)\n", why.ToString().c_str(), kRequeueExitCode);

@@ -35,10 +35,13 @@ Status AwaitComm(const NcclApi& api, ncclComm_t comm, std::string_view what,
 Status AbortWithin(const NcclApi& api, std::vector<ncclComm_t> comms, std::chrono::milliseconds within,
                    std::function<void()> then = nullptr);
 
-// Under OnTimeout::kExit: options.exit_for_requeue (the runtime's: logs,
-// asks Slurm to requeue), then "<why>; exiting with 75" on stderr and
-// _exit(75). Never waits on NCCL.
-[[noreturn]] void ExitForRequeue(const NcclOptions& options, const Status& why);
+// Under OnTimeout::kExit: options.exit_for_requeue(why, at) (the
+// runtime's: waits until `at`, logs, asks Slurm to requeue), else waits
+// until `at`, then "<why>; exiting with 75" on stderr and _exit(75).
+// Never waits on NCCL. `at`: now for a timeout, the collective's deadline
+// for a death detected before it (see mpi::ExitForRequeueAt for why).
+[[noreturn]] void ExitForRequeue(const NcclOptions& options, const Status& why,
+                                 std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now());
 
 // ncclCommInitRankConfig with config.blocking = 0, then AwaitComm until
 // init_timeout. On any failure the communicator (if NCCL made one) is

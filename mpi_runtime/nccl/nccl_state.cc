@@ -132,7 +132,14 @@ Status NcclState::broken() const {
 
 std::string NcclState::Context() const { return options_.context ? "; " + options_.context() : ""; }
 
-void NcclState::ExitForRequeue(const Status& why) const { nccl::ExitForRequeue(options_, why); }
+void NcclState::ExitForRequeue(const Status& why) const {
+  Status death;
+  {
+    std::lock_guard<std::mutex> lock(death_mu_);
+    death = death_;
+  }
+  nccl::ExitForRequeue(options_, death.ok() ? why : death);
+}
 
 Status NcclState::Launch(const std::string& what,
                          const std::function<Status(ncclComm_t world, cudaStream_t stream)>& enqueue,
@@ -173,7 +180,7 @@ Status NcclState::Launch(const std::string& what,
     return t.Annotate("NCCL communicators aborted");
   }
   if (!s.ok()) {
-    Fail(s.Annotate(what));
+    Fail(s.Annotate(what), deadline);
     return s.Annotate(what);
   }
   {
@@ -200,7 +207,7 @@ Status NcclState::Test(NcclOp& op, bool* done) {
   // A sticky CUDA error (a lost GPU, an uncorrectable ECC error, a fault
   // in the collective's kernel): this rank's device is gone.
   Status s = CheckCuda(api_, rc, "cudaEventQuery", __FILE__, __LINE__).Annotate(op.what);
-  Fail(s);
+  Fail(s, op.deadline);
   return s;
 }
 
@@ -221,10 +228,18 @@ Status NcclState::Wait(NcclOp& op) {
   }
 }
 
-void NcclState::Fail(const Status& why) {
+void NcclState::Fail(const Status& why, const Deadline& deadline) {
   if (options_.on_timeout == OnTimeout::kExit) {
     const std::string context = Context();
-    ExitForRequeue(context.empty() ? why : why.Annotate(context.substr(2)));
+    Status death = context.empty() ? why : why.Annotate(context.substr(2));
+    {
+      // The watchdog may see the collective's deadline pass while this
+      // thread waits for it: its exit names this death, not a timeout.
+      std::lock_guard<std::mutex> lock(death_mu_);
+      if (death_.ok()) death_ = death;
+      death = death_;
+    }
+    nccl::ExitForRequeue(options_, death, deadline.at);
   }
   Break(why);
 }
@@ -331,7 +346,16 @@ void NcclState::WatchOnce() {
   else if (state != ncclSuccess && state != ncclInProgress)
     s = AsyncError(api_, world_, state, "the communicator");
   lock.unlock();
-  if (!s.ok()) Fail(s);
+  if (s.ok()) return;
+  // The deadline of the oldest collective in flight; none: one that
+  // started now.
+  Deadline deadline = Deadline::After(options_.op_timeout, "op_timeout");
+  {
+    std::lock_guard<std::mutex> ops_lock(ops_mu_);
+    for (const auto& op : in_flight_)
+      if (op->deadline.at < deadline.at) deadline = op->deadline;
+  }
+  Fail(s, deadline);
 }
 
 }  // namespace baton::nccl

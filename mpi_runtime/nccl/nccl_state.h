@@ -20,8 +20,9 @@
 // NCCL communicators are aborted on a thread of their own, waited for at
 // most abort_timeout, and every later call returns the Status. A failure
 // detected before the deadline (an asynchronous NCCL error, a sticky CUDA
-// error, a failed enqueue) follows the same policy: exit 75 under kExit,
-// broken under kReturn.
+// error, a failed enqueue) follows the same policy: exit 75 under kExit
+// (at the failed collective's deadline, as an MPI failure does:
+// mpi::ExitForRequeueAt), broken under kReturn.
 //
 // Threads: the program's thread issues collectives and may wait; the
 // watchdog polls; NCCL calls on the communicators are serialised by one
@@ -116,12 +117,14 @@ class NcclState {
   Status broken() const;
 
  private:
+  // Exits 75 now, naming `why`, or the death detected earlier (death_).
   [[noreturn]] void ExitForRequeue(const Status& why) const;
   // A failure detected rather than waited out (an asynchronous NCCL error:
   // a dead peer; a sticky CUDA error; an enqueue that failed): under kExit
-  // the process exits 75, as the deadline would have made it; under
-  // kReturn the communicator breaks.
-  void Fail(const Status& why);
+  // the process exits 75 at `deadline` (the failed collective's), as the
+  // deadline would have made it and when the other ranks' deadlines end
+  // them (ExitForRequeue); under kReturn the communicator breaks at once.
+  void Fail(const Status& why, const Deadline& deadline);
   std::string Context() const;
   void Watch();
   void WatchOnce();
@@ -137,6 +140,10 @@ class NcclState {
   mutable std::mutex mu_;  // the NCCL communicators' handles and calls, broken_
   ncclComm_t world_ = nullptr, node_ = nullptr, leaders_ = nullptr;
   Status broken_;
+  // kExit: the first death detected, waiting for its deadline (Fail). Any
+  // exit from then on, a timeout's included, names it instead.
+  mutable std::mutex death_mu_;
+  Status death_;
   std::atomic<bool> is_broken_{false};
 
   std::mutex ops_mu_;

@@ -767,15 +767,25 @@ TEST_F(NcclControl, TheCallersDeviceIsRestoredAndAnotherDevicesBufferRefused) {
 
 // A detected death ends as an undetected one would (at the deadline):
 // exit 75 under kExit, so that the job is requeued instead of failing with
-// an IOError. Each case in a child process (gtest's death tests).
+// an IOError, and at the failed collective's deadline, as the MPI path
+// does (mpi::ExitForRequeueAt), not at once. Each case in a child process
+// (gtest's death tests).
 class NcclDetectedDeath : public NcclControl {
  protected:
   static NcclOptions Exit() {
     NcclOptions o = Fast();
     o.on_timeout = OnTimeout::kExit;
-    o.op_timeout = std::chrono::milliseconds(20000);  // no deadline may be what exits
+    o.op_timeout = std::chrono::milliseconds(1000);
+    // Says how far the exit's time is; the default end then waits for it
+    // and exits (the expected output: kWaited, then the reason).
+    o.exit_for_requeue = [](const Status&, Clock::time_point at) {
+      std::fprintf(stderr, "exit asked %lld ms before its time\n",
+                   static_cast<long long>(std::chrono::duration_cast<milliseconds>(at - Clock::now()).count()));
+    };
     return o;
   }
+  // At least 300 ms of the 1 s deadline left when the death was seen.
+  static constexpr const char* kWaited = "exit asked ([3-9][0-9][0-9]|1000) ms before its time.*";
   // Ends the child with 3 if nothing exited within 5 s.
   static void Bound() {
     std::thread([] {
@@ -806,7 +816,7 @@ TEST_F(NcclDetectedDeath, AnAsynchronousErrorExits75UnderExit) {
         (void)r->Wait();
         std::_Exit(6);
       },
-      ::testing::ExitedWithCode(75), "fake remote error.*exiting with 75");
+      ::testing::ExitedWithCode(75), std::string(kWaited) + "fake remote error.*exiting with 75");
 }
 
 TEST_F(NcclDetectedDeath, AStickyCudaErrorExits75UnderExit) {
@@ -821,7 +831,7 @@ TEST_F(NcclDetectedDeath, AStickyCudaErrorExits75UnderExit) {
         (void)r->Wait();
         std::_Exit(6);
       },
-      ::testing::ExitedWithCode(75), "cudaEventQuery failed with 214.*exiting with 75");
+      ::testing::ExitedWithCode(75), std::string(kWaited) + "cudaEventQuery failed with 214.*exiting with 75");
 }
 
 TEST_F(NcclDetectedDeath, AnAsynchronousErrorFromAThreadExits75WhileIdle) {
@@ -835,7 +845,7 @@ TEST_F(NcclDetectedDeath, AnAsynchronousErrorFromAThreadExits75WhileIdle) {
         std::this_thread::sleep_for(std::chrono::seconds(10));  // no call: only the watchdog can see it
         std::_Exit(6);
       },
-      ::testing::ExitedWithCode(75), "fake system error.*exiting with 75");
+      ::testing::ExitedWithCode(75), std::string(kWaited) + "fake system error.*exiting with 75");
 }
 
 TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
@@ -850,7 +860,7 @@ TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
         (void)c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
         std::_Exit(6);
       },
-      ::testing::ExitedWithCode(75), "ncclAllReduce failed with 6.*exiting with 75");
+      ::testing::ExitedWithCode(75), std::string(kWaited) + "ncclAllReduce failed with 6.*exiting with 75");
 }
 
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
