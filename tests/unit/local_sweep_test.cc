@@ -59,13 +59,19 @@ TEST(SweepDecision, OnlyCanonicalNamesAreTheSweeps) {
   for (const char* bad : {"", "00", "01000", "root", "-1", "4294967295"}) EXPECT_FALSE(ParseUidDirName(bad)) << bad;
 }
 
-TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
+// <root>/1000/17, a directory of uid 1000's, seen by a root sweep.
+SweepEntry UserJobDir() {
   SweepEntry e;
   e.dir_uid = 1000;
   e.name = "17";
   e.is_directory = true;
   e.owner = 1000;
   e.caller = 0;
+  return e;
+}
+
+TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
+  SweepEntry e = UserJobDir();
   e.job = Known(kJobComplete);
   std::string why;
   EXPECT_EQ(Decide(e, &why), SweepVerdict::kRemove);
@@ -95,11 +101,7 @@ TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
 // Issue 30 item 8: the ending job's own empty directory needs no answer
 // from Slurm; the ownership rule still holds.
 TEST(SweepDecision, TheEndingJobsEmptyDirectoryGoesWithoutAnAnswer) {
-  SweepEntry e;
-  e.dir_uid = 1000;
-  e.name = "17";
-  e.is_directory = true;
-  e.owner = 1000;
+  SweepEntry e = UserJobDir();
   e.ending_job_and_empty = true;
   std::string why;
   EXPECT_EQ(Decide(e, &why), SweepVerdict::kRemove) << why;
