@@ -47,9 +47,12 @@ extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
     switch (spank_context()) {
       case S_CTX_LOCAL:
       case S_CTX_ALLOCATOR:
-      case S_CTX_REMOTE:
         BATON_RETURN_IF_ERROR(baton::spank::ParseArguments(ac, av));
         return baton::spank::RegisterOptions(sp);
+      case S_CTX_REMOTE:
+        BATON_RETURN_IF_ERROR(baton::spank::ParseArguments(ac, av));
+        BATON_RETURN_IF_ERROR(baton::spank::RegisterOptions(sp));
+        return baton::spank::RegisterHandOverOptions(sp);
       case S_CTX_SLURMD:
         return baton::spank::SlurmdInit(ac, av);
       default:

@@ -1,8 +1,9 @@
 // srun (local context): checks the options before anything runs, then asks
 // Slurm once per step for what every task needs to know about the others
 // and Slurm does not tell each task (launch::SrunHandOver: how the tasks
-// are laid out, rank 0's address, the nodes' addresses) and hands it to the
-// tasks through srun's environment.
+// are laid out, rank 0's address, the nodes' addresses) and hands it to
+// every slurmstepd in the launch request, as option values
+// (hand_over_options.cc), and to the tasks through srun's environment.
 #include "spank/spank_api.h"
 
 #include <chrono>
@@ -47,7 +48,7 @@ Status LocalUserInit(spank_t sp) {
                                              resolved.hostfile.value_or(launch::HostfileFormat::kOpenMpi),
                                              *slurm, &vars));
   for (const auto& [name, value] : vars) BATON_RETURN_IF_ERROR(SetProcessEnv(name, value));
-  return Status::OK();
+  return ForwardHandOver(sp, vars);
 }
 
 }  // namespace baton::spank

@@ -7,6 +7,7 @@
 
 #include "spank/spank_api.h"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct PluginState {
   // (remote) as srun sent them.
   launch::LaunchOptions from_callbacks;
   std::vector<launch::Occurrence> callback_log;
+  // Remote: srun's hand-over as slurmstepd replayed its options
+  // (hand_over_options.cc), variable -> tagged value.
+  std::map<std::string, std::string> hand_over;
 
   // Remote context, filled by user_init for task_init and exit.
   bool active = false;
@@ -56,6 +60,12 @@ PluginState& State();
 // Registers the user options (in every context, so that sbatch, srun and
 // slurmstepd all know them).
 Status RegisterOptions(spank_t sp);
+
+// hand_over_options.cc: srun's hand-over as hidden SPANK options. Register
+// (slurmstepd only) and Forward (srun's local_user_init: the variables of
+// launch::SrunHandOver become option values Slurm sends to every node).
+Status RegisterHandOverOptions(spank_t sp);
+Status ForwardHandOver(spank_t sp, const launch::EnvList& vars);
 
 // Parses the plugstack.conf arguments into State().config.
 Status ParseArguments(int ac, char** av);

@@ -245,8 +245,12 @@ Status UserInit(spank_t sp) {
     if (v) env[name] = *v;
   }
   BATON_RETURN_IF_ERROR(ReadHetComponentVariables(sp, &env));
+  // srun's hand-over in the launch request; the environment's (absent
+  // under --export=NONE) only where the options carried none.
+  launch::AddHandOverFromOptions(st.hand_over, &env);
   auto slurm = launch::WithDeadline(launch::Libslurm(), kControllerLimit,
-                                    "srun's hand-over (--baton-hand-over) did not carry it for this step");
+                                    "srun's hand-over (the launch request's --baton-hand-over-* options, "
+                                    "srun's BATON_STEP_* variables) did not carry it for this step");
   BATON_RETURN_IF_ERROR(launch::StepInfoFromEnvironment(env, *slurm, &st.step));
   BATON_RETURN_IF_ERROR(launch::ResolveHostfileHosts(env, *slurm, &st.step));
   const launch::HostfileFormat format = st.options.hostfile.value_or(launch::HostfileFormat::kOpenMpi);

@@ -25,6 +25,31 @@ bool Untag(const std::string& tagged, const std::string& job_step, std::string* 
   return true;
 }
 
+const std::vector<HandOverOption>& HandOverOptions() {
+  // Names under 75 characters (SPANK_OPTION_MAXLEN) that no other
+  // plugin would take: Slurm finds a forwarded option by its name alone.
+  static const std::vector<HandOverOption> options = {
+      {kTaskMapVar, "baton-hand-over-task-map"},
+      {kMasterAddrVar, "baton-hand-over-master-addr"},
+      {kNodeAddrsVar, "baton-hand-over-node-addrs"},
+      {kGpusPerNodeVar, "baton-hand-over-gpus-per-node"},
+  };
+  return options;
+}
+
+const HandOverOption* HandOverOptionFor(const std::string& var) {
+  for (const HandOverOption& o : HandOverOptions())
+    if (var == o.var) return &o;
+  return nullptr;
+}
+
+void AddHandOverFromOptions(const Env& from_options, Env* env) {
+  for (const HandOverOption& o : HandOverOptions()) {
+    auto it = from_options.find(o.var);
+    if (it != from_options.end()) (*env)[o.var] = it->second;
+  }
+}
+
 Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
                     EnvList* vars) {
   const std::string job_step = job_id + "." + std::to_string(step_id);

@@ -1,6 +1,11 @@
 // What the plugin's srun side learns from Slurm once per step and hands to
-// every task through srun's environment, so that no slurmstepd and no
-// task has to ask the controller again.
+// every slurmstepd of the step, so that no slurmstepd and no task has to
+// ask the controller again. Two routes carry it: the values of hidden
+// SPANK options of the plugin, which Slurm puts in the launch request
+// whatever --export says (pyxis passes its options the same way), and
+// srun's environment (BATON_STEP_*), which the tasks inherit unless
+// --export=NONE or --export=<list> drops it, kept for what reads it there
+// (`baton env`, a nested srun's check of its parent's tag).
 //
 // Each value is tagged with the job.step it belongs to, so that a nested
 // srun never trusts its parent's, and bounded: what Slurm already gives
@@ -15,8 +20,10 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "base/launch/launch_env.h"
+#include "base/launch/slurm_facts.h"
 #include "base/launch/slurm_queries.h"
 #include "baton/status.h"
 
@@ -47,6 +54,26 @@ inline constexpr const char* kNoGpus = "=none";
 // "17.0:" + value; Untag gives the value if the tag matches `job_step`.
 std::string Tag(const std::string& job_step, const std::string& value);
 bool Untag(const std::string& tagged, const std::string& job_step, std::string* value);
+
+// The hidden SPANK option that carries each variable above. Registered in
+// slurmstepd only (remote context): srun must not offer them to users,
+// and a registered option srun has not seen cannot be given a value
+// later (spank/hand_over_options.cc).
+struct HandOverOption {
+  const char* var;     // kTaskMapVar, ...
+  const char* option;  // its option's name, "baton-hand-over-task-map", ...
+};
+const std::vector<HandOverOption>& HandOverOptions();
+
+// The option for `var`; none for a variable the hand-over does not carry.
+const HandOverOption* HandOverOptionFor(const std::string& var);
+
+// Adds to `env` (the job's variables, as slurmstepd read them) what the
+// options carried (`from_options`: variable -> value). An option's value
+// replaces the variable's: both are tagged with their step, and the
+// launch request is the step's own, where the environment may be an
+// enclosing step's.
+void AddHandOverFromOptions(const Env& from_options, Env* env);
 
 // srun's side: asks Slurm for the step's layout and its nodes' addresses
 // (one query each), and for a deepspeed hostfile its GPUs per node, and

@@ -108,6 +108,19 @@ int Pass(int dir, int* descend, bool* removed, bool* seen) {
   }
 }
 
+// Whether <dir>/<name> (a directory, opened without following a link)
+// holds nothing.
+Status IsEmptyDir(int dir, const std::string& name, const std::string& path, bool* empty) {
+  *empty = false;
+  const int fd = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::IOError(kComponent, "cannot open " + Quoted(path) + ": " + std::strerror(errno));
+  std::vector<std::string> names;
+  Status s = ListNames(fd, path, &names);
+  close(fd);
+  if (s.ok()) *empty = names.empty();
+  return s;
+}
+
 }  // namespace
 
 int RemoveDirectoryContents(int dir) {
@@ -172,7 +185,7 @@ JobLookup LookupByUser(UserJobsQuery query) {
 }
 
 Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const SweepLimits& limits,
-                      SweepReport* report) {
+                      SweepReport* report, const EndingJob* ending) {
   *report = SweepReport();
   const auto deadline = Clock::now() + limits.total;
   struct stat rst;
@@ -221,9 +234,17 @@ Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const Sw
       std::string asked;
       if (job && e.is_directory) {
         JobRecord record;
-        Status ls = lookup(*uid, *job, &record);
-        if (ls.ok()) e.job = record;
-        else asked = ": " + ls.ToString();
+        Status ls;
+        if (ending != nullptr && ending->uid == *uid && ending->job == *job) {
+          bool empty = false;
+          ls = IsEmptyDir(udir.fd, name, path, &empty);
+          e.ending_job_and_empty = ls.ok() && empty;
+          if (ls.ok() && !empty) ls = ending->ask(*job, &record);
+        } else {
+          ls = lookup(*uid, *job, &record);
+        }
+        if (!ls.ok()) asked = ": " + ls.ToString();
+        else if (!e.ending_job_and_empty) e.job = record;
       }
       std::string why;
       const SweepVerdict v = Decide(e, &why);

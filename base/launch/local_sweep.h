@@ -58,11 +58,25 @@ struct SweepLimits {
   std::chrono::milliseconds per_dir{10000};  // removing one job's directory
 };
 
+// The job whose end on this node runs the sweep (the job epilog's). Its
+// own directory <root>/<uid>/<job> costs the controller nothing when it is
+// empty (removed: sweep_decision.h), else one question about that job
+// alone (`ask`: slurm_load_job), never the per-user question of `lookup`.
+// Before, every job end asked the per-user question on each of its nodes
+// at once (issue 30 item 8).
+struct EndingJob {
+  uid_t uid = 0;
+  uint32_t job = 0;
+  std::function<Status(uint32_t job, JobRecord* record)> ask;
+};
+
 // Sweeps `root`. A missing root is nothing to sweep. A root that fails
 // OpenSafeDir's rule is an error naming it (nothing removed). Anything
 // else is per entry, in the report; the Status is OK.
+// `ending`, when given, is decided as EndingJob says; every other job
+// directory through `lookup`.
 Status SweepLocalRoot(const std::string& root, const JobLookup& lookup, const SweepLimits& limits,
-                      SweepReport* report);
+                      SweepReport* report, const EndingJob* ending = nullptr);
 
 // Removes everything inside the open directory `dir` (not `dir` itself),
 // never following a link: getdents64, unlinkat, openat(O_NOFOLLOW), and

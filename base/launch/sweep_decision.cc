@@ -61,6 +61,7 @@ SweepVerdict Decide(const SweepEntry& e, std::string* why) {
     *why = "owned by uid " + std::to_string(e.owner) + ", not by uid " + std::to_string(e.dir_uid);
     return SweepVerdict::kLeave;
   }
+  if (e.ending_job_and_empty) return SweepVerdict::kRemove;
   if (!e.job) {
     *why = "Slurm did not say whether the job ended";
     return SweepVerdict::kLeave;

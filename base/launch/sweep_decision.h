@@ -61,6 +61,11 @@ struct SweepEntry {
   uid_t owner = 0;                 // its owner
   uid_t caller = 0;                // the sweep's euid (root in the plugin)
   std::optional<JobRecord> job;    // Slurm's answer; none when asking failed
+  // The directory of the job whose end runs this sweep (the job epilog's),
+  // found empty: removed without asking Slurm. Nothing in it can be lost,
+  // and a run of the job that comes back here (a requeue) makes it again
+  // (spank/remote_context.cc's init_post_opt).
+  bool ending_job_and_empty = false;
 };
 
 // The verdict, and why (for the log) when it is not kRemove.

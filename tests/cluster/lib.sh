@@ -31,3 +31,56 @@ case_dir() {
   echo "$d"
 }
 
+
+# replace_file FILE: FILE's new content from stdin, put in place by rename,
+# so that a reader sees the old file or the new one, never a part. A
+# slurm.conf rewritten in place with `>` was read empty or half-written by
+# the job epilog of a job ending at that moment: the epilog failed, and
+# slurmd drained the node ("Epilog error" on n1).
+replace_file() {
+  local file=$1 tmp
+  tmp=$(mktemp "$(dirname "$file")/.$(basename "$file").XXXXXX") || fail "replace_file: cannot make a temporary file beside $file"
+  cat >"$tmp" || fail "replace_file: cannot write $tmp"
+  chmod --reference="$file" "$tmp" 2>/dev/null || chmod 644 "$tmp"
+  mv -f "$tmp" "$file" || fail "replace_file: cannot rename $tmp to $file"
+}
+
+# rpc_count MESSAGE_TYPE: how many requests of that type (REQUEST_NODE_INFO, ...) the
+# controller served since its statistics were last reset (`sdiag -r`); 0 when none.
+rpc_count() {
+  sdiag | awk -v type="$1" '$1 == type { for (i = 2; i <= NF; i++) if ($i ~ /^count:/) { sub(/^count:/, "", $i); n = $i } }
+    END { print n + 0 }'
+}
+
+# node_addr NODE: the address Slurm has for NODE (NodeAddr; the node name when none is set).
+node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
+
+# for_each_task FILE CHECK: runs `CHECK LINE` once for each task's line of
+# tests/cluster/print-task-env output in FILE, with the line's NAME=VALUE
+# pairs in the associative array T (T[RANK], T[SLURM_PROCID], ...).
+for_each_task() {
+  local file=$1 check=$2 line kv
+  while read -r line; do
+    unset T
+    declare -gA T=()
+    # shellcheck disable=SC2034 # T is read by CHECK
+    for kv in $line; do T[${kv%%=*}]=${kv#*=}; done
+    "$check" "$line"
+  done < <(grep 'SLURM_PROCID=' "$file")
+  unset T
+}
+
+# with_plugstack_args "ARGS" COMMAND...: runs COMMAND (a subshell: a failing check exits it,
+# never skipping the restore) with spank_baton.so's plugstack.conf arguments set to ARGS, then
+# restores the file. Slurm rereads it at every launch and job epilog; both rewrites are
+# renames (replace_file).
+with_plugstack_args() {
+  local conf="$BATON_CLUSTER_DIR/plugstack.conf" args=$1 saved rc=0
+  shift
+  saved=$(cat "$conf")
+  # shellcheck disable=SC2001 # the line of spank_baton.so only, wherever it is
+  sed "s|\(spank_baton.so\).*|\1 $args|" <<<"$saved" | replace_file "$conf"
+  ("$@") || rc=$?
+  printf '%s\n' "$saved" | replace_file "$conf"
+  return $rc
+}

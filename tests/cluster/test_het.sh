@@ -10,35 +10,30 @@
 TASK_ENV="$REPO/tests/cluster/print-task-env"
 export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
 
-het_node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
-
 # check_world FILE NTASKS NNODES: every task of FILE (print-task-env lines)
 # is one rank of one world: RANK = SLURM_PROCID (which counts over the
 # components), one MASTER_ADDR (rank 0's node) and MASTER_PORT, and baton
 # env agrees, with and without the hand-over.
 check_world() {
-  local file=$1 ntasks=$2 nnodes=$3 line rank0_node
+  local file=$1 ntasks=$2 nnodes=$3 rank0_node
   expect_eq "$(grep -c 'SLURM_PROCID=' "$file")" "$ntasks" "tasks that reported"
   expect_eq "$(grep -o ' RANK=[0-9]*' "$file" | sort -t= -k2 -n | tr -d ' ' | tr '\n' ,)" \
     "$(seq -s, -f 'RANK=%g' 0 $((ntasks - 1))),"  "the ranks, once each"
   rank0_node=$(grep '^SLURM_PROCID=0 ' "$file" | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
-  expect_eq "$(grep -o 'MASTER_ADDR=[^ ]*' "$file" | sort -u)" "MASTER_ADDR=$(het_node_addr "$rank0_node")" \
+  expect_eq "$(grep -o 'MASTER_ADDR=[^ ]*' "$file" | sort -u)" "MASTER_ADDR=$(node_addr "$rank0_node")" \
     "one MASTER_ADDR, rank 0's node $rank0_node"
   expect_eq "$(grep -o 'MASTER_PORT=[^ ]*' "$file" | sort -u | wc -l)" 1 "one MASTER_PORT"
-  while read -r line; do
-    declare -A t=()
-    local kv
-    for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
-    local who="task ${t[SLURM_PROCID]} on ${t[SLURMD_NODENAME]}"
-    expect_eq "${t[RANK]}" "${t[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
-    expect_eq "${t[WORLD_SIZE]}" "$ntasks" "$who: WORLD_SIZE"
-    expect_eq "${t[NODE_RANK]}" "${t[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
-    expect_eq "${t[LOCAL_RANK]}" "${t[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
-    expect_eq "${t[BATON_NNODES]}" "$nnodes" "$who: BATON_NNODES"
-    expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
-    expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
-    unset t
-  done < <(grep 'SLURM_PROCID=' "$file")
+  for_each_task "$file" check_world_task
+}
+check_world_task() {
+  local who="task ${T[SLURM_PROCID]} on ${T[SLURMD_NODENAME]}"
+  expect_eq "${T[RANK]}" "${T[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
+  expect_eq "${T[WORLD_SIZE]}" "$ntasks" "$who: WORLD_SIZE"
+  expect_eq "${T[NODE_RANK]}" "${T[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
+  expect_eq "${T[LOCAL_RANK]}" "${T[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
+  expect_eq "${T[BATON_NNODES]}" "$nnodes" "$who: BATON_NNODES"
+  expect_eq "${T[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($1)"
+  expect_eq "${T[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
 }
 
 # Each task runs print-task-env, then waits for all NTASKS to have done so:
@@ -57,7 +52,7 @@ test_a_heterogeneous_srun_step_is_one_world() {
   cat "$d/out"
   check_world "$d/out" 4 3
   local a1 a2 a3
-  a1=$(het_node_addr n1) a2=$(het_node_addr n2) a3=$(het_node_addr n3)
+  a1=$(node_addr n1) a2=$(node_addr n2) a3=$(node_addr n3)
   expect_eq "$(cat "$d/hostfile-3")" "$a1 $a2 $a3 $a2 " "the plain hostfile: every rank's node, in rank order"
 }
 

@@ -17,17 +17,15 @@ user_uid() { id -u "$USER_NAME"; }
 # The job's directory on NODE's disk, as the host sees it.
 dir_on() { echo "$BATON_CLUSTER_DIR/disk/$1/baton/$(user_uid)/$2"; }
 
-# with_local_root COMMAND...: runs COMMAND (a subshell) with local_root set in plugstack.conf,
-# which srun, slurmstepd and the epilog reread at every launch; restores it after.
-with_local_root() {
-  local conf="$BATON_CLUSTER_DIR/plugstack.conf" saved rc=0
-  saved=$(cat "$conf")
-  sed -i "s|\(spank_baton.so\).*|\1 local_root=$LOCAL_ROOT|" "$conf"
+# with_local_root COMMAND...: runs COMMAND (a subshell) with local_root set in plugstack.conf
+# (with_plugstack_args); no job of the case outlives it.
+with_local_root() { with_plugstack_args "local_root=$LOCAL_ROOT" with_no_job_left "$@"; }
+with_no_job_left() {
+  local rc=0
   ("$@") || rc=$?
   # A failed case leaves its job waiting for go.N: none may outlive the case.
   scancel -u "$USER_NAME" 2>/dev/null || true
   wait_for 60 "the jobs of $USER_NAME to end" no_jobs_of "$USER_NAME"
-  printf '%s\n' "$saved" >"$conf"
   return $rc
 }
 
@@ -123,6 +121,38 @@ ends_and_is_swept() {
 test_a_completed_jobs_directories_go_from_every_node() { with_local_root ends_and_is_swept completed; }
 test_a_failed_jobs_directories_go_from_every_node() { with_local_root ends_and_is_swept failed; }
 test_a_cancelled_jobs_directories_go_from_every_node() { with_local_root ends_and_is_swept cancelled; }
+
+# Issue 30 item 8: what a job's end costs the controller. Its epilog on
+# each node removes the job's own empty directory without a question, and
+# asks about that job alone (slurm_load_job: REQUEST_JOB_INFO_SINGLE) where
+# the directory holds data; no node asks for all of the user's jobs
+# (REQUEST_JOB_USER_INFO). Before: one REQUEST_JOB_USER_INFO per node, the
+# four at the same moment. Nothing else here asks for a job while counting
+# (the waits look at the disks), and the case runs before those that kill a
+# node: a revived node runs the epilog of a job that ended while it was
+# down, whose sweep would ask about this case's running job.
+sweep_cost() {
+  local case out job n
+  ensure_user
+  case=$(new_case)
+  for what in empty data; do
+    for n in n1 n2 n3 n4; do wait_for "$EPILOG_WAIT" "$n to be idle" node_idle "$n"; done
+    sdiag -r >/dev/null || fail "sdiag -r (resetting the controller's statistics)"
+    out=$(runuser -u "$USER_NAME" -- env SLURM_CONF="$SLURM_CONF" WHAT="$what" \
+      srun -N4 --ntasks-per-node=1 --baton bash -c \
+      '[ "$WHAT" = empty ] || touch "$BATON_LOCAL_DIR/shard.$SLURM_NODEID"; [ -d "$BATON_LOCAL_DIR" ] && echo "$SLURM_JOB_ID"') ||
+      fail "the $what step failed: $out"
+    job=$(sort -u <<<"$out")
+    [[ $job =~ ^[0-9]+$ ]] || fail "the $what step's tasks did not all see their directory: '$out'"
+    for n in n1 n2 n3 n4; do
+      wait_for "$EPILOG_WAIT" "job $job's directory ($what) on $n to go" gone "$(dir_on "$n" "$job")"
+    done
+    expect_eq "$(rpc_count REQUEST_JOB_USER_INFO)" 0 "REQUEST_JOB_USER_INFO at the end of a 4-node job whose directories hold $what"
+    expect_eq "$(rpc_count REQUEST_JOB_INFO_SINGLE)" "$([ "$what" = empty ] && echo 0 || echo 4)" \
+      "REQUEST_JOB_INFO_SINGLE at the end of a 4-node job whose directories hold $what"
+  done
+}
+test_a_jobs_end_asks_the_controller_nothing_for_empty_directories_and_one_question_per_node_else() { with_local_root sweep_cost; }
 
 # A job requeued from n1 to n2: its directory on n1 stays while the job lives (a sweep on n1
 # keeps it), the second run gets the same path, and after the job ends both go.

@@ -10,14 +10,12 @@
 TASK_ENV="$REPO/tests/cluster/print-task-env"
 export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
 
-node_addr() { scontrol show node "$1" | tr ' ' '\n' | sed -n 's/^NodeAddr=//p'; }
-
 # addrs NODE...: the nodes' addresses, one per line.
 addrs() { local n; for n in "$@"; do node_addr "$n"; done; }
 
 # check_tasks FILE NTASKS: every line of print-task-env output agrees with Slurm.
 check_tasks() {
-  local file=$1 ntasks=$2 line lines rank0_node rank0_addr ports
+  local file=$1 ntasks=$2 lines rank0_node rank0_addr ports
   lines=$(grep -c 'SLURM_PROCID=' "$file" || true)
   expect_eq "$lines" "$ntasks" "tasks that reported"
   # MASTER_ADDR is where rank 0 runs (its TCPStore listens there), which is
@@ -25,33 +23,30 @@ check_tasks() {
   rank0_node=$(grep '^SLURM_PROCID=0 ' "$file" | grep -o 'SLURMD_NODENAME=[^ ]*' | cut -d= -f2)
   rank0_addr=$(node_addr "$rank0_node")
   [ -n "$rank0_addr" ] || fail "no address for rank 0's node '$rank0_node'"
-  while read -r line; do
-    declare -A t=()
-    local kv
-    for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
-    local who="task ${t[SLURM_PROCID]} on ${t[SLURMD_NODENAME]}"
-    expect_eq "${t[RANK]}" "${t[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
-    expect_eq "${t[LOCAL_RANK]}" "${t[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
-    expect_eq "${t[NODE_RANK]}" "${t[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
-    expect_eq "${t[GROUP_RANK]}" "${t[SLURM_NODEID]}" "$who: GROUP_RANK vs SLURM_NODEID"
-    expect_eq "${t[WORLD_SIZE]}" "${t[SLURM_STEP_NUM_TASKS]}" "$who: WORLD_SIZE"
-    expect_eq "${t[LOCAL_WORLD_SIZE]}" "${t[GTIDS_COUNT]}" "$who: LOCAL_WORLD_SIZE vs SLURM_GTIDS"
-    expect_eq "${t[GROUP_WORLD_SIZE]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: GROUP_WORLD_SIZE"
-    expect_eq "${t[BATON_NNODES]}" "${t[SLURM_STEP_NUM_NODES]}" "$who: BATON_NNODES"
-    expect_eq "${t[MASTER_ADDR]}" "$rank0_addr" "$who: MASTER_ADDR (address of rank 0's node $rank0_node)"
-    expect_eq "${t[HOSTFILE_STAT]}" "$(id -un):600" "$who: hostfile owner:mode"
-    expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
-    expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the plugin's hand-over agrees"
-    # Slurm reserved ports for the step (MpiParams=ports): the first is MASTER_PORT.
-    if [ "${t[SLURM_STEP_RESV_PORTS]}" != UNSET ]; then
-      expect_eq "${t[MASTER_PORT]}" "${t[SLURM_STEP_RESV_PORTS]%%[-,]*}" "$who: MASTER_PORT vs SLURM_STEP_RESV_PORTS"
-    else
-      { [ "${t[MASTER_PORT]}" -ge 61000 ] && [ "${t[MASTER_PORT]}" -le 65535 ]; } || fail "$who: MASTER_PORT ${t[MASTER_PORT]}"
-    fi
-    unset t
-  done < <(grep 'SLURM_PROCID=' "$file")
+  for_each_task "$file" check_task
   ports=$(grep -o 'MASTER_PORT=[0-9]*' "$file" | sort -u | wc -l)
   expect_eq "$ports" 1 "distinct MASTER_PORT values within one step"
+}
+check_task() {
+  local who="task ${T[SLURM_PROCID]} on ${T[SLURMD_NODENAME]}"
+  expect_eq "${T[RANK]}" "${T[SLURM_PROCID]}" "$who: RANK vs SLURM_PROCID"
+  expect_eq "${T[LOCAL_RANK]}" "${T[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
+  expect_eq "${T[NODE_RANK]}" "${T[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
+  expect_eq "${T[GROUP_RANK]}" "${T[SLURM_NODEID]}" "$who: GROUP_RANK vs SLURM_NODEID"
+  expect_eq "${T[WORLD_SIZE]}" "${T[SLURM_STEP_NUM_TASKS]}" "$who: WORLD_SIZE"
+  expect_eq "${T[LOCAL_WORLD_SIZE]}" "${T[GTIDS_COUNT]}" "$who: LOCAL_WORLD_SIZE vs SLURM_GTIDS"
+  expect_eq "${T[GROUP_WORLD_SIZE]}" "${T[SLURM_STEP_NUM_NODES]}" "$who: GROUP_WORLD_SIZE"
+  expect_eq "${T[BATON_NNODES]}" "${T[SLURM_STEP_NUM_NODES]}" "$who: BATON_NNODES"
+  expect_eq "${T[MASTER_ADDR]}" "$rank0_addr" "$who: MASTER_ADDR (address of rank 0's node $rank0_node)"
+  expect_eq "${T[HOSTFILE_STAT]}" "$(id -un):600" "$who: hostfile owner:mode"
+  expect_eq "${T[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($1)"
+  expect_eq "${T[CLI_ALONE_MATCH]}" 1 "$who: baton env without the plugin's hand-over agrees"
+  # Slurm reserved ports for the step (MpiParams=ports): the first is MASTER_PORT.
+  if [ "${T[SLURM_STEP_RESV_PORTS]}" != UNSET ]; then
+    expect_eq "${T[MASTER_PORT]}" "${T[SLURM_STEP_RESV_PORTS]%%[-,]*}" "$who: MASTER_PORT vs SLURM_STEP_RESV_PORTS"
+  else
+    { [ "${T[MASTER_PORT]}" -ge 61000 ] && [ "${T[MASTER_PORT]}" -le 65535 ]; } || fail "$who: MASTER_PORT ${T[MASTER_PORT]}"
+  fi
 }
 
 run_step() {  # run_step OUTFILE NTASKS SRUN_ARGS...
@@ -92,6 +87,24 @@ test_arbitrary_with_a_hostfile() {
   # (check_tasks), though n1 is the step's first node.
   grep -q 'SLURM_PROCID=0 .*SLURMD_NODENAME=n3 ' "$d/out" || fail "rank 0 is not on n3"
   grep -q "MASTER_ADDR=$(node_addr n3) " "$d/out" || fail "MASTER_ADDR is not n3's address"
+}
+
+# srun hands the step over twice (man spank-baton(8), HAND-OVER): in the
+# launch request as hidden option values and in srun's environment. Either
+# way srun's two questions are the step's only ones (no node asks), and
+# the variable through which srun gives an option its value reaches no task
+# (a nested srun would take it for its own step's). A guard: the
+# --export=NONE case that failed before is in test_site_settings.sh.
+test_a_step_costs_the_controller_srun_s_two_questions_and_no_task_sees_the_option_variables() {
+  local d counts
+  d=$(case_dir)
+  sdiag -r >/dev/null || fail "sdiag -r (resetting the controller's statistics)"
+  srun -N4 -n8 --baton bash -c 'env | grep -c "^_SLURM_SPANK_OPTION_baton_baton_hand_over" ; echo "RANK=$RANK MASTER_ADDR=$MASTER_ADDR"' >"$d/out"
+  counts="$(rpc_count REQUEST_STEP_LAYOUT) $(rpc_count REQUEST_NODE_INFO) $(rpc_count REQUEST_NODE_INFO_SINGLE)"
+  cat "$d/out"
+  expect_eq "$(grep -cx 0 "$d/out")" 8 "tasks without _SLURM_SPANK_OPTION_baton_baton_hand_over_* variables"
+  expect_eq "$(grep -o 'MASTER_ADDR=[^ ]*' "$d/out" | sort -u)" "MASTER_ADDR=$(node_addr n1)" "MASTER_ADDR"
+  expect_eq "$counts" "1 1 0" "requests for one 4-node step: REQUEST_STEP_LAYOUT REQUEST_NODE_INFO REQUEST_NODE_INFO_SINGLE"
 }
 
 test_tcp_rendezvous_where_rank_0_is_not_on_the_first_node() {
@@ -291,16 +304,7 @@ test_invalid_option_fails_sbatch_before_submission() {
 }
 
 # --- plugstack.conf arguments: strict -------------------------------------------------
-with_plugstack_args() {  # with_plugstack_args "ARGS" COMMAND...: Slurm rereads plugstack.conf per launch
-  local conf="$BATON_CLUSTER_DIR/plugstack.conf" saved rc=0
-  saved=$(cat "$conf")
-  sed -i "s|\(spank_baton.so\).*|\1 $1|" "$conf"
-  shift
-  # A subshell: a failing check exits it, never skipping the restore below.
-  ("$@") || rc=$?
-  printf '%s\n' "$saved" >"$conf"
-  return $rc
-}
+# with_plugstack_args: tests/cluster/lib.sh
 test_plugstack_unknown_key() { with_plugstack_args "colour=blue" expect_rejected "unknown key 'colour'" srun -n1; }
 test_plugstack_bad_default() { with_plugstack_args "default=maybe" expect_rejected "plugstack.conf default: invalid value 'maybe'" srun -n1; }
 test_plugstack_bad_port_range() { with_plugstack_args "port_range=9-1" expect_rejected "plugstack.conf port_range: invalid value '9-1'" srun -n1; }
@@ -334,37 +338,39 @@ test_gpu_bind_local_rank_gives_each_task_its_gpu() {
   expect_rejected "2 tasks on n1 but Slurm gave the step 1 GPUs there" srun -w n1 -N1 -n2 --gres=gpu:1 --baton --baton-gpu-bind=local-rank
 }
 
+# check_gpu_task LINE (for_each_task): the task's BATON_DEVICE is one of
+# the devices it sees; adds that device to the caller's `devices`.
+check_gpu_task() {
+  local who="$slurm --baton-gpu-bind=$bind, local rank ${T[SLURM_LOCALID]}" dev
+  local -a seen
+  if [ "${T[CUDA_VISIBLE_DEVICES]}" = UNSET ]; then
+    # --gpu-bind=none: CUDA numbers the devices the task may open from 0.
+    mapfile -t seen < <(seq 0 $((T[SLURM_GPUS_ON_NODE] - 1)))
+  else
+    IFS=, read -r -a seen <<<"${T[CUDA_VISIBLE_DEVICES]}"
+  fi
+  dev=${T[BATON_DEVICE]}
+  { [[ $dev =~ ^[0-9]+$ ]] && ((dev < ${#seen[@]})); } ||
+    fail "$who: BATON_DEVICE='$dev' is not one of the ${#seen[@]} devices it sees ($1)"
+  devices+=("${seen[$dev]}")
+  expect_eq "${T[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($1)"
+  expect_eq "${T[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
+}
+
 # Every binding of Slurm's (the table in man/spank-baton.8) with each of
 # baton's: each of the two tasks gets a BATON_DEVICE among the devices it
 # sees, the two use different GPUs, and `baton env` inside agrees with the
 # plugin (with and without the hand-over).
 test_gpu_bind_every_combination_of_slurms_and_batons() {
-  local d slurm bind line dev n=0 kv who
-  local -a seen devices
+  local d slurm bind n=0
+  local -a devices
   d=$(case_dir)
   while IFS= read -r slurm; do
     for bind in none local-rank; do
       # shellcheck disable=SC2086 # $slurm is a list of srun options
       srun -w n1 -N1 -n2 $slurm --baton --baton-gpu-bind=$bind "$TASK_ENV" </dev/null >"$d/out" 2>&1 || true
       devices=()
-      while read -r line; do
-        declare -A t=()
-        for kv in $line; do t[${kv%%=*}]=${kv#*=}; done
-        who="$slurm --baton-gpu-bind=$bind, local rank ${t[SLURM_LOCALID]}"
-        if [ "${t[CUDA_VISIBLE_DEVICES]}" = UNSET ]; then
-          # --gpu-bind=none: CUDA numbers the devices the task may open from 0.
-          mapfile -t seen < <(seq 0 $((t[SLURM_GPUS_ON_NODE] - 1)))
-        else
-          IFS=, read -r -a seen <<<"${t[CUDA_VISIBLE_DEVICES]}"
-        fi
-        dev=${t[BATON_DEVICE]}
-        { [[ $dev =~ ^[0-9]+$ ]] && ((dev < ${#seen[@]})); } ||
-          fail "$who: BATON_DEVICE='$dev' is not one of the ${#seen[@]} devices it sees ($line)"
-        devices+=("${seen[$dev]}")
-        expect_eq "${t[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($line)"
-        expect_eq "${t[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
-        unset t
-      done < <(grep 'SLURM_PROCID=' "$d/out")
+      for_each_task "$d/out" check_gpu_task
       ((${#devices[@]} == 2)) || fail "$slurm --baton-gpu-bind=$bind: ${#devices[@]} tasks reported: $(cat "$d/out")"
       [ "${devices[0]}" != "${devices[1]}" ] || fail "$slurm --baton-gpu-bind=$bind: both tasks on GPU ${devices[0]}"
       n=$((n + 1))

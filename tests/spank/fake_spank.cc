@@ -1,6 +1,8 @@
 #include "tests/spank/fake_spank.h"
 
+#include <cctype>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,6 +47,24 @@ const spank_err_t kSuccess = static_cast<spank_err_t>(ESPANK_SUCCESS);
 spank_err_t spank_option_register(spank_t, struct spank_option* opt) {
   Fake().options.push_back(opt->name);
   Fake().option_specs.push_back(*opt);
+  return kSuccess;
+}
+
+spank_err_t spank_option_getopt(spank_t, struct spank_option* opt, char** optarg) {
+  *optarg = nullptr;
+  const std::string name = opt->name;
+  for (const std::string& registered : Fake().options)
+    if (registered == name) return ESPANK_ERROR;
+  auto cached = Fake().forwarded.find(name);
+  if (cached == Fake().forwarded.end()) {
+    std::string var = "_SLURM_SPANK_OPTION_baton_" + name;
+    for (char& c : var)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    const char* value = std::getenv(var.c_str());
+    if (value == nullptr) return ESPANK_ERROR;
+    cached = Fake().forwarded.emplace(name, value).first;
+  }
+  *optarg = cached->second.data();
   return kSuccess;
 }
 

@@ -24,6 +24,12 @@ struct FakeSpank {
   std::vector<std::string> infos;                    // slurm_info's messages
   std::vector<std::string> options;                  // registered --names
   std::vector<struct spank_option> option_specs;     // as registered (callbacks, values)
+  // spank_option_getopt as Slurm 22.05's srun answers it (plugstack.c): a
+  // registered option is cached as not given (an error); another is read
+  // from _SLURM_SPANK_OPTION_baton_<name> in the process's environment and,
+  // when set, cached as given: what spank_set_remote_options then sends in
+  // the launch request. Option name -> value.
+  std::map<std::string, std::string> forwarded;
 
   std::string Errors() const;
 };

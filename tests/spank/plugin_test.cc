@@ -296,5 +296,59 @@ TEST_F(PluginTest, AnEmptyValueReplayedBySlurmstepdMeansNoValue) {
   EXPECT_NE(Fake().Errors().find("''"), std::string::npos) << Fake().Errors();
 }
 
+// Issue 30 item 3: srun hands the step over as values of hidden options,
+// which Slurm sends in the launch request whatever --export drops. srun's
+// side: the options are not registered there (a registered option srun
+// has not seen is cached as not given, and no value could be set later),
+// each value goes through spank_option_getopt, and the variable getopt
+// reads is gone afterwards.
+TEST_F(PluginTest, SrunForwardsTheHandOverAsOptionValues) {
+  Fake().context = S_CTX_LOCAL;
+  ASSERT_EQ(Init(), 0);
+  for (const std::string& name : Fake().options) EXPECT_EQ(name.rfind("baton-hand-over-", 0), std::string::npos) << name;
+  const launch::EnvList vars = {{"BATON_STEP_TASK_MAP", "9.1:cyclic"},
+                                {"BATON_STEP_NODE_ADDRS", "9.1:10.0.0.[1-2]"},
+                                {"BATON_STEP_MASTER_ADDR", "9.1:10.0.0.1"}};
+  Status s = ForwardHandOver(nullptr, vars);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(Fake().forwarded, (std::map<std::string, std::string>{{"baton-hand-over-task-map", "9.1:cyclic"},
+                                                                  {"baton-hand-over-node-addrs", "9.1:10.0.0.[1-2]"},
+                                                                  {"baton-hand-over-master-addr", "9.1:10.0.0.1"}}));
+  EXPECT_EQ(std::getenv("_SLURM_SPANK_OPTION_baton_baton_hand_over_task_map"), nullptr);
+  // A second hand-over in the same srun would send the first one's values: refused.
+  s = ForwardHandOver(nullptr, {{"BATON_STEP_TASK_MAP", "9.2:block"}});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.ToString().find("9.2:block"), std::string::npos) << s.ToString();
+}
+
+// slurmstepd's side: the options are registered, Slurm replays their
+// values (remote=1) before init_post_opt, and user_init takes the step
+// from them with no BATON_STEP_* in the job's environment (--export=NONE)
+// and without asking the controller (which this test has none of).
+TEST_F(PluginTest, SlurmstepdTakesTheHandOverFromTheLaunchRequestsOptions) {
+  for (const char* var : {"BATON_STEP_TASK_MAP", "BATON_STEP_NODE_ADDRS", "BATON_STEP_MASTER_ADDR"})
+    Fake().job_env.erase(var);
+  ASSERT_EQ(Init(), 0);
+  const std::map<std::string, std::string> sent = {{"baton-hand-over-task-map", "9.1:cyclic"},
+                                                   {"baton-hand-over-node-addrs", "9.1:=names"},
+                                                   {"baton-hand-over-master-addr", "9.1:10.0.0.7"}};
+  size_t replayed = 0;
+  for (const struct spank_option& o : Fake().option_specs) {
+    auto it = sent.find(o.name);
+    if (it == sent.end()) continue;
+    ASSERT_EQ(o.has_arg, 1) << o.name;
+    EXPECT_EQ(o.cb(o.val, it->second.c_str(), /*remote=*/1), 0);
+    ++replayed;
+  }
+  ASSERT_EQ(replayed, sent.size()) << "hand-over options not registered in slurmstepd";
+  ASSERT_EQ(slurm_spank_user_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  ASSERT_EQ(slurm_spank_task_init(nullptr, 0, nullptr), 0) << Fake().Errors();
+  EXPECT_EQ(Fake().set_env["MASTER_ADDR"], "10.0.0.7");
+  EXPECT_EQ(Fake().set_env["RANK"], "3");
+  EXPECT_EQ(Fake().set_env["WORLD_SIZE"], "4");
+  EXPECT_EQ(Read(Fake().set_env["BATON_HOSTFILE"]), "n1 slots=2\nn2 slots=2\n");
+  ASSERT_EQ(slurm_spank_exit(nullptr, 0, nullptr), 0) << Fake().Errors();
+}
+
 }  // namespace
 }  // namespace baton::spank

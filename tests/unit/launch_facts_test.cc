@@ -112,6 +112,38 @@ TEST(HandOver, FromSrunAvoidsQueriesButOnlyForItsOwnStep) {
   EXPECT_EQ(silent.layout_calls, 1);
 }
 
+// Issue 30 item 3: srun --export=NONE drops srun's environment, and with
+// it BATON_STEP_*; the launch request's options carry the same values, so
+// no slurmstepd asks the controller. An option's value (this step's, from
+// the launch request) wins over an inherited variable of another step.
+TEST(HandOver, TheLaunchRequestsOptionsCarryItWhenTheEnvironmentDoesNot) {
+  FakeSlurm slurm;  // cyclic: tasks 0, 2 on n1
+  slurm.addr = {{"n1", "10.1.0.11"}, {"n2", "10.1.0.12"}};
+  EnvList vars;
+  ASSERT_TRUE(SrunHandOver("9", 1, HostfileFormat::kDeepSpeed, slurm, &vars).ok());
+  Env from_options;
+  for (const auto& [var, value] : vars) {
+    const HandOverOption* o = HandOverOptionFor(var);
+    ASSERT_NE(o, nullptr) << var << " has no option to travel in";
+    EXPECT_LE(std::string(o->option).size(), 75u) << "SPANK_OPTION_MAXLEN";
+    from_options[var] = value;
+  }
+  EXPECT_EQ(HandOverOptionFor("BATON_ENABLE"), nullptr);
+  Env env = TaskEnv();  // what slurmstepd reads under --export=NONE: Slurm's own variables
+  env[kTaskMapVar] = "9.0:block";  // an enclosing step's, had it come through
+  AddHandOverFromOptions(from_options, &env);
+  EXPECT_EQ(env[kTaskMapVar], "9.1:cyclic");
+  FakeSlurm silent;
+  StepInfo info;
+  ASSERT_TRUE(StepInfoFromEnvironment(env, silent, &info).ok());
+  ASSERT_TRUE(ResolveHostfileHosts(env, silent, &info).ok());
+  ASSERT_TRUE(ResolveHostfileGpus(env, silent, &info).ok());
+  EXPECT_EQ(info.layout.task_node, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(info.master_addr, "10.1.0.11");
+  EXPECT_EQ(info.hosts, (std::vector<std::string>{"10.1.0.11", "10.1.0.12"}));
+  EXPECT_EQ(silent.layout_calls + silent.address_calls + silent.gpu_calls, 0);
+}
+
 TEST(HandOver, NodeAddressesReachTheHostfileWithoutAQuestion) {
   FakeSlurm slurm;
   slurm.addr = {{"n1", "10.1.0.11"}, {"n2", "10.1.0.12"}};

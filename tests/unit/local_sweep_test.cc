@@ -59,13 +59,19 @@ TEST(SweepDecision, OnlyCanonicalNamesAreTheSweeps) {
   for (const char* bad : {"", "00", "01000", "root", "-1", "4294967295"}) EXPECT_FALSE(ParseUidDirName(bad)) << bad;
 }
 
-TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
+// <root>/1000/17, a directory of uid 1000's, seen by a root sweep.
+SweepEntry UserJobDir() {
   SweepEntry e;
   e.dir_uid = 1000;
   e.name = "17";
   e.is_directory = true;
   e.owner = 1000;
   e.caller = 0;
+  return e;
+}
+
+TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
+  SweepEntry e = UserJobDir();
   e.job = Known(kJobComplete);
   std::string why;
   EXPECT_EQ(Decide(e, &why), SweepVerdict::kRemove);
@@ -90,6 +96,18 @@ TEST(SweepDecision, EachEntryGetsItsVerdictAndWhy) {
   e.name = "lost+found";
   EXPECT_EQ(Decide(e, &why), SweepVerdict::kLeave);
   EXPECT_EQ(why, "not named after a job id");
+}
+
+// Issue 30 item 8: the ending job's own empty directory needs no answer
+// from Slurm; the ownership rule still holds.
+TEST(SweepDecision, TheEndingJobsEmptyDirectoryGoesWithoutAnAnswer) {
+  SweepEntry e = UserJobDir();
+  e.ending_job_and_empty = true;
+  std::string why;
+  EXPECT_EQ(Decide(e, &why), SweepVerdict::kRemove) << why;
+  e.owner = 1001;
+  EXPECT_EQ(Decide(e, &why), SweepVerdict::kLeave);
+  EXPECT_EQ(why, "owned by uid 1001, not by uid 1000");
 }
 
 class LocalSweepTest : public ::testing::Test {
@@ -185,6 +203,66 @@ TEST_F(LocalSweepTest, OneQuestionPerUserAnswersEveryJobDirectory) {
   EXPECT_FALSE(Exists(completed));
   EXPECT_FALSE(Exists(unknown)) << "a job the controller no longer lists has ended";
   EXPECT_TRUE(Exists(running + "/manifest"));
+}
+
+// Issue 30 item 8: at a job's end (its epilog on each of its nodes) the
+// job's own directory costs no question when it is empty, and one about
+// that job alone when it holds data; before, the per-user question was
+// asked on every node of every ending job.
+TEST_F(LocalSweepTest, TheEndingJobsEmptyDirectoryGoesWithoutAQuestion) {
+  OpenDir d;
+  ASSERT_TRUE(OpenJobLocalDir(site_, User(), Group(), 31, &d).ok());
+  CloseDir(&d);
+  const std::string empty = JobLocalDirPath(site_, User(), 31);
+  int user_questions = 0, job_questions = 0;
+  JobLookup lookup = LookupByUser([&](uid_t, std::map<uint32_t, uint32_t>*) -> Status {
+    ++user_questions;
+    return Status::OK();
+  });
+  EndingJob ending{User(), 31, [&](uint32_t, JobRecord*) -> Status {
+                     ++job_questions;
+                     return Status::OK();
+                   }};
+  SweepReport r;
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r, &ending).ok());
+  EXPECT_EQ(user_questions, 0);
+  EXPECT_EQ(job_questions, 0);
+  EXPECT_FALSE(Exists(empty));
+  EXPECT_EQ(r.removed, (std::vector<std::string>{empty}));
+}
+
+TEST_F(LocalSweepTest, TheEndingJobsDirectoryWithDataCostsOneQuestionAboutThatJob) {
+  const std::string requeued = MakeJob(32);
+  int user_questions = 0;
+  std::vector<uint32_t> jobs_asked;
+  JobLookup lookup = LookupByUser([&](uid_t, std::map<uint32_t, uint32_t>*) -> Status {
+    ++user_questions;
+    return Status::OK();
+  });
+  uint32_t state = kJobComplete | kJobRequeueFlag;
+  EndingJob ending{User(), 32, [&](uint32_t job, JobRecord* record) -> Status {
+                     jobs_asked.push_back(job);
+                     *record = Known(state);
+                     return Status::OK();
+                   }};
+  SweepReport r;
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r, &ending).ok());
+  EXPECT_EQ(user_questions, 0);
+  EXPECT_EQ(jobs_asked, (std::vector<uint32_t>{32}));
+  EXPECT_TRUE(Exists(requeued + "/manifest")) << "a requeued run's data stays";
+  state = kJobComplete;
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r, &ending).ok());
+  EXPECT_EQ(user_questions, 0);
+  EXPECT_FALSE(Exists(requeued));
+  // A failed question leaves the data, naming why.
+  const std::string other = MakeJob(33);
+  EndingJob failing{User(), 33, [](uint32_t, JobRecord*) -> Status {
+                      return Status::Timeout("spank", "Slurm did not answer within 5.0 s");
+                    }};
+  ASSERT_TRUE(SweepLocalRoot(site_, lookup, SweepLimits{}, &r, &failing).ok());
+  EXPECT_TRUE(Exists(other + "/manifest"));
+  ASSERT_EQ(r.left.size(), 1u);
+  EXPECT_NE(r.left[0].find("did not answer within 5.0 s"), std::string::npos) << r.left[0];
 }
 
 TEST_F(LocalSweepTest, AFailedUserQuestionLeavesThatUsersJobsAndIsNotRepeated) {
