@@ -5,40 +5,46 @@
 // A chunk's xxh3 covers the chunk's bytes whole (docs/checkpoint-format.md)
 // and xxh3 cannot be resumed in the middle, so a chunk is always read whole
 // and every byte given to a caller was hashed with its chunk before Read
-// (or Finish, after Queue) returns OK: "verified restore" holds for partly
-// read chunks too. Saves cut a rank's rows into chunks of at most
-// kChunkBytes (ckpt/chunk_digests.h), so a partly read chunk costs at most
-// that much beyond the rows kept. A chunk is read in pieces, each hashed on
-// a second thread while the next is read (ckpt/overlapped_hash.h), across
-// chunks too (Queue: the last piece of one chunk is hashed while the next
-// chunk's first is read), and the kernel reads ahead the one after
-// (ShardReader::Prefetch). Pieces whose rows are all kept go straight into
-// the caller's buffer; the others go through two piece buffers in turn and
-// the kept rows are copied out.
+// returns OK: "verified restore" holds for partly read chunks too. Saves
+// cut a rank's rows into chunks of at most kChunkBytes (ckpt/chunk_digests.h),
+// so a partly read chunk costs at most that much beyond the rows kept.
+//
+// A chunk is read in pieces of kPieceBytes straight from the shard file
+// (ShardReader::ReadRows: pread at the dataset's offset), and each piece is
+// hashed on the reading thread right after its read, while it is still in
+// the CPU's cache: the hash then costs a pass over the cache, not a second
+// pass over memory. The disk does not wait for the hash: the kernel's
+// read-ahead of the sequential stream keeps reads in flight meanwhile. Two
+// designs measured slower (docs/benchmarks.md, 2026-12-04): a second thread
+// hashing pieces of 8 MiB out of memory (it competed for the cores with the
+// other ranks of an oversubscribed node), and posix_fadvise(WILLNEED) of the
+// next chunk (each call cost more than the read-ahead it added). Pieces whose
+// rows are all kept go straight into the caller's buffer; the others go
+// through one piece buffer and the kept rows are copied out.
 //
 // Threading: one thread (HDF5 calls); not thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "baton/status.h"
+#include "ckpt/checksum.h"
 #include "ckpt/hdf5/shard_reader.h"
 #include "ckpt/manifest.h"
-#include "ckpt/overlapped_hash.h"
 #include "ckpt/phase_clock.h"
 
 namespace baton::ckpt {
 
 class ChunkReader {
  public:
-  // Bytes read (and hashed) at a time: small enough to stay in the CPU's
-  // cache between the read and the hash, and to bound the buffers for rows
-  // that are not kept.
-  static constexpr uint64_t kPieceBytes = 8u << 20;
+  // Bytes read (and hashed) at a time: small enough to stay in a core's L2
+  // cache (1 MiB on this project's AMD EPYC node, 512 KiB and more on
+  // current x86 server cores) between the read and the hash, and to bound
+  // the buffer for rows that are not kept.
+  static constexpr uint64_t kPieceBytes = 512u << 10;
 
   // Called after each piece with the bytes of the piece (verify's progress).
   using Progress = std::function<void(uint64_t bytes)>;
@@ -54,16 +60,6 @@ class ChunkReader {
   // caller must not use them.
   Status Read(h5::ShardReader* reader, const std::string& file, const ArrayMeta& a, const DatasetMeta& d, const Chunk& c, uint64_t keep_first,
               uint64_t keep_rows, char* dst, PhaseClock* clock, const Progress& progress = nullptr);
-  // Read without waiting for the chunk's hash: the checks of queued chunks
-  // are done as their hashes end (a later Queue may return the corruption
-  // of an earlier chunk) and by Finish, which the caller must call, and see
-  // OK, before it uses any row queued. `a`, `d` and `c` must outlive the
-  // Finish (their names go into the message of a mismatch).
-  Status Queue(h5::ShardReader* reader, const std::string& file, const ArrayMeta& a, const DatasetMeta& d,
-               const Chunk& c, uint64_t keep_first, uint64_t keep_rows, char* dst, PhaseClock* clock,
-               const Progress& progress = nullptr);
-  // Waits for every queued chunk's hash and checks the rest.
-  Status Finish(PhaseClock* clock);
 
   // Whether the last Read failed on the checksum (not on a read).
   bool mismatched() const { return mismatched_; }
@@ -72,22 +68,10 @@ class ChunkReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
-  // A chunk whose every piece was submitted, its digest not yet compared.
-  struct Check {
-    std::string file;
-    const ArrayMeta* array;
-    const Chunk* chunk;
-  };
-  // Compares the digests the hash has ended with the oldest checks.
-  Status CheckEnded();
-
-  std::vector<char> pieces_[2];  // for pieces not wholly kept, two in turn
-  uint64_t tickets_[2] = {0, 0}; // the last piece hashed from each (OverlappedHash::WaitFor)
-  uint64_t piece_ = 0;           // pieces through the buffers: which is next
-  std::deque<Check> checks_;
+  std::vector<char> piece_;  // for pieces not wholly kept
+  Xxh3Stream sum_;           // the chunk being read; reset at each chunk's start
   uint64_t bytes_read_ = 0;
   bool mismatched_ = false;
-  OverlappedHash sum_;  // declared after pieces_: its piece in flight is waited for before they go
 };
 
 }  // namespace baton::ckpt

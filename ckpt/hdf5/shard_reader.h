@@ -37,7 +37,9 @@ class ShardReader {
   ~ShardReader();
 
   // Reads dataset rows [first, first + rows) of `array`'s dataset, which the
-  // manifest says has dataset_rows rows, into buf (rows * row_bytes bytes).
+  // manifest says has dataset_rows rows, into buf (rows * row_bytes bytes):
+  // with pread at the checked dataset's offset (through HDF5's H5Dread only
+  // where its sec2 driver gave no descriptor).
   Status ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf);
 
   // Checks the dataset (type, dims, layout, extent within the file) without
@@ -46,12 +48,6 @@ class ShardReader {
     const Checked* unused;
     return OpenDataset(array, dataset_rows, &unused);
   }
-
-  // Asks the kernel to start reading dataset rows [first, first + rows) of
-  // a checked dataset (posix_fadvise WILLNEED), so that the disk works
-  // while the caller hashes the rows it read before. Best effort: nothing
-  // is reported, nothing happens for a dataset not checked yet.
-  void Prefetch(const ArrayMeta& array, uint64_t first, uint64_t rows) const;
 
   const std::string& path() const { return path_; }
 
@@ -70,7 +66,7 @@ class ShardReader {
   uint64_t file_bytes_ = 0;
   std::map<std::string, uint64_t> offsets_;  // format 2: where each dataset's data begin
   Hid file_;
-  int fd_ = -1;  // the sec2 driver's descriptor of file_ (for Prefetch)
+  int fd_ = -1;  // the sec2 driver's descriptor of file_ (ReadRows)
   std::map<std::string, Checked> datasets_;  // checked ones, by name
 };
 

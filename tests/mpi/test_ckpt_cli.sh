@@ -309,6 +309,11 @@ test_bench_ckpt_json_has_the_documented_fields() {
       for my $p (@want) { defined $j->{phases}{$p} && $j->{phases}{$p} >= 0 or die "no phase $p: $line" }
       $j->{phases}{write} > 0 or die "no write time: $line" if $j->{op} eq "save";
       $j->{phases}{read} > 0 or die "no read time: $line" if $j->{op} eq "restore";
+      # Each repetition, not only the medians: how often a goal is missed.
+      for my $k (qw(rep_seconds raw_rep_seconds)) {
+        ref $j->{$k} eq "ARRAY" && @{$j->{$k}} == 2 or die "no 2 $k: $line";
+        $_ > 0 or die "$k not positive: $line" for @{$j->{$k}};
+      }
       $seen{$j->{op}}++;
     }
     $seen{save} == 1 && $seen{restore} == 1 or die "expected one save and one restore line"'
