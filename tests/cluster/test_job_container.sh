@@ -31,8 +31,13 @@ skip_if_slurm_made_no_container() {
 use_job_container_cluster() {
   local env
   trap '"$REPO/scripts/local-cluster" stop --dir "$JC_DIR" >/dev/null 2>&1 || true' EXIT
+  # The plugin goes beside the cluster: srun in a batch script runs in the
+  # job's private /tmp, where a build tree under /tmp (a clone in /tmp/x)
+  # is not there ("Dlopen of plugin file failed"). It needs no other file.
+  mkdir -p "$JC_DIR"
+  install -m 0755 "$BATON_BUILD_DIR/spank/.libs/spank_baton.so" "$JC_DIR/spank_baton.so"
   env=$("$REPO/scripts/local-cluster" start --job-container --nodes 2 --dir "$JC_DIR" --port-base "$JC_PORT_BASE" \
-        --plugin "$BATON_BUILD_DIR/spank/.libs/spank_baton.so") || fail "the job-container cluster did not start"
+        --plugin "$JC_DIR/spank_baton.so") || fail "the job-container cluster did not start"
   eval "$env"
 }
 
@@ -69,10 +74,12 @@ test_the_hostfile_is_at_its_path_inside_the_jobs_private_tmp() {
   # --no-requeue: a launch that fails in Slurm's container ends the job
   # (with the cluster's default it is requeued and held, and --wait waits
   # for ever); the bound is for any other way the job never ends.
+  # -D: the batch script starts in a directory the job's private /tmp does
+  # not hide (Slurm's chdir warning would otherwise join the output).
   # A job whose container Slurm did not make ends "completed" (exit 0) with
   # no output under --no-requeue: the log is looked at whatever sbatch says.
   rc=0
-  job=$(runuser -u baton-test -- timeout 180 sbatch --parsable --no-requeue -N2 -n2 --baton --baton-hostfile-format=mpich --wait -o "$d/out" --wrap \
+  job=$(runuser -u baton-test -- timeout 180 sbatch --parsable --no-requeue -N2 -n2 --baton --baton-hostfile-format=mpich --wait -D "$d" -o "$d/out" --wrap \
     'cat "$BATON_HOSTFILE"; srun --baton bash -c "[ \$RANK = 1 ] && stat -c %U:%a \"\$BATON_HOSTFILE\"; true"') || rc=$?
   skip_if_slurm_made_no_container "${job%%;*}"
   { [ "$rc" = 0 ] && [ -e "$d/out" ]; } || fail "the batch job ${job%%;*} failed (sbatch exit $rc): $(cat "$d/out" 2>&1)"
