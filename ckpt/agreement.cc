@@ -1,7 +1,9 @@
 #include "ckpt/agreement.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 #include "baton/log.h"
 #include "mpi_runtime/mpi_check.h"
@@ -23,11 +25,19 @@ Status MakeStatus(Code code, std::string_view message) {
   return Status::Internal(log::kCkpt, message);
 }
 
-Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
+namespace {
+
+// The agreement; sums[0..n) summed over the ranks in its first round.
+Status AgreeSumming(MPI_Comm comm, const Status& local, Agreement* out, Code prefer, uint64_t* sums, int n) {
   Agreement result;
-  int failed = local.ok() ? 0 : 1;
-  int total = 0;
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, comm)));
+  const int failed = local.ok() ? 0 : 1;
+  std::vector<uint64_t> in(static_cast<size_t>(n) + 1), sum(in.size());
+  in[0] = static_cast<uint64_t>(failed);
+  std::copy(sums, sums + n, in.begin() + 1);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
+      MPI_Allreduce(in.data(), sum.data(), static_cast<int>(in.size()), MPI_UINT64_T, MPI_SUM, comm)));
+  std::copy(sum.begin() + 1, sum.end(), sums);
+  const int total = static_cast<int>(sum[0]);
   if (total > 0) {
     int rank = 0, world_rank = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
@@ -67,6 +77,16 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
   Status s = result.status;
   if (out != nullptr) *out = std::move(result);
   return s;
+}
+
+}  // namespace
+
+Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
+  return AgreeSumming(comm, local, out, prefer, nullptr, 0);
+}
+
+Status AgreeAndSum(MPI_Comm comm, const Status& local, uint64_t* sums, int n, Code prefer) {
+  return AgreeSumming(comm, local, nullptr, prefer, sums, n);
 }
 
 Status BcastString(MPI_Comm comm, std::string* s, int root) {

@@ -9,12 +9,14 @@
 // MPI_COMM_WORLD) and "(and N more ranks failed)" when others failed too.
 // The failing rank's message names the file it failed on, so every rank's
 // Status says which rank and which file. The success path costs one
-// MPI_Allreduce of an int.
+// MPI_Allreduce of an integer (and of the sums, AgreeAndSum).
 //
 // Collective over comm; MPI errors of the agreement itself are returned.
 #pragma once
 
 #include <mpi.h>
+
+#include <cstdint>
 
 #include "baton/status.h"
 
@@ -30,6 +32,11 @@ struct Agreement {
 // restore prefers kCorruption: one rank's corrupt chunk decides the
 // version's quarantine even when a lower rank had a transient error).
 Status Agree(MPI_Comm comm, const Status& local, Agreement* out = nullptr, Code prefer = Code::kOk);
+
+// Agree, and in the same round each of sums[0..n) replaced by its sum over
+// the ranks (what a caller would otherwise sum in a round of its own: a
+// restore's byte counts). The sums are valid when the result is OK.
+Status AgreeAndSum(MPI_Comm comm, const Status& local, uint64_t* sums, int n, Code prefer = Code::kOk);
 
 // A Status of `code` (not kOk) with component ckpt and `message`.
 Status MakeStatus(Code code, std::string_view message);

@@ -189,8 +189,13 @@ std::string NotRecorded(const Status& why) {
   return " (its failure could not be recorded toward its quarantine, so it is not counted: " + why.message() + ")";
 }
 
-Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out) {
+Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out,
+                                       PhaseClock* clock, Listing* listing) {
   *out = Candidate();
+  auto lap = [clock](const char* phase) {
+    if (clock != nullptr) clock->Lap(phase);
+  };
+  if (rank_ == 0 && listing != nullptr && !listing->status.ok()) candidates->clear();
   if (rank_ == 0 && !candidates->empty()) {
     const VersionInfo v = candidates->back();
     candidates->pop_back();
@@ -199,6 +204,7 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
     // Marked before the manifest is read: parsing a hostile one may be
     // what kills the process.
     if (record) BeginAttempt(v);
+    lap("mark");
     Manifest m;
     Status s = LoadManifest(env_, v, &out->text, &m);
     if (s.ok() && !m.run_id.empty() && m.run_id != run_.run_id) {
@@ -235,18 +241,61 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
       }
     }
   }
-  long long head[4] = {out->kind, out->step, static_cast<long long>(out->failure.code()), out->counted ? 1 : 0};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(head, 4, MPI_LONG_LONG, 0, comm_)));
+  lap("manifest");
+  // Two broadcasts per version tried: the head (kind, step, code, counted,
+  // the texts' lengths; the listing's code and counts), then the texts in
+  // one (the manifest, then the name, the failure's message, the
+  // listing's message). On a node with more ranks than idle cores each
+  // collective round costs a wait for a descheduled rank, whatever its
+  // bytes: one broadcast per field was five rounds.
+  if (out->kind != Candidate::kManifest) out->text.clear();  // only a manifest to read goes out
+  std::string message;
+  if (out->kind == Candidate::kSkipped || out->kind == Candidate::kHardError) message = out->failure.message();
+  const std::string listed = listing != nullptr ? listing->status.message() : std::string();
+  long long head[11] = {out->kind,
+                        out->step,
+                        static_cast<long long>(out->failure.code()),
+                        out->counted ? 1 : 0,
+                        static_cast<long long>(out->text.size()),
+                        static_cast<long long>(out->name.size()),
+                        static_cast<long long>(message.size()),
+                        static_cast<long long>(listed.size()),
+                        listing != nullptr ? static_cast<long long>(listing->status.code()) : 0,
+                        listing != nullptr ? listing->quarantined : 0,
+                        listing != nullptr ? listing->world_rank : 0};
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(head, 11, MPI_LONG_LONG, 0, comm_)));
   out->kind = static_cast<Candidate::Kind>(head[0]);
   out->step = head[1];
   out->counted = head[3] != 0;
-  BATON_RETURN_IF_ERROR(BcastString(comm_, &out->name));
-  std::string message = out->failure.message();
-  if (out->kind == Candidate::kSkipped || out->kind == Candidate::kHardError) {
-    BATON_RETURN_IF_ERROR(BcastString(comm_, &message));
-    if (rank_ != 0) out->failure = MakeStatus(static_cast<Code>(head[2]), message);
+  const long long total = head[4] + head[5] + head[6] + head[7];
+  if (total > INT_MAX) {
+    return Status::Internal(log::kCkpt, "a manifest and names of " + std::to_string(total) + " bytes to broadcast");
   }
-  if (out->kind == Candidate::kManifest) BATON_RETURN_IF_ERROR(BcastString(comm_, &out->text));
+  std::string& texts = out->text;  // the manifest first: it is not copied
+  if (rank_ == 0) texts += out->name + message + listed;
+  texts.resize(static_cast<size_t>(total));
+  if (total > 0) {
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(texts.data(), static_cast<int>(total), MPI_CHAR, 0, comm_)));
+  }
+  size_t at = static_cast<size_t>(head[4]);
+  auto take = [&](long long n) {
+    std::string t = texts.substr(at, static_cast<size_t>(n));
+    at += static_cast<size_t>(n);
+    return t;
+  };
+  out->name = take(head[5]);
+  message = take(head[6]);
+  const std::string listed_here = take(head[7]);
+  texts.resize(static_cast<size_t>(head[4]));
+  if (rank_ != 0 && (out->kind == Candidate::kSkipped || out->kind == Candidate::kHardError)) {
+    out->failure = MakeStatus(static_cast<Code>(head[2]), message);
+  }
+  if (rank_ != 0 && listing != nullptr) {
+    listing->status = head[8] == 0 ? Status::OK() : MakeStatus(static_cast<Code>(head[8]), listed_here);
+    listing->quarantined = static_cast<int>(head[9]);
+    listing->world_rank = head[10];
+  }
+  lap("bcast");
   return Status::OK();
 }
 

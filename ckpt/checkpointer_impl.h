@@ -71,6 +71,14 @@ struct Candidate {
   bool counted = false; // kSkipped: recorded toward quarantine
 };
 
+// Rank 0's listing of the versions (ListCandidates), for the other ranks:
+// sent with the first candidate when no level-2 choice needs it before.
+struct Listing {
+  Status status;             // rank 0's ListCandidates
+  int quarantined = 0;       // versions skipped as quarantined
+  long long world_rank = 0;  // rank 0's rank in MPI_COMM_WORLD (for the status's "rank R: ")
+};
+
 // Per rank and array, what rank 0 needs for the manifest.
 struct ChunkRecord {
   uint64_t first_row;
@@ -225,8 +233,12 @@ class CheckpointerImpl : public Checkpointer {
                         std::vector<std::string>* quarantined_names = nullptr, std::string* step_missing = nullptr);
   // Rank 0 pops the newest candidate and reads its manifest (record: a
   // corrupt one is recorded toward quarantine); every rank gets the same
-  // Candidate.
-  Status NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out);
+  // Candidate. clock, when given: "mark" (rank 0's attempt mark),
+  // "manifest" (its read and parse), "bcast". listing, when given: rank
+  // 0's goes to every rank in the same broadcasts (a failed listing leaves
+  // rank 0 no candidate: kNone).
+  Status NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out,
+                       PhaseClock* clock = nullptr, Listing* listing = nullptr);
   // Rank 0, with `record`: the attempt mark (BeginRestoreAttempt) of the
   // version being tried, from before its manifest is read until the
   // outcome is known; ending it records `failure` when given. Failures of
@@ -253,17 +265,20 @@ class CheckpointerImpl : public Checkpointer {
   Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
   // Collective, both levels: the restore-read mark, ReadMyRows, and the
   // agreement on it (a corruption preferred); *mine, when given: this
-  // rank's own outcome.
+  // rank's own outcome; *total_bytes, when given: *bytes summed over the
+  // ranks in the same round (for FinishRestore).
   Status ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                       bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
-                      Status* mine = nullptr);
+                      Status* mine = nullptr, uint64_t* total_bytes = nullptr);
   // Collective, both levels: the end of a restore that read version `vdir`
   // from `level` (2 or 3; `fetched`: the bytes of partner copies this rank
   // received): the replicated arrays gathered, the blob and rank state
   // kept, RestoreResult and CheckpointStats filled, rank 0's log line.
+  // total_bytes, when given (level 3: nothing fetched): `bytes` summed
+  // over the ranks already (ReadAndAgree), not summed again.
   Status FinishRestore(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                        bool with_state, std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
-                       RestoreResult* result);
+                       RestoreResult* result, const uint64_t* total_bytes = nullptr);
 
   // level_choice.cc: restores the newest version every rank can read from
   // level 2 when no newer one is in level 3 (rank 0: level 3's candidates,

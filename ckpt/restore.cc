@@ -22,6 +22,7 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
   IndexLoadStats loaded;
   BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
                                             rank_state ? rank_ : -1, &m, &loaded));
+  clock->Lap("index");
   state->clear();
   if (rank_state) {
     // My own chunks of the per-rank state (consecutive rows, one chunk per
@@ -212,12 +214,18 @@ Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<i
 
 Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                       bool with_state, PhaseClock* clock, uint64_t* bytes,
-                                      std::string* state, Status* mine) {
+                                      std::string* state, Status* mine, uint64_t* total_bytes) {
   env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
   Status read = ReadMyRows(vdir, m, index_of, with_state, clock, bytes, state);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");  // the user blob's check and what follows the last lap
-  Status agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+  Status agreed;
+  if (total_bytes != nullptr) {
+    *total_bytes = *bytes;
+    agreed = AgreeAndSum(comm_, read, total_bytes, 1, Code::kCorruption);
+  } else {
+    agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+  }
   clock->Lap("agree");
   return agreed;
 }
@@ -225,7 +233,7 @@ Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, cons
 Status CheckpointerImpl::FinishRestore(int level, const std::string& vdir, Manifest& m,
                                        const std::vector<int>& index_of, bool with_state,
                                        std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
-                                       RestoreResult* result) {
+                                       RestoreResult* result, const uint64_t* total_bytes) {
   BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
   clock->Lap("gather");
   blob_ = std::move(m.user_blob);
@@ -243,7 +251,11 @@ Status CheckpointerImpl::FinishRestore(int level, const std::string& vdir, Manif
   (level == 2 ? stats_.bytes_level2 : stats_.bytes_level3) = bytes;
   stats_.bytes_partner = fetched;
   uint64_t in[2] = {bytes, fetched}, out[2] = {0, 0};
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_SUM, comm_)));
+  if (total_bytes != nullptr) {
+    out[0] = *total_bytes;  // summed in the read's agreement (level 3: nothing fetched)
+  } else {
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_SUM, comm_)));
+  }
   stats_.total_bytes = out[0];
   (level == 2 ? stats_.total_bytes_level2 : stats_.total_bytes_level3) = out[0];
   stats_.total_bytes_partner = out[1];
@@ -262,13 +274,13 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   stats_ = CheckpointStats();
   *result = RestoreResult();
   PhaseClock clock;
-  clock.Start(&stats_.phases, {"list", "manifest", "open", "read", "verify", "agree", "gather"});
+  clock.Start(&stats_.phases, {"call", "list", "mark", "manifest", "bcast", "index", "open", "read", "verify", "agree", "gather", "unmark"});
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
   std::string call;
   Status args = CheckRestoreOptions("Restore", options, &call);
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
-  clock.Lap("agree");
+  clock.Lap("call");
 
   std::vector<VersionInfo> candidates;  // rank 0: complete versions, oldest first
   int quarantined = 0;
@@ -277,18 +289,27 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   std::string step_missing;  // no version of options.step in level 3 (asked of level 2 first)
   if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names, &step_missing);
   clock.Lap("list");
-  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
-  BATON_RETURN_IF_ERROR(BcastString(comm_, &step_missing));
-  result->quarantined = quarantined;
-  clock.Lap("agree");
+  // Level 3 only: the listing's outcome goes out with the first candidate
+  // (NextCandidate), three collective rounds fewer; level 2's choice needs
+  // it first.
+  const bool level2 = options.from_level != 3 && local_.on();
+  std::optional<Listing> listing;
+  if (level2) {
+    BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("restoring from " + dir_));
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
+    BATON_RETURN_IF_ERROR(BcastString(comm_, &step_missing));
+    result->quarantined = quarantined;
+    clock.Lap("agree");
+  } else {
+    int world_rank = 0;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank)));
+    listing = Listing{local, quarantined, world_rank};
+  }
 
   // Level 2 first, when it holds a version at least as new as level 3's
   // newest (ckpt/level_choice.cc); else, or when it fails, level 3.
   bool restored = false;
-  if (options.from_level != 3) {
-    BATON_RETURN_IF_ERROR(TryLevel2(options, candidates, quarantined_names, result, &clock, &restored));
-  }
+  if (level2) BATON_RETURN_IF_ERROR(TryLevel2(options, candidates, quarantined_names, result, &clock, &restored));
   if (restored) {
     stats_.seconds = Now() - t0;
     return Status::OK();
@@ -318,7 +339,18 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
 
   for (;;) {
     Candidate c;
-    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c));
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c, &clock, listing ? &*listing : nullptr));
+    if (listing) {
+      // As Agree would have said it (its "rank R: "), on every rank.
+      if (!listing->status.ok()) {
+        return MakeStatus(listing->status.code(), "rank " + std::to_string(listing->world_rank) + ": " +
+                                                      listing->status.message())
+            .Annotate("restoring from " + dir_);
+      }
+      quarantined = listing->quarantined;
+      result->quarantined = quarantined;
+      listing.reset();  // the first candidate only
+    }
     if (c.kind == Candidate::kHardError) return c.failure;
     if (c.kind == Candidate::kSkipped) {
       skip(c.name, c.step, c.failure, c.counted);
@@ -344,11 +376,16 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     const std::string vdir = dir_ + "/" + c.name;
     uint64_t bytes = 0;
     std::string state;
-    Status agreed = ReadAndAgree(vdir, m, index_of, with_state, &clock, &bytes, &state);
+    uint64_t total_bytes = 0;
+    Status agreed = ReadAndAgree(vdir, m, index_of, with_state, &clock, &bytes, &state, nullptr, &total_bytes);
     if (agreed.ok()) {
-      if (rank_ == 0) EndAttempt(nullptr);
       BATON_RETURN_IF_ERROR(FinishRestore(3, vdir, m, index_of, with_state, std::move(state), bytes,
-                                          /*fetched=*/0, &clock, result));
+                                          /*fetched=*/0, &clock, result, &total_bytes));
+      // Rank 0 ends the attempt after the last collective of the restore:
+      // no rank waits for its rewrite of restore-failures (an error before
+      // this ends it too: end_open_attempt).
+      if (rank_ == 0) EndAttempt(nullptr);
+      clock.Lap("unmark");
       stats_.seconds = Now() - t0;
       return Status::OK();
     }

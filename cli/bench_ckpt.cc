@@ -211,6 +211,19 @@ bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<Checkp
   return true;
 }
 
+// Every rank's seconds in each phase, at rank 0 ([rank][phase]): the
+// slowest rank's per phase hides which rank waited for which (a wait in an
+// agreement is another rank's work).
+bool RankPhases(MPI_Comm world, int ranks, const CheckpointStats& st, std::vector<std::vector<double>>* out) {
+  std::vector<double> in, all(st.phases.size() * static_cast<size_t>(ranks));
+  for (const CheckpointStats::Phase& p : st.phases) in.push_back(p.seconds);
+  const int n = static_cast<int>(in.size());
+  if (MPI_Gather(in.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, world) != MPI_SUCCESS) return false;
+  out->clear();
+  for (int r = 0; r < ranks; ++r) out->emplace_back(all.begin() + r * n, all.begin() + (r + 1) * n);
+  return true;
+}
+
 // Per phase, the median over repetitions.
 std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps) {
   std::vector<CheckpointStats::Phase> out;
@@ -268,6 +281,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
   const std::string raw_path = raw_dir + "/rank-" + std::to_string(R);
   std::vector<double> t_raw_w, t_save, t_raw_r, t_restore;
   std::vector<std::vector<CheckpointStats::Phase>> p_save, p_restore;
+  std::vector<std::vector<std::vector<double>>> restore_rank_phases;  // [repetition][rank][phase], rank 0
   const uint64_t rss_before = PeakRss();
   for (int rep = 0; rep < o.reps; ++rep) {
     // Phase order alternates: raw first on even repetitions, baton first on odd.
@@ -306,6 +320,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       (raw ? t_raw_r : t_restore).push_back(t);
       if (!raw && !SlowestPhases(world, ck->last_stats(), &p_restore.emplace_back()))
         return Failed("MPI_Allreduce", R);
+      if (!raw && !RankPhases(world, P, ck->last_stats(), &restore_rank_phases.emplace_back()))
+        return Failed("MPI_Gather", R);
     }
   }
   // What the last restore read per rank, beside what it needed.
@@ -368,6 +384,20 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
         j["phases"] = phases;
         j["rep_seconds"] = op.reps;
         j["raw_rep_seconds"] = op.raw_reps;
+        if (std::string(op.name) == "restore") {
+          // [repetition][rank]: {phase: seconds}, every rank's own.
+          nlohmann::json reps = nlohmann::json::array();
+          for (const auto& rep : restore_rank_phases) {
+            nlohmann::json ranks = nlohmann::json::array();
+            for (const std::vector<double>& secs : rep) {
+              nlohmann::json one = nlohmann::json::object();
+              for (size_t i = 0; i < secs.size() && i < op.phases.size(); ++i) one[op.phases[i].name] = secs[i];
+              ranks.push_back(one);
+            }
+            reps.push_back(ranks);
+          }
+          j["rank_phases"] = reps;
+        }
         std::cout << j.dump() << "\n";
       } else {
         std::printf("  %-8s %10.3f %10.3f %10.3f %8.3f\n", op.name, op.s, gbps, raw_gbps, gbps / raw_gbps);
