@@ -275,10 +275,15 @@ struct CheckpointStats {
   // verify (collective transfers only: each rank reads its rows back),
   // sync (fsync of the shard), meta_hash (the shard's metadata checksum,
   // one rank per shard), manifest (build, write, fsync, rename, directory
-  // syncs), retention (removal of old versions). Restore: list (the
-  // versions), manifest (read, broadcast, parse, compare), open (shard
-  // files and datasets, metadata checksum), read (the data), verify
-  // (checksums of the data), agree, gather (replicated arrays).
+  // syncs), retention (removal of old versions). Restore: call (the
+  // agreement that every rank made the same call), list (the versions,
+  // rank 0), mark (rank 0's attempt mark, ckpt/restore_failures.h), manifest
+  // (rank 0 reads and parses it; every rank parses the copy it gets and
+  // compares), bcast (the candidate's broadcast: on the other ranks, the wait
+  // for rank 0's list, mark and manifest), index (the shard indexes), open
+  // (shard files and datasets, metadata checksum), read (the data), verify
+  // (checksums of the data), agree, gather (replicated arrays), unmark
+  // (rank 0 ends the attempt, after the last collective).
   struct Phase {
     std::string name;
     double seconds = 0;

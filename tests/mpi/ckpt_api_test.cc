@@ -218,6 +218,9 @@ TEST_F(CkptTest, RestoreOfAChosenStep) {
   EXPECT_EQ(s.code(), Code::kNotFound) << s;
   EXPECT_NE(s.message().find("no committed version of step 7"), std::string::npos) << s;
   EXPECT_NE(s.message().find("the newest is step 3"), std::string::npos) << s;
+  // Every rank: rank 0's listing, named as its (rank 0 lists; the others
+  // learn its outcome with the first candidate's broadcast).
+  EXPECT_NE(s.message().find("rank 0: no committed version of step 7"), std::string::npos) << s;
   o.step = -2;
   s = ck->Restore(o, &result);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;

@@ -758,12 +758,15 @@ TEST_F(CkptDamage, QuarantinedAfterTwoFailures) {
   }
   ExpectFallback("shard-0.h5");
   ExpectFallback("shard-0.h5");
-  // Now skipped without being tried.
+  // Now skipped without being tried; every rank counts it (rank 0's
+  // listing, sent with the first candidate).
   ZeroAll(&arrays_);
-  std::optional<int64_t> step;
-  Status s = ck_->Restore(&step);
+  RestoreResult result;
+  Status s = ck_->Restore(RestoreOptions(), &result);
   ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(step, std::optional<int64_t>(1));
+  EXPECT_EQ(result.step, std::optional<int64_t>(1));
+  EXPECT_EQ(result.quarantined, 1);
+  EXPECT_TRUE(result.fallbacks.empty());
   EXPECT_EQ(ck_->last_stats().fallbacks, 0);
   if (Rank() == 0) {
     auto v = Versions(root_);
