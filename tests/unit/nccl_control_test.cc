@@ -5,6 +5,7 @@
 // through the stand-in table of tests/lib/fake_nccl_api.h.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -861,6 +862,82 @@ TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
         std::_Exit(6);
       },
       ::testing::ExitedWithCode(75), std::string(kWaited) + "ncclAllReduce failed with 6.*exiting with 75");
+}
+
+// While a detected death waits for its exit (kExit), the communicator is
+// dead: another thread's collective must not enqueue on it, nor its Test
+// query CUDA, and neither may return an error the program could end with
+// another code than 75. Each joins the death's exit, at the death's time.
+// The exit hook ends the child with 7 if NCCL was asked for a collective
+// after the death, 8 if the event was queried after it.
+class NcclDetectedDeathWait : public NcclDetectedDeath {
+ protected:
+  static inline std::atomic<int> collectives_at_death{-1}, queries_at_death{-1};
+  static NcclOptions Watched() {
+    NcclOptions o = Exit();
+    o.exit_for_requeue = [](const Status& why, Clock::time_point at) {
+      std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+      const int collectives = g_fake.collectives, queries = g_fake.event_queries.load();
+      int expected = -1;
+      if (collectives_at_death.compare_exchange_strong(expected, collectives)) queries_at_death = queries;
+      std::fprintf(stderr, "exit asked %lld ms before its time: %s\n",
+                   static_cast<long long>(std::chrono::duration_cast<milliseconds>(at - Clock::now()).count()),
+                   why.ToString().c_str());
+      if (collectives != collectives_at_death) {
+        std::fprintf(stderr, "a collective was enqueued on the dead communicator\n");
+        std::_Exit(7);
+      }
+      if (queries != queries_at_death) {
+        std::fprintf(stderr, "an event was queried after the death\n");
+        std::_Exit(8);
+      }
+    };
+    return o;
+  }
+  // A collective that hangs, then a peer's death, which the watchdog sees
+  // and waits out (about 900 ms of the 1 s deadline left).
+  static void DeathWhileWaiting(NcclCommunicator& c, std::unique_ptr<Request>* r) {
+    if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+    g_fake.stream_busy_polls = INT_MAX;
+    if (!c.IAllReduce(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x1000), 4, DType::kF32,
+                      ReduceOp::kSum, r).ok())
+      std::_Exit(5);
+    testing::InjectAsyncError(c.world_comm(), ncclRemoteError, milliseconds(10));
+    for (int i = 0; i < 300 && collectives_at_death < 0; ++i) std::this_thread::sleep_for(milliseconds(1));
+    if (collectives_at_death < 0) std::_Exit(9);  // the watchdog did not see it
+  }
+};
+
+TEST_F(NcclDetectedDeathWait, ALaterCollectiveIsNotEnqueuedAndExits75AtTheDeathsTime) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Watched());
+        std::unique_ptr<Request> r;
+        DeathWhileWaiting(c, &r);
+        g_fake.stream_busy_polls = 0;
+        (void)c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+        std::_Exit(6);  // returned
+      },
+      ::testing::ExitedWithCode(75),
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*"
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*exiting with 75");
+}
+
+TEST_F(NcclDetectedDeathWait, TestingACollectiveQueriesNothingAndExits75) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Watched());
+        std::unique_ptr<Request> r;
+        DeathWhileWaiting(c, &r);
+        bool done = false;
+        (void)r->Test(&done);
+        std::_Exit(6);  // returned
+      },
+      ::testing::ExitedWithCode(75),
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*"
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*exiting with 75");
 }
 
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {
