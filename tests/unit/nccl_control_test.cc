@@ -318,6 +318,54 @@ TEST_F(NcclControl, ASplitThatTimesOutBreaksTheCommunicator) {
   EXPECT_TRUE(Has(after, "did not finish within init_timeout")) << after;
 }
 
+// Issue 31, item 5, for the split as for the init: NCCL's abort of the
+// parent joins the split's job, which may wait for a missing peer, so the
+// abort is bounded (kReturn) or never made (kExit).
+TEST_F(NcclControl, ASplitsAbortIsBoundedByAbortTimeout) {
+  ncclComm_t world = nullptr;
+  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
+  testing::g_abort_hangs = true;
+  g_fake.split = Script::Hang();
+  NcclOptions o = Fast();
+  o.abort_timeout = milliseconds(300);
+  auto done = std::async(std::launch::async, [o, world] {
+    ncclComm_t child = nullptr;
+    bool world_aborted = false;
+    const auto start = Clock::now();
+    Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child, &world_aborted);
+    return std::make_pair(s, Ms(start));
+  });
+  const bool returned = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  testing::g_abort_hangs = false;  // lets the abort end either way
+  ASSERT_TRUE(returned) << "SplitComm waited on an abort that never returns";
+  auto [s, ms] = done.get();
+  EXPECT_EQ(s.code(), Code::kTimeout) << s;
+  EXPECT_TRUE(Has(s, "ncclCommAbort did not return within 300 ms and was left running")) << s;
+  EXPECT_LT(ms, 2000);
+}
+
+TEST_F(NcclControl, UnderExitASplitPastItsDeadlineExits75BeforeAnyAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::seconds(5));
+          std::_Exit(3);
+        }).detach();
+        NcclOptions o = Fast();
+        o.on_timeout = OnTimeout::kExit;
+        ncclComm_t world = nullptr;
+        ncclComm_t child = nullptr;
+        if (!InitComm(FakeNcclApi(), Id(), 2, 0, o, &world).ok()) std::_Exit(4);
+        testing::g_abort_hangs = true;  // an abort would never return
+        g_fake.split = Script::Hang();
+        (void)SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child);
+        std::_Exit(6);
+      },
+      ::testing::ExitedWithCode(75),
+      "ncclCommSplit \\(node 0\\), parent did not finish within init_timeout of 200 ms.*exiting with 75");
+}
+
 TEST_F(NcclControl, SplitThatIsRefusedAbortsNothing) {
   ncclComm_t world = nullptr, child = nullptr;
   ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
