@@ -45,3 +45,25 @@ test_prebuilt_bundle_skips_without_a_gpu_saying_why() {
   grep -q "\-e: invalid value '12Q'" "$dir/out" || fail "the error does not name -e 12Q: $(cat "$dir/out")"
   rm -rf "$dir"
 }
+
+# Issue 31, item 10: where nvidia-smi lists a GPU a skip is a failure. A
+# stand-in nvidia-smi lists one here, where CUDA finds none: the prebuilt
+# bundle must fail, naming the skip, not exit 77.
+test_prebuilt_bundle_fails_instead_of_skipping_where_a_gpu_is_listed() {
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP: a GPU is visible here: tests/gpu/gpu.sh runs the bundle for real"; return 77
+  fi
+  local dir rc=0; dir=$(mktemp -d)
+  if [ ! -x "$BUNDLE/nccl_bench" ]; then
+    bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > /dev/null 2>&1 || fail "--bundle failed"
+  fi
+  mkdir "$dir/bin"
+  printf '#!/bin/sh\necho "GPU 0: Stand-in GPU (UUID: GPU-00000000-0000-0000-0000-000000000000)"\n' > "$dir/bin/nvidia-smi"
+  chmod +x "$dir/bin/nvidia-smi"
+  PATH="$dir/bin:$PATH" "$BUNDLE/run-gpu-tests" --prebuilt "$BUNDLE" > "$dir/out" 2>&1 || rc=$?
+  cat "$dir/out"
+  expect_eq "$rc" 1 "exit status of the prebuilt bundle where nvidia-smi lists a GPU that CUDA does not see"
+  grep -q '^FAIL: a GPU is listed (nvidia-smi -L) but nccl_gpu_test skipped' "$dir/out" ||
+    fail "no FAIL line naming the skip"
+  rm -rf "$dir"
+}
