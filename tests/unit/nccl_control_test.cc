@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,7 @@ class NcclControl : public ::testing::Test {
  protected:
   void SetUp() override { testing::Reset(); }
 
+ public:
   // Short deadlines, so that the hanging cases take a fifth of a second.
   static NcclOptions Fast() {
     NcclOptions o;
@@ -50,6 +52,8 @@ class NcclControl : public ::testing::Test {
     std::memset(&id, 7, sizeof id);
     return id;
   }
+
+ protected:
   static long long Ms(Clock::time_point since) {
     return std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
   }
@@ -201,44 +205,56 @@ TEST_F(NcclControl, InitThatHangsStopsAtTheDeadlineAndIsAborted) {
 
 // NCCL's abort joins the init thread, which may itself wait for the peer
 // that never came: the abort of a failed creation is bounded as a
-// collective's is (kReturn), or never waited for (kExit).
-TEST_F(NcclControl, AnInitsAbortIsBoundedByAbortTimeout) {
+// collective's is (kReturn), or never waited for (kExit). `make` is a
+// creation whose NCCL job hangs, with the options it is given.
+using Creation = std::function<Status(const NcclOptions&)>;
+
+// kReturn, an abort that never returns, abort_timeout 300 ms: `make`
+// returns the Timeout saying the abort was left running, within 2 s.
+void ExpectAbortLeftRunning(const Creation& make, const char* what) {
   testing::g_abort_hangs = true;
-  g_fake.init = Script::Hang();
-  NcclOptions o = Fast();
+  NcclOptions o = NcclControl::Fast();
   o.abort_timeout = milliseconds(300);
-  auto done = std::async(std::launch::async, [o] {
-    ncclComm_t comm = nullptr;
+  auto done = std::async(std::launch::async, [o, make] {
     const auto start = Clock::now();
-    Status s = InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
-    return std::make_pair(s, Ms(start));
+    Status s = make(o);
+    return std::make_pair(s, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
   });
   const bool returned = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   testing::g_abort_hangs = false;  // lets the abort end either way
-  ASSERT_TRUE(returned) << "InitComm waited on an abort that never returns";
+  ASSERT_TRUE(returned) << what << " waited on an abort that never returns";
   auto [s, ms] = done.get();
   EXPECT_EQ(s.code(), Code::kTimeout) << s;
   EXPECT_TRUE(Has(s, "ncclCommAbort did not return within 300 ms and was left running")) << s;
   EXPECT_LT(ms, 2000);
 }
 
+// kExit, an abort that would never return: `make` exits 75 at its deadline
+// (the child's exit, which EXPECT_EXIT checks); 3 after 5 s, 6 if it returned.
+[[noreturn]] void CreateUnderExit(const Creation& make) {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(3);
+  }).detach();
+  NcclOptions o = NcclControl::Fast();
+  o.on_timeout = OnTimeout::kExit;
+  testing::g_abort_hangs = true;
+  (void)make(o);
+  std::_Exit(6);
+}
+
+Status HangingInit(const NcclOptions& o) {
+  g_fake.init = Script::Hang();
+  ncclComm_t comm = nullptr;
+  return InitComm(FakeNcclApi(), NcclControl::Id(), 2, 0, o, &comm);
+}
+
+TEST_F(NcclControl, AnInitsAbortIsBoundedByAbortTimeout) { ExpectAbortLeftRunning(HangingInit, "InitComm"); }
+
 TEST_F(NcclControl, UnderExitAnInitPastItsDeadlineExits75BeforeAnyAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::seconds(5));
-          std::_Exit(3);
-        }).detach();
-        testing::g_abort_hangs = true;  // an abort would never return
-        g_fake.init = Script::Hang();
-        NcclOptions o = Fast();
-        o.on_timeout = OnTimeout::kExit;
-        ncclComm_t comm = nullptr;
-        (void)InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
-        std::_Exit(6);
-      },
-      ::testing::ExitedWithCode(75), "did not finish within init_timeout of 200 ms.*exiting with 75");
+  EXPECT_EXIT(CreateUnderExit(HangingInit), ::testing::ExitedWithCode(75),
+              "did not finish within init_timeout of 200 ms.*exiting with 75");
 }
 
 // ---- creation: split --------------------------------------------------------
@@ -321,49 +337,21 @@ TEST_F(NcclControl, ASplitThatTimesOutBreaksTheCommunicator) {
 // Issue 31, item 5, for the split as for the init: NCCL's abort of the
 // parent joins the split's job, which may wait for a missing peer, so the
 // abort is bounded (kReturn) or never made (kExit).
-TEST_F(NcclControl, ASplitsAbortIsBoundedByAbortTimeout) {
+Status HangingSplit(const NcclOptions& o) {
   ncclComm_t world = nullptr;
-  ASSERT_TRUE(InitComm(FakeNcclApi(), Id(), 2, 0, Fast(), &world).ok());
-  testing::g_abort_hangs = true;
+  ncclComm_t child = nullptr;
+  Status s = InitComm(FakeNcclApi(), NcclControl::Id(), 2, 0, o, &world);
+  if (!s.ok()) return s;
   g_fake.split = Script::Hang();
-  NcclOptions o = Fast();
-  o.abort_timeout = milliseconds(300);
-  auto done = std::async(std::launch::async, [o, world] {
-    ncclComm_t child = nullptr;
-    bool world_aborted = false;
-    const auto start = Clock::now();
-    Status s = SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child, &world_aborted);
-    return std::make_pair(s, Ms(start));
-  });
-  const bool returned = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
-  testing::g_abort_hangs = false;  // lets the abort end either way
-  ASSERT_TRUE(returned) << "SplitComm waited on an abort that never returns";
-  auto [s, ms] = done.get();
-  EXPECT_EQ(s.code(), Code::kTimeout) << s;
-  EXPECT_TRUE(Has(s, "ncclCommAbort did not return within 300 ms and was left running")) << s;
-  EXPECT_LT(ms, 2000);
+  return SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child);
 }
+
+TEST_F(NcclControl, ASplitsAbortIsBoundedByAbortTimeout) { ExpectAbortLeftRunning(HangingSplit, "SplitComm"); }
 
 TEST_F(NcclControl, UnderExitASplitPastItsDeadlineExits75BeforeAnyAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::seconds(5));
-          std::_Exit(3);
-        }).detach();
-        NcclOptions o = Fast();
-        o.on_timeout = OnTimeout::kExit;
-        ncclComm_t world = nullptr;
-        ncclComm_t child = nullptr;
-        if (!InitComm(FakeNcclApi(), Id(), 2, 0, o, &world).ok()) std::_Exit(4);
-        testing::g_abort_hangs = true;  // an abort would never return
-        g_fake.split = Script::Hang();
-        (void)SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child);
-        std::_Exit(6);
-      },
-      ::testing::ExitedWithCode(75),
-      "ncclCommSplit \\(node 0\\), parent did not finish within init_timeout of 200 ms.*exiting with 75");
+  EXPECT_EXIT(CreateUnderExit(HangingSplit), ::testing::ExitedWithCode(75),
+              "ncclCommSplit \\(node 0\\), parent did not finish within init_timeout of 200 ms.*exiting with 75");
 }
 
 TEST_F(NcclControl, SplitThatIsRefusedAbortsNothing) {

@@ -113,8 +113,10 @@ test_nccl_missing_then_found_in_a_named_wheel_folder() {
 # whole configure). probe_configure DIR makes DIR/configure; SKIP without
 # aclocal or autoconf.
 probe_configure() {
-  command -v aclocal >/dev/null 2>&1 && command -v autoconf >/dev/null 2>&1 ||
-    { echo "SKIP: no aclocal/autoconf here to make the probe's configure"; return 1; }
+  if ! command -v aclocal >/dev/null 2>&1 || ! command -v autoconf >/dev/null 2>&1; then
+    echo "SKIP: no aclocal/autoconf here to make the probe's configure"
+    return 1
+  fi
   cat > "$1/configure.ac" <<'EOF'
 AC_INIT([nccl-probe], [0])
 AC_PROG_CC
