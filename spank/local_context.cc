@@ -1,5 +1,6 @@
 // srun (local context): checks the options before anything runs, then asks
-// Slurm once per step for what every task needs to know about the others
+// Slurm once per step (in a heterogeneous job, once per component for its
+// layout) for what every task needs to know about the others
 // and Slurm does not tell each task (launch::SrunHandOver: how the tasks
 // are laid out, rank 0's address, the nodes' addresses) and hands it to
 // every slurmstepd in the launch request, as option values
@@ -32,21 +33,24 @@ Status LocalUserInit(spank_t sp) {
     if (rc != ESPANK_SUCCESS)
       return Status::Internal(launch::kComponent, std::string("srun: spank_get_item(") + name + "): " + spank_strerror(rc));
   }
-  // A heterogeneous job: the hand-over would reach only the first
-  // component's tasks, so every node asks Slurm itself (slurm_facts.h).
   std::vector<std::string> components;
   BATON_RETURN_IF_ERROR(launch::HetComponentJobs(ProcessEnvironment(), &components));
-  if (!components.empty()) return Status::OK();
   launch::LaunchOptions resolved;
   BATON_RETURN_IF_ERROR(launch::OptionsFromEnvironment(ProcessEnvironment(), &resolved));
+  const launch::HostfileFormat format = resolved.hostfile.value_or(launch::HostfileFormat::kOpenMpi);
   launch::EnvList vars;
   // Bounded like slurmstepd's questions: a controller failing over fails
   // the srun naming the question rather than holding it.
   auto slurm = launch::WithDeadline(launch::Libslurm(), std::chrono::seconds(10),
                                     "srun's hand-over to the step's tasks (spank_baton)");
-  BATON_RETURN_IF_ERROR(launch::SrunHandOver(std::to_string(job), step,
-                                             resolved.hostfile.value_or(launch::HostfileFormat::kOpenMpi),
-                                             *slurm, &vars));
+  // A step of a heterogeneous job: srun runs local_user_init once for all
+  // its components, and every component's launch request carries the
+  // options set here (hand_over.h, SrunHetHandOver).
+  if (components.empty()) {
+    BATON_RETURN_IF_ERROR(launch::SrunHandOver(std::to_string(job), step, format, *slurm, &vars));
+  } else {
+    BATON_RETURN_IF_ERROR(launch::SrunHetHandOver(components, std::to_string(job), step, format, *slurm, &vars));
+  }
   for (const auto& [name, value] : vars) BATON_RETURN_IF_ERROR(SetProcessEnv(name, value));
   return ForwardHandOver(sp, vars);
 }

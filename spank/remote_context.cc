@@ -17,6 +17,7 @@
 #include "base/launch/component.h"
 #include "base/launch/decimal.h"
 #include "base/launch/hand_over.h"
+#include "base/launch/het_step.h"
 #include "base/launch/hostfile_view.h"
 #include "base/launch/launcher_daemon.h"
 #include "base/launch/local_dir.h"
@@ -78,7 +79,8 @@ constexpr const char* kJobVariables[] = {
     "SLURM_STEP_NODELIST", "SLURM_STEP_NUM_NODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_RESV_PORTS",
     "SLURM_JOB_NODELIST",  "SLURM_JOB_NUM_NODES",  "SLURM_NNODES",              "SLURM_TASKS_PER_NODE",
     "SLURM_JOB_CPUS_PER_NODE", "SLURM_GPUS_PER_NODE", "SLURM_TRES_PER_NODE", launch::kTaskMapVar,
-    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar, "SLURM_HET_SIZE", "SLURM_PACK_SIZE"};
+    launch::kMasterAddrVar, launch::kNodeAddrsVar, launch::kGpusPerNodeVar, launch::kHetComponentsVar, "SLURM_HET_SIZE",
+    "SLURM_PACK_SIZE"};
 
 // A heterogeneous step's component job ids (slurm_facts.h), as the job has them.
 Status ReadHetComponentVariables(spank_t sp, launch::Env* env) {

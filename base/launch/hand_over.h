@@ -81,4 +81,18 @@ void AddHandOverFromOptions(const Env& from_options, Env* env);
 Status SrunHandOver(const std::string& job_id, long step_id, HostfileFormat format, SlurmQueries& queries,
                     EnvList* vars);
 
+// The same for a step of a heterogeneous job (`jobs`: its component job
+// ids, the leader first; `own_job`: srun's S_JOB_ID, the component whose
+// launch ran local_user_init). srun runs local_user_init once for all the
+// step's components (srun.c, _launch_one_app: "Run pre-launch once for
+// entire hetjob") and every component's launch request then carries the
+// options it set (slurm_step_launch calls spank_set_remote_options, whose
+// option cache is the process's). The hand-over is the whole step's,
+// tagged with the leader's job id, plus BATON_STEP_HET_COMPONENTS
+// (het_step.h); one StepTasks question per component of the job and one
+// NodeAddresses for all nodes. A step of one component is that
+// component's ordinary step, tagged with its own job id.
+Status SrunHetHandOver(const std::vector<std::string>& jobs, const std::string& own_job, long step_id,
+                       HostfileFormat format, SlurmQueries& queries, EnvList* vars);
+
 }  // namespace baton::launch

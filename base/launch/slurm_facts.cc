@@ -6,6 +6,7 @@
 #include "base/launch/component.h"
 #include "base/launch/decimal.h"
 #include "base/launch/hand_over.h"
+#include "base/launch/het_step.h"
 #include "base/launch/quote.h"
 
 namespace baton::launch {
@@ -132,29 +133,26 @@ struct HetStep {
 
 Status HetLayout(const HetStep& het, long step, std::vector<std::string> nodes, SlurmQueries& queries,
                  StepLayout* layout, HetStep* placed) {
-  std::vector<std::string> all_nodes;
-  std::vector<std::vector<int>> all_tids;
   *placed = het;
   placed->first_node.clear();
   placed->first_task.clear();
-  int tasks = 0;
+  std::vector<ComponentLayout> components;
+  int node_count = 0, tasks = 0;
   for (const std::string& job : het.jobs) {
-    std::vector<std::string> comp_nodes;
-    std::vector<std::vector<int>> comp_tids;
-    BATON_RETURN_IF_ERROR(queries.StepTasks(job, step, &comp_nodes, &comp_tids)
+    ComponentLayout c;
+    c.job = job;
+    BATON_RETURN_IF_ERROR(queries.StepTasks(job, step, &c.nodes, &c.tids)
                               .Annotate("component job " + job + " of heterogeneous step " + het.jobs[0] + "." +
                                         std::to_string(step)));
-    placed->first_node.push_back(static_cast<int>(all_nodes.size()));
+    placed->first_node.push_back(node_count);
     placed->first_task.push_back(tasks);
-    int comp_tasks = 0;
-    for (auto& t : comp_tids) {
-      comp_tasks += static_cast<int>(t.size());
-      for (int& id : t) id += tasks;
-    }
-    tasks += comp_tasks;
-    all_nodes.insert(all_nodes.end(), comp_nodes.begin(), comp_nodes.end());
-    all_tids.insert(all_tids.end(), comp_tids.begin(), comp_tids.end());
+    node_count += static_cast<int>(c.nodes.size());
+    for (const auto& t : c.tids) tasks += static_cast<int>(t.size());
+    components.push_back(std::move(c));
   }
+  std::vector<std::string> all_nodes;
+  std::vector<std::vector<int>> all_tids;
+  JoinComponents(components, &all_nodes, &all_tids);
   // The components' nodes in order must be the node list every task sees:
   // Slurm lets components share a node only where a site allows it, and
   // then one node would hold two node ranks.
@@ -214,6 +212,46 @@ Status StepLayoutOf(const Env& env, const std::string& job_id, long step, std::v
   BATON_RETURN_IF_ERROR(ParseTasksPerNode(counts_text, &counts).Annotate("SLURM_STEP_TASKS_PER_NODE"));
   return LayoutFromDistribution(std::move(nodes), counts, map, layout)
       .Annotate(what + " with SLURM_STEP_TASKS_PER_NODE=" + Quoted(counts_text));
+}
+
+// Whether the hand-over holds `var` for `job_step` (not "=ask").
+bool Handed(const Env& env, const char* var, const std::string& job_step) {
+  std::string value;
+  return Untag(Get(env, var), job_step, &value) && value != kAsk;
+}
+
+// Whether srun's hand-over speaks for the step of `info`: always for an
+// ordinary step (each variable is tagged with it), for a heterogeneous one
+// only with its components (het_step.h).
+bool HandOverApplies(const Env& env, const StepInfo& info) {
+  return !info.heterogeneous || Handed(env, kHetComponentsVar, JobStepName(info));
+}
+
+// The step's components as srun handed them over (`jobs`: the job's
+// component job ids, the leader first); none when the hand-over holds
+// none for this step. They must be the job's, and their nodes in order
+// the step's node list (`nodes`, SLURM_STEP_NODELIST).
+Status HandedComponents(const Env& env, const std::vector<std::string>& jobs, long step,
+                        const std::vector<std::string>& nodes, SlurmQueries& queries,
+                        std::vector<HetComponent>* handed) {
+  handed->clear();
+  const std::string job_step = jobs[0] + "." + std::to_string(step);
+  const std::string tagged = Get(env, kHetComponentsVar);
+  std::string value;
+  if (!Untag(tagged, job_step, &value) || value == kAsk) return Status::OK();
+  const std::string source = std::string(kHetComponentsVar) + "=" + Quoted(tagged);
+  std::vector<std::string> order;
+  BATON_RETURN_IF_ERROR(ParseHetComponents(source, value, queries, handed, &order));
+  for (const HetComponent& c : *handed)
+    if (std::find(jobs.begin(), jobs.end(), c.job) == jobs.end())
+      return Status::InvalidArgument(kComponent, source + ": job " + c.job + " is not a component of job " + jobs[0]);
+  if (order != nodes)
+    return Status::InvalidArgument(kComponent, "heterogeneous step " + job_step + ": its components' nodes in order (" +
+                                                   source + ") are not SLURM_STEP_NODELIST's (" +
+                                                   Quoted(Get(env, "SLURM_STEP_NODELIST")) +
+                                                   "); baton makes one world only of components on distinct nodes, "
+                                                   "in Slurm's node order");
+  return Status::OK();
 }
 
 }  // namespace
@@ -379,12 +417,30 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
     BATON_RETURN_IF_ERROR(Hosts(env, "SLURM_STEP_NODELIST", {"SLURM_STEP_NUM_NODES"}, queries, &nodes));
     HetStep het;
     BATON_RETURN_IF_ERROR(HetComponentJobs(env, &het.jobs));
+    const std::string leader = het.jobs.empty() ? std::string() : het.jobs[0];
+    // srun's hand-over names the step's components (het_step.h); without
+    // it (an older srun, a list past the bound) every question is asked.
+    std::vector<HetComponent> handed;
+    if (!het.jobs.empty())
+      BATON_RETURN_IF_ERROR(HandedComponents(env, het.jobs, static_cast<long>(step), nodes, queries, &handed));
+    const std::string own_job = out.job_id;
     // Which component this process belongs to: slurmstepd knows each
     // component as its own job (S_JOB_ID) and numbers its nodes from 0
     // (S_JOB_NODEID); a task's SLURM_JOB_ID is the leader's and its
     // SLURM_NODEID counts over the whole step.
     size_t component = 0;
-    if (!het.jobs.empty()) {
+    if (handed.size() == 1) {
+      // A step of one component (a plain srun in the batch script, srun
+      // --het-group=1) is that component's ordinary step.
+      if (own_job != handed[0].job && own_job != leader)
+        return Status::InvalidArgument(kComponent, "SLURM_JOB_ID=" + own_job + " is neither the leader " +
+                                                       leader + " nor the step's component job " + handed[0].job);
+      out.job_id = handed[0].job;
+      het.jobs.clear();
+    } else if (!handed.empty()) {
+      het.jobs.clear();
+      for (const HetComponent& c : handed) het.jobs.push_back(c.job);
+    } else if (!het.jobs.empty()) {
       // A step of one component (a plain srun inside a heterogeneous
       // batch job inherits the job's SLURM_HET_SIZE) is an ordinary step:
       // its own job's layout covers the whole step.
@@ -407,13 +463,22 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
       }
     }
     if (!het.jobs.empty()) {
-      while (component < het.jobs.size() && het.jobs[component] != out.job_id) ++component;
+      while (component < het.jobs.size() && het.jobs[component] != own_job) ++component;
+      // A task of a step without the leader's component still carries the
+      // leader's job id: whole-step ids, as component 0's.
+      if (component == het.jobs.size() && !handed.empty() && own_job == leader) component = 0;
       if (component == het.jobs.size())
-        return Status::InvalidArgument(kComponent, "SLURM_JOB_ID=" + out.job_id +
+        return Status::InvalidArgument(kComponent, "SLURM_JOB_ID=" + own_job +
                                                        " is none of the heterogeneous step's component jobs");
-      out.job_id = het.jobs[0];
+      out.job_id = leader;
       out.heterogeneous = true;
-      BATON_RETURN_IF_ERROR(HetLayout(het, static_cast<long>(step), std::move(nodes), queries, &out.layout, &het));
+      if (!handed.empty() && Handed(env, kTaskMapVar, JobStepName(out))) {
+        BATON_RETURN_IF_ERROR(StepLayoutOf(env, out.job_id, static_cast<long>(step), nodes, queries, &out.layout));
+        BATON_RETURN_IF_ERROR(PlaceComponents(out.layout, handed, &het.first_node, &het.first_task)
+                                  .Annotate("heterogeneous step " + JobStepName(out) + " (" + kHetComponentsVar + ")"));
+      } else {
+        BATON_RETURN_IF_ERROR(HetLayout(het, static_cast<long>(step), std::move(nodes), queries, &out.layout, &het));
+      }
       const std::string counts_text = Get(env, "SLURM_STEP_TASKS_PER_NODE");
       std::vector<int> counts;
       if (!counts_text.empty()) {
@@ -430,10 +495,10 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
     if (out.layout.num_tasks() == 0 || out.layout.num_nodes() == 0)
       return Status::InvalidArgument(kComponent, "step " + JobStepName(out) + " has no tasks");
     long long v = 0;
-    // Component 0's id is also every task's SLURM_JOB_ID, whose
+    // The leader's id is also every task's SLURM_JOB_ID, whose
     // SLURM_NODEID counts over the whole step; only slurmstepd of a later
     // component (S_JOB_ID its own job) counts from its first node.
-    const bool local_ids = !het.jobs.empty() && component > 0;
+    const bool local_ids = !het.jobs.empty() && own_job != out.job_id;
     const long long first_node = local_ids ? het.first_node[component] : 0;
     const long long component_nodes =
         local_ids ? (component + 1 < het.jobs.size() ? het.first_node[component + 1] : out.layout.num_nodes()) -
@@ -450,9 +515,9 @@ Status StepInfoFromEnvironment(const Env& env, SlurmQueries& queries, StepInfo* 
       out.local_rank = static_cast<int>(v);
     }
     const std::string tagged = Get(env, kMasterAddrVar);
-    // srun's hand-over reaches the first component's tasks alone, and
-    // srun makes none for a heterogeneous step: its facts are asked.
-    if (!out.heterogeneous && Untag(tagged, JobStepName(out), &out.master_addr)) {
+    // A heterogeneous step's hand-over is trusted with its components only
+    // (srun's BATON_STEP_* variables reach one component's tasks).
+    if (HandOverApplies(env, out) && Untag(tagged, JobStepName(out), &out.master_addr)) {
       BATON_RETURN_IF_ERROR(CheckHost(std::string(kMasterAddrVar) + "=" + Quoted(tagged), out.master_addr));
     } else {
       BATON_RETURN_IF_ERROR(MasterAddress(queries, out.layout, &out.master_addr));
@@ -528,7 +593,8 @@ Status ResolveHostfileHosts(const Env& env, SlurmQueries& queries, StepInfo* inf
   std::vector<std::string> hosts;
   std::string list;
   const std::string tagged = Get(env, kNodeAddrsVar);
-  const bool handed = info->step_id && !info->heterogeneous && Untag(tagged, JobStepName(*info), &list) && list != kAsk;
+  const bool handed = info->step_id && HandOverApplies(env, *info) && Untag(tagged, JobStepName(*info), &list) &&
+                      list != kAsk;
   if (handed && list == kSameAsNames) {
     info->hosts.clear();
     return Status::OK();

@@ -82,8 +82,9 @@ inline constexpr long long kMaxHetComponents = 1024;
 // SLURM_JOB_ID_PACK_GROUP_k); empty for an ordinary one. In a
 // heterogeneous step StepInfoFromEnvironment builds one world of all
 // components (ranks 0..N-1 in component order, one MASTER_ADDR, one
-// hostfile), asking Slurm for each component's layout: srun's hand-over
-// does not reach the components after the first.
+// hostfile), placing the components from srun's hand-over
+// (BATON_STEP_HET_COMPONENTS, het_step.h), else asking Slurm for each
+// component's layout.
 Status HetComponentJobs(const Env& env, std::vector<std::string>* jobs);
 
 // info->node_gpus and info->gpus_on_node from a task's CUDA_VISIBLE_DEVICES

@@ -128,9 +128,15 @@ class LibslurmQueries : public SlurmQueries {
     id.step_id = static_cast<uint32_t>(step_id);
     id.step_het_comp = NO_VAL;
     slurm_step_layout_t* layout = slurm_job_step_layout_get(&id);
-    if (layout == nullptr)
-      return Status::Unavailable(kComponent, SlurmError("slurm_job_step_layout_get") + " for step " + job_id +
-                                                 "." + std::to_string(step_id));
+    if (layout == nullptr) {
+      const std::string what = SlurmError("slurm_job_step_layout_get") + " for step " + job_id + "." +
+                               std::to_string(step_id);
+      // The controller's answer for a job or step it does not hold
+      // (proc_req.c, _slurm_rpc_step_layout); anything else is a failure
+      // to ask.
+      if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) return Status::NotFound(kComponent, what);
+      return Status::Unavailable(kComponent, what);
+    }
     Status s = ExpandHostlist(layout->node_list ? layout->node_list : "", layout->node_cnt, nodes);
     if (s.ok() && nodes->size() != layout->node_cnt) {
       s = Status::Internal(kComponent, "step layout lists " + std::to_string(nodes->size()) +

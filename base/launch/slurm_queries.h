@@ -30,6 +30,7 @@ class SlurmQueries {
   // The reverse, keeping the order: 10.0.0.11 ... 10.0.0.14 -> "10.0.0.[11-14]".
   virtual Status CompressHostlist(const std::vector<std::string>& hosts, std::string* hostlist) = 0;
   // The step layout Slurm made: its nodes and the global task ids on each.
+  // NotFound when the controller holds no such job or step.
   virtual Status StepTasks(const std::string& job_id, long step_id, std::vector<std::string>* nodes,
                            std::vector<std::vector<int>>* tids) = 0;
   // The address slurm.conf gives each node (NodeAddr: the node name unless

@@ -45,10 +45,11 @@ replace_file() {
   mv -f "$tmp" "$file" || fail "replace_file: cannot rename $tmp to $file"
 }
 
-# rpc_count MESSAGE_TYPE: how many requests of that type (REQUEST_NODE_INFO, ...) the
-# controller served since its statistics were last reset (`sdiag -r`); 0 when none.
+# rpc_count MESSAGE_TYPE [FILE]: how many requests of that type (REQUEST_NODE_INFO, ...) the
+# controller served since its statistics were last reset (`sdiag -r`); 0 when none. From
+# FILE (sdiag's output, saved where the test could not call this, a batch script) when given.
 rpc_count() {
-  sdiag | awk -v type="$1" '$1 == type { for (i = 2; i <= NF; i++) if ($i ~ /^count:/) { sub(/^count:/, "", $i); n = $i } }
+  { if [ $# -gt 1 ]; then cat "$2"; else sdiag; fi; } | awk -v type="$1" '$1 == type { for (i = 2; i <= NF; i++) if ($i ~ /^count:/) { sub(/^count:/, "", $i); n = $i } }
     END { print n + 0 }'
 }
 

@@ -5,17 +5,22 @@
 # over all components, one MASTER_ADDR/PORT and the whole step's hostfile,
 # and `baton env` in every task says the same. Before, every task of such a
 # step failed ("BATON_STEP_NODE_ADDRS=... names 1 addresses for 3 nodes").
+# And srun hands the whole step over (issue 30 item 3): the controller is
+# asked once per component and once for the addresses, never per node
+# (before: three step layouts and two node queries from every node).
 # Sourced by run-all.
 
 TASK_ENV="$REPO/tests/cluster/print-task-env"
 export BATON_BIN="$BATON_BUILD_DIR/cli/baton"
 
-# check_world FILE NTASKS NNODES: every task of FILE (print-task-env lines)
-# is one rank of one world: RANK = SLURM_PROCID (which counts over the
-# components), one MASTER_ADDR (rank 0's node) and MASTER_PORT, and baton
-# env agrees, with and without the hand-over.
+# check_world FILE NTASKS NNODES [no-cli]: every task of FILE (print-task-env
+# lines) is one rank of one world: RANK = SLURM_PROCID (which counts over
+# the components), one MASTER_ADDR (rank 0's node) and MASTER_PORT, and
+# baton env agrees, with and without the hand-over (not checked with
+# no-cli: the tasks ran without BATON_BIN, so that only the plugin asked
+# the controller).
 check_world() {
-  local file=$1 ntasks=$2 nnodes=$3 rank0_node
+  local file=$1 ntasks=$2 nnodes=$3 cli=${4:-cli} rank0_node
   expect_eq "$(grep -c 'SLURM_PROCID=' "$file")" "$ntasks" "tasks that reported"
   expect_eq "$(grep -o ' RANK=[0-9]*' "$file" | sort -t= -k2 -n | tr -d ' ' | tr '\n' ,)" \
     "$(seq -s, -f 'RANK=%g' 0 $((ntasks - 1))),"  "the ranks, once each"
@@ -32,6 +37,7 @@ check_world_task() {
   expect_eq "${T[NODE_RANK]}" "${T[SLURM_NODEID]}" "$who: NODE_RANK vs SLURM_NODEID"
   expect_eq "${T[LOCAL_RANK]}" "${T[SLURM_LOCALID]}" "$who: LOCAL_RANK vs SLURM_LOCALID"
   expect_eq "${T[BATON_NNODES]}" "$nnodes" "$who: BATON_NNODES"
+  [ "$cli" = no-cli ] && return 0
   expect_eq "${T[CLI_MATCH]}" 1 "$who: baton env agrees with the plugin ($1)"
   expect_eq "${T[CLI_ALONE_MATCH]}" 1 "$who: baton env without the hand-over agrees"
 }
@@ -56,6 +62,23 @@ test_a_heterogeneous_srun_step_is_one_world() {
   expect_eq "$(cat "$d/hostfile-3")" "$a1 $a2 $a3 $a2 " "the plain hostfile: every rank's node, in rank order"
 }
 
+# A het step's requests to the controller, counted by sdiag: srun asks for
+# each component's layout and the nodes' addresses once; the nodes ask
+# nothing.
+test_a_heterogeneous_step_asks_the_controller_per_component_not_per_node() {
+  local d counts
+  d=$(case_dir)
+  sdiag -r >/dev/null || fail "sdiag -r (resetting the controller's statistics)"
+  srun --baton --baton-hostfile-format=plain -N1 -n1 -w n1 env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5 \
+    : -N3 -n4 -w 'n[2-4]' -m cyclic env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5
+  counts="$(rpc_count REQUEST_STEP_LAYOUT) $(rpc_count REQUEST_NODE_INFO) $(rpc_count REQUEST_NODE_INFO_SINGLE)"
+  cat "$d"/out-* >"$d/out"
+  cat "$d/out"
+  check_world "$d/out" 5 4 no-cli
+  expect_eq "$counts" "2 1 0" \
+    "requests for a 2-component 4-node step: REQUEST_STEP_LAYOUT REQUEST_NODE_INFO REQUEST_NODE_INFO_SINGLE"
+}
+
 test_an_sbatch_hetjob_is_one_world() {
   local d job
   d=$(case_dir)
@@ -71,6 +94,11 @@ cat "$d"/out-* >"$d/out"
 mkdir "$d/group1"
 srun --het-group=1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/group1" 2
 cat "$d"/group1/out-* >"$d/group1/out"
+mkdir "$d/counted"
+sdiag -r >/dev/null
+BATON_BIN= srun --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/counted" 3
+sdiag >"$d/counted/sdiag"
+cat "$d"/counted/out-* >"$d/counted/out"
 JOB
   job=$(sbatch --parsable -o "$d/log" "$d/job.sh")
   wait_for 120 "hetjob $job to complete" job_state_is "$job" COMPLETED
@@ -82,4 +110,10 @@ JOB
   # (its tasks carry the leader's SLURM_JOB_ID; baton env finds the step).
   cat "$d/group1/out"
   check_world "$d/group1/out" 2 2
+  # srun --het-group=0,1 in the batch script: srun asks once per component,
+  # the nodes nothing.
+  cat "$d/counted/out"
+  check_world "$d/counted/out" 3 3 no-cli
+  expect_eq "$(rpc_count REQUEST_STEP_LAYOUT "$d/counted/sdiag") $(rpc_count REQUEST_NODE_INFO "$d/counted/sdiag") $(rpc_count REQUEST_NODE_INFO_SINGLE "$d/counted/sdiag")" \
+    "2 1 0" "requests for srun --het-group=0,1 over 3 nodes: REQUEST_STEP_LAYOUT REQUEST_NODE_INFO REQUEST_NODE_INFO_SINGLE"
 }

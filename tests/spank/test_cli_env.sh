@@ -134,6 +134,42 @@ test_a_bad_variable_is_named_in_the_error() {
   rm -f "$EMPTY_CONF"
 }
 
+# A task of heterogeneous step 5.0 (components 5 on n1 and 6 on n2) with
+# srun's hand-over of the whole step: BATON_STEP_HET_COMPONENTS is read.
+het_env() {
+  printf '%s\n' SLURM_JOB_ID=5 SLURM_STEP_ID=0 SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES=2 \
+    SLURM_STEP_TASKS_PER_NODE='2(x2)' SLURM_NODEID=0 SLURM_PROCID=1 SLURM_LOCALID=1 SLURM_HET_SIZE=2 \
+    SLURM_JOB_ID_PACK_GROUP_0=5 SLURM_JOB_ID_PACK_GROUP_1=6 BATON_STEP_TASK_MAP=5.0:block \
+    BATON_STEP_MASTER_ADDR=5.0:10.0.0.1 BATON_STEP_NODE_ADDRS=5.0:=names
+}
+
+test_hostile_het_components_end_in_a_clean_answer() {
+  EMPTY_CONF=$(mktemp)
+  local -a env=()
+  while IFS= read -r kv; do env+=("$kv"); done < <(het_env)
+  env+=("SLURM_CONF=$EMPTY_CONF" "PATH=$PATH")
+  [ -z "$BATON_LIBS" ] || env+=("LD_LIBRARY_PATH=$BATON_LIBS")
+  local out rc value t0
+  out=$(timeout 10 env -i "${env[@]}" BATON_STEP_HET_COMPONENTS='5.0:5=1,6=1;n[1-2]' "$BATON" env 2>&1) ||
+    fail "the handed-over het step does not derive: $out"
+  grep -qx "export WORLD_SIZE='4'" <<<"$out" || fail "WORLD_SIZE of the handed-over het step: $out"
+  grep -qx "export RANK='1'" <<<"$out" || fail "RANK of the handed-over het step: $out"
+  # Malformed, inconsistent or oversized lists: refused naming the variable.
+  for value in "5.0:" "5.0:;" "5.0:5=1,6=1" "5.0:5=1,6=1;n[1-3]" "5.0:5=0,6=2;n[1-2]" "5.0:5=1,6=1;n[2,1]" \
+               "5.0:5=1,7=1;n[1-2]" "5.0:99999999999999999999=1;n1" "5.0:5=1,6=1;n[1-65535]" "5.0:5=1,,6=1;n[1-2]" \
+               $'5.0:5=1\n6=1;n[1-2]' "5.0:$(head -c 70000 /dev/zero | tr '\0' x)" "5.0:5=1,6=1;n[1-2" "5.0:5=-1,6=3;n[1-2]"; do
+    t0=$SECONDS rc=0
+    out=$(timeout 10 env -i "${env[@]}" BATON_STEP_HET_COMPONENTS="$value" "$BATON" env 2>&1) || rc=$?
+    [ $((SECONDS - t0)) -lt 5 ] || fail "BATON_STEP_HET_COMPONENTS=$(printf %q "$value"): $((SECONDS - t0)) s"
+    [ "$rc" -ne 0 ] || fail "BATON_STEP_HET_COMPONENTS=$(printf %q "$value") was accepted: $out"
+    [ "$rc" -lt 124 ] || fail "BATON_STEP_HET_COMPONENTS=$(printf %q "$value"): exit $rc: $out"
+    grep -q "^baton env: .*BATON_STEP_HET_COMPONENTS" <<<"$out" ||
+      fail "the error for BATON_STEP_HET_COMPONENTS=$(printf %q "$value") does not name it: $out"
+    [ "$(wc -l <<<"$out")" -eq 1 ] || fail "the error for BATON_STEP_HET_COMPONENTS=$(printf %q "$value") spans lines: $out"
+  done
+  rm -f "$EMPTY_CONF"
+}
+
 test_errors_are_labelled_by_the_command_not_the_plugin() {
   # Before: "baton env: baton[spank] NotFound: ...", the plugin's label.
   local out rc=0
