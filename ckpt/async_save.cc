@@ -288,9 +288,19 @@ Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Man
   return BuildManifest(p.step, p.arrays, OwnShardGroups(), 1, p.blob, all, m);
 }
 
+// After an MPI failure (mpi_check.h) the save in flight can never be agreed
+// on nor committed: the failure at once, not after this rank's write has
+// ended (Wait: a whole shard) or timeout_seconds (WaitOrAbandon: an agreed
+// stop's grace period spent on a commit that cannot come). The writer is
+// left to the destructor, which abandons it at its next slab.
+Status CheckpointerImpl::FailedBeforeCommit(const char* call, int line) const {
+  return mpi::FailedStatus(call, __FILE__, line).Annotate(pending_->What() + " is not committed");
+}
+
 Status CheckpointerImpl::Wait(double timeout_seconds) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Wait");
   if (!pending_) return Status::OK();
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::Wait", __LINE__);
   const bool done = writer_.WaitUntil(Now() + timeout_seconds);
   int mine = done ? 1 : 0, all = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
@@ -305,6 +315,7 @@ Status CheckpointerImpl::Wait(double timeout_seconds) {
 Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::WaitOrAbandon");
   if (!pending_) return Status::OK();
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::WaitOrAbandon", __LINE__);
   const double deadline = Now() + timeout_seconds;
   const bool done = writer_.WaitUntil(deadline);
   int mine = done ? 1 : 0, all = 0;

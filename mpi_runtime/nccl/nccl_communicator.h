@@ -75,6 +75,8 @@ class NcclCommunicator : public Communicator {
   Backend backend() const override { return Backend::kNccl; }
   int device() const override;
   cudaStream_t stream() const;
+  // For messages and tests; an NCCL call on them would race the watchdog
+  // (nccl_state.h): a raw call needs a communicator of its own.
   ncclComm_t world_comm() const;
   ncclComm_t node_comm() const;     // null until SplitNode
   ncclComm_t leaders_comm() const;  // null until SplitLeaders, and off local rank 0

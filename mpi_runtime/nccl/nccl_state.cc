@@ -96,8 +96,11 @@ Status NcclState::Split(bool node, int color, int key, const std::string& what) 
   BATON_RETURN_IF_ERROR(guard.status());
   Status s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) return broken_.Annotate(what);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      lock.unlock();
+      return Refused(what);
+    }
     if (world_ == nullptr) return Status::Internal(kComponent, what + " before the world communicator");
     ncclComm_t child = nullptr;
     bool world_aborted = false;
@@ -141,6 +144,23 @@ void NcclState::ExitForRequeue(const Status& why) const {
   nccl::ExitForRequeue(options_, death.ok() ? why : death);
 }
 
+Status NcclState::Refused(const std::string& what) const {
+  if (options_.on_timeout == OnTimeout::kExit) {
+    Status death;
+    Clock::time_point at;
+    {
+      std::lock_guard<std::mutex> lock(death_mu_);
+      death = death_;
+      at = death_at_;
+    }
+    // The death's exit is under way on the thread that saw it: this one
+    // waits for the same end instead of returning an error the program
+    // could end with another code.
+    if (!death.ok()) nccl::ExitForRequeue(options_, death, at);
+  }
+  return broken().Annotate(what);
+}
+
 Status NcclState::Launch(const std::string& what,
                          const std::function<Status(ncclComm_t world, cudaStream_t stream)>& enqueue,
                          std::shared_ptr<NcclOp>* out) {
@@ -150,8 +170,11 @@ Status NcclState::Launch(const std::string& what,
   auto op = std::make_shared<NcclOp>(api_, what, deadline);
   Status s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.ok()) return broken_.Annotate(what);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!broken_.ok()) {
+      lock.unlock();
+      return Refused(what);
+    }
     if (world_ == nullptr) return Status::Internal(kComponent, what + ": communicator not initialized");
     // After the caller's work (the data it produced), without the
     // communicator's stream waiting on the legacy stream as a whole.
@@ -194,7 +217,7 @@ Status NcclState::Launch(const std::string& what,
 Status NcclState::Test(NcclOp& op, bool* done) {
   *done = true;
   if (op.complete.load()) return Status::OK();
-  if (is_broken_.load()) return broken().Annotate(op.what);
+  if (is_broken_.load()) return Refused(op.what);
   const cudaError_t rc = api_.EventQuery(op.event);
   if (rc == cudaSuccess) {
     op.complete = true;
@@ -232,14 +255,30 @@ void NcclState::Fail(const Status& why, const Deadline& deadline) {
   if (options_.on_timeout == OnTimeout::kExit) {
     const std::string context = Context();
     Status death = context.empty() ? why : why.Annotate(context.substr(2));
+    Clock::time_point at;
     {
       // The watchdog may see the collective's deadline pass while this
       // thread waits for it: its exit names this death, not a timeout.
+      // A second death (another thread's) ends with the first, at its time.
       std::lock_guard<std::mutex> lock(death_mu_);
-      if (death_.ok()) death_ = death;
+      if (death_.ok()) {
+        death_ = death;
+        death_at_ = deadline.at;
+      }
       death = death_;
+      at = death_at_;
     }
-    nccl::ExitForRequeue(options_, death, deadline.at);
+    {
+      // Broken for the wait, not aborted (kExit never aborts): every other
+      // thread's collective, Test or Wait makes no NCCL or CUDA call on
+      // the dead communicator and joins this exit (Refused).
+      std::lock_guard<std::mutex> lock(mu_);
+      if (broken_.ok()) {
+        broken_ = death;
+        is_broken_ = true;
+      }
+    }
+    nccl::ExitForRequeue(options_, death, at);
   }
   Break(why);
 }
@@ -255,7 +294,7 @@ Status NcclState::Expire(NcclOp& op) {
 }
 
 Status NcclState::StreamWait(NcclOp& op, cudaStream_t stream) {
-  if (is_broken_.load() && !op.complete.load()) return broken().Annotate(op.what);
+  if (is_broken_.load() && !op.complete.load()) return Refused(op.what);
   DeviceGuard guard(api_, device_);
   BATON_RETURN_IF_ERROR(guard.status());
   return BATON_CUDA_CHECK(api_, api_.StreamWaitEvent(stream, op.event, 0)).Annotate(op.what);

@@ -22,7 +22,9 @@
 // detected before the deadline (an asynchronous NCCL error, a sticky CUDA
 // error, a failed enqueue) follows the same policy: exit 75 under kExit
 // (at the failed collective's deadline, as an MPI failure does:
-// mpi::ExitForRequeueAt), broken under kReturn.
+// mpi::ExitForRequeueAt; until then the communicator is broken, and a
+// call of another thread makes no NCCL call and waits for that exit),
+// broken under kReturn.
 //
 // Threads: the program's thread issues collectives and may wait; the
 // watchdog polls; NCCL calls on the communicators are serialised by one
@@ -103,8 +105,10 @@ class NcclState {
   // return `why`.
   void Break(const Status& why);
 
-  // For messages and the benchmark's raw calls: the world communicator
-  // (null once broken) and stream.
+  // For messages and tests: the world communicator (null once broken) and
+  // stream. No NCCL call may be made on them outside this class: the
+  // watchdog polls and may abort the same communicator (issue 31, item 4;
+  // the benchmark's raw baseline has a communicator of its own, RawComm).
   ncclComm_t world() const;
   ncclComm_t node() const;
   ncclComm_t leaders() const;
@@ -121,10 +125,16 @@ class NcclState {
   [[noreturn]] void ExitForRequeue(const Status& why) const;
   // A failure detected rather than waited out (an asynchronous NCCL error:
   // a dead peer; a sticky CUDA error; an enqueue that failed): under kExit
-  // the process exits 75 at `deadline` (the failed collective's), as the
-  // deadline would have made it and when the other ranks' deadlines end
-  // them (ExitForRequeue); under kReturn the communicator breaks at once.
+  // the process exits 75 at `deadline` (the failed collective's; a later
+  // death's at the first one's), as the deadline would have made it and
+  // when the other ranks' deadlines end them (ExitForRequeue), and the
+  // communicator is broken (not aborted) while it waits; under kReturn
+  // the communicator breaks at once.
   void Fail(const Status& why, const Deadline& deadline);
+  // The answer of a call on a broken communicator, which makes no NCCL or
+  // CUDA call: `what` with the broken Status; under kExit after a death
+  // (Fail) the caller instead waits for that death's exit 75 with it.
+  Status Refused(const std::string& what) const;
   std::string Context() const;
   void Watch();
   void WatchOnce();
@@ -144,6 +154,7 @@ class NcclState {
   // exit from then on, a timeout's included, names it instead.
   mutable std::mutex death_mu_;
   Status death_;
+  std::chrono::steady_clock::time_point death_at_;  // when it exits
   std::atomic<bool> is_broken_{false};
 
   std::mutex ops_mu_;

@@ -9,6 +9,19 @@ RUN_GPU_TESTS=$REPO/tests/gpu/run-gpu-tests
 # Built once by the first case, used by the second (a build is ~25 s here).
 BUNDLE=$BATON_TEST_RESULTS/gpu-bundle.d
 
+# The cases below run the bundle where no GPU is (with one, tests/gpu/gpu.sh
+# runs it for real): a SKIP line and 1 otherwise.
+no_gpu_here() {
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP: a GPU is visible here: tests/gpu/gpu.sh runs the bundle for real"
+    return 1
+  fi
+}
+# The bundle the first case built, or a new one when that case did not run.
+have_bundle() {
+  [ -x "$BUNDLE/nccl_bench" ] || bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > /dev/null 2>&1 || fail "--bundle failed"
+}
+
 test_bundle_builds_small_and_self_contained() {
   rm -rf "$BUNDLE"
   bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > "$BUNDLE.log" 2>&1 || { cat "$BUNDLE.log"; fail "--bundle failed"; }
@@ -24,15 +37,11 @@ test_bundle_builds_small_and_self_contained() {
   fi
 }
 
-# Without a GPU both programs say so and exit 77 (with one, they run).
+# Without a GPU both programs say so and exit 77.
 test_prebuilt_bundle_skips_without_a_gpu_saying_why() {
-  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    echo "SKIP: a GPU is visible here: tests/gpu/gpu.sh runs the bundle for real"; return 77
-  fi
+  no_gpu_here || return 77
   local dir rc=0; dir=$(mktemp -d)
-  if [ ! -x "$BUNDLE/nccl_bench" ]; then
-    bash "$RUN_GPU_TESTS" --bundle "$BUNDLE" > /dev/null 2>&1 || fail "--bundle failed"
-  fi
+  have_bundle
   "$BUNDLE/run-gpu-tests" --prebuilt "$BUNDLE" > "$dir/out" 2>&1 || rc=$?
   expect_eq "$rc" 77 "exit status of the prebuilt bundle without a GPU"
   tail -n 1 "$dir/out" | grep -q '^SKIP: no GPU visible (.' || fail "no SKIP line with a reason: $(cat "$dir/out")"
@@ -43,5 +52,23 @@ test_prebuilt_bundle_skips_without_a_gpu_saying_why() {
   "$BUNDLE/nccl_bench" -e 12Q > "$dir/out" 2>&1 || rc=$?
   expect_eq "$rc" 2 "exit status of nccl_bench -e 12Q"
   grep -q "\-e: invalid value '12Q'" "$dir/out" || fail "the error does not name -e 12Q: $(cat "$dir/out")"
+  rm -rf "$dir"
+}
+
+# Issue 31, item 10: where nvidia-smi lists a GPU a skip is a failure. A
+# stand-in nvidia-smi lists one here, where CUDA finds none: the prebuilt
+# bundle must fail, naming the skip, not exit 77.
+test_prebuilt_bundle_fails_instead_of_skipping_where_a_gpu_is_listed() {
+  no_gpu_here || return 77
+  local dir rc=0; dir=$(mktemp -d)
+  have_bundle
+  mkdir "$dir/bin"
+  printf '#!/bin/sh\necho "GPU 0: Stand-in GPU (UUID: GPU-00000000-0000-0000-0000-000000000000)"\n' > "$dir/bin/nvidia-smi"
+  chmod +x "$dir/bin/nvidia-smi"
+  PATH="$dir/bin:$PATH" "$BUNDLE/run-gpu-tests" --prebuilt "$BUNDLE" > "$dir/out" 2>&1 || rc=$?
+  cat "$dir/out"
+  expect_eq "$rc" 1 "exit status of the prebuilt bundle where nvidia-smi lists a GPU that CUDA does not see"
+  grep -q '^FAIL: a GPU is listed (nvidia-smi -L) but nccl_gpu_test skipped' "$dir/out" ||
+    fail "no FAIL line naming the skip"
   rm -rf "$dir"
 }

@@ -21,7 +21,8 @@
 //   an event recorded earlier does not cover it: events_before_launch).
 // - Any call on a communicator whose job was not finished by
 //   ncclCommGetAsyncError is refused with ncclInvalidArgument, as NCCL's
-//   ncclCommEnsureReady refuses it.
+//   ncclCommEnsureReady refuses it; a collective on a communicator whose
+//   state is an error gets that error, as there.
 // - Asynchronous errors (ncclRemoteError, ncclSystemError: a peer that
 //   died, a network failure) appear later, set by a thread of their own
 //   (InjectAsyncError), whatever the program is doing.
@@ -414,6 +415,11 @@ inline ncclResult_t CommSplit(ncclComm_t parent, int color, int, ncclComm_t* new
 inline ncclResult_t Issue(FakeComm& c) {
   ++c.collectives;
   if (Busy(c)) return ncclInvalidArgument;
+  // NCCL's ncclCommEnsureReady again: an error in the communicator's state
+  // (a peer's death seen by a proxy thread, a failed job) is what every
+  // later call returns; nothing is enqueued.
+  if (c.polls >= c.script.in_progress_polls && c.script.result != ncclSuccess && c.script.result != ncclInProgress)
+    return c.script.result;
   const ncclResult_t rc = g_fake.op_call_result;
   const Script op = g_fake.op;
   if (rc != ncclSuccess && rc != ncclInProgress) {

@@ -75,3 +75,24 @@ test_a_heartbeat_error_stops_every_mpi_call() {
   expect_no_call_after
   rm -f "$out"
 }
+
+# A save in flight when MPI fails (issue 31's leftover: the checkpointer's
+# background writer beside an MPI failure): the writer (held in its
+# shard's fsync) makes no MPI call, Wait(5) and WaitOrAbandon(5) return
+# the failure at once instead of waiting for the write first (5 s each
+# before: a commit that cannot come), and the Checkpointer's destruction
+# abandons the writer and frees nothing.
+test_a_save_in_flight_when_mpi_fails_is_left_without_mpi() {
+  local dir; dir=$(mktemp -d)
+  run2 return MPI_Iallreduce "$dir"
+  grep -q 'MPI_Iallreduce fails with MPI_ERR_OTHER (injected)' "$out" || fail "the failure was not injected"
+  grep -q '^rank 1: writer: writing' "$out" || fail "the background writer was not writing at the failure"
+  local call
+  for call in wait wait_or_abandon; do
+    grep -Eq "^rank 1: $call: baton\[runtime\] IOError .*the asynchronous save of step 1 is not committed: .*MPI failed earlier in this process \(MPI_Iallreduce failed.* after [0-9]{1,3} ms" "$out" ||
+      fail "$call did not return the MPI failure at once"
+  done
+  grep -q '(rank 1): 0 MPI calls after the injected failure' "$out" || fail "no summary of 0 calls from the shim"
+  expect_no_call_after
+  rm -rf "$out" "$dir"
+}

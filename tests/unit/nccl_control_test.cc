@@ -5,10 +5,12 @@
 // through the stand-in table of tests/lib/fake_nccl_api.h.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -36,6 +38,7 @@ class NcclControl : public ::testing::Test {
  protected:
   void SetUp() override { testing::Reset(); }
 
+ public:
   // Short deadlines, so that the hanging cases take a fifth of a second.
   static NcclOptions Fast() {
     NcclOptions o;
@@ -49,6 +52,8 @@ class NcclControl : public ::testing::Test {
     std::memset(&id, 7, sizeof id);
     return id;
   }
+
+ protected:
   static long long Ms(Clock::time_point since) {
     return std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
   }
@@ -200,44 +205,56 @@ TEST_F(NcclControl, InitThatHangsStopsAtTheDeadlineAndIsAborted) {
 
 // NCCL's abort joins the init thread, which may itself wait for the peer
 // that never came: the abort of a failed creation is bounded as a
-// collective's is (kReturn), or never waited for (kExit).
-TEST_F(NcclControl, AnInitsAbortIsBoundedByAbortTimeout) {
+// collective's is (kReturn), or never waited for (kExit). `make` is a
+// creation whose NCCL job hangs, with the options it is given.
+using Creation = std::function<Status(const NcclOptions&)>;
+
+// kReturn, an abort that never returns, abort_timeout 300 ms: `make`
+// returns the Timeout saying the abort was left running, within 2 s.
+void ExpectAbortLeftRunning(const Creation& make, const char* what) {
   testing::g_abort_hangs = true;
-  g_fake.init = Script::Hang();
-  NcclOptions o = Fast();
+  NcclOptions o = NcclControl::Fast();
   o.abort_timeout = milliseconds(300);
-  auto done = std::async(std::launch::async, [o] {
-    ncclComm_t comm = nullptr;
+  auto done = std::async(std::launch::async, [o, make] {
     const auto start = Clock::now();
-    Status s = InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
-    return std::make_pair(s, Ms(start));
+    Status s = make(o);
+    return std::make_pair(s, std::chrono::duration_cast<milliseconds>(Clock::now() - start).count());
   });
   const bool returned = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   testing::g_abort_hangs = false;  // lets the abort end either way
-  ASSERT_TRUE(returned) << "InitComm waited on an abort that never returns";
+  ASSERT_TRUE(returned) << what << " waited on an abort that never returns";
   auto [s, ms] = done.get();
   EXPECT_EQ(s.code(), Code::kTimeout) << s;
   EXPECT_TRUE(Has(s, "ncclCommAbort did not return within 300 ms and was left running")) << s;
   EXPECT_LT(ms, 2000);
 }
 
+// kExit, an abort that would never return: `make` exits 75 at its deadline
+// (the child's exit, which EXPECT_EXIT checks); 3 after 5 s, 6 if it returned.
+[[noreturn]] void CreateUnderExit(const Creation& make) {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(3);
+  }).detach();
+  NcclOptions o = NcclControl::Fast();
+  o.on_timeout = OnTimeout::kExit;
+  testing::g_abort_hangs = true;
+  (void)make(o);
+  std::_Exit(6);
+}
+
+Status HangingInit(const NcclOptions& o) {
+  g_fake.init = Script::Hang();
+  ncclComm_t comm = nullptr;
+  return InitComm(FakeNcclApi(), NcclControl::Id(), 2, 0, o, &comm);
+}
+
+TEST_F(NcclControl, AnInitsAbortIsBoundedByAbortTimeout) { ExpectAbortLeftRunning(HangingInit, "InitComm"); }
+
 TEST_F(NcclControl, UnderExitAnInitPastItsDeadlineExits75BeforeAnyAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::seconds(5));
-          std::_Exit(3);
-        }).detach();
-        testing::g_abort_hangs = true;  // an abort would never return
-        g_fake.init = Script::Hang();
-        NcclOptions o = Fast();
-        o.on_timeout = OnTimeout::kExit;
-        ncclComm_t comm = nullptr;
-        (void)InitComm(FakeNcclApi(), Id(), 2, 0, o, &comm);
-        std::_Exit(6);
-      },
-      ::testing::ExitedWithCode(75), "did not finish within init_timeout of 200 ms.*exiting with 75");
+  EXPECT_EXIT(CreateUnderExit(HangingInit), ::testing::ExitedWithCode(75),
+              "did not finish within init_timeout of 200 ms.*exiting with 75");
 }
 
 // ---- creation: split --------------------------------------------------------
@@ -315,6 +332,26 @@ TEST_F(NcclControl, ASplitThatTimesOutBreaksTheCommunicator) {
   Status after = c.Barrier();
   EXPECT_FALSE(after.ok());
   EXPECT_TRUE(Has(after, "did not finish within init_timeout")) << after;
+}
+
+// Issue 31, item 5, for the split as for the init: NCCL's abort of the
+// parent joins the split's job, which may wait for a missing peer, so the
+// abort is bounded (kReturn) or never made (kExit).
+Status HangingSplit(const NcclOptions& o) {
+  ncclComm_t world = nullptr;
+  ncclComm_t child = nullptr;
+  Status s = InitComm(FakeNcclApi(), NcclControl::Id(), 2, 0, o, &world);
+  if (!s.ok()) return s;
+  g_fake.split = Script::Hang();
+  return SplitComm(FakeNcclApi(), world, 0, 0, "node 0", o, &child);
+}
+
+TEST_F(NcclControl, ASplitsAbortIsBoundedByAbortTimeout) { ExpectAbortLeftRunning(HangingSplit, "SplitComm"); }
+
+TEST_F(NcclControl, UnderExitASplitPastItsDeadlineExits75BeforeAnyAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(CreateUnderExit(HangingSplit), ::testing::ExitedWithCode(75),
+              "ncclCommSplit \\(node 0\\), parent did not finish within init_timeout of 200 ms.*exiting with 75");
 }
 
 TEST_F(NcclControl, SplitThatIsRefusedAbortsNothing) {
@@ -861,6 +898,82 @@ TEST_F(NcclDetectedDeath, AFailedEnqueueExits75UnderExit) {
         std::_Exit(6);
       },
       ::testing::ExitedWithCode(75), std::string(kWaited) + "ncclAllReduce failed with 6.*exiting with 75");
+}
+
+// While a detected death waits for its exit (kExit), the communicator is
+// dead: another thread's collective must not enqueue on it, nor its Test
+// query CUDA, and neither may return an error the program could end with
+// another code than 75. Each joins the death's exit, at the death's time.
+// The exit hook ends the child with 7 if NCCL was asked for a collective
+// after the death, 8 if the event was queried after it.
+class NcclDetectedDeathWait : public NcclDetectedDeath {
+ protected:
+  static inline std::atomic<int> collectives_at_death{-1}, queries_at_death{-1};
+  static NcclOptions Watched() {
+    NcclOptions o = Exit();
+    o.exit_for_requeue = [](const Status& why, Clock::time_point at) {
+      std::lock_guard<std::recursive_mutex> lock(testing::g_fake_mu);
+      const int collectives = g_fake.collectives, queries = g_fake.event_queries.load();
+      int expected = -1;
+      if (collectives_at_death.compare_exchange_strong(expected, collectives)) queries_at_death = queries;
+      std::fprintf(stderr, "exit asked %lld ms before its time: %s\n",
+                   static_cast<long long>(std::chrono::duration_cast<milliseconds>(at - Clock::now()).count()),
+                   why.ToString().c_str());
+      if (collectives != collectives_at_death) {
+        std::fprintf(stderr, "a collective was enqueued on the dead communicator\n");
+        std::_Exit(7);
+      }
+      if (queries != queries_at_death) {
+        std::fprintf(stderr, "an event was queried after the death\n");
+        std::_Exit(8);
+      }
+    };
+    return o;
+  }
+  // A collective that hangs, then a peer's death, which the watchdog sees
+  // and waits out (about 900 ms of the 1 s deadline left).
+  static void DeathWhileWaiting(NcclCommunicator& c, std::unique_ptr<Request>* r) {
+    if (!c.SetUpDevice(0).ok() || !c.InitWorld(Id(), 0, 1).ok()) std::_Exit(4);
+    g_fake.stream_busy_polls = INT_MAX;
+    if (!c.IAllReduce(reinterpret_cast<void*>(0x1000), reinterpret_cast<void*>(0x1000), 4, DType::kF32,
+                      ReduceOp::kSum, r).ok())
+      std::_Exit(5);
+    testing::InjectAsyncError(c.world_comm(), ncclRemoteError, milliseconds(10));
+    for (int i = 0; i < 300 && collectives_at_death < 0; ++i) std::this_thread::sleep_for(milliseconds(1));
+    if (collectives_at_death < 0) std::_Exit(9);  // the watchdog did not see it
+  }
+};
+
+TEST_F(NcclDetectedDeathWait, ALaterCollectiveIsNotEnqueuedAndExits75AtTheDeathsTime) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Watched());
+        std::unique_ptr<Request> r;
+        DeathWhileWaiting(c, &r);
+        g_fake.stream_busy_polls = 0;
+        (void)c.AllReduce(dev_, dev_, 4, DType::kF32, ReduceOp::kSum);
+        std::_Exit(6);  // returned
+      },
+      ::testing::ExitedWithCode(75),
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*"
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*exiting with 75");
+}
+
+TEST_F(NcclDetectedDeathWait, TestingACollectiveQueriesNothingAndExits75) {
+  EXPECT_EXIT(
+      {
+        Bound();
+        NcclCommunicator c(FakeNcclApi(), Watched());
+        std::unique_ptr<Request> r;
+        DeathWhileWaiting(c, &r);
+        bool done = false;
+        (void)r->Test(&done);
+        std::_Exit(6);  // returned
+      },
+      ::testing::ExitedWithCode(75),
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*"
+      "exit asked ([6-9][0-9][0-9]) ms before its time: .*fake remote error.*exiting with 75");
 }
 
 TEST_F(NcclControl, AnAsynchronousErrorAbortsAndIsReported) {

@@ -107,3 +107,70 @@ test_nccl_missing_then_found_in_a_named_wheel_folder() {
   echo "$out" | grep -q 'no CUDA device visible' || fail "with NCCL found, the error is not the missing GPU"
   rm -rf "$site"
 }
+
+# configure's side of item 9: m4/baton_nccl.m4 alone, in a configure made
+# here from a seven-line configure.ac (a few seconds: not the project's
+# whole configure). probe_configure DIR makes DIR/configure; SKIP without
+# aclocal or autoconf.
+probe_configure() {
+  if ! command -v aclocal >/dev/null 2>&1 || ! command -v autoconf >/dev/null 2>&1; then
+    echo "SKIP: no aclocal/autoconf here to make the probe's configure"
+    return 1
+  fi
+  cat > "$1/configure.ac" <<'EOF'
+AC_INIT([nccl-probe], [0])
+AC_PROG_CC
+AC_PROG_CXX
+AC_LANG([C++])
+BATON_CHECK_NCCL
+AC_MSG_NOTICE([summary: nccl: $baton_summary_nccl])
+AC_OUTPUT
+EOF
+  (cd "$1" && aclocal -I "$REPO/m4" && autoconf) || fail "the probe's configure could not be made"
+}
+
+# A CUDA runtime older than 12.5 (no cudaGetDriverEntryPointByVersion): a
+# stand-in toolkit whose header says 12.4 and whose libcudart links.
+test_configure_builds_no_nccl_backend_below_cuda_12_5() {
+  local dir out rc=0; dir=$(mktemp -d)
+  probe_configure "$dir" || return 77
+  mkdir -p "$dir/cuda/include" "$dir/cuda/lib64"
+  cat > "$dir/cuda/include/cuda_runtime_api.h" <<'EOF'
+#pragma once
+#define CUDART_VERSION 12040
+typedef enum cudaError { cudaSuccess = 0 } cudaError_t;
+#ifdef __cplusplus
+extern "C"
+#endif
+cudaError_t cudaGetDeviceCount(int* count);
+EOF
+  printf 'int cudaGetDeviceCount(int* n) { *n = 0; return 0; }\n' > "$dir/stub.c"
+  ${CC:-gcc} -shared -fPIC -o "$dir/cuda/lib64/libcudart.so" "$dir/stub.c" || fail "the stand-in libcudart did not build"
+  out=$(cd "$dir" && ./configure --with-cuda="$dir/cuda" 2>&1) || fail "configure failed with NCCL on auto: $out"
+  echo "$out" | tail -n 3
+  echo "$out" | grep -qF "summary: nccl: no (NCCL backend not built: the CUDA runtime ($dir/cuda) is 12.4, the backend needs CUDA >= 12.5" ||
+    fail "configure did not say the NCCL backend is not built for CUDA 12.4"
+  out=$(cd "$dir" && ./configure --with-cuda="$dir/cuda" --with-nccl=yes 2>&1) || rc=$?
+  echo "$out" | tail -n 1
+  [ "$rc" -ne 0 ] || fail "--with-nccl=yes with CUDA 12.4 did not fail"
+  echo "$out" | grep -q 'error: NCCL was requested (--with-nccl=yes) but NCCL backend not built: .* is 12\.4' ||
+    fail "the error does not say why"
+  rm -rf "$dir"
+}
+
+# NVIDIA's wheel: site-packages/nvidia/nccl/{include/nccl.h,lib/libnccl.so.2},
+# with no unversioned libnccl.so; --with-nccl names the site-packages.
+test_configure_finds_nccl_in_a_wheel_with_only_a_versioned_library() {
+  local dir out header; dir=$(mktemp -d)
+  header=$(readlink -f /usr/local/cuda)/include/nccl.h
+  [ -f "$header" ] || { echo "SKIP: no nccl.h under /usr/local/cuda to lay out as a wheel"; return 77; }
+  probe_configure "$dir" || return 77
+  mkdir -p "$dir/site/nvidia/nccl/include" "$dir/site/nvidia/nccl/lib"
+  cp "$header" "$dir/site/nvidia/nccl/include/"
+  : > "$dir/site/nvidia/nccl/lib/libnccl.so.2"  # configure only looks for it: nothing links NCCL
+  out=$(cd "$dir" && ./configure --with-nccl="$dir/site" 2>&1) || fail "configure failed: $out"
+  echo "$out" | tail -n 3
+  echo "$out" | grep -q "summary: nccl: NCCL 2\.[0-9]*\.[0-9]* ($dir/site/nvidia/nccl/include/nccl.h, $dir/site/nvidia/nccl/lib)" ||
+    fail "configure did not find NCCL in the wheel's layout"
+  rm -rf "$dir"
+}
