@@ -206,8 +206,11 @@ test_mpi_init_past_its_deadline_exits_75() {
   # MPI_Init (seen in a fresh-clone check, 2026-12-03: all three ranks gone,
   # mpirun blocked for good on a mutex in libpmix's pmix_rte_finalize under
   # PMIx_server_finalize, deaf to timeout's SIGTERM, its pipe held open so the
-  # suite waited out its 240 s). Killed, it exits 124; the ranks' word and
-  # mpirun's naming of exit 75 below are still required.
+  # suite waited out its 240 s). Ended by timeout it exits 124 (SIGTERM
+  # heard) or 137 (deaf to it, killed 10 s later: seen in a fresh-clone
+  # check, 2026-12-04, with "PMIX ERROR: UNREACHABLE" from mpirun's PMIx
+  # server as the ranks left mid-handshake); the ranks' word and mpirun's
+  # naming of exit 75 below are still required.
   out=$(BATON_COLLECTIVE_TIMEOUT=$T timeout -k 10 60 "$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench collectives \
     -b 64K -e 64K -n 10 2>&1) || rc=$?
   echo "$out"
@@ -215,8 +218,10 @@ test_mpi_init_past_its_deadline_exits_75() {
   # inside MPI_Init, mpirun itself once died of SIGPIPE (exit 141, in CI on
   # a loaded machine) though the rank it names exited 75; and mpirun kills
   # the other ranks as soon as one exits, so not every rank gets to say it.
-  [ "$rc" -eq 75 ] || [ "$rc" -eq 141 ] || [ "$rc" -eq 124 ] ||
-    fail "mpirun exit $rc (75 expected; 141: Open MPI's SIGPIPE; 124: mpirun wedged in its teardown)"
+  case $rc in
+    75 | 141 | 124 | 137) ;;
+    *) fail "mpirun exit $rc (75 expected; 141: Open MPI's SIGPIPE; 124 or 137: mpirun wedged in its teardown)" ;;
+  esac
   echo "$out" | grep -q "Runtime::Create: MPI_Init_thread timed out after $T s; exiting with 75" ||
     fail "no rank said MPI_Init_thread timed out and that it exits 75"
   echo "$out" | grep -Eq "Exit code: +75" || fail "mpirun does not name a rank that exited 75"
