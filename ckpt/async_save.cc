@@ -51,6 +51,7 @@ Status CheckpointerImpl::SaveAsync(int64_t step) {
 
 Status CheckpointerImpl::SaveAsyncUnrecorded(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::SaveAsync");
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::SaveAsync", __FILE__, __LINE__);
   const std::string call = "SaveAsync(" + std::to_string(step) + ")";
   BATON_RETURN_IF_ERROR(CheckWritable(call));
   BATON_RETURN_IF_ERROR(CompletePending());
@@ -289,18 +290,22 @@ Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Man
 }
 
 // After an MPI failure (mpi_check.h) the save in flight can never be agreed
-// on nor committed: the failure at once, not after this rank's write has
-// ended (Wait: a whole shard) or timeout_seconds (WaitOrAbandon: an agreed
-// stop's grace period spent on a commit that cannot come). The writer is
-// left to the destructor, which abandons it at its next slab.
-Status CheckpointerImpl::FailedBeforeCommit(const char* call, int line) const {
-  return mpi::FailedStatus(call, __FILE__, line).Annotate(pending_->What() + " is not committed");
+// on nor committed, and no new save or restore can agree on anything: the
+// failure at once, not after this rank's write has ended (Wait, and Save,
+// SaveAsync and Restore, which complete it first: a whole shard) or
+// timeout_seconds (WaitOrAbandon: an agreed stop's grace period spent on a
+// commit that cannot come), and before a save copies or hashes the arrays
+// or drops the level-1 snapshot. The writer is left to the destructor,
+// which abandons it at its next slab.
+Status CheckpointerImpl::FailedBeforeCommit(const char* call, const char* file, int line) const {
+  Status failed = mpi::FailedStatus(call, file, line);
+  return pending_ ? failed.Annotate(pending_->What() + " is not committed") : failed;
 }
 
 Status CheckpointerImpl::Wait(double timeout_seconds) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Wait");
   if (!pending_) return Status::OK();
-  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::Wait", __LINE__);
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::Wait", __FILE__, __LINE__);
   const bool done = writer_.WaitUntil(Now() + timeout_seconds);
   int mine = done ? 1 : 0, all = 0;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm_)));
@@ -315,7 +320,7 @@ Status CheckpointerImpl::Wait(double timeout_seconds) {
 Status CheckpointerImpl::WaitOrAbandon(double timeout_seconds) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::WaitOrAbandon");
   if (!pending_) return Status::OK();
-  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::WaitOrAbandon", __LINE__);
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::WaitOrAbandon", __FILE__, __LINE__);
   const double deadline = Now() + timeout_seconds;
   const bool done = writer_.WaitUntil(deadline);
   int mine = done ? 1 : 0, all = 0;

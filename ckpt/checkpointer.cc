@@ -158,6 +158,7 @@ Status CheckpointerImpl::Save(int64_t step) {
 
 Status CheckpointerImpl::SaveUnrecorded(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Save");
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::Save", __FILE__, __LINE__);
   BATON_RETURN_IF_ERROR(CheckWritable("Save(" + std::to_string(step) + ")"));
   BATON_RETURN_IF_ERROR(CompletePending());
   if (local_.on()) {
@@ -190,6 +191,7 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
 Status CheckpointerImpl::RestoreUnrecorded(const RestoreOptions& options, RestoreResult* result) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::Restore");
   *result = RestoreResult();
+  if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::Restore", __FILE__, __LINE__);
   BATON_RETURN_IF_ERROR(CompletePending());
   memory_.Drop();
   std::lock_guard<std::mutex> lock(Hdf5Mutex());

@@ -390,8 +390,9 @@ class CheckpointerImpl : public Checkpointer {
   Status CompletePending();
   Status CommitPending(const Status& written);
   Status AbandonPending(const Status& failure);
-  // Wait's and WaitOrAbandon's answer after an MPI failure (async_save.cc).
-  Status FailedBeforeCommit(const char* call, int line) const;
+  // The answer of Save, SaveAsync, Restore, Wait and WaitOrAbandon after an
+  // MPI failure (async_save.cc): the failure, naming the save in flight.
+  Status FailedBeforeCommit(const char* call, const char* file, int line) const;
   StagingPool staging_;          // the one staging copy
   MemoryLevel memory_;           // level 1: the staging copy, kept as the snapshot
   NodeLocalLevel local_;         // level 2; off without a node-local directory

@@ -156,6 +156,11 @@ int main(int argc, char** argv) {
     std::printf("rank %d: writer: %s\n", rank, writing && held.held() ? "writing" : "not writing");
     Timed(rank, "wait", [&] { return ck->Wait(5); });
     Timed(rank, "wait_or_abandon", [&] { return ck->WaitOrAbandon(5); });
+    // Each completes the save in flight first (its writer is still held).
+    Timed(rank, "save", [&] { return ck->Save(2); });
+    Timed(rank, "save_async", [&] { return ck->SaveAsync(3); });
+    baton::RestoreResult restored;
+    Timed(rank, "restore", [&] { return ck->Restore(baton::RestoreOptions(), &restored); });
   }
   if (failing) {
     Reduce(*comm, rank, "second all_reduce");

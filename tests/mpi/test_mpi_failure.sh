@@ -88,7 +88,7 @@ test_a_save_in_flight_when_mpi_fails_is_left_without_mpi() {
   grep -q 'MPI_Iallreduce fails with MPI_ERR_OTHER (injected)' "$out" || fail "the failure was not injected"
   grep -q '^rank 1: writer: writing' "$out" || fail "the background writer was not writing at the failure"
   local call
-  for call in wait wait_or_abandon; do
+  for call in wait wait_or_abandon save save_async restore; do
     grep -Eq "^rank 1: $call: baton\[runtime\] IOError .*the asynchronous save of step 1 is not committed: .*MPI failed earlier in this process \(MPI_Iallreduce failed.* after [0-9]{1,3} ms" "$out" ||
       fail "$call did not return the MPI failure at once"
   done
