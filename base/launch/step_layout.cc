@@ -90,10 +90,17 @@ Status LayoutFromNodeTasks(std::vector<std::string> nodes,
                                                        nodes[n] + " is outside 0.." +
                                                        std::to_string(total - 1));
       }
+      // Slurm's own layouts repeat a task id in one case only: a
+      // heterogeneous step (srun A : B) inside an allocation that is not a
+      // heterogeneous job, whose merged layout numbers each component's
+      // tasks from 0 with nothing to tell the components apart. Say so.
       if (task_node[rank] != -1) {
-        return Status::InvalidArgument(kComponent, "task id " + std::to_string(rank) +
-                                                       " appears on both " + nodes[task_node[rank]] +
-                                                       " and " + nodes[n]);
+        return Status::InvalidArgument(
+            kComponent, "task id " + std::to_string(rank) + " appears on both " + nodes[task_node[rank]] + " and " +
+                            nodes[n] +
+                            " (a heterogeneous step 'srun A : B' inside an allocation that is not a heterogeneous "
+                            "job, which Slurm numbers from 0 in each component, is not supported: allocate a "
+                            "heterogeneous job, 'salloc/sbatch ... : ...', and run 'srun --het-group=...' in it)");
       }
       task_node[rank] = static_cast<int>(n);
     }

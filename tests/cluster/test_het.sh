@@ -79,6 +79,24 @@ test_a_heterogeneous_step_asks_the_controller_per_component_not_per_node() {
     "requests for a 2-component 4-node step: REQUEST_STEP_LAYOUT REQUEST_NODE_INFO REQUEST_NODE_INFO_SINGLE"
 }
 
+# A het step inside an ordinary allocation: Slurm 22.05 sets no
+# SLURM_HET_SIZE there, the components share the job id, and the
+# controller's merged layout numbers each component's tasks from 0. srun
+# refuses it before any task starts, saying what to do instead (before, the
+# error said only "task id 0 appears on both n1 and n2").
+test_a_heterogeneous_step_in_an_ordinary_allocation_is_refused_saying_why() {
+  local d rc=0
+  d=$(case_dir)
+  timeout 120 salloc -N2 -n2 srun --baton -N1 -n1 touch "$d/ran" : -N1 -n1 touch "$d/ran" >"$d/out" 2>&1 || rc=$?
+  cat "$d/out"
+  [ "$rc" -ne 0 ] || fail "the step ran (salloc exit 0)"
+  [ "$rc" -ne 124 ] || fail "salloc did not end within 120 s"
+  [ ! -e "$d/ran" ] || fail "a task ran"
+  grep -q "task id 0 appears on both n1 and n2 (a heterogeneous step 'srun A : B' inside an allocation that is not a heterogeneous job" "$d/out" ||
+    fail "srun's refusal does not say why"
+  grep -q "allocate a heterogeneous job, 'salloc/sbatch ... : ...'" "$d/out" || fail "srun's refusal does not say what to do"
+}
+
 test_an_sbatch_hetjob_is_one_world() {
   local d job
   d=$(case_dir)
