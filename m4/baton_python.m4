@@ -4,9 +4,11 @@
 # development headers, pybind11 (>= 2.6) and DLPack's header (dlpack/dlpack.h,
 # Debian: libdlpack-dev). Optional: on when everything is found.
 #
-# Options:  --with-python=PATH|yes|no  the interpreter (default: /usr/bin/python3
-#                                      when it exists, else python3 on PATH: the
-#                                      one Debian's numpy, mpi4py and torch belong to)
+# Options:  --with-python=PATH|yes|no  the interpreter (default: the virtual
+#                                      environment scripts/install-deps --with-torch
+#                                      makes, $BATON_VENV or /opt/baton-venv: torch 2
+#                                      from PyPI beside Debian's numpy, mpi4py and h5py;
+#                                      else /usr/bin/python3, else python3 on PATH)
 #           --disable-python           the same as --without-python
 #           --with-pythondir=DIR       where `make install` puts the package
 #                                      (default: the entry of the interpreter's
@@ -32,7 +34,7 @@ AC_DEFUN([BATON_CHECK_PYTHON], [
 AC_REQUIRE([PKG_PROG_PKG_CONFIG])
 AC_ARG_WITH([python],
   [AS_HELP_STRING([--with-python=PATH|yes|no],
-    [the Python 3 interpreter the extension baton._baton is built for (default: auto: /usr/bin/python3, else python3)])],
+    [the Python 3 interpreter the extension baton._baton is built for (default: auto: /opt/baton-venv/bin/python (torch 2, made by scripts/install-deps --with-torch), else /usr/bin/python3, else python3)])],
   [], [with_python=auto])
 AC_ARG_ENABLE([python],
   [AS_HELP_STRING([--disable-python], [do not build the Python extension])],
@@ -46,6 +48,7 @@ baton_have_python=no baton_python_why=
 AS_CASE([$with_python],
   [no], [baton_python_why="disabled by --without-python" PYTHON=:],
   [auto|yes], [AS_IF([test -n "$PYTHON"], [],
+                 [test -x "${BATON_VENV:-/opt/baton-venv}/bin/python"], [PYTHON=${BATON_VENV:-/opt/baton-venv}/bin/python],
                  [test -x /usr/bin/python3], [PYTHON=/usr/bin/python3],
                  [AC_PATH_PROG([PYTHON], [python3], [])])
                AS_IF([test -z "$PYTHON"], [baton_python_why="no python3 found"])],
@@ -120,7 +123,9 @@ else:
   pythondir=$baton_pydir
   pyexecdir=`echo "$baton_pydir" | sed 's/^\${prefix}/${exec_prefix}/'`
   baton_have_python=yes
-  baton_summary_python="$PYTHON $PYTHON_VERSION, pybind11 $baton_pybind11_ver, into $pythondir ($baton_pydir_note)"],
+  dnl torch is optional at build time; the summary names the one the tests will use.
+  baton_py_torch=`$PYTHON -c 'import torch; print("torch " + torch.__version__)' 2>/dev/null || echo "no torch: scripts/install-deps --with-torch"`
+  baton_summary_python="$PYTHON $PYTHON_VERSION ($baton_py_torch), pybind11 $baton_pybind11_ver, into $pythondir ($baton_pydir_note)"],
   [AS_CASE([$with_python],
      [auto|no], [AS_IF([test "$with_python" = auto],
                   [AC_MSG_NOTICE([building without the Python extension: $baton_python_why; _BATON_PYTHON_HINT])])],
