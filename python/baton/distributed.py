@@ -153,3 +153,43 @@ def _translate(error, rank, seconds):
     if type(error).__name__ in ("DistNetworkError", "DistStoreError"):
         return _baton.Unavailable(f"init_process_group: rank {rank}: {text.splitlines()[0]}")
     return None
+
+
+# What torch's backends say when a peer is gone (gloo: the connection, a
+# receive's deadline; NCCL: the remote error, the watchdog's abort). torch
+# raises these as a plain RuntimeError (gloo) or a DistBackendError.
+_LOST_PEER_TEXT = ("connection closed by peer", "connection reset by peer", "connection refused", "broken pipe",
+                   "timed out", "timeout", "ncclremoteerror", "nccl communicator was aborted",
+                   "watchdog caught collective operation timeout")
+
+
+def requeue_cures(error):
+    """Whether a requeue (exit 75) can cure ``error``: a lost peer or a transient failure, not a bug.
+
+    True for baton's Unavailable, TimeoutError, Aborted and IOError, for
+    torch.distributed's DistError family (a store, the network, a backend)
+    and for a RuntimeError in which gloo or NCCL reports a lost peer or a
+    deadline. False for everything else: bad input
+    (baton.InvalidArgument, NotFound, CorruptCheckpointError), a Python
+    error in the program: a new run would fail the same way.
+    """
+    if isinstance(error, (_baton.Unavailable, _baton.TimeoutError, _baton.Aborted, _baton.IOError)):
+        return True
+    if isinstance(error, _baton.Error):
+        return False
+    dist = _torch_distributed()
+    if dist is not None and isinstance(error, getattr(dist, "DistError", ())):
+        return True
+    if type(error) is RuntimeError:
+        text = str(error).lower()
+        return any(t in text for t in _LOST_PEER_TEXT)
+    return False
+
+
+def _torch_distributed():
+    """torch.distributed if the program imported torch (never imported here for the question)."""
+    import sys
+    if "torch" not in sys.modules:
+        return None
+    import torch.distributed
+    return torch.distributed

@@ -114,3 +114,24 @@ def test_import_baton_does_not_import_torch():
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("error, cures", [
+    (RuntimeError("[gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:32171"), True),
+    (RuntimeError("[pair.cc:545] Read error [127.0.0.1]:55011: Connection reset by peer"), True),
+    (RuntimeError("NCCL error: remote process exited or there was a network error, ncclRemoteError"), True),
+    (baton.TimeoutError("a deadline"), True),
+    (baton.Unavailable("a node"), True),
+    (baton.InvalidArgument("bad input"), False),
+    (baton.CorruptCheckpointError("bad bytes"), False),
+    (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x3 and 5x6)"), False),
+    (ZeroDivisionError("a bug"), False),
+    (KeyError("timeout"), False),  # only a RuntimeError's text is read
+])
+def test_requeue_cures_a_lost_peer_not_a_bug(error, cures):
+    assert baton.requeue_cures(error) is cures
+
+
+def test_requeue_cures_torch_distributed_errors():
+    assert baton.requeue_cures(dist.DistNetworkError("connect() timed out"))
+    assert baton.requeue_cures(dist.DistStoreError("wait timeout"))
