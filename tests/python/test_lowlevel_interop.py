@@ -85,8 +85,8 @@ print("ok")
 # ---- torch through DLPack -------------------------------------------------------------------
 
 def torch_or_skip():
-    return pytest.importorskip("torch", reason="PyTorch (python3-torch) is not installed: scripts/install-deps "
-                                               "--with-torch installs it")
+    return pytest.importorskip("torch", reason="PyTorch is not installed for this interpreter: scripts/install-deps "
+                                               "--with-torch installs torch 2 from PyPI in /opt/baton-venv")
 
 
 TORCH_DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "int8", "int16"]
