@@ -55,7 +55,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 
 import torch
 import torch.distributed as dist
@@ -255,23 +254,7 @@ if __name__ == "__main__":
     try:
         main()
     except Exception as e:  # noqa: BLE001  (every failure is named and given its exit status)
-        what = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        if not baton.requeue_cures(e):
-            # A bug or bad input: exit 1, a new run would fail the same way.
-            # The record tells train_ddp.sbatch so, whatever status srun
-            # reports for the step (the peers it ends say 143 or 137).
-            baton.Runtime.record_failure(f"bug (exit 1): {what}")
-            # Exit at once: the peers wait in a collective for this rank,
-            # and a normal exit would wait for them (MPI's finalize) until
-            # the collective deadline. The launcher (srun -K, mpirun) then
-            # ends the peers.
-            traceback.print_exc()
-            sys.stderr.flush()
-            sys.stdout.flush()
-            os._exit(1)
-        # A lost peer (gloo's "Connection closed by peer"), a deadline, I/O:
-        # a new launch on the nodes left may well succeed.
-        baton.Runtime.record_failure(what)
-        print(f"train_ddp.py: {what}; exiting {baton.EXIT_REQUEUE} to be relaunched or requeued",
-              file=sys.stderr, flush=True)
-        sys.exit(baton.EXIT_REQUEUE)
+        # A bug or bad input: exit 1 at once, recorded as a bug (not
+        # relaunched, not requeued). A lost peer (gloo's "Connection closed
+        # by peer"), a deadline, I/O: exit 75, a new launch may succeed.
+        baton.exit_for(e, "train_ddp.py")

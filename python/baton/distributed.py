@@ -186,6 +186,34 @@ def requeue_cures(error):
     return False
 
 
+def exit_for(error, program):
+    """Ends the process for ``error`` as a training program should; never returns.
+
+    A bug or bad input (``requeue_cures`` is False): records "bug (exit 1):
+    ..." in the event log (the job script reads it: srun reports the
+    peers' 143 or 137, not this 1), prints the traceback and exits 1 at
+    once: the peers wait for this rank in a collective, and a normal exit
+    would wait for them in MPI's finalize until the collective deadline; the
+    launcher (srun -K, mpirun) ends them. Otherwise (a lost peer, a
+    deadline, I/O): records the failure and exits 75, to be launched again.
+    Call it from ``except Exception as e:`` around the program's main.
+    """
+    import sys
+    import traceback
+    first = str(error).splitlines()[0] if str(error) else ""
+    what = f"{type(error).__name__}: {first}"
+    if not requeue_cures(error):
+        _baton.Runtime.record_failure(f"bug (exit 1): {what}")
+        traceback.print_exception(error)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)
+    _baton.Runtime.record_failure(what)
+    print(f"{program}: {what}; exiting {_baton.EXIT_REQUEUE} to be relaunched or requeued", file=sys.stderr,
+          flush=True)
+    sys.exit(_baton.EXIT_REQUEUE)
+
+
 def _torch_distributed():
     """torch.distributed if the program imported torch (never imported here for the question)."""
     import sys

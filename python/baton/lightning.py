@@ -42,8 +42,9 @@ The pieces are thin: the work is the same Checkpointer's as in a plain loop.
   covers the job.
 
 Not bit-identical across a resume, as Lightning stands: a mid-epoch
-checkpoint (the agreed stop, ``every_n_train_steps``) resumes the epoch's
-data from its start unless the DataLoader is stateful (``state_dict()``/
+checkpoint (the agreed stop, ``every_n_train_steps``) runs the epoch's
+remaining number of batches but draws them from the epoch's start (Lightning
+warns so) unless the DataLoader is stateful (``state_dict()``/
 ``load_state_dict()``, which Lightning keeps in its loop state); the
 sanity check and validation draw from torch's generator. Epoch-end saves
 with stateless data and no sanity check resume bit for bit

@@ -39,7 +39,7 @@ ddp() {
     --hidden 32 "$@" >>"$base/$_n.out" 2>&1
 }
 # checksum FILE: the last launch's final checksum, once per rank
-checksum() { sed -n 's/^final_checksum=//p' "$1" | tail -n 2 | sort -u; }
+checksum() { sed -n "s/^.*final_checksum=//p" "$1" | tail -n 2 | sort -u; }
 
 # 1. An uninterrupted run, and one stopped at step 10 and run again to 20.
 ddp whole --steps 20 --ckpt-every 5 --ckpt-dir "$base/whole"
@@ -82,3 +82,29 @@ else
   row FAIL "ddp: the survivor of a dead peer exits 75" "see $base/die.out"
   cat "$base/die.out"
 fi
+
+# 4. train_lightning.py: 3 epochs uninterrupted, and 1 epoch then resumed to 3.
+if ! "$python" -c 'import lightning' 2>/dev/null; then
+  row SKIP "lightning: resumed at an epoch's end, final checksum equal" "$python cannot import lightning"
+else
+  lightning() {
+    _n=$1
+    shift
+    timeout --kill-after=10 240 "$srcdir/tests/lib/mpirun-ranks" 2 "$python" "$ex/train_lightning.py" \
+      --samples 512 --hidden 32 "$@" >>"$base/$_n.out" 2>&1
+  }
+  lightning lwhole --epochs 3 --ckpt-dir "$base/lwhole"
+  lightning lparts --epochs 1 --ckpt-dir "$base/lparts"
+  lightning lparts --epochs 3 --ckpt-dir "$base/lparts"
+  a=$(checksum "$base/lwhole.out") b=$(checksum "$base/lparts.out")
+  if [ -n "$a" ] && [ "$(echo "$a" | wc -l)" = 1 ] && [ "$a" = "$b" ] &&
+    grep -q "^resuming from $base/lparts " "$base/lparts.out" && grep -q '^step=24 ' "$base/lparts.out"; then
+    row PASS "lightning: resumed at an epoch's end, final checksum equal" "$a"
+  else
+    row FAIL "lightning: resumed at an epoch's end, final checksum equal" "uninterrupted '$a', resumed '$b'"
+    cat "$base/lwhole.out" "$base/lparts.out"
+  fi
+fi
+
+# A FAIL row fails the suite.
+! grep -q '^FAIL' "$rows"
