@@ -270,7 +270,8 @@ class Checkpointer:
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        # The extension's __exit__ commits a save in flight, unless an exception unwinds.
+        self._low.__exit__(*exc)
         return False
 
     # --------------------------------------------------------------- inside
