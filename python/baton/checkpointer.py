@@ -24,7 +24,7 @@ class SaveFuture:
     """An asynchronous save in flight (Checkpointer.save_async).
 
     ``wait(timeout=None)`` completes it: collective, every rank calls it (it
-    is Checkpointer.wait). The next save, restore or wait completes it too.
+    is Checkpointer.wait). The next save, restore or wait, or close(), completes it too.
     """
 
     def __init__(self, checkpointer, step):
@@ -62,6 +62,7 @@ class Checkpointer:
             if rt.should_stop():
                 ck.save(state, step + 1)
                 sys.exit(baton.EXIT_REQUEUE)
+        ck.wait(); ck.close()         # commits a save_async in flight (close() alone would too)
 
     ``state`` is a dict. Its leaves: torch tensors (any dtype torch has that
     baton has a type for, bf16 included) and NumPy arrays become baton
@@ -263,7 +264,7 @@ class Checkpointer:
         return self._low.run_id
 
     def close(self):
-        """Waits for this rank's writer and releases the directory (commit first with wait())."""
+        """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
         self._low.close()
 
     def __enter__(self):

@@ -102,3 +102,22 @@ def test_an_exception_leaving_a_with_block_abandons_the_save_instead_of_waiting(
     assert time.monotonic() - t0 < 30
     step, _ = restored(rt, shared_dir)
     assert step is None
+
+
+def test_the_state_dict_checkpointer_commits_at_the_end_of_its_with_block(rt, shared_dir):
+    """baton.Checkpointer's with block ends through the extension's: a clean end commits the
+    save_async, an exception leaving it abandons the save and goes on."""
+    import baton
+    state = {"w": np.arange(64, dtype=np.float64), "epoch": 3}
+    with baton.Checkpointer(rt, dir=shared_dir) as ck:
+        ck.save_async(state, 6)
+    with pytest.raises(ValueError, match="on purpose"):
+        with baton.Checkpointer(rt, dir=shared_dir) as ck:
+            state["w"] += 1
+            ck.save_async(state, 7)
+            raise ValueError("on purpose")
+    back = {"w": np.zeros(64, dtype=np.float64), "epoch": 0}
+    with baton.Checkpointer(rt, dir=shared_dir) as ck:
+        assert ck.restore(back) == 6
+    np.testing.assert_array_equal(back["w"], np.arange(64, dtype=np.float64))
+    assert back["epoch"] == 3
