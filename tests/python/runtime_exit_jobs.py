@@ -196,6 +196,24 @@ def test_a_multiprocessing_fork_worker_and_a_preexec_child_exit(tmp_path):
         assert line in out, out[-3000:]
 
 
+def test_torch_dataloader_fork_workers_exit(tmp_path):
+    pytest.importorskip("torch", reason="PyTorch is not installed for this interpreter (scripts/install-deps "
+                                        "--with-torch)")
+    rc, seconds, out = run_job(tmp_path, FORK_PRELUDE % str(tmp_path / "ckpt") + """
+    import torch
+    from torch.utils.data import DataLoader
+    data = torch.arange(64, dtype=torch.float32)
+    for epoch in range(2):   # workers made and ended twice
+        loader = DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="fork")
+        print("epoch", epoch, float(sum(b.sum() for b in loader)), flush=True)
+        del loader
+    ck.close()
+    print("parent done", flush=True)
+    """, ranks=0, timeout=120)
+    assert rc == 0 and "epoch 1 2016.0" in out and "parent done" in out, "exit %d after %.1f s:\n%s" % (
+        rc, seconds, out[-3000:])
+
+
 def test_an_exception_in_a_forked_child_ends_only_the_child(tmp_path):
     """The hook a child inherits is not baton's: a child's exception must not MPI_Abort the parent's job."""
     rc, _, out = run_job(tmp_path, FORK_PRELUDE % str(tmp_path / "ckpt") + """
