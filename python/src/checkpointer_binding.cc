@@ -65,6 +65,21 @@ class PyArrayCheckpointer : public RuntimeUser {
       s = Checkpointer::Create(rt, options, &ck_);
     }
     Check(s);
+    // A communicator of its own for close()'s agreement (CloseKeepingRuntime):
+    // no other collective of the runtime or the checkpointer can meet it.
+    {
+      py::gil_scoped_release release;
+      MPI_Request request = MPI_REQUEST_NULL;
+      s = BATON_MPI_CHECK(MPI_Comm_idup(rt.world_comm(), &close_comm_, &request));
+      if (s.ok()) s = mpi::Deadline(rt.options().collective_timeout).Wait(&request, 1);
+    }
+    if (!s.ok()) {
+      if (s.code() == Code::kTimeout) mpi::MarkAbandoned();
+      close_comm_ = MPI_COMM_NULL;  // left to MPI (in flight, or failed)
+      py::gil_scoped_release release;
+      ck_.reset();
+    }
+    Check(s.Annotate("ArrayCheckpointer: duplicating the runtime's communicator"));
     held_dir_ = key;
     if (!held_dir_.empty()) ++DirsHeldHere()[held_dir_];
     runtime_->AddUser(this);
@@ -257,24 +272,50 @@ class PyArrayCheckpointer : public RuntimeUser {
     if (ck_ && !Foreign()) {
       Busy busy(*this, "close");
       const AsyncSaveStatus in_flight = ck_->async_status();
-      if (commit && in_flight.state != AsyncSaveStatus::State::kIdle) {
-        const double deadline = runtime_ != nullptr && !runtime_->closed()
-                                    ? runtime_->get().options().collective_timeout
-                                    : std::numeric_limits<double>::infinity();
+      if (commit && in_flight.state != AsyncSaveStatus::State::kIdle && runtime_ != nullptr &&
+          !runtime_->closed()) {
+        Runtime& rt = runtime_->get();
+        const double deadline = rt.options().collective_timeout;
+        const std::string what = "close(): committing save_async(" + std::to_string(in_flight.step) + ")";
         Status s;
+        bool timed_out = false;
         {
           py::gil_scoped_release release;
-          s = ck_->Wait(deadline);
+          // First every rank must be closing too, within the deadline: the
+          // commit's own collectives (Checkpointer::Wait) have none, and a
+          // rank that closes alone (its sys.exit while the others train)
+          // would wait there for ever. On the heap: after a timeout MPI may
+          // still write it.
+          auto* buf = new int[2]{1, 0};
+          MPI_Request request = MPI_REQUEST_NULL;
+          s = BATON_MPI_CHECK(MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_INT, MPI_MIN, close_comm_, &request));
+          if (s.ok()) s = mpi::Deadline(deadline).Wait(&request, 1);
+          if (s.code() == Code::kTimeout) {
+            // Left in flight: MPI_Finalize would wait for the absent rank
+            // (the process exits without it) and close_comm_ stays.
+            mpi::MarkAbandoned();
+            close_comm_ = MPI_COMM_NULL;
+            timed_out = true;
+            s = mpi::TimeoutStatus(&rt, what + " (not committed; abandoned): waiting for every rank to close",
+                                   deadline);
+          } else {
+            delete[] buf;
+            if (s.ok()) s = ck_->Wait(deadline);
+          }
         }
-        if (!s.ok())
-          *failure = s.Annotate("close(): committing save_async(" + std::to_string(in_flight.step) +
-                                ") before closing (it is not committed)");
+        if (!s.ok()) *failure = timed_out ? s : s.Annotate(what + " (not committed)");
       }
       py::gil_scoped_release release;  // waits for the background writer
       ck_.reset();
     } else if (ck_) {
       (void)ck_.release();  // a forked child: the parent's objects, left as they are
     }
+    if (close_comm_ != MPI_COMM_NULL && !Foreign()) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized && !mpi::Failed()) MPI_Comm_free(&close_comm_);
+    }
+    close_comm_ = MPI_COMM_NULL;
     if (!held_dir_.empty() && !Foreign()) {
       auto it = DirsHeldHere().find(held_dir_);
       if (it != DirsHeldHere().end() && --it->second == 0) DirsHeldHere().erase(it);
@@ -317,6 +358,7 @@ class PyArrayCheckpointer : public RuntimeUser {
   py::object runtime_obj_;  // keeps the Runtime alive while this is open
   PyRuntime* runtime_ = nullptr;
   long pid_;              // the process that made it (a forked child's copy is not its own)
+  MPI_Comm close_comm_ = MPI_COMM_NULL;  // close()'s agreement (a dup of the runtime's world)
   std::string held_dir_;  // its key in DirsHeldHere
   std::unique_ptr<Checkpointer> ck_;
   std::map<std::string, ArrayView> arrays_;

@@ -126,6 +126,28 @@ def test_requeue_exit_stays_75_and_a_clean_exit_0(tmp_path):
     assert rc == 0 and seconds < QUICK, "exit %d after %.1f s:\n%s" % (rc, seconds, out[-3000:])
 
 
+def test_a_rank_that_exits_alone_with_a_save_in_flight_ends_with_its_status(tmp_path):
+    """Exit commits a save in flight only when every rank closes: a rank that leaves alone (the
+    others still training) gives up after collective_timeout (10 s here), abandons the save, says
+    so, and ends with its own status; never waits for ever."""
+    rc, seconds, out = run_job(tmp_path, """
+        import sys, time
+        import numpy as np
+        import baton
+        rt = baton.Runtime()
+        ck = baton.ArrayCheckpointer(rt, dir=%r)
+        w = np.arange(1 << 16, dtype=np.float32)
+        ck.register_replicated("w", w)
+        ck.save_async(1)
+        if rt.rank == 0:
+            sys.exit(3)
+        time.sleep(600)       # a long step elsewhere
+    """ % str(tmp_path / "ckpt"), ranks=2, extra_env={"BATON_COLLECTIVE_TIMEOUT": "10"})
+    assert rc == 3 and seconds < 60, "exit %d after %.1f s:\n%s" % (rc, seconds, out[-3000:])
+    assert "close(): committing save_async(1) (not committed; abandoned): waiting for every rank to close" in out, \
+        out[-3000:]
+
+
 # ---- item 4: a child forked after baton.Runtime() exits ----------------------------------
 
 FORK_PRELUDE = """
