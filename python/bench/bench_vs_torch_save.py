@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/opt/baton-venv/bin/python
 """baton.Checkpointer against torch.save / torch.load for a DDP model's state.
 
 Run under mpirun, one process per rank, on one node:
 
-    tests/lib/mpirun-ranks 3 /usr/bin/python3 python/bench/bench_vs_torch_save.py --dir /tmp/bench
-    tests/lib/mpirun-ranks 8 /usr/bin/python3 python/bench/bench_vs_torch_save.py --dir /tmp/bench
+    tests/lib/mpirun-ranks 3 /opt/baton-venv/bin/python python/bench/bench_vs_torch_save.py --dir /tmp/bench
+    tests/lib/mpirun-ranks 8 /opt/baton-venv/bin/python python/bench/bench_vs_torch_save.py --dir /tmp/bench
 
 Every rank builds the same model (a stack of Linear layers of --mib MiB of
 float32 parameters) and takes one Adam step on the same data, so that every
