@@ -254,7 +254,8 @@ if __name__ == "__main__":
     try:
         main()
     except Exception as e:  # noqa: BLE001  (every failure is named and given its exit status)
-        # A bug or bad input: exit 1 at once, recorded as a bug (not
-        # relaunched, not requeued). A lost peer (gloo's "Connection closed
-        # by peer"), a deadline, I/O: exit 75, a new launch may succeed.
+        # A lost peer (gloo's "Connection closed by peer"), a deadline, I/O:
+        # exit 75, a new launch may succeed. A bug or bad input: raised again
+        # for baton's excepthook: exit 1 on every rank at once, recorded as
+        # uncaught (train_ddp.sbatch neither relaunches nor requeues it).
         baton.exit_for(e, "train_ddp.py")

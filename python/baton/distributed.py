@@ -189,25 +189,19 @@ def requeue_cures(error):
 def exit_for(error, program):
     """Ends the process for ``error`` as a training program should; never returns.
 
-    A bug or bad input (``requeue_cures`` is False): records "bug (exit 1):
-    ..." in the event log (the job script reads it: srun reports the
-    peers' 143 or 137, not this 1), prints the traceback and exits 1 at
-    once: the peers wait for this rank in a collective, and a normal exit
-    would wait for them in MPI's finalize until the collective deadline; the
-    launcher (srun -K, mpirun) ends them. Otherwise (a lost peer, a
-    deadline, I/O): records the failure and exits 75, to be launched again.
-    Call it from ``except Exception as e:`` around the program's main.
+    Call it from ``except Exception as e:`` around the program's main. A lost
+    peer, a deadline, I/O (``requeue_cures``): records the failure in the
+    event log and exits 75, to be launched again. A bug or bad input: raises
+    ``error`` again, for baton's excepthook (python/baton/excepthook.py): the
+    traceback, an "uncaught ..." failure record (the job script reads it:
+    srun reports the peers' status, not this rank's 1) and MPI_Abort(1), so
+    that the peers waiting in a collective end at once.
     """
     import sys
-    import traceback
+    if not requeue_cures(error):
+        raise error
     first = str(error).splitlines()[0] if str(error) else ""
     what = f"{type(error).__name__}: {first}"
-    if not requeue_cures(error):
-        _baton.Runtime.record_failure(f"bug (exit 1): {what}")
-        traceback.print_exception(error)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
     _baton.Runtime.record_failure(what)
     print(f"{program}: {what}; exiting {_baton.EXIT_REQUEUE} to be relaunched or requeued", file=sys.stderr,
           flush=True)

@@ -62,11 +62,11 @@ else
   cat "$base/report.out"
 fi
 
-# 2. A bug on one rank: exit 1, recorded as a bug in the event log.
+# 2. A bug on one rank: exit 1 (baton's excepthook), recorded as uncaught in the event log.
 rc=0
 ddp bug --steps 20 --ckpt-every 5 --ckpt-dir "$base/bug" --inject bug@7 || rc=$?
 if [ "$rc" = 1 ] && grep -q 'ZeroDivisionError: --inject bug@7' "$base/bug.out" &&
-  cat "$base/bug/events/"*.jsonl | grep -q '"what":"bug (exit 1): ZeroDivisionError'; then
+  cat "$base/bug/events/"*.jsonl | grep -q '"what":"uncaught ZeroDivisionError'; then
   row PASS "ddp: a bug exits 1 and is recorded as a bug" ""
 else
   row FAIL "ddp: a bug exits 1 and is recorded as a bug" "mpirun exit $rc; see $base/bug.out"
@@ -76,7 +76,7 @@ fi
 # 3. A peer dies (SIGKILL): its survivor names the lost peer and exits 75.
 ddp die --steps 20 --ckpt-every 5 --ckpt-dir "$base/die" --inject die@7 || true
 if grep -q "exiting 75 to be relaunched or requeued" "$base/die.out" &&
-  ! cat "$base/die/events/"*.jsonl | grep -q '"what":"bug'; then
+  ! cat "$base/die/events/"*.jsonl | grep -q '"what":"uncaught'; then
   row PASS "ddp: the survivor of a dead peer exits 75" "$(grep -o 'train_ddp.py: [^;]*' "$base/die.out" | head -n 1 | cut -c1-200)"
 else
   row FAIL "ddp: the survivor of a dead peer exits 75" "see $base/die.out"
