@@ -62,6 +62,18 @@ else
   cat "$base/report.out"
 fi
 
+# 1b. The same directory at another world size (a restart on fewer nodes): 1 rank goes on to 25.
+timeout --kill-after=10 240 "$srcdir/tests/lib/mpirun-ranks" 1 "$python" "$ex/train_ddp.py" --samples 1024 \
+  --hidden 32 --steps 25 --ckpt-every 5 --ckpt-dir "$base/parts" >"$base/shrink.out" 2>&1
+if grep -q '^resumed from step 20 ' "$base/shrink.out" && grep -q '^final_checksum=' "$base/shrink.out" &&
+  "$baton_cli" report "$base/parts" 2>&1 | grep -q '1 ranks\{0,1\}, restored step 20'; then
+  row PASS "ddp: resumed at another world size (2 ranks -> 1)" ""
+else
+  row FAIL "ddp: resumed at another world size (2 ranks -> 1)" "see $base/shrink.out"
+  cat "$base/shrink.out"
+  "$baton_cli" report "$base/parts"
+fi
+
 # 2. A bug on one rank: exit 1 (baton's excepthook), recorded as uncaught in the event log.
 rc=0
 ddp bug --steps 20 --ckpt-every 5 --ckpt-dir "$base/bug" --inject bug@7 || rc=$?
