@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from baton import _baton, metadata
-from baton.errors import invalid, with_context
+from baton.errors import in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
@@ -159,7 +159,10 @@ class Checkpointer:
         self._runtime = runtime
         self._replicas = replicas
         self._options = dict(options, dir=dir, local_dir=local_dir, verify_replicas=replicas == "verify")
-        self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+        try:
+            self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+        except _baton.Error as e:
+            raise in_python_words(e) from None
         self._bindings = {}  # array name -> (Binding, registration key)
         self._marker = np.array(VERSION, dtype=np.int64)
         self._rank_state_set = False
@@ -225,8 +228,12 @@ class Checkpointer:
         local = self._agreed_plan("restore", state, [repr(step), bool(strict), bool(drop_rank_state_on_resize),
                                                      repr(from_level)], check)
         self._in_flight = None
-        return self._restore_state(state, local, step, strict,
-                                   dict(drop_rank_state_on_resize=drop_rank_state_on_resize, from_level=from_level))
+        try:
+            return self._restore_state(state, local, step, strict,
+                                       dict(drop_rank_state_on_resize=drop_rank_state_on_resize,
+                                            from_level=from_level))
+        except _baton.Error as e:
+            raise in_python_words(e) from None
 
     def wait(self, timeout=None):
         """Completes the save in flight, if any (collective); baton.TimeoutError past ``timeout`` seconds."""
