@@ -489,10 +489,27 @@ class Checkpointer:
                 raise _Unverified(version_path, found, None)
         for binding in bindings:
             binding.after_restore()
+        self._rebind_leaves(local, names)
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)
         return found
+
+    def _rebind_leaves(self, local, names):
+        """The state's own tensors registered again in place of the scratch, which is then freed.
+
+        Only the walk's leaves (the program's tensors, which the next save
+        registers anyway); a registration that fails here leaves the scratch
+        registered until the next save replaces it (that save's walk sees
+        another memory): nothing collective depends on it.
+        """
+        for name in names:
+            item = local.items.get(name)
+            if item is not None:
+                try:
+                    self._bind(item)
+                except (TypeError, ValueError, _baton.Error):
+                    pass
 
     def _next_older(self, version_path):
         """The step of the version just older than ``version_path`` (None: none), as rank 0 lists the directory.

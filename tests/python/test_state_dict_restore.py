@@ -122,3 +122,32 @@ def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
     assert ck.restore({"t": back}, step=5) == 5 and torch.equal(back, t + 5)
     assert "the highest step unless" in " ".join(baton.Checkpointer.restore.__doc__.split())
     ck.close()
+
+
+def test_after_a_restore_the_state_is_registered_and_the_scratch_freed(rt, shared_dir):
+    """The restore's scratch is replaced by the state's own tensors: the next save registers nothing again."""
+    model = torch.nn.Linear(4, 3)
+    state = {"model": model}
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save(state, 1)
+    assert ck.restore(state) == 1
+    registered = {name: b for name, (b, _) in ck._bindings.items() if b is not None}
+    assert all(not b.mirror for b in registered.values()), "a scratch buffer is still registered"
+    calls = []
+    low = ck._low
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(low, name)
+            if name.startswith("register_"):
+                return lambda *a, **k: (calls.append(a[0]), attr(*a, **k))[1]
+            return attr
+
+        def __setattr__(self, name, value):
+            setattr(low, name, value)
+
+    ck._low = Counting()
+    ck.save(state, 2)
+    ck._low = low
+    assert calls == []
+    ck.close()
