@@ -57,9 +57,9 @@ class SaveFuture:
 
     ``wait(timeout=None)`` completes it: collective, every rank calls it (it
     is Checkpointer.wait while this save is the one in flight). The next
-    save, restore or wait completes it too; after that its ``wait()``
-    returns at once and its ``status()`` is "done": each future acts on its
-    own step, never on a later save's.
+    save, restore or wait, or close(), completes it too; after that its
+    ``wait()`` returns at once and its ``status()`` is "done": each future
+    acts on its own step, never on a later save's.
     """
 
     def __init__(self, checkpointer, step, serial):
@@ -101,6 +101,7 @@ class Checkpointer:
             if rt.should_stop():
                 ck.save(state, step + 1)
                 sys.exit(baton.EXIT_REQUEUE)
+        ck.wait(); ck.close()         # commits a save_async in flight (close() alone would too)
 
     ``state`` is a dict. Its leaves: torch tensors (any dtype torch has that
     baton has a type for, bf16 included) and NumPy arrays become baton
@@ -278,14 +279,15 @@ class Checkpointer:
         return self._low.run_id
 
     def close(self):
-        """Waits for this rank's writer and releases the directory (commit first with wait())."""
+        """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
         self._low.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        # The extension's __exit__ commits a save in flight, unless an exception unwinds.
+        self._low.__exit__(*exc)
         return False
 
     # --------------------------------------------------------------- inside

@@ -32,6 +32,10 @@ PYBIND11_MODULE(_baton, m) {
         return py::make_tuple(std::string(baton::DTypeName(t)), baton::DTypeSize(t));
       },
       py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
+  m.def(
+      "_abort_job", [](int code) { baton::python::PyRuntime::AbortJob(code); }, py::arg("code"),
+      "Ends the whole job with `code` (MPI_Abort), or this process where MPI is not running in it; does not "
+      "return (baton/excepthook.py).");
   m.def("_at_exit", &baton::python::PyRuntime::AtExit,
         "Closes every open Runtime and finalizes MPI if baton started it (registered with atexit).");
   py::module_::import("atexit").attr("register")(m.attr("_at_exit"));
