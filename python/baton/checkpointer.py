@@ -280,6 +280,7 @@ class Checkpointer:
 
     def close(self):
         """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
+        self._in_flight = None
         self._low.close()
 
     def __enter__(self):
@@ -287,6 +288,7 @@ class Checkpointer:
 
     def __exit__(self, *exc):
         # The extension's __exit__ commits a save in flight, unless an exception unwinds.
+        self._in_flight = None
         self._low.__exit__(*exc)
         return False
 
