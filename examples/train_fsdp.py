@@ -19,7 +19,9 @@ BATON_MIN_NODES allows). Each step goes to baton's event log (baton report);
 a bug exits 1, a lost peer or a deadline 75 (baton.exit_for).
 
 DTensor state in baton.Checkpointer comes with issue 40 (the dcp branch);
-until it is merged, a save of this state is refused, naming the DTensor.
+until it is merged, the first restore refuses this state, naming the
+DTensor ("cannot keep 'model/pos': a DTensor is split over the ranks"), and
+the program exits 1 on every rank (baton's excepthook).
 """
 import argparse
 import hashlib
