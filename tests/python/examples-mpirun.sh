@@ -6,7 +6,7 @@
 # bit for bit from an epoch-end checkpoint. (On the local cluster:
 # tests/cluster/test_torch.sh.)
 . "${srcdir:?set by make check}/tests/lib/suite.sh"
-label=python-examples
+label="python-examples"
 rows=$BATON_TEST_RESULTS/$label.tsv
 rm -f "$rows"
 if [ ! -e "$BATON_BUILD_DIR/python/baton/_baton.so" ]; then
