@@ -19,7 +19,7 @@ def world(rank, size, tag):
     if not dist.is_initialized():
         base = os.environ["BATON_PYTEST_TMP"]
         dist.init_process_group("gloo", init_method="file://" + os.path.join(base, "gloo-store-" + tag),
-                                rank=rank, world_size=size, timeout=datetime.timedelta(seconds=60))
+                                rank=rank, world_size=size, timeout=datetime.timedelta(seconds=300))
         _made = True
     return dist
 

@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import subprocess
+import sys
 import traceback
 
 import pytest
@@ -177,3 +178,43 @@ def test_empty_directory_names_it(dist, rt, shared_dir):
     # DCP gathers every rank's failure into one exception on every rank.
     text = "".join(traceback.format_exception(info.value))
     assert "BatonReader: %s holds no checkpoint version" % shared_dir in text, text
+
+
+_CONVERT = r"""
+import sys, torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
+from baton.dcp.__main__ import main
+d = sys.argv[1]
+sd = {"a": torch.arange(10.0), "b": {"c": torch.ones(3, 4, dtype=torch.bfloat16), "n": 7}}
+dcp.save(sd, storage_writer=FileSystemWriter(d + "/dcp-in"), no_dist=True)
+torch.save({"w": torch.full((2, 2), 5.0)}, d + "/in.pt")
+rcs = [main(["import", d + "/dcp-in", d + "/baton"]), main(["import", d + "/in.pt", d + "/baton", "--step", "7"]),
+       main(["export", d + "/baton", d + "/dcp-out", "--step", "0"]),
+       main(["export", d + "/baton", d + "/out.pt", "--format", "torch"]),
+       main(["import", d + "/baton", d + "/other"])]
+assert rcs == [0, 0, 0, 0, 1], rcs
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save(d + "/dcp-out", d + "/round.pt")
+back = torch.load(d + "/round.pt")
+assert torch.equal(back["a"], sd["a"]) and torch.equal(back["b"]["c"], sd["b"]["c"]) and back["b"]["n"] == 7, back
+assert torch.equal(torch.load(d + "/out.pt")["w"], torch.full((2, 2), 5.0))
+print("convert ok")
+"""
+
+
+def test_import_export_tool(dist, shared_dir, rank):
+    """python -m baton.dcp (its main): a DCP directory and a torch.save file become baton versions that
+    `baton ckpt verify` accepts, and come back out as DCP's format and a torch.save file, equal; a source that is
+    neither is refused naming it. Rank 0 runs it as a process of its own (a world of one); the others wait."""
+    if rank == 0:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+        out = subprocess.run([sys.executable, "-c", _CONVERT, shared_dir], capture_output=True, text=True,
+                             timeout=280, env=env)
+        assert out.returncode == 0 and "convert ok" in out.stdout, (out.stdout, out.stderr[-3000:])
+        assert "without .metadata: not a DCP checkpoint" in out.stderr, out.stderr[-3000:]
+        if os.path.exists(BATON_CLI):
+            v = subprocess.run([BATON_CLI, "ckpt", "verify", os.path.join(shared_dir, "baton")], capture_output=True,
+                               text=True, timeout=120)
+            assert v.returncode == 0, (v.stdout, v.stderr)
+    dist.barrier()
