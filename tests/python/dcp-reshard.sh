@@ -19,7 +19,7 @@ BATON_COLLECTIVE_TIMEOUT=${BATON_COLLECTIVE_TIMEOUT:-60}
 export PYTHONPATH PYTHONDONTWRITEBYTECODE BATON_COLLECTIVE_TIMEOUT
 rc=0
 # pair:what:ranks:mesh
-for phase in a:save:4:4 a:restore:2:2 b:save:2:2 b:restore:3:3 c:save:4:2x2 c:restore:2:2; do
+for phase in ${BATON_DCP_PHASES:-a:save:4:4 a:restore:2:2 b:save:2:2 b:restore:3:3 c:save:4:2x2 c:restore:2:2}; do
   IFS=: read -r pair what n mesh <<EOP
 $phase
 EOP

@@ -10,7 +10,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
-WIDTH = 24  # divisible by 2, 3 and 4: even shards at every world size tested
+WIDTH = 240  # divisible by 2, 3 and 4: even shards at every world size tested; large enough that
+# the bytes a resharding rank reads are mostly its shards (not the fixed small entries)
 
 
 def mesh_of(shape):

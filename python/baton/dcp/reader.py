@@ -50,7 +50,9 @@ class BatonReader(StorageReader):
       constructor options (level2/local_dir to read node-local copies).
 
     After a load, `last_restore` is baton's account of it (step,
-    version_path, fallbacks, level) and `bytes_read` what this rank read.
+    version_path, fallbacks, level), `bytes_read` what this rank read
+    (whole chunks, each verified) and `metadata_bytes` the size of the
+    stored DCP Metadata, which every rank reads in full at each load.
     """
 
     def __init__(self, path=None, *, step=None, runtime=None, from_level=0, **options):
@@ -60,6 +62,7 @@ class BatonReader(StorageReader):
         self.from_level = from_level
         self.last_restore = None
         self.bytes_read = None
+        self.metadata_bytes = None
         self._runtime = runtime
         self._options = options
         self._metadata = None
@@ -87,6 +90,7 @@ class BatonReader(StorageReader):
         finally:
             ck.close()
         self._metadata_bytes = blob.tobytes()
+        self.metadata_bytes = len(self._metadata_bytes)
         self._metadata = pickle.loads(self._metadata_bytes)
         return self._metadata
 
