@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baton/checkpointer.h"
@@ -68,12 +69,30 @@ class PyArrayCheckpointer : public RuntimeUser {
   void Run(const char* what, F call) {
     Busy busy(*this, what);
     Checkpointer& ck = get();
+    const std::string_view w(what);
+    if (w == "save" || w == "save_async" || w == "restore") CheckUnmoved(what);
     Status s;
     {
       py::gil_scoped_release release;
       s = call(ck);
     }
     Check(s);
+  }
+
+  // Every registered array still at the memory and shape it was registered
+  // with: a tensor whose storage moved since (resize_, set_, a NumPy
+  // resize) would be read or written at freed memory. Asked again of the
+  // object before every use (one view: no copy); InvalidArgument naming the
+  // array otherwise (issue 41 item 9).
+  void CheckUnmoved(const char* what) {
+    for (const auto& [name, view] : arrays_) {
+      const ArrayView now = ViewArray(name, view.owner, std::string(DTypeName(view.dtype)));
+      if (now.data != view.data || now.shape != view.shape)
+        ThrowInvalid(std::string(what) + ": array '" + name + "' moved since it was registered (shape " +
+                     ShapeText(view.shape) + ", now " + ShapeText(now.shape) +
+                     (now.data != view.data ? ", its memory reallocated" : "") +
+                     ": resize_, set_ or a NumPy resize?); register it again");
+    }
   }
 
   void Close() {

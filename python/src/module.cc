@@ -7,6 +7,7 @@
 #include "python/src/bench_binding.h"
 #include "python/src/checkpointer_binding.h"
 #include "python/src/errors.h"
+#include "python/src/deadline_collectives.h"
 #include "python/src/runtime_binding.h"
 
 namespace py = pybind11;
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_baton, m) {
   baton::python::BindRuntime(m);
   baton::python::BindCheckpointer(m);
   baton::python::BindBench(m);
+  baton::python::BindDeadlineCollectives(m);
   // Runtimes left open at exit are closed, then MPI finalized if baton
   // started it: after Python's own atexit handlers registered later
   // (mpi4py's, if imported after baton) and before the interpreter goes.
