@@ -7,14 +7,14 @@ Run under mpirun, at most one rank per core, on one node:
         --dir /tmp/bench-dcp --mib 16 --kind ddp
 
 Two states (--kind), of --mib MiB in all (parameters + AdamW's exp_avg and
-exp_avg_sq, float32; Linear layers of width 1024):
+exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
   ddp    every rank holds the whole state, the same (DDP): plain tensors;
   fsdp2  fully_shard (FSDP2, gloo on CPU): DTensor parameters and optimizer
          state, each rank 1/N of it (get_state_dict / set_state_dict).
 What each contender saves and restores, in the same run, the order rotated
 every round (--rounds):
   baton            baton.Checkpointer save / save_async / restore (ddp only:
-                   DTensor leaves are issue 40 item 2, not done)
+                   baton.Checkpointer takes no DTensor leaves yet)
   baton-dcp        dcp.save / dcp.async_save / dcp.load with baton.dcp's
                    BatonWriter / BatonReader (baton's format: every byte
                    hashed at save and verified at load)
@@ -72,9 +72,9 @@ class Peak:
 
 def make_state(mib, kind):
     torch.manual_seed(0)
-    width = 1024
+    width = 1024 if mib >= 192 else 512
     # parameters are a third of the state (AdamW keeps two more of the same size)
-    layers = max(1, (mib * 2**20 // 3) // (4 * (width * width + width)))
+    layers = max(1, round((mib * 2**20 / 3) / (4 * (width * width + width))))
     model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
     if kind == "fsdp2":
         from torch.distributed.device_mesh import init_device_mesh

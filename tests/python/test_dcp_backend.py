@@ -120,8 +120,8 @@ def test_async_save(dist, rt, shared_dir):
     sd = _state(4)
     want = {"model": {k: v.clone() for k, v in sd["model"].items()}, "extra": dict(sd["extra"])}
     future = dcp.async_save(sd, storage_writer=BatonWriter(shared_dir, step=9, runtime=rt))
+    sd["model"]["w"].add_(1)  # at once: DCP's stager copied the state before async_save returned
     future.result(timeout=120)
-    sd["model"]["w"].add_(1)
     got = _zeros_like(want)
     dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
     _assert_equal(got, want)

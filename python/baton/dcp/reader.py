@@ -115,6 +115,7 @@ class BatonReader(StorageReader):
         for item in plan.items:
             wanted[md.storage_data[item.storage_index]].append(item)
         ck = self._open()
+        direct_targets = self._direct = {}
         try:
             arrays = self._arrays(ck)
             buffers = {}
@@ -131,6 +132,10 @@ class BatonReader(StorageReader):
                 if shape != (tuple(sizes) or (1,)):
                     raise _baton.CorruptCheckpointError(
                         "BatonReader: array %r has shape %s, its DCP chunk %s" % (name, shape, tuple(sizes)))
+                direct = self._direct_target(items, shape, dtype, planner)
+                if direct is not None:
+                    buffers[name] = direct
+                    continue
                 if sizes:
                     first = min(int(i.storage_offsets[0]) for i in items)
                     end = max(int(i.storage_offsets[0]) + int(i.lengths[0]) for i in items)
@@ -160,6 +165,9 @@ class BatonReader(StorageReader):
         self.last_restore = restored
         for name, items in wanted.items():
             buf, first = buffers[name]
+            if name in direct_targets:
+                planner.commit_tensor(items[0], direct_targets[name])
+                continue
             for item in items:
                 if item.type == LoadItemType.BYTE_IO:
                     planner.load_bytes(item, io.BytesIO(buf.numpy().tobytes()))
@@ -186,6 +194,30 @@ class BatonReader(StorageReader):
         return False
 
     # --- helpers ----------------------------------------------------------------------------------------
+    def _direct_target(self, items, shape, dtype, planner):
+        """(target, first row) when the restore can read straight into DCP's target, else None.
+
+        So when this rank's only piece of the array is whole rows of it
+        (every dim after the first complete) and the target piece is a
+        contiguous tensor of the array's dtype: the usual case (a replicated
+        tensor, an FSDP2 shard read at the same or a multiple world size);
+        no staging buffer, no copy. Otherwise the rows are read into a
+        buffer and the pieces copied (a Shard(1) split at another size).
+        """
+        if len(items) != 1 or len(items[0].lengths) == 0:
+            return None
+        item = items[0]
+        if any(int(o) != 0 for o in item.storage_offsets[1:]) or tuple(int(n) for n in item.lengths[1:]) != shape[1:]:
+            return None
+        target = planner.resolve_tensor(item).detach()
+        if target.dtype != dtype or target.device.type != "cpu" or not target.is_contiguous():
+            return None
+        self._direct[self._name_of(item)] = target
+        return target, int(item.storage_offsets[0])
+
+    def _name_of(self, item):
+        return self._metadata.storage_data[item.storage_index]
+
     def _arrays(self, ck):
         """{name: (shape, torch dtype)} of every array of the version restore would take."""
         meta = self._version(ck)
