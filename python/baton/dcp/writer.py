@@ -114,6 +114,13 @@ class BatonWriter(StorageWriter):
 
     def write_data(self, plan, planner):
         arrays = plan.storage_data
+        if not isinstance(arrays, list):
+            # DefaultSavePlanner(enable_plan_caching=True) hands a cached plan
+            # that never went through this writer's prepare_global_plan.
+            raise _baton.InvalidArgument(
+                "BatonWriter: the plan carries no array list (storage_data %r): it did not come through "
+                "BatonWriter.prepare_global_plan; a planner that caches plans across saves "
+                "(enable_plan_caching=True) is not supported" % (type(arrays).__name__,))
         mine = {}
         for item in plan.items:
             mine[names.chunk_name(item.index.fqn, None if item.type == WriteItemType.BYTE_IO
