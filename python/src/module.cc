@@ -32,7 +32,15 @@ PYBIND11_MODULE(_baton, m) {
         return py::make_tuple(std::string(baton::DTypeName(t)), baton::DTypeSize(t));
       },
       py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
+  m.def(
+      "_abort_job", [](int code) { baton::python::PyRuntime::AbortJob(code); }, py::arg("code"),
+      "Ends the whole job with `code` (MPI_Abort), or this process where MPI is not running in it; does not "
+      "return (baton/excepthook.py).");
   m.def("_at_exit", &baton::python::PyRuntime::AtExit,
         "Closes every open Runtime and finalizes MPI if baton started it (registered with atexit).");
   py::module_::import("atexit").attr("register")(m.attr("_at_exit"));
+  m.def("_after_fork_in_child", &baton::python::PyRuntime::AfterForkInChild,
+        "In a forked child: SIGTERM and the stop signal get back their handlers from before the Runtimes "
+        "(registered with os.register_at_fork).");
+  py::module_::import("os").attr("register_at_fork")(py::arg("after_in_child") = m.attr("_after_fork_in_child"));
 }
