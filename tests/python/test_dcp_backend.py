@@ -218,3 +218,16 @@ def test_import_export_tool(dist, shared_dir, rank):
                                text=True, timeout=120)
             assert v.returncode == 0, (v.stdout, v.stderr)
     dist.barrier()
+
+
+def test_level2_where_asked(dist, rt, shared_dir):
+    """level2=True with a node-local directory: the save is kept there too and the load is served from it."""
+    shared, local = os.path.join(shared_dir, "shared"), os.path.join(shared_dir, "local")
+    sd = _state(6)
+    dcp.save(sd, storage_writer=BatonWriter(shared, step=1, runtime=rt, level2=True, local_dir=local))
+    got = _zeros_like(sd)
+    reader = BatonReader(shared, runtime=rt, level2=True, local_dir=local)
+    dcp.load(got, storage_reader=reader)
+    _assert_equal(got, sd)
+    assert reader.last_restore["level"] == 2 and reader.last_restore["step"] == 1, reader.last_restore
+    assert _versions(shared) and os.listdir(local)
