@@ -2,7 +2,7 @@
 
     import baton
     rt = baton.Runtime()                  # MPI (adopted if mpi4py started it), rank, size, should_stop()
-    ck = baton.Checkpointer(rt)           # state dicts, or registered arrays (help(baton.Checkpointer))
+    ck = baton.Checkpointer(rt)           # state dicts (registered arrays: baton.ArrayCheckpointer)
     state = {"model": model, "optim": opt, "rng": baton.RNGState()}
     step = ck.restore(state)              # None on a first run
     ...
@@ -31,11 +31,11 @@ from baton._baton import (  # noqa: F401  (the public names)
     __version__,
 )
 from baton.checkpointer import Checkpointer, SaveFuture  # noqa: F401
-from baton.rng import RNGState  # noqa: F401
+from baton.rng import GeneratorState, RNGState  # noqa: F401
 from baton.wrappers import PerRank, Sharded  # noqa: F401
 
 __all__ = [
-    "EXIT_REQUEUE", "Aborted", "ArrayCheckpointer", "Checkpointer", "CorruptCheckpointError", "Error",
+    "EXIT_REQUEUE", "Aborted", "ArrayCheckpointer", "Checkpointer", "CorruptCheckpointError", "Error", "GeneratorState",
     "IOError", "InvalidArgument", "NotFound", "PerRank", "RNGState", "Runtime", "SaveFuture", "Sharded",
     "TimeoutError", "Unavailable",
 ]

@@ -1,19 +1,51 @@
-"""baton.Checkpointer: checkpoints of state dicts (and of registered arrays)."""
+"""baton.Checkpointer: checkpoints of state dicts (the registered-array form is baton.ArrayCheckpointer)."""
+
+import os
+import re
 
 import numpy as np
 
 from baton import _baton, metadata
+from baton.errors import invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
+from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
-from baton.state_walk import Leaf, flatten
+from baton.state_walk import REPLICATED, PlanItem, walk
 from baton.tensors import Binding, identity
-from baton.wrappers import Sharded
 
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
 VERSION = 1  # of the JSON below; the marker array holds it too
 _MAX_PASSES = 8  # restore(state): versions tried one after the other when tensors fail to verify
+REPLICAS = ("verify", "rank0")
+
+
+_VERSION = re.compile(r"^v(\d+)-s(\d+)$")  # a version directory (docs/checkpoint-format.md)
+
+
+def _version_name(path):
+    return os.path.basename(str(path).rstrip("/"))
+
+
+def _version_seq(path):
+    m = _VERSION.match(_version_name(path))
+    return int(m.group(1)) if m else None
+
+
+def _version_step(path):
+    return int(_VERSION.match(_version_name(path)).group(2))
+
+
+class _Unverified(Exception):
+    """A version whose planned tensors could not be read and verified (restore goes to the next older)."""
+
+    def __init__(self, version_path, step, error):
+        super().__init__(version_path)
+        self.error = error
+        reason = str(error) if error is not None else "another version of the step was read"
+        self.record = {"path": version_path, "step": step, "reason": reason,
+                       "code": getattr(error, "code", "Corruption"), "counted": False}
 
 
 def _is_step(value):
@@ -24,19 +56,29 @@ class SaveFuture:
     """An asynchronous save in flight (Checkpointer.save_async).
 
     ``wait(timeout=None)`` completes it: collective, every rank calls it (it
-    is Checkpointer.wait). The next save, restore or wait completes it too.
+    is Checkpointer.wait while this save is the one in flight). The next
+    save, restore or wait, or close(), completes it too; after that its
+    ``wait()`` returns at once and its ``status()`` is "done": each future
+    acts on its own step, never on a later save's.
     """
 
-    def __init__(self, checkpointer, step):
+    def __init__(self, checkpointer, step, serial):
         self._checkpointer = checkpointer
         self.step = step
+        self._serial = serial
+
+    def _current(self):
+        return self._checkpointer._in_flight == self._serial
 
     def wait(self, timeout=None):
-        """Waits until every rank's write ended and commits the version (collective)."""
-        self._checkpointer.wait(timeout)
+        """Waits until every rank's write ended and commits the version (collective while in flight)."""
+        if self._current():
+            self._checkpointer.wait(timeout)
 
     def status(self):
-        """This rank's write, as this rank knows it: "idle", "writing", "written" or "failed" (local, no MPI)."""
+        """This save as this rank knows it: "writing", "written" or "failed" while in flight, then "done" (local)."""
+        if not self._current():
+            return "done"
         return self._checkpointer.async_status()
 
     def __repr__(self):
@@ -44,12 +86,9 @@ class SaveFuture:
 
 
 class Checkpointer:
-    """Atomically committed, verified, resharding checkpoints of a training job.
+    """Atomically committed, verified, resharding checkpoints of a training job's state dict.
 
-    Two forms of one class; a Checkpointer serves one of them (the first
-    call decides, mixing them is an InvalidArgument):
-
-    **State dicts** (PyTorch programs)::
+    ::
 
         rt = baton.Runtime()
         ck = baton.Checkpointer(rt)   # dir: $BATON_CKPT_DIR; level2=True: also $BATON_LOCAL_DIR
@@ -62,6 +101,7 @@ class Checkpointer:
             if rt.should_stop():
                 ck.save(state, step + 1)
                 sys.exit(baton.EXIT_REQUEUE)
+        ck.wait(); ck.close()         # commits a save_async in flight (close() alone would too)
 
     ``state`` is a dict. Its leaves: torch tensors (any dtype torch has that
     baton has a type for, bf16 included) and NumPy arrays become baton
@@ -76,56 +116,68 @@ class Checkpointer:
 
     A tensor that is not a Sharded is replicated: every rank holds the same
     copy (DDP), and a save writes it once in total, its rows spread over the
-    ranks (the ranks' copies are compared by hash first: copies that
-    differ fail the save, naming the array). Array names are the paths with
-    ':' between keys ("model:layer1.weight", "optim:state:0:exp_avg";
+    ranks. ``replicas="verify"`` (the default) compares the ranks' copies
+    by hash first: copies that differ fail the save, naming the array.
+    ``replicas="rank0"``: rank 0's copy is the one saved, as DDP's
+    broadcast of buffers at the next forward would make it everybody's
+    (BatchNorm's running statistics between a step and the next forward);
+    it costs one broadcast of the replicated bytes per save. A saved array
+    is never stitched from several ranks' copies. Array names are the paths
+    with ':' between keys ("model:layer1.weight", "optim:state:0:exp_avg";
     baton.names).
 
-    **Arrays** (NumPy programs, as the C++ API): ``register_replicated``,
-    ``register_sharded``, ``save(step)``, ``save_async(step)``,
-    ``restore(step=None, arrays=None)``, ``user_blob`` and ``rank_state``
-    as bytes.
-
-    Every call that takes a step or restores is collective: all ranks make
-    it, in the same order. ``step`` is the number of training steps
-    completed. Options (keywords, as baton.ArrayCheckpointer): dir,
-    local_dir, group_size, keep, level2, shared_every, local_keep, run_id,
-    verify_replicas, peer_timeout (docs/python.md).
+    Every call that saves, restores or waits is collective: all ranks make
+    it, in the same order, with states of the same keys, kinds, dtypes and
+    shapes. The ranks agree on that first (baton.plan_agreement): a
+    difference is the same baton.InvalidArgument on every rank, naming the
+    paths and the ranks; a rank that does not come within the runtime's
+    collective_timeout makes the others exit 75. ``step`` is the number of
+    training steps completed. Options (keywords, as baton.ArrayCheckpointer
+    except replicas): dir, local_dir, group_size, keep, level2,
+    shared_every, local_keep, run_id, peer_timeout, replicas
+    (docs/python.md). NumPy programs that register arrays themselves use
+    baton.ArrayCheckpointer.
     """
 
-    def __init__(self, runtime, dir=None, local_dir=None, **options):
+    def __init__(self, runtime, dir=None, local_dir=None, *, replicas="verify", **options):
         """Opens the checkpoint directory (collective; takes its writer lock).
 
         ``runtime``: a baton.Runtime. ``dir``: the shared directory, else
         $BATON_CKPT_DIR; ``local_dir``: the node-local directory (level 2),
-        else $BATON_LOCAL_DIR when ``level2=True`` (the job opts in), else none. ``options``: baton.ArrayCheckpointer's.
+        else $BATON_LOCAL_DIR when ``level2=True`` (the job opts in), else
+        none. ``replicas``: "verify" or "rank0" (above). ``options``:
+        baton.ArrayCheckpointer's.
         """
+        if _is_step(runtime) or not isinstance(runtime, _baton.Runtime):
+            raise TypeError(f"baton.Checkpointer(runtime, ...): runtime must be a baton.Runtime, not "
+                            f"{type(runtime).__name__}")
+        if replicas not in REPLICAS:
+            raise invalid(runtime, f"Checkpointer(replicas={replicas!r}): replicas is 'verify' (refuse copies "
+                                   "that differ) or 'rank0' (save rank 0's copy)")
+        if "verify_replicas" in options:
+            raise invalid(runtime, "Checkpointer(verify_replicas=...): the state-dict form takes replicas='verify' "
+                                   "or replicas='rank0' (never a copy stitched from several ranks)")
         self._runtime = runtime
-        self._options = dict(options, dir=dir, local_dir=local_dir)
+        self._replicas = replicas
+        self._options = dict(options, dir=dir, local_dir=local_dir, verify_replicas=replicas == "verify")
         self._low = _baton.ArrayCheckpointer(runtime, **self._options)
-        self._form = None  # "state" or "arrays"
         self._bindings = {}  # array name -> (Binding, registration key)
         self._marker = np.array(VERSION, dtype=np.int64)
         self._rank_state_set = False
+        self._must_reopen = False  # a save failed: its registrations may differ between the ranks
         self._earlier_fallbacks = []  # versions skipped by earlier passes of the last restore(state)
+        self._in_flight = None  # the serial of the save_async in flight, if any
+        self._serial = 0
 
-    # ----------------------------------------------------------------- forms
+    # ------------------------------------------------------------- the calls
 
     def save(self, state, step=None):
         """Saves ``state`` as version ``step`` and commits it (collective).
 
-        ``save(state, step)``: the state dict; ``save(step)``: the
-        registered arrays (array form). Raises baton.Error (a subclass
-        naming what failed) when the save failed on any rank; nothing is
-        then committed.
+        Raises baton.Error (a subclass naming what failed) when the save
+        failed on any rank; nothing is then committed.
         """
-        if step is None and _is_step(state):
-            self._use("arrays", "save(step)")
-            return self._low.save(int(state))
-        self._use("state", "save(state, step)")
-        self._prepare(state, step)
-        self._low.save(int(step))
-        return None
+        self._save(state, step, "save")
 
     def save_async(self, state, step=None):
         """Saves in the background; returns a SaveFuture once the bytes are staged.
@@ -134,103 +186,59 @@ class Checkpointer:
         copied into one staging copy before it returns, so the program may
         change them at once. The write goes on in a background thread; the
         next collective call (save, save_async, restore, wait) commits it.
-        ``save_async(step)``: the registered arrays (array form).
         """
-        if step is None and _is_step(state):
-            self._use("arrays", "save_async(step)")
-            self._low.save_async(int(state))
-            return SaveFuture(self, int(state))
-        self._use("state", "save_async(state, step)")
-        self._prepare(state, step)
-        self._low.save_async(int(step))
-        return SaveFuture(self, int(step))
+        self._save(state, step, "save_async")
+        self._serial += 1
+        self._in_flight = self._serial
+        return SaveFuture(self, int(step), self._serial)
 
-    def restore(self, state=None, step=None, *, strict=True, arrays=None, drop_rank_state_on_resize=False,
-                from_level=0):
+    def restore(self, state=None, step=None, *, strict=True, drop_rank_state_on_resize=False, from_level=0):
         """Restores the newest version (or ``step``'s) in place; returns its step, None on a first run.
 
-        ``restore(state)``: into the tensors, objects and dicts of the state
-        dict (collective). Tensors are written in place; each object gets
-        ``load_state_dict`` with its state as saved (optimizer state the
-        object lacks, such as Adam's before its first step, is allocated);
-        plain values are put back into the state's dicts and lists;
-        RNGState sets this rank's generators. ``strict=True`` refuses,
-        naming each path, a tensor whose dtype or shape differs and keys the
-        checkpoint lacks or the state lacks, before anything is read;
-        ``strict=False`` restores what both have (dtype and shape must still
-        match).
+        The newest version is the last one committed, which is the highest
+        step unless the program saved a lower step after a higher one (as
+        after going back to an earlier version): pass ``step`` to choose.
+        Tensors are written in place (their autograd version counters
+        move, as copy_ moves them); each object gets ``load_state_dict``
+        with its state as saved (optimizer state the object lacks, such as
+        Adam's before its first step, is allocated); plain values are put
+        back into the state's dicts and lists; RNGState sets this rank's
+        generators. ``strict=True`` refuses, naming each path, a tensor
+        whose dtype or shape differs and keys the checkpoint lacks or the
+        state lacks, before anything is read; ``strict=False`` restores
+        what both have (dtype and shape must still match).
 
-        ``restore(step=None, arrays=None)`` (array form): the registered
-        arrays, or only those named.
-
-        A version that cannot be read or verified is skipped for the next
-        older one (last_restore() says which and why); versions none of
-        which can be restored raise baton.NotFound, never a silent first
-        run. ``drop_rank_state_on_resize``: at another world size, restore
+        The tensors are read into scratch memory and copied into the state
+        only once every one of them verified: a version that cannot be read
+        or verified is skipped for the next older one, planned anew from
+        its own JSON (last_restore() says which were skipped and why), and
+        the state keeps nothing of it. Versions none of which can be
+        restored raise baton.NotFound, never a silent first run.
+        ``drop_rank_state_on_resize``: at another world size, restore
         without the per-rank state (RNGState and PerRank keep their current
         values) instead of refusing. ``from_level=3``: the shared directory
         only.
         """
-        if state is None or _is_step(state):
-            if _is_step(state):
-                step = int(state)
-            self._use("arrays", "restore(step, arrays)")
-            return self._low.restore(step=step, arrays=arrays, drop_rank_state_on_resize=drop_rank_state_on_resize,
-                                     from_level=from_level)
-        self._use("state", "restore(state)")
-        if arrays is not None:
-            raise self._invalid("restore(state, arrays=...): arrays= is the array form's; to restore part of "
-                                "a state, pass that part with strict=False")
-        return self._restore_state(state, step, strict,
+        def check():
+            if step is not None and (not _is_step(step) or step < 0):
+                raise invalid(self._runtime, f"restore(state, step={step!r}): step is an int >= 0 or None")
+
+        local = self._agreed_plan("restore", state, [repr(step), bool(strict), bool(drop_rank_state_on_resize),
+                                                     repr(from_level)], check)
+        self._in_flight = None
+        return self._restore_state(state, local, step, strict,
                                    dict(drop_rank_state_on_resize=drop_rank_state_on_resize, from_level=from_level))
-
-    # ------------------------------------------------------------ array form
-
-    def register_replicated(self, name, array, dtype=None):
-        """Registers an array every rank holds the same (array form); keeps a reference, copies nothing."""
-        self._use("arrays", "register_replicated")
-        self._low.register_replicated(name, array, dtype=dtype)
-
-    def register_sharded(self, name, array, offset, global_shape=None, dtype=None):
-        """Registers this rank's rows [offset, offset + len(array)) of dim 0 (array form)."""
-        self._use("arrays", "register_sharded")
-        self._low.register_sharded(name, array, offset, global_shape=global_shape, dtype=dtype)
-
-    @property
-    def user_blob(self):
-        """Job-wide bytes saved with the next save (rank 0's kept), given back by restore.
-
-        Settable in the array form; the state-dict form keeps its JSON here.
-        """
-        return self._low.user_blob
-
-    @user_blob.setter
-    def user_blob(self, value):
-        self._use("arrays", "user_blob =")
-        self._low.user_blob = value
-
-    @property
-    def rank_state(self):
-        """This rank's own bytes, given back to the same rank at the same world size.
-
-        Settable in the array form; the state-dict form keeps RNGState and
-        PerRank here.
-        """
-        return self._low.rank_state
-
-    @rank_state.setter
-    def rank_state(self, value):
-        self._use("arrays", "rank_state =")
-        self._low.rank_state = value
-
-    # ------------------------------------------------------------ both forms
 
     def wait(self, timeout=None):
         """Completes the save in flight, if any (collective); baton.TimeoutError past ``timeout`` seconds."""
+        agree(self._runtime, {"call": ["wait"]}, "wait")
+        self._in_flight = None
         return self._low.wait(timeout)
 
     def wait_or_abandon(self, timeout):
         """For an agreed stop: as wait, but a save not written within ``timeout`` is abandoned (baton.Aborted)."""
+        agree(self._runtime, {"call": ["wait_or_abandon"]}, "wait_or_abandon")
+        self._in_flight = None
         return self._low.wait_or_abandon(timeout)
 
     def async_status(self):
@@ -239,6 +247,7 @@ class Checkpointer:
 
     def read_metadata(self, step=None):
         """What the version a restore would try first holds (dict), or None (collective)."""
+        agree(self._runtime, {"call": ["read_metadata", step]}, "read_metadata")
         return self._low.read_metadata(step)
 
     def last_restore(self):
@@ -263,73 +272,146 @@ class Checkpointer:
         return self._low.run_id
 
     def close(self):
-        """Waits for this rank's writer and releases the directory (commit first with wait())."""
+        """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
         self._low.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        # The extension's __exit__ commits a save in flight, unless an exception unwinds.
+        self._low.__exit__(*exc)
         return False
 
     # --------------------------------------------------------------- inside
 
-    def _use(self, form, call):
-        if self._form is None:
-            self._form = form
-        elif self._form != form:
-            forms = {"state": "state-dict form (save(state, step), restore(state))",
-                     "arrays": "array form (register_*, save(step), restore(step), user_blob, rank_state)"}
-            raise self._invalid(f"{call} belongs to the {forms[form]}, but this Checkpointer serves the "
-                                f"{forms[self._form]}: use one Checkpointer per form")
+    def _agreed_plan(self, call, state, args, check=None):
+        """The rank's LocalPlan of ``state``, once every rank's plan agrees (collective, first of each call).
 
-    def _invalid(self, text):
-        return _baton.InvalidArgument(f"baton (rank {self._runtime.rank}, {self._runtime.host}): {text}")
+        A rank whose walk fails agrees on its error instead: then every rank
+        raises (that rank its own error), and none waits for the others.
+        """
+        local, error = None, None
+        try:
+            if not isinstance(state, dict):
+                raise TypeError(f"baton: {call}(state, ...): the state must be a dict of names to modules, "
+                                f"optimizers, tensors and values, not a {type(state).__name__} (registered "
+                                "arrays and a step alone are baton.ArrayCheckpointer's)")
+            if check is not None:
+                check()
+            local = walk(state)
+        except (TypeError, ValueError) as e:
+            error = e
+        if error is not None:
+            doc = {"call": [call] + args, "error": f"{type(error).__name__}: {getattr(error, 'message', error)}"}
+        else:
+            doc = local.agreed([call] + args)
+            doc["reopen"] = self._needs_reopen(local) if call != "restore" else False
+        try:
+            agree(self._runtime, doc, call)
+        except _baton.InvalidArgument as e:
+            if error is not None:
+                raise error from e  # this rank's own error; the others name it
+            raise
+        if error is not None:
+            raise error
+        return local
 
-    def _prepare(self, state, step):
-        if not _is_step(step) or step < 0:
-            raise self._invalid(f"save: step must be an int >= 0 (training steps completed), not {step!r}")
-        flat = flatten(state)
-        stale = set(self._bindings) - set(flat.leaves) - {MARKER}
-        if stale:
+    def _needs_reopen(self, local):
+        stale = set(self._bindings) - set(local.items) - {MARKER}
+        return bool(stale) or self._must_reopen
+
+    def _save(self, state, step, call):
+        def check():
+            if not _is_step(step) or step < 0:
+                raise invalid(self._runtime, f"{call}(state, step): step must be an int >= 0 (training steps "
+                                             f"completed), not {step!r}")
+
+        local = self._agreed_plan(call, state, [int(step) if _is_step(step) else repr(step)], check)
+        if self._needs_reopen(local):
             self._reopen()
-        for leaf in flat.leaves.values():
-            self._bind(leaf).before_save()
-        self._bind_marker()
-        self._low.user_blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": flat.tree})
-        if flat.per_rank or self._rank_state_set:
+        error = None
+        try:
+            for item in local.items.values():
+                self._bind(item).before_save()
+            self._bind_marker()
+        except (TypeError, ValueError, _baton.Error) as e:
+            error = e
+            self._must_reopen = True  # some arrays of this state may be registered, others not
+        # Registering is this rank's own work; its failure is agreed on too,
+        # so that no rank goes into the write while another raised.
+        try:
+            agree(self._runtime, {"call": [call, "registered"],
+                                  "error": None if error is None else f"{type(error).__name__}: {error}"}, call)
+        except _baton.InvalidArgument:
+            self._must_reopen = True  # on every rank: the next call drops the registrations everywhere
+            raise
+        if error is not None:
+            raise error
+        if self._replicas == "rank0":
+            self._broadcast_replicas(local, call)
+        self._low.user_blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": local.tree})
+        if local.per_rank or self._rank_state_set:
             self._low.rank_state = metadata.dumps({"format": RANK_FORMAT, "version": VERSION,
-                                                   "entries": flat.per_rank})
+                                                   "entries": local.per_rank})
             self._rank_state_set = True
+        self._in_flight = None
+        try:
+            if call == "save":
+                self._low.save(int(step))
+            else:
+                self._low.save_async(int(step))
+        except _baton.Error as e:
+            # Every rank got the failure (the extension agrees on it); the
+            # next call drops the registrations, which may differ now.
+            self._must_reopen = True
+            if "differs between ranks" in str(e) and "replicated" in str(e):
+                raise with_context(e, f"baton: {call}: replicas='verify' refuses copies that differ (BatchNorm's "
+                                      "running statistics under DDP before the next forward?); "
+                                      "Checkpointer(replicas='rank0') saves rank 0's copy, as DDP's broadcast "
+                                      "would") from e
+            raise
+
+    def _broadcast_replicas(self, local, call):
+        for item in local.items.values():
+            if item.kind == REPLICATED:
+                binding = self._bindings[item.name][0]
+                _baton._broadcast(self._runtime, binding.bytes_view(), 0,
+                                  f"{call}: rank 0's copy of '{path_text(item.path)}' (replicas='rank0')")
 
     def _reopen(self):
         # The extension has no unregister: an array the state no longer holds
         # would still be saved. A new ArrayCheckpointer on the same directory
-        # drops every registration (collective, as save: the states of all
-        # ranks have the same keys).
+        # drops every registration (collective: the ranks agreed to, in
+        # their plans' "reopen").
         self._low.wait()
         self._low.close()
         self._low = _baton.ArrayCheckpointer(self._runtime, **self._options)
         self._bindings = {}
         self._rank_state_set = False
+        self._must_reopen = False
 
-    def _bind(self, leaf):
-        """The registration of ``leaf``, reused while it is the same tensor with the same memory."""
-        key = (identity(leaf.value), leaf.sharded, leaf.offset, leaf.global_shape)
-        known = self._bindings.get(leaf.name)
-        if known is not None and known[1] == key:
+    def _bind(self, item, scratch=False):
+        """The registration of ``item``, reused while it is the same tensor with the same memory.
+
+        ``scratch``: registers a buffer of the restore's own (the item's
+        tensor is written only after the version verified).
+        """
+        key = None if scratch else (identity(item.value), item.kind, item.offset, item.global_shape)
+        known = self._bindings.get(item.name)
+        if known is not None and key is not None and known[1] == key:
             return known[0]
-        binding = Binding(leaf.value, leaf.baton_dtype)
+        binding = Binding(item.value, item.baton_dtype, scratch=scratch,
+                          receive=self._replicas == "rank0" and item.kind == REPLICATED and self._runtime.rank != 0)
         try:
-            if leaf.sharded:
-                self._low.register_sharded(leaf.name, binding.buffer, leaf.offset,
-                                           global_shape=leaf.global_shape, dtype=binding.dtype)
+            if item.sharded:
+                self._low.register_sharded(item.name, binding.buffer, item.offset,
+                                           global_shape=item.global_shape, dtype=binding.dtype)
             else:
-                self._low.register_replicated(leaf.name, binding.buffer, dtype=binding.dtype)
+                self._low.register_replicated(item.name, binding.buffer, dtype=binding.dtype)
         except (ValueError, TypeError, _baton.Error) as e:
-            raise type(e)(f"baton: '{path_text(leaf.path)}': {e}") from e
-        self._bindings[leaf.name] = (binding, key)
+            raise with_context(e, f"baton: '{path_text(item.path)}'") from e
+        self._bindings[item.name] = (binding, key)
         return binding
 
     def _bind_marker(self):
@@ -337,64 +419,92 @@ class Checkpointer:
             self._low.register_replicated(MARKER, self._marker, dtype="i64")
             self._bindings[MARKER] = (None, None)
 
-    def _restore_state(self, state, step, strict, options):
-        # A pass reads the version's JSON (with the marker array only), plans,
-        # then reads the tensors. A version whose tensors fail to verify is
-        # skipped by the extension for an older one, whose JSON the plan did
-        # not see: then the older version is restored whole, in a pass of
-        # its own (its step pinned), and last_restore() lists what every
-        # pass skipped.
+    def _restore_state(self, state, local, step, strict, options):
+        # A pass reads a version's JSON (with the marker array only), plans
+        # against it, then reads the planned tensors into scratch, pinned to
+        # that version's step: the extension never switches to a version
+        # the plan did not see. A version whose tensors fail to verify is
+        # left (the scratch dropped, the state untouched) for the next older
+        # one, planned anew from its own JSON in a pass of its own (it may
+        # hold other arrays); last_restore() lists what every pass skipped.
         self._earlier_fallbacks = []
+        asked = step
         for _ in range(_MAX_PASSES):
-            done, found = self._restore_pass(state, step, strict, options)
-            if done:
-                return found
-            info = self._low.last_restore()
-            self._earlier_fallbacks += list(info.get("fallbacks") or [])
-            step = info["step"]
-        raise _baton.Error(f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): versions "
-                           f"kept failing to verify after {_MAX_PASSES} passes (last_restore() lists them)")
+            try:
+                return self._restore_pass(state, local, step, strict, options)
+            except _Unverified as failed:
+                self._earlier_fallbacks.append(failed.record)
+                if asked is not None:  # that step or nothing, as the extension's restore(step=...)
+                    raise failed.error or _baton.NotFound(f"restore(state, step={asked}): {failed.record['reason']}")
+                step = self._next_older(failed.record["path"])
+                if step is None:
+                    raise _baton.NotFound(
+                        f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): no version can "
+                        f"be restored: {len(self._earlier_fallbacks)} failed to verify (last_restore() lists "
+                        "them), none is older") from failed.error
+        raise _baton.NotFound(f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): "
+                              f"{_MAX_PASSES} versions in a row failed to verify (last_restore() lists them)")
 
-    def _restore_pass(self, state, step, strict, options):
-        """(True, step restored or None) or (False, None): the tensors came from another version."""
+    def _restore_pass(self, state, local, step, strict, options):
+        """The step restored (None on a first run); _Unverified when the version's tensors fail to verify."""
         md = self._low.read_metadata(step)
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
-            raise self._invalid(f"restore(state): version {md['version_path']} (step {md['step']}) was not saved "
-                                f"from a state dict (its arrays: {names}); restore it with the array form "
-                                "(restore(step=..., arrays=...)) on a Checkpointer of its own")
+            raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) was "
+                                         f"not saved from a state dict (its arrays: {names}); restore it with "
+                                         "baton.ArrayCheckpointer (restore(step=..., arrays=...))")
         found = self._low.restore(step=step, arrays=[MARKER], **options)
         if found is None:
-            return True, None
+            return None
+        self._earlier_fallbacks += list(self._low.last_restore().get("fallbacks") or [])
         if int(self._marker) != VERSION:
-            raise self._invalid(f"restore(state): the checkpoint's state-dict format is version "
-                                f"{int(self._marker)}; this baton reads version {VERSION} (a newer baton wrote it)")
+            raise invalid(self._runtime, f"restore(state): the checkpoint's state-dict format is version "
+                                         f"{int(self._marker)}; this baton reads version {VERSION} (a newer "
+                                         "baton wrote it)")
         version_path = self._low.last_restore()["version_path"]
-        if md is None or md["version_path"] != version_path:
+        if md is None or _version_name(md["version_path"]) != _version_name(version_path):
             md = self._low.read_metadata(found)
         arrays = {a["name"]: a for a in md["arrays"]}
-        plan = self._plan(state, arrays, strict, found, version_path)
+        plan = self._match(state, local, arrays, strict, found, version_path)
         names = list(plan.targets)
+        bindings = []
         for name in names:
             path, cur = plan.targets[name]
-            value = cur.tensor if isinstance(cur, Sharded) else cur
-            self._bind(Leaf(name, path, value, cur if isinstance(cur, Sharded) else None))
+            item = PlanItem(path, cur)
+            item.name = name
+            bindings.append(self._bind(item, scratch=True))
         if names:
-            # The pass's step, not `found`: pinned to found's step, a version
-            # that fails to verify could fall back only to an older copy of
-            # that same step.
-            self._low.restore(step=step, arrays=names, **options)
-            if self._low.last_restore()["version_path"] != version_path:
-                return False, None
-        for name in names:
-            self._bindings[name][0].after_restore()
+            try:
+                self._low.restore(step=found, arrays=names, **options)
+            except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
+                raise _Unverified(version_path, found, e) from e
+            if _version_name(self._low.last_restore()["version_path"]) != _version_name(version_path):
+                # Another version of the same step (saved again later): not what was planned.
+                raise _Unverified(version_path, found, None)
+        for binding in bindings:
+            binding.after_restore()
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)
-        return True, found
+        return found
 
-    def _plan(self, state, arrays, strict, found, version_path):
+    def _next_older(self, version_path):
+        """The step of the version just older than ``version_path`` (None: none), as rank 0 lists the directory.
+
+        Rank 0's answer is everybody's (one all-gather under the deadline):
+        the ranks' listings of a shared directory may differ for a moment.
+        """
+        answer = None
+        if self._runtime.rank == 0:
+            seq = _version_seq(version_path)
+            older = [(_version_seq(e), _version_step(e)) for e in os.listdir(self._low.dir) if _VERSION.match(e)]
+            older = [v for v in older if seq is None or v[0] < seq]
+            answer = max(older)[1] if older else None
+        got = _baton._allgather_bytes(self._runtime, metadata.dumps(answer), "restore(state): the next older version")
+        return metadata.loads(got[0], "rank 0's next older version")
+
+    def _match(self, state, local, arrays, strict, found, version_path):
         where = f"step {found}, {version_path}"
         try:
             doc = metadata.loads(self._low.user_blob, f"the user blob of {where}")
@@ -405,13 +515,13 @@ class Checkpointer:
                                            f"this baton reads version {VERSION}")
             tree = decode_tree(doc.get("tree"))
         except metadata.FormatError as e:
-            raise self._invalid(f"restore(state): {e}") from None
-        plan = match(state, tree, arrays, strict)
+            raise invalid(self._runtime, f"restore(state): {e}") from None
+        plan = match(state, local, tree, arrays, strict)
         if plan.errors:
             shown = "\n  ".join(plan.errors[:40])
             more = f"\n  ... and {len(plan.errors) - 40} more" if len(plan.errors) > 40 else ""
-            raise self._invalid(f"restore(state): the checkpoint ({where}) does not fit the state "
-                                f"(nothing was restored):\n  {shown}{more}")
+            raise invalid(self._runtime, f"restore(state): the checkpoint ({where}) does not fit the state "
+                                         f"(nothing was restored):\n  {shown}{more}")
         return plan
 
     def _load_per_rank(self, plan, version_path):
@@ -421,8 +531,8 @@ class Checkpointer:
         if not raw:
             if self.last_restore().get("rank_state_dropped"):
                 return  # restored at another world size with drop_rank_state_on_resize
-            raise self._invalid(f"restore(state): {version_path} holds no per-rank state for this rank, "
-                                f"but the state has {path_text(plan.per_rank[0][2])}")
+            raise invalid(self._runtime, f"restore(state): {version_path} holds no per-rank state for this rank, "
+                                         f"but the state has {path_text(plan.per_rank[0][2])}")
         try:
             doc = metadata.loads(raw, f"the per-rank state of {version_path}")
             if not isinstance(doc, dict) or doc.get("format") != RANK_FORMAT or doc.get("version") != VERSION:
@@ -435,4 +545,4 @@ class Checkpointer:
                     raise metadata.FormatError(f"the per-rank state of {version_path} lacks '{path_text(path)}'")
                 obj.load_state_dict(decode_plain(entries[key], "per-rank state"))
         except metadata.FormatError as e:
-            raise self._invalid(f"restore(state): {e}") from None
+            raise invalid(self._runtime, f"restore(state): {e}") from None

@@ -21,13 +21,14 @@ import math
 
 # The tags, each an object with exactly these keys.
 _TUPLE = "$tuple"      # {"$tuple": [items]}
-_DICT = "$dict"        # {"$dict": [[key, value], ...], "ordered": bool, "meta": <_metadata> | absent}
+_DICT = "$dict"        # {"$dict": [[key, value], ...], "ordered": bool, "counter": bool | absent,
+#                        "meta": <_metadata> | absent}
 _FLOAT = "$float"      # {"$float": "nan" | "inf" | "-inf"}
 _BYTES = "$bytes"      # {"$bytes": "<base64>"}
 _NUMPY = "$numpy"      # {"$numpy": "<dtype str>", "value": <int|float|bool>}
-ARRAY = "$array"       # a reference to a baton array (state_walk.ArrayRef)
-OBJECT = "$object"     # an object walked through state_dict() (state_walk.ObjectNode)
-PER_RANK = "$per_rank"  # a per-rank entry (state_walk.PerRankNode)
+ARRAY = "$array"       # a reference to a baton array (state_walk.PlanItem.ref; restore_match.ArrayNode)
+OBJECT = "$object"     # an object walked through state_dict() (state_walk.walk; restore_match.ObjectNode)
+PER_RANK = "$per_rank"  # a per-rank entry (state_walk.walk; restore_match.PerRankNode)
 
 _KEY_TYPES = (str, int, float, bool, type(None))
 
@@ -48,26 +49,32 @@ def unkeepable(path, value, why=None):
     return TypeError(text)
 
 
-def encode(value, path, on_other):
+def encode(value, path, on_other, _open=None):
     """The JSON-able form of ``value`` (found at ``path``).
 
     ``on_other(value, path)`` encodes what is not a plain value (arrays,
     objects; it returns the node or raises); plain containers are walked
-    here. Raises TypeError naming the path for what cannot be kept.
+    here. Raises TypeError naming the path for what cannot be kept, a
+    container that holds itself included (``_open``: the ids of the
+    containers being encoded, around this one).
     """
     t = type(value)
+    if t is list or t is tuple or t is dict or t is collections.OrderedDict or t is collections.Counter:
+        _open = set() if _open is None else _open
+        if id(value) in _open:
+            raise TypeError(f"baton: cannot keep '{path_text(path)}': the {t.__name__} holds itself "
+                            "(JSON has no cycles)")
+        _open.add(id(value))
+        try:
+            return _encode_container(value, t, path, on_other, _open)
+        finally:
+            _open.discard(id(value))
     if value is None or t is bool or t is str or t is int:
         return value
     if t is float:
         if math.isfinite(value):
             return value
         return {_FLOAT: "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
-    if t is list:
-        return [encode(v, path + (i,), on_other) for i, v in enumerate(value)]
-    if t is tuple:
-        return {_TUPLE: [encode(v, path + (i,), on_other) for i, v in enumerate(value)]}
-    if t is dict or t is collections.OrderedDict:
-        return _encode_dict(value, path, on_other)
     if t is bytes:
         return {_BYTES: base64.b64encode(value).decode("ascii")}
     numpy_scalar = _numpy_scalar(value, path)
@@ -76,21 +83,31 @@ def encode(value, path, on_other):
     return on_other(value, path)
 
 
-def _encode_dict(value, path, on_other):
+def _encode_container(value, t, path, on_other, _open):
+    if t is list:
+        return [encode(v, path + (i,), on_other, _open) for i, v in enumerate(value)]
+    if t is tuple:
+        return {_TUPLE: [encode(v, path + (i,), on_other, _open) for i, v in enumerate(value)]}
+    return _encode_dict(value, path, on_other, _open)
+
+
+def _encode_dict(value, path, on_other, _open):
     meta = getattr(value, "_metadata", None)
     plain = (type(value) is dict and meta is None and
              all(type(k) is str and not k.startswith("$") for k in value))
     if plain:
-        return {k: encode(v, path + (k,), on_other) for k, v in value.items()}
+        return {k: encode(v, path + (k,), on_other, _open) for k, v in value.items()}
     for k in value:
         if type(k) not in _KEY_TYPES or (type(k) is float and not math.isfinite(k)):
             raise unkeepable(path + (k,), k, "a dict key must be a str, int, finite float, bool or None")
-    tagged = {_DICT: [[k, encode(v, path + (k,), on_other)] for k, v in value.items()],
+    tagged = {_DICT: [[k, encode(v, path + (k,), on_other, _open)] for k, v in value.items()],
               "ordered": type(value) is collections.OrderedDict}
+    if type(value) is collections.Counter:
+        tagged["counter"] = True  # MultiStepLR's milestones
     if meta is not None:
         # torch.nn.Module.state_dict() hangs per-submodule versions here;
         # load_state_dict reads them to convert older layouts.
-        tagged["meta"] = encode(meta, path + ("_metadata",), on_other)
+        tagged["meta"] = encode(meta, path + ("_metadata",), on_other, _open)
     return tagged
 
 
@@ -156,7 +173,8 @@ def decode(node, path, on_tag):
     if tag == _TUPLE:
         return tuple(decode(v, path + (i,), on_tag) for i, v in enumerate(_field(node, _TUPLE, list, path)))
     if tag == _DICT:
-        out = collections.OrderedDict() if node.get("ordered") else {}
+        out = (collections.OrderedDict() if node.get("ordered") else
+               collections.Counter() if node.get("counter") is True else {})
         for pair in _field(node, _DICT, list, path):
             if not isinstance(pair, list) or len(pair) != 2 or type(pair[0]) not in _KEY_TYPES:
                 raise FormatError(f"'{path_text(path)}': malformed {_DICT} entry {pair!r}")

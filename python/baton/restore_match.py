@@ -1,8 +1,12 @@
 """A checkpoint's state-dict tree matched against the program's live state.
 
-``match(state, tree, arrays, strict)`` walks the decoded checkpoint tree
-beside the state dict the program passes to Checkpointer.restore and says,
-before anything is read:
+``match(state, local, tree, arrays, strict)`` goes through the decoded
+checkpoint tree beside the state dict the program passes to
+Checkpointer.restore, as state_walk.walk found it (``local``, the rank's
+LocalPlan: the live leaves' kinds, dtypes and shapes and the objects' state
+dicts come from that one walk, by its rules; nothing here calls
+``state_dict()`` or classifies a leaf again) and says, before anything is
+read:
 
 - ``targets``: for each array to restore, the tensor it goes into: the
   program's own (in place), or a new one where the state lacks it inside an
@@ -19,9 +23,10 @@ before anything is read:
 """
 
 from baton import metadata, tensors
+from baton.errors import with_context
 from baton.metadata import path_text
-from baton.state_walk import has_state_dict
-from baton.wrappers import Sharded, is_per_rank
+from baton.names import array_name
+from baton.state_walk import ARRAY_KINDS, OBJECT, PER_RANK, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
 
@@ -92,8 +97,8 @@ class Plan:
         self.per_rank = []  # (object, key, path)
 
 
-def match(state, tree, arrays, strict):
-    """The Plan for restoring ``tree`` (decode_tree's) into ``state``.
+def match(state, local, tree, arrays, strict):
+    """The Plan for restoring ``tree`` (decode_tree's) into ``state`` (walked into ``local``).
 
     ``arrays``: the version's arrays by name ({name: {"dtype", "shape",
     "replicated"}}, from read_metadata), the authority on dtypes and shapes.
@@ -102,7 +107,7 @@ def match(state, tree, arrays, strict):
     if not isinstance(tree, dict):
         plan.errors.append("the checkpoint's state is not a dict")
         return plan
-    _Matcher(plan, arrays, strict).node(state, tree, (), create=False, live=True)
+    _Matcher(plan, local, arrays, strict).node(state, tree, (), create=False, live=True)
     return plan
 
 
@@ -114,8 +119,9 @@ class _Matcher:
     its plain dicts and lists), updated in place; an object's state dict is
     not live (it goes to load_state_dict)."""
 
-    def __init__(self, plan, arrays, strict):
+    def __init__(self, plan, local, arrays, strict):
         self.plan = plan
+        self.local = local
         self.arrays = arrays
         self.strict = strict
 
@@ -129,7 +135,7 @@ class _Matcher:
         if isinstance(ck, ObjectNode):
             return self.object(cur, ck, path)
         if isinstance(ck, PerRankNode):
-            if cur is MISSING or not is_per_rank(cur):
+            if cur is MISSING or classify(cur) != PER_RANK:
                 return self.conflict(cur, "per-rank state (RNGState, PerRank)", path)
             self.plan.per_rank.append((cur, ck.key, path))
             return cur
@@ -170,15 +176,21 @@ class _Matcher:
                 return MISSING
             self.plan.targets[ck.name] = (path, new)
             return new
-        sharded = isinstance(cur, Sharded)
-        value = cur.tensor if sharded else cur
-        if not tensors.is_array(value):
+        kind = classify(cur)
+        if kind not in ARRAY_KINDS:
             return self.conflict(cur, "a tensor", path)
-        try:
-            _, _, baton_dtype = tensors.describe(value, path)
-        except TypeError as e:
-            self.error(path, str(e))
-            return MISSING
+        sharded = kind == SHARDED
+        value = cur.tensor if sharded else cur
+        item = self.local.items.get(array_name(path))
+        if item is not None and item.path == path:
+            baton_dtype = item.baton_dtype
+        else:  # a tensor of an object's state dict that load_state_dict gets (not walked as a leaf)
+            try:
+                tensors.check_keepable(value, path)
+                _, _, baton_dtype = tensors.describe(value, path)
+            except TypeError as e:
+                self.error(path, str(e))
+                return MISSING
         if baton_dtype != saved["dtype"]:
             self.error(path, f"dtype {baton_dtype} in the state, {saved['dtype']} in the checkpoint")
         shape = tuple(saved["shape"])
@@ -196,9 +208,10 @@ class _Matcher:
         return cur
 
     def object(self, cur, ck, path):
-        if cur is MISSING or not has_state_dict(cur):
+        if cur is MISSING or classify(cur) != OBJECT:
             return self.conflict(cur, f"an object ({ck.type}) with state_dict()/load_state_dict()", path)
-        restored = self.node(cur.state_dict(), ck.state, path, create=not tensors.is_module(cur), live=False)
+        sd = self.local.state_dicts[path] if path in self.local.state_dicts else cur.state_dict()
+        restored = self.node(sd, ck.state, path, create=not tensors.is_module(cur), live=False)
         if restored is not MISSING:
             self.plan.actions.append(_LoadStateDict(cur, restored, path))
         return cur
@@ -266,8 +279,7 @@ def _plain(value):
         return all(_plain(v) for v in value)
     if isinstance(value, dict):
         return all(_plain(v) for v in value.values())
-    return not (tensors.is_array(value) or isinstance(value, Sharded) or is_per_rank(value) or
-                has_state_dict(value))
+    return classify(value) == VALUE
 
 
 def _plain_ck(node):
@@ -286,8 +298,8 @@ class _LoadStateDict:
         try:
             self.obj.load_state_dict(self.state)
         except Exception as e:
-            raise type(e)(f"baton: '{path_text(self.path)}': {type(self.obj).__name__}.load_state_dict "
-                          f"refused the checkpoint's state: {e}") from e
+            raise with_context(e, f"baton: '{path_text(self.path)}': {type(self.obj).__name__}.load_state_dict "
+                                  "refused the checkpoint's state") from e
 
 
 class _UpdateDict:

@@ -1,4 +1,4 @@
-"""baton.RNGState: this rank's random number generators, as per-rank state."""
+"""baton.RNGState and baton.GeneratorState: random number generators, as this rank's per-rank state."""
 
 import random
 import sys
@@ -14,9 +14,10 @@ class RNGState:
     unless ``drop_rank_state_on_resize=True``, which leaves them as they
     are). Covered: ``random`` (Python's global generator), ``numpy.random``'s
     global RandomState, torch's CPU generator and, where CUDA is initialised,
-    every CUDA device's generator (untested: no GPU here). A NumPy
-    ``Generator`` of the program's own is not global: keep
-    ``gen.bit_generator.state`` (a dict of ints) in a ``baton.PerRank``.
+    every CUDA device's generator (untested: no GPU here). A generator
+    object of the program's own (a DataLoader's ``generator=``, a
+    ``numpy.random.Generator``) is not global: put it in a
+    ``baton.GeneratorState``.
 
     torch and NumPy are recorded only when the program has imported them.
     """
@@ -55,3 +56,46 @@ class RNGState:
 
     def __repr__(self):
         return "baton.RNGState()"
+
+
+class GeneratorState:
+    """One generator object of the program's own, as this rank's per-rank state.
+
+    ``baton.GeneratorState(gen)``: ``gen`` is a ``torch.Generator`` (a
+    DataLoader's ``generator=``, a sampler's; its ``get_state()`` bytes are
+    kept) or a NumPy ``numpy.random.Generator`` (its bit generator's state,
+    a dict of ints). Put it in the state dict (``state["loader_rng"] =
+    baton.GeneratorState(loader.generator)``): a save records the
+    generator's state as it is at the call, a restore sets it back on the
+    same rank at the same world size (JSON, no pickle), as RNGState does for
+    the global generators. A generator's state differs between ranks, so it
+    is never a replicated tensor.
+    """
+
+    _baton_per_rank = True
+    __slots__ = ("generator",)
+
+    def __init__(self, generator):
+        torch = sys.modules.get("torch")
+        np = sys.modules.get("numpy")
+        if not ((torch is not None and isinstance(generator, torch.Generator)) or
+                (np is not None and isinstance(generator, np.random.Generator))):
+            raise TypeError(f"baton.GeneratorState: a {type(generator).__module__}.{type(generator).__qualname__} "
+                            "is neither a torch.Generator nor a numpy.random.Generator")
+        self.generator = generator
+
+    def state_dict(self):
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(self.generator, torch.Generator):
+            return {"torch_generator": self.generator.get_state().numpy().tobytes()}
+        return {"numpy_generator": self.generator.bit_generator.state}
+
+    def load_state_dict(self, state):
+        if "torch_generator" in state:
+            import torch
+            self.generator.set_state(torch.frombuffer(bytearray(state["torch_generator"]), dtype=torch.uint8))
+        else:
+            self.generator.bit_generator.state = state["numpy_generator"]
+
+    def __repr__(self):
+        return f"baton.GeneratorState({self.generator!r})"

@@ -1,42 +1,46 @@
-"""A state dict walked into baton's parts: arrays, job-wide JSON, per-rank JSON.
+"""The one walk of a state dict: the local plan of a save or a restore.
 
-``flatten(state)`` turns the program's state dict (the dict given to
-Checkpointer.save) into
+``walk(state)`` goes once through the program's state dict (the dict given
+to Checkpointer.save or restore), with the rules below, and returns the
+rank's LocalPlan:
 
-- ``leaves``: every tensor or NumPy array, by baton array name (names.py),
-  with its path and whether it is a Sharded rank's rows (else replicated);
+- ``items``: every array leaf by baton array name (names.py), as a PlanItem:
+  its path, kind, library, dtype, local and global shape, and the value;
 - ``tree``: the JSON-able skeleton of the whole state, job-wide: plain values
   as metadata.encode writes them, each array as a reference
   ``{"$array": name, ...}`` (its library, dtype and global shape, so that a
   restore can allocate what the state lacks), each object walked through
   ``state_dict()`` as ``{"$object": type, "module": bool, "state": ...}``,
   each per-rank object (RNGState, PerRank) as ``{"$per_rank": key}``;
-- ``per_rank``: this rank's per-rank entries, by key, encoded the same way.
+- ``per_rank``: this rank's per-rank entries by key, encoded the same way;
+- ``state_dicts``: each object's state dict as this walk got it, by path
+  (restore_match walks the checkpoint beside these, calling no
+  ``state_dict()`` again).
+
+The kinds (``classify``), what every rank must hold equal of each
+(``PlanItem.agreed``), and the plan's digest are the plan the ranks agree on
+(checkpointer.py) before any other collective step. A new leaf kind (a
+DTensor: its local shard's offsets and sizes in n dims, its placements and
+mesh) is added in three places here: a KIND, its case in ``classify`` and
+``PlanItem.__init__`` (what it records), and its fields in
+``PlanItem.agreed`` (what the ranks must agree on); then checkpointer.py's
+``_bind`` says how it is registered.
 """
+
+import hashlib
 
 from baton import metadata, tensors
 from baton.metadata import path_text
 from baton.names import array_name
 from baton.wrappers import Sharded, is_per_rank
 
-
-class Leaf:
-    """A tensor or NumPy array of the state, as saved or restored."""
-
-    __slots__ = ("name", "path", "value", "sharded", "offset", "global_shape", "lib", "dtype", "baton_dtype")
-
-    def __init__(self, name, path, value, sharded=None):
-        self.name = name
-        self.path = path
-        self.value = value  # the tensor or array itself (a Sharded's tensor)
-        self.sharded = sharded is not None
-        self.offset = sharded.offset if sharded is not None else 0
-        self.global_shape = sharded.global_shape if sharded is not None else tuple(value.shape)
-        self.lib, self.dtype, self.baton_dtype = tensors.describe(value, path)
-
-    def ref(self):
-        return {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
-                "sharded": self.sharded}
+# The kinds of a state dict's leaves.
+REPLICATED = "replicated"  # a tensor or NumPy array every rank holds the same (DDP's parameters)
+SHARDED = "sharded"        # baton.Sharded: this rank's dim-0 rows of an array
+PER_RANK = "per_rank"      # RNGState, PerRank: JSON values of this rank's own
+OBJECT = "object"          # state_dict()/load_state_dict(): walked through its state dict
+VALUE = "value"            # everything else: a plain value or container (job-wide JSON), or unkeepable
+ARRAY_KINDS = (REPLICATED, SHARDED)
 
 
 def has_state_dict(value):
@@ -44,50 +48,122 @@ def has_state_dict(value):
             callable(getattr(value, "load_state_dict", None)))
 
 
-class Flat:
+def classify(value):
+    """The kind of a leaf, by the rules every walk uses (save, restore, the match)."""
+    if isinstance(value, Sharded):
+        return SHARDED
+    if tensors.is_array(value):
+        return REPLICATED
+    if is_per_rank(value):
+        return PER_RANK
+    if has_state_dict(value):
+        return OBJECT
+    return VALUE
+
+
+class PlanItem:
+    """An array leaf of the state, as saved or restored."""
+
+    __slots__ = ("name", "path", "kind", "value", "offset", "shape", "global_shape", "lib", "dtype",
+                 "baton_dtype")
+
+    def __init__(self, path, leaf, kind=None):
+        kind = kind or classify(leaf)
+        self.name = array_name(path)
+        self.path = path
+        self.kind = kind
+        if kind == SHARDED:
+            self.value = leaf.tensor  # the tensor or array itself
+            self.offset = leaf.offset
+            self.global_shape = tuple(leaf.global_shape)
+        elif kind == REPLICATED:
+            self.value = leaf
+            self.offset = 0
+            self.global_shape = tuple(leaf.shape)
+        else:
+            raise ValueError(f"baton: '{path_text(path)}': a {kind} is not an array leaf")
+        self.shape = tuple(self.value.shape)
+        self.lib, self.dtype, self.baton_dtype = tensors.describe(self.value, path)
+
+    @property
+    def sharded(self):
+        return self.kind == SHARDED
+
+    def ref(self):
+        """The leaf's node in the job-wide tree."""
+        return {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
+                "sharded": self.sharded}
+
+    def agreed(self):
+        """What every rank must hold equal: the name (and path), kind, dtype and global shape (not a shard's rows)."""
+        return [self.name, path_text(self.path), self.kind, self.baton_dtype, list(self.global_shape)]
+
+
+class LocalPlan:
+    """One rank's plan: its leaves, its per-rank state, the job-wide tree."""
+
     def __init__(self):
-        self.leaves = {}    # name -> Leaf, in walk order
-        self.per_rank = {}  # key -> encoded state
+        self.items = {}        # array name -> PlanItem, in walk order
+        self.per_rank = {}     # key -> encoded state
+        self.state_dicts = {}  # path -> an object's state dict, as the walk got it
         self.tree = None
 
+    def agreed(self, call):
+        """The JSON-able part every rank must hold equal, ``call`` (the call and its arguments) first."""
+        return {"call": call, "arrays": sorted(i.agreed() for i in self.items.values()),
+                "per_rank": sorted(self.per_rank)}
 
-def flatten(state):
-    """The Flat form of ``state``; TypeError naming the path of a leaf that cannot be kept."""
+    def digest(self, call):
+        return hashlib.sha256(metadata.dumps(self.agreed(call))).digest()
+
+
+def walk(state):
+    """The LocalPlan of ``state``; TypeError naming the path of a leaf that cannot be kept."""
     if not isinstance(state, dict):
         raise TypeError(f"baton: the state must be a dict of names to modules, optimizers, tensors and "
                         f"values, not a {type(state).__name__}")
-    flat = Flat()
+    plan = LocalPlan()
+    on_stack = set()  # ids of the objects being walked: a state that holds itself is refused
 
     def on_other(value, path):
-        if isinstance(value, Sharded):
-            return _add_leaf(flat, Leaf(array_name(path), path, value.tensor, value))
-        if tensors.is_array(value):
-            return _add_leaf(flat, Leaf(array_name(path), path, value))
-        if is_per_rank(value):
+        kind = classify(value)
+        if kind in ARRAY_KINDS:
+            tensors.check_keepable(value.tensor if kind == SHARDED else value, path)
+            return _add_item(plan, PlanItem(path, value, kind))
+        if kind == PER_RANK:
             key = array_name(path)
-            flat.per_rank[key] = metadata.encode(value.state_dict(), path, _no_arrays)
+            plan.per_rank[key] = metadata.encode(value.state_dict(), path, _no_arrays)
             return {metadata.PER_RANK: key}
-        if has_state_dict(value):
-            sd = value.state_dict()
-            return {metadata.OBJECT: type(value).__qualname__, "module": tensors.is_module(value),
-                    "state": metadata.encode(sd, path, on_other)}
+        if kind == OBJECT:
+            if id(value) in on_stack:
+                raise TypeError(f"baton: cannot keep '{path_text(path)}': the {type(value).__name__} holds "
+                                "itself (a state_dict() that contains its own object)")
+            on_stack.add(id(value))
+            try:
+                sd = value.state_dict()
+                plan.state_dicts[path] = sd
+                node = {metadata.OBJECT: type(value).__qualname__, "module": tensors.is_module(value),
+                        "state": metadata.encode(sd, path, on_other)}
+            finally:
+                on_stack.discard(id(value))
+            return node
         raise metadata.unkeepable(path, value)
 
-    flat.tree = metadata.encode(state, (), on_other)
-    return flat
+    plan.tree = metadata.encode(state, (), on_other)
+    return plan
 
 
-def _add_leaf(flat, leaf):
-    other = flat.leaves.get(leaf.name)
+def _add_item(plan, item):
+    other = plan.items.get(item.name)
     if other is not None:
-        raise ValueError(f"baton: '{path_text(other.path)}' and '{path_text(leaf.path)}' map to the same "
-                         f"array name {leaf.name!r} (keys that differ only in type, such as 0 and '0'?)")
-    flat.leaves[leaf.name] = leaf
-    return leaf.ref()
+        raise ValueError(f"baton: '{path_text(other.path)}' and '{path_text(item.path)}' map to the same "
+                         f"array name {item.name!r} (keys that differ only in type, such as 0 and '0'?)")
+    plan.items[item.name] = item
+    return item.ref()
 
 
 def _no_arrays(value, path):
-    if tensors.is_array(value) or isinstance(value, Sharded):
+    if classify(value) in ARRAY_KINDS:
         raise TypeError(f"baton: '{path_text(path)}': per-rank state (RNGState, PerRank) holds JSON values "
                         "only, not tensors (register a per-rank tensor as a baton.Sharded row)")
     raise metadata.unkeepable(path, value)

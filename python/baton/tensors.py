@@ -58,6 +58,33 @@ def describe(value, path):
     return "torch", name, baton
 
 
+def check_keepable(value, path):
+    """TypeError naming the path for a tensor baton cannot keep as an array of bytes.
+
+    Sparse tensors (their layout is not strided: no dense bytes), meta
+    tensors (no data at all), nested tensors (ragged) and the
+    torch.distributed tensor subclasses whose local part is not the whole
+    tensor (ShardedTensor; DTensor until the plan has its kind) would
+    otherwise fail deep in DLPack with a RuntimeError naming no path.
+    """
+    if isinstance(value, np.ndarray):
+        return
+    torch = torch_module()
+    kind = type(value).__name__
+    why = None
+    if kind in ("ShardedTensor", "DTensor"):
+        why = (f"a {kind} is split over the ranks by torch.distributed; give this rank's part as "
+               "baton.Sharded(local_tensor, offset, global_shape)")
+    elif getattr(value, "is_nested", False):
+        why = "a nested (ragged) tensor has no single shape"
+    elif value.layout != torch.strided:
+        why = f"a {value.layout} tensor has no dense bytes (keep its .to_dense(), or its indices and values)"
+    elif value.device.type == "meta":
+        why = "a meta tensor holds no data (materialize it first, e.g. module.to_empty(device=...))"
+    if why is not None:
+        raise TypeError(f"baton: cannot keep '{path_text(path)}': {why}")
+
+
 def allocate(lib, dtype, shape, path):
     """A new zeroed tensor or array for an array the state lacks (lazily created optimizer state)."""
     shape = tuple(int(d) for d in shape)
@@ -87,34 +114,42 @@ class Binding:
     ``dtype`` the baton dtype name given with it. A CUDA tensor or a
     non-contiguous one is registered through a host copy (``mirror``):
     refreshed from the leaf before every save, copied back after a restore.
+    ``scratch``: a restore's own buffer, copied into the leaf only once the
+    version verified (after_restore), so that a leaf never keeps bytes a
+    failed restore read. ``receive``: a save's buffer that rank 0's copy is
+    broadcast into (replicas="rank0"), the leaf left as it is.
     """
 
-    __slots__ = ("leaf", "buffer", "dtype", "mirror", "key")
+    __slots__ = ("leaf", "buffer", "dtype", "mirror", "receive")
 
-    def __init__(self, leaf, baton_dtype):
+    def __init__(self, leaf, baton_dtype, scratch=False, receive=False):
         self.leaf = leaf
         self.dtype = baton_dtype
-        self.mirror = False
+        self.mirror = scratch or receive
+        self.receive = receive
         if isinstance(leaf, np.ndarray):
-            if leaf.flags.c_contiguous:
+            if self.mirror:
+                self.buffer = np.empty(leaf.shape, dtype=leaf.dtype)
+            elif leaf.flags.c_contiguous:
                 self.buffer = leaf
             else:
                 self.buffer = np.ascontiguousarray(leaf)
                 self.mirror = True
         else:
             t = leaf.detach()
-            if t.device.type != "cpu" or not t.is_contiguous():
+            if self.mirror:
+                t = _torch().empty(tuple(t.shape), dtype=t.dtype, device="cpu")
+            elif t.device.type != "cpu" or not t.is_contiguous():
                 # Untested on CUDA (no GPU on this project's machine).
                 t = t.to(device="cpu", memory_format=_contiguous(), copy=True)
                 self.mirror = True
             if baton_dtype == "bool":
-                # torch 1.13's DLPack export refuses bool; the bytes are u8.
+                # torch's DLPack export refused bool (1.13); the bytes are u8.
                 t = t.view(_torch().uint8)
             self.buffer = t
-        self.key = identity(leaf)
 
     def before_save(self):
-        if not self.mirror:
+        if not self.mirror or self.receive:
             return
         if isinstance(self.leaf, np.ndarray):
             np.copyto(self.buffer, self.leaf)
@@ -122,6 +157,7 @@ class Binding:
             self._host().copy_(self.leaf.detach())
 
     def after_restore(self):
+        """Copies the restored bytes into the leaf; a tensor's autograd version counter moves, as copy_ moves it."""
         if not self.mirror:
             return
         if isinstance(self.leaf, np.ndarray):
@@ -129,6 +165,12 @@ class Binding:
         else:
             with _torch().no_grad():
                 self.leaf.copy_(self._host())
+
+    def bytes_view(self):
+        """The buffer's bytes as a writable 1-d NumPy uint8 array (the same memory)."""
+        if isinstance(self.buffer, np.ndarray):
+            return self.buffer.reshape(-1).view(np.uint8)
+        return self.buffer.reshape(-1).view(_torch().uint8).numpy()
 
     def _host(self):
         torch = _torch()

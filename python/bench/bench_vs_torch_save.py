@@ -1,10 +1,10 @@
-#!/usr/bin/python3
+#!/opt/baton-venv/bin/python
 """baton.Checkpointer against torch.save / torch.load for a DDP model's state.
 
 Run under mpirun, one process per rank, on one node:
 
-    tests/lib/mpirun-ranks 3 /usr/bin/python3 python/bench/bench_vs_torch_save.py --dir /tmp/bench
-    tests/lib/mpirun-ranks 8 /usr/bin/python3 python/bench/bench_vs_torch_save.py --dir /tmp/bench
+    tests/lib/mpirun-ranks 3 /opt/baton-venv/bin/python python/bench/bench_vs_torch_save.py --dir /tmp/bench
+    tests/lib/mpirun-ranks 8 /opt/baton-venv/bin/python python/bench/bench_vs_torch_save.py --dir /tmp/bench
 
 Every rank builds the same model (a stack of Linear layers of --mib MiB of
 float32 parameters) and takes one Adam step on the same data, so that every
@@ -91,8 +91,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
     parser.add_argument("--verify-replicas", type=int, choices=(0, 1), default=1,
-                        help="baton's check that every rank's replicated copy is the same (default 1): "
-                             "each rank hashes its whole copy")
+                        help="1: Checkpointer(replicas='verify'), every rank hashes its whole replicated copy "
+                             "(default); 0: replicas='rank0', rank 0's copy broadcast and saved, no hash")
     args = parser.parse_args()
 
     comm = MPI.COMM_WORLD
@@ -109,7 +109,7 @@ def main():
     state_bytes += sum(t.numel() * t.element_size() for s in optim.state_dict()["state"].values()
                        for t in s.values() if isinstance(t, torch.Tensor))
     ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2,
-                            verify_replicas=bool(args.verify_replicas))
+                            replicas="verify" if args.verify_replicas else "rank0")
     torch_path = os.path.join(args.dir, "torch", "ckpt.pt")
 
     def timed(fn):
@@ -188,7 +188,7 @@ def main():
 
         mib = 2**20
         print(f"ranks {size}, state {state_bytes / mib:.0f} MiB (model {args.mib} MiB + Adam), "
-              f"{args.rounds} rounds, verify_replicas={bool(args.verify_replicas)}, "
+              f"{args.rounds} rounds, replicas={'verify' if args.verify_replicas else 'rank0'}, "
               f"load at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
         print("| what | median s | range s | MiB/s | written per rank | peak RSS rise |")
         print("| --- | --- | --- | --- | --- | --- |")

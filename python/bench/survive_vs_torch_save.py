@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/opt/baton-venv/bin/python
 """What a kill -9 during a save and a flipped byte do to torch.save and to baton.
 
-    PYTHONPATH=_build/python /usr/bin/python3 python/bench/survive_vs_torch_save.py --dir /tmp/survive
+    PYTHONPATH=_build/python /opt/baton-venv/bin/python python/bench/survive_vs_torch_save.py --dir /tmp/survive
 
 One process (baton's runtime as an MPI singleton). Each case runs its saves
 and loads in child processes, as a job and its requeued successor would:

@@ -43,7 +43,13 @@ class CppBench : public RuntimeUser {
   }
   ~CppBench() override { Close(); }
 
-  void CloseForRuntime() override { Close(); }
+  // A bench's save in flight is the bench's to wait for: not committed here.
+  py::object CloseForRuntime(bool /*commit*/, Status* /*failure*/) override {
+    Close();
+    py::object runtime_ref = std::move(runtime_obj_);  // the Runtime drops it last
+    runtime_obj_ = py::none();
+    return runtime_ref;
+  }
   void Close() {
     if (ck_) {
       py::gil_scoped_release release;

@@ -1,12 +1,16 @@
 #include "python/src/checkpointer_binding.h"
 
 #include <pybind11/stl.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baton/checkpointer.h"
@@ -20,28 +24,89 @@
 namespace baton::python {
 namespace {
 
+// The checkpoint directories held by the open ArrayCheckpointers of this
+// process (their canonical paths; the GIL guards it). A second one on the
+// same directory would wait lock_wait_seconds (120 s) for the writer lock
+// its own process holds: refused at once instead.
+std::map<std::string, int>& DirsHeldHere() {
+  static auto* held = new std::map<std::string, int>();
+  return *held;
+}
+
+// The directory a Checkpointer with `options` opens (CheckpointOptions::dir,
+// else $BATON_CKPT_DIR), canonical so that two spellings of one directory
+// match; "" when neither is set (Create says so).
+std::string HeldDirKey(const std::string& dir) {
+  std::string d = dir;
+  if (d.empty()) {
+    const char* env = std::getenv("BATON_CKPT_DIR");
+    if (env != nullptr) d = env;
+  }
+  if (d.empty()) return d;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::weakly_canonical(std::filesystem::absolute(d, ec), ec);
+  return ec ? d : p.string();
+}
+
 class PyArrayCheckpointer : public RuntimeUser {
  public:
   PyArrayCheckpointer(py::object runtime, const CheckpointOptions& options)
-      : runtime_obj_(std::move(runtime)), runtime_(runtime_obj_.cast<PyRuntime*>()) {
+      : runtime_obj_(std::move(runtime)), runtime_(runtime_obj_.cast<PyRuntime*>()), pid_(::getpid()) {
     Runtime& rt = runtime_->get();
+    const std::string key = HeldDirKey(options.dir);
+    if (!key.empty() && DirsHeldHere().count(key) != 0)
+      throw StatusError(Status::Unavailable(
+          kComponent, "ArrayCheckpointer: checkpoint directory " + key +
+                          " is held by another open checkpointer of this process (pid " +
+                          std::to_string(::getpid()) +
+                          "): one Checkpointer per directory; close() the other first, or use it"));
     Status s;
     {
       py::gil_scoped_release release;
       s = Checkpointer::Create(rt, options, &ck_);
     }
     Check(s);
+    // A communicator of its own for close()'s agreement (CloseKeepingRuntime):
+    // no other collective of the runtime or the checkpointer can meet it.
+    {
+      py::gil_scoped_release release;
+      MPI_Request request = MPI_REQUEST_NULL;
+      s = BATON_MPI_CHECK(MPI_Comm_idup(rt.world_comm(), &close_comm_, &request));
+      if (s.ok()) s = mpi::Deadline(rt.options().collective_timeout).Wait(&request, 1);
+    }
+    if (!s.ok()) {
+      if (s.code() == Code::kTimeout) mpi::MarkAbandoned();
+      close_comm_ = MPI_COMM_NULL;  // left to MPI (in flight, or failed)
+      py::gil_scoped_release release;
+      ck_.reset();
+    }
+    Check(s.Annotate("ArrayCheckpointer: duplicating the runtime's communicator"));
+    held_dir_ = key;
+    if (!held_dir_.empty()) ++DirsHeldHere()[held_dir_];
     runtime_->AddUser(this);
   }
-  ~PyArrayCheckpointer() override { Close(); }
+  ~PyArrayCheckpointer() override {
+    // Garbage collection is no point every rank reaches together: no
+    // commit (collective); a save in flight is abandoned with the C++
+    // destructor's warning, as before close() committed. A destructor
+    // cannot raise.
+    try {
+      Status failure;
+      py::object runtime_ref = CloseKeepingRuntime(/*commit=*/false, &failure);
+    } catch (const std::exception& e) {
+      PySys_WriteStderr("baton: closing a garbage-collected ArrayCheckpointer: %s\n", e.what());
+    }
+  }
   PyArrayCheckpointer(const PyArrayCheckpointer&) = delete;
   PyArrayCheckpointer& operator=(const PyArrayCheckpointer&) = delete;
 
-  void CloseForRuntime() override { Close(); }
+  py::object CloseForRuntime(bool commit, Status* failure) override { return CloseKeepingRuntime(commit, failure); }
 
   // Marks a call in progress: the Checkpointer is for one thread at a time,
   // and with the GIL released a second Python thread could otherwise enter.
-  // busy_ is read and written with the GIL held.
+  // busy_ is read and written with the GIL held. Getters take it too: what
+  // they read (the blob, the stats, the state of the save in flight) is
+  // what a call in another thread is writing.
   class Busy {
    public:
     explicit Busy(PyArrayCheckpointer& c, const char* call) : c_(c) {
@@ -68,6 +133,8 @@ class PyArrayCheckpointer : public RuntimeUser {
   void Run(const char* what, F call) {
     Busy busy(*this, what);
     Checkpointer& ck = get();
+    const std::string_view w(what);
+    if (w == "save" || w == "save_async" || w == "restore") CheckUnmoved(what);
     Status s;
     {
       py::gil_scoped_release release;
@@ -76,16 +143,64 @@ class PyArrayCheckpointer : public RuntimeUser {
     Check(s);
   }
 
-  void Close() {
-    { Busy refuse_if_busy(*this, "close"); }
-    if (ck_) {
-      py::gil_scoped_release release;  // waits for the background writer
-      ck_.reset();
+  // Every registered array still at the memory and shape it was registered
+  // with: a tensor whose storage moved since (resize_, set_, a NumPy
+  // resize) would be read or written at freed memory. Asked again of the
+  // object before every use (one view: no copy); InvalidArgument naming the
+  // array otherwise (issue 41 item 9).
+  void CheckUnmoved(const char* what) {
+    for (const auto& [name, view] : arrays_) {
+      const ArrayView now = ViewArray(name, view.owner, std::string(DTypeName(view.dtype)));
+      if (now.data != view.data || now.shape != view.shape)
+        ThrowInvalid(std::string(what) + ": array '" + name + "' moved since it was registered (shape " +
+                     ShapeText(view.shape) + ", now " + ShapeText(now.shape) +
+                     (now.data != view.data ? ", its memory reallocated" : "") +
+                     ": resize_, set_ or a NumPy resize?); register it again");
     }
-    arrays_.clear();  // the exporters, with the GIL
-    if (runtime_ != nullptr) runtime_->RemoveUser(this);
-    runtime_ = nullptr;
-    runtime_obj_ = py::none();
+  }
+
+  // As Run, for the calls that commit a version (save, save_async, wait,
+  // wait_or_abandon). Ctrl-C while the call runs (the GIL released: Python's
+  // handler only notes it) is held until the call ended on this rank, so the
+  // call is never cut between the ranks' commit steps; then the
+  // KeyboardInterrupt is raised, saying whether the version was committed.
+  // step: the version the call saves; kInFlight: the save in flight.
+  static constexpr int64_t kInFlight = -2;
+  template <typename F>
+  void RunCommitting(const char* what, int64_t step, F call) {
+    {
+      Busy busy(*this, what);
+      Checkpointer& ck = get();
+      if (step == kInFlight) step = ck.async_status().step;
+      const std::string_view w(what);
+      if (w == "save" || w == "save_async") CheckUnmoved(what);
+      Status s;
+      {
+        py::gil_scoped_release release;
+        s = call(ck);
+      }
+      Check(s);  // a failure is raised as such; a Ctrl-C during it comes after, from Python
+    }
+    if (PyErr_CheckSignals() == 0) return;
+    if (!PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) throw py::error_already_set();
+    PyErr_Clear();
+    const std::string committed =
+        std::string(what) == "save_async"
+            ? "version " + std::to_string(step) + " is staged and being written (its commit comes with the next "
+                                                  "save, restore, wait or close)"
+        : step >= 0 ? "version " + std::to_string(step) + " is committed"
+                    : "no save was in flight";
+    PyErr_SetString(PyExc_KeyboardInterrupt,
+                    ("Ctrl-C during ArrayCheckpointer." + std::string(what) + "(): held until the call ended; it "
+                     "succeeded: " + committed).c_str());
+    throw py::error_already_set();
+  }
+
+  void Close(bool commit) {
+    Status failure;
+    py::object runtime_ref = CloseKeepingRuntime(commit, &failure);
+    runtime_ref = py::none();  // may be the Runtime's last reference: dropped after every use of this
+    Check(failure);
   }
 
   void RegisterReplicated(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype) {
@@ -149,6 +264,7 @@ class PyArrayCheckpointer : public RuntimeUser {
   }
 
   std::string AsyncStatus() {
+    Busy busy(*this, "async_status");
     switch (get().async_status().state) {
       case AsyncSaveStatus::State::kIdle: return "idle";
       case AsyncSaveStatus::State::kWriting: return "writing";
@@ -165,6 +281,77 @@ class PyArrayCheckpointer : public RuntimeUser {
   }
 
  private:
+  // Ends the checkpointer; hands back its reference to the Runtime (the
+  // caller drops it last). With `commit`, a save_async not yet committed is
+  // committed first, every rank doing the same at its close (collective
+  // then), bounded by the runtime's collective timeout: abandoning it would
+  // lose a version the program asked for. Its failure goes into *failure;
+  // the rest of the close happens anyway. Without (an exception unwinding,
+  // garbage collection) it is abandoned, as the C++ destructor does. In a child forked after the checkpointer was made
+  // nothing is touched: the writer thread, the lock and MPI are the parent's.
+  py::object CloseKeepingRuntime(bool commit, Status* failure) {
+    if (ck_ && !Foreign()) {
+      Busy busy(*this, "close");
+      const AsyncSaveStatus in_flight = ck_->async_status();
+      if (commit && in_flight.state != AsyncSaveStatus::State::kIdle && runtime_ != nullptr &&
+          !runtime_->closed()) {
+        Runtime& rt = runtime_->get();
+        const double deadline = rt.options().collective_timeout;
+        const std::string what = "close(): committing save_async(" + std::to_string(in_flight.step) + ")";
+        Status s;
+        bool timed_out = false;
+        {
+          py::gil_scoped_release release;
+          // First every rank must be closing too, within the deadline: the
+          // commit's own collectives (Checkpointer::Wait) have none, and a
+          // rank that closes alone (its sys.exit while the others train)
+          // would wait there for ever. On the heap: after a timeout MPI may
+          // still write it.
+          auto* buf = new int[2]{1, 0};
+          MPI_Request request = MPI_REQUEST_NULL;
+          s = BATON_MPI_CHECK(MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_INT, MPI_MIN, close_comm_, &request));
+          if (s.ok()) s = mpi::Deadline(deadline).Wait(&request, 1);
+          if (s.code() == Code::kTimeout) {
+            // Left in flight: MPI_Finalize would wait for the absent rank
+            // (the process exits without it) and close_comm_ stays.
+            mpi::MarkAbandoned();
+            close_comm_ = MPI_COMM_NULL;
+            timed_out = true;
+            s = mpi::TimeoutStatus(&rt, what + " (not committed; abandoned): waiting for every rank to close",
+                                   deadline);
+          } else {
+            delete[] buf;
+            if (s.ok()) s = ck_->Wait(deadline);
+          }
+        }
+        if (!s.ok()) *failure = timed_out ? s : s.Annotate(what + " (not committed)");
+      }
+      py::gil_scoped_release release;  // waits for the background writer
+      ck_.reset();
+    } else if (ck_) {
+      (void)ck_.release();  // a forked child: the parent's objects, left as they are
+    }
+    if (close_comm_ != MPI_COMM_NULL && !Foreign()) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized && !mpi::Failed()) MPI_Comm_free(&close_comm_);
+    }
+    close_comm_ = MPI_COMM_NULL;
+    if (!held_dir_.empty() && !Foreign()) {
+      auto it = DirsHeldHere().find(held_dir_);
+      if (it != DirsHeldHere().end() && --it->second == 0) DirsHeldHere().erase(it);
+    }
+    held_dir_.clear();
+    arrays_.clear();  // the exporters, with the GIL
+    if (runtime_ != nullptr) runtime_->RemoveUser(this);
+    runtime_ = nullptr;
+    py::object runtime_ref = std::move(runtime_obj_);
+    runtime_obj_ = py::none();
+    return runtime_ref;
+  }
+
+  bool Foreign() const { return ::getpid() != pid_; }
+
   // dim 0 of a sharded array registered without global_shape: the largest
   // end row over the ranks. An all-reduce on the runtime's world under its
   // collective deadline (past it the process exits 75, as the runtime's own
@@ -191,6 +378,9 @@ class PyArrayCheckpointer : public RuntimeUser {
 
   py::object runtime_obj_;  // keeps the Runtime alive while this is open
   PyRuntime* runtime_ = nullptr;
+  long pid_;              // the process that made it (a forked child's copy is not its own)
+  MPI_Comm close_comm_ = MPI_COMM_NULL;  // close()'s agreement (a dup of the runtime's world)
+  std::string held_dir_;  // its key in DirsHeldHere
   std::unique_ptr<Checkpointer> ck_;
   std::map<std::string, ArrayView> arrays_;
   std::optional<RestoreResult> last_restore_;
@@ -246,7 +436,10 @@ peer_timeout: seconds of a silent peer after which the waiting ranks exit 75
   (0: the runtime's collective timeout).
 
 Failures raise baton.Error subclasses naming rank, host and the value.
-The GIL is released while a call does I/O or waits for other ranks.)")
+The GIL is released while a call does I/O or waits for other ranks; one
+thread at a time calls a checkpointer, getters included (a second thread
+gets baton.Unavailable at once). One checkpointer per directory: a second
+one on a directory this process holds is baton.Unavailable at once.)")
       .def(py::init([](py::object runtime, py::object dir, py::object local_dir, int group_size, int keep, bool level2,
                        int shared_every, int local_keep, std::string run_id, bool verify_replicas,
                        double peer_timeout) {
@@ -291,16 +484,20 @@ global_shape: the whole array's shape (its dims after the first equal the
   any rank, agreed collectively (then every rank must register its shards in
   the same order). dtype: as in register_replicated.)")
       .def(
-          "save", [](PyArrayCheckpointer& c, int64_t step) { c.Run("save", [&](Checkpointer& ck) { return ck.Save(step); }); },
+          "save", [](PyArrayCheckpointer& c, int64_t step) { c.RunCommitting("save", step, [&](Checkpointer& ck) { return ck.Save(step); }); },
           py::arg("step"),
           R"(Writes every registered array, the user blob and the rank state as version
 `step` (training steps completed, >= 0) and commits it atomically; keeps the
 newest `keep` versions. Collective. On failure nothing is committed and every
-rank raises the same exception.)")
+rank raises the same exception.
+
+Ctrl-C (SIGINT) during the call is held until the save ended on this rank,
+so that it is never cut between the ranks' commit steps; then
+KeyboardInterrupt is raised, its text saying the version is committed.)")
       .def(
           "save_async",
           [](PyArrayCheckpointer& c, int64_t step) {
-            c.Run("save_async", [&](Checkpointer& ck) { return ck.SaveAsync(step); });
+            c.RunCommitting("save_async", step, [&](Checkpointer& ck) { return ck.SaveAsync(step); });
           },
           py::arg("step"),
           R"(Starts saving version `step` in the background and returns.
@@ -309,23 +506,25 @@ First completes (commits) the save in flight, if any; then copies every
 registered array into one staging copy: changes to the arrays after it
 returns never reach this version. A background thread writes the copy; the
 next save, save_async, restore, read_metadata or wait commits it (and raises
-its failure on every rank). Collective. Memory: one copy of this rank's
-arrays.)")
+its failure on every rank). close() commits it too (collective then). Collective.
+Memory: one copy of this rank's arrays. Ctrl-C meanwhile: as in save().)")
       .def(
           "wait",
           [](PyArrayCheckpointer& c, std::optional<double> timeout) {
             const double t = timeout ? *timeout : std::numeric_limits<double>::infinity();
-            c.Run("wait", [&](Checkpointer& ck) { return ck.Wait(t); });
+            c.RunCommitting("wait", PyArrayCheckpointer::kInFlight, [&](Checkpointer& ck) { return ck.Wait(t); });
           },
           py::arg("timeout") = py::none(),
           R"(Completes the save in flight: waits until every rank's write ended (or
 `timeout` seconds passed: baton.TimeoutError on every rank, the save stays in
 flight), then commits it. Returns at once when none is in flight. Collective.
-Call it before close(): an uncommitted save is discarded.)")
+close() (and the end of a with block, and the exit) does it too, bounded by
+the runtime's collective_timeout. Ctrl-C meanwhile: as in save().)")
       .def(
           "wait_or_abandon",
           [](PyArrayCheckpointer& c, double timeout) {
-            c.Run("wait_or_abandon", [&](Checkpointer& ck) { return ck.WaitOrAbandon(timeout); });
+            c.RunCommitting("wait_or_abandon", PyArrayCheckpointer::kInFlight,
+                            [&](Checkpointer& ck) { return ck.WaitOrAbandon(timeout); });
           },
           py::arg("timeout"),
           R"(For an agreed stop: as wait(), but a save not written everywhere within
@@ -334,7 +533,8 @@ raised on every rank. Returns within about timeout plus one 64 MiB slab.)")
       .def("async_status", &PyArrayCheckpointer::AsyncStatus,
            R"(This rank's save in flight, as this rank knows it: "idle", "writing",
 "written" (waits for the next collective call to commit) or "failed" (every
-rank learns it at the next call). Local: no MPI, no waiting.)")
+rank learns it at the next call). Local: no MPI, no waiting (baton.Unavailable
+while another thread is in a call of this checkpointer).)")
       .def(
           "rollback",
           [](PyArrayCheckpointer& c) {
@@ -369,7 +569,10 @@ manifest, or None: {step, version_path, world_size, time, arrays [{name, dtype
 (a baton name), shape (tuple), replicated}], user_blob_bytes, has_rank_state}.
 For allocating arrays before registering them. Collective.)")
       .def_property(
-          "rank_state", [](PyArrayCheckpointer& c) { return py::bytes(c.get().rank_state()); },
+          "rank_state", [](PyArrayCheckpointer& c) {
+            PyArrayCheckpointer::Busy busy(c, "rank_state");
+            return py::bytes(c.get().rank_state());
+          },
           [](PyArrayCheckpointer& c, const py::bytes& b) {
             PyArrayCheckpointer::Busy busy(c, "rank_state");
             Check(c.get().SetRankState(std::string(b)));
@@ -378,7 +581,10 @@ For allocating arrays before registering them. Collective.)")
 later save and given back to this rank by restore at the same world size.
 At most 64 MiB.)")
       .def_property(
-          "user_blob", [](PyArrayCheckpointer& c) { return py::bytes(c.get().user_blob()); },
+          "user_blob", [](PyArrayCheckpointer& c) {
+            PyArrayCheckpointer::Busy busy(c, "user_blob");
+            return py::bytes(c.get().user_blob());
+          },
           [](PyArrayCheckpointer& c, const py::bytes& b) {
             PyArrayCheckpointer::Busy busy(c, "user_blob");
             Check(c.get().SetUserBlob(std::string(b)));
@@ -386,22 +592,42 @@ At most 64 MiB.)")
           "Job-wide bytes saved with the next save (rank 0's are kept) and given back to every rank by restore. "
           "At most 64 MiB.")
       .def(
-          "last_stats", [](PyArrayCheckpointer& c) { return StatsDict(c.get().last_stats()); },
+          "last_stats", [](PyArrayCheckpointer& c) {
+            PyArrayCheckpointer::Busy busy(c, "last_stats");
+            return StatsDict(c.get().last_stats());
+          },
           R"(What the last save or restore did on this rank: step, version_path, bytes,
 total_bytes, bytes_read (restore: whole chunks read to verify them), seconds, fallbacks, level, shared,
 bytes_level2, bytes_partner,
 bytes_level3 (and total_ of each), phases {name: seconds}.)")
       .def_property_readonly("registered", &PyArrayCheckpointer::Registered, "The registered names, sorted.")
-      .def_property_readonly("dir", [](PyArrayCheckpointer& c) { return c.get().dir(); }, "The checkpoint directory.")
-      .def_property_readonly("run_id", [](PyArrayCheckpointer& c) { return c.get().run_id(); },
+      .def_property_readonly("dir", [](PyArrayCheckpointer& c) {
+                               PyArrayCheckpointer::Busy busy(c, "dir");
+                               return c.get().dir();
+                             },
+                             "The checkpoint directory.")
+      .def_property_readonly("run_id", [](PyArrayCheckpointer& c) {
+                               PyArrayCheckpointer::Busy busy(c, "run_id");
+                               return c.get().run_id();
+                             },
                              "The directory's run id, the same on every rank.")
       .def_property_readonly("closed", &PyArrayCheckpointer::closed, "Whether close() was called.")
-      .def("close", &PyArrayCheckpointer::Close,
-           R"(Ends the checkpointer: waits for this rank's background writer (a save
-not yet committed by wait() is discarded), releases the directory's lock and
-the registered arrays. Not collective; closing twice is harmless.)")
+      .def(
+          "close", [](PyArrayCheckpointer& c) { c.Close(/*commit=*/true); },
+           R"(Ends the checkpointer: commits a save_async not yet committed, as wait()
+with the runtime's collective_timeout (collective then: every rank closes;
+its failure is raised after the rest of the close), releases the directory's
+lock and the registered arrays. Not collective when no save is in flight;
+closing twice is harmless. The end of a with block, Runtime.close() and the
+interpreter's exit close it the same way; while an exception leaves a with
+block (the other ranks are elsewhere) and when it is garbage-collected, the
+save in flight is abandoned instead, with a warning in the log.)")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyArrayCheckpointer& c, py::args) { c.Close(); });
+      .def("__exit__", [](PyArrayCheckpointer& c, const py::object& type, const py::object&, const py::object&) {
+        // While an exception unwinds the other ranks are not closing: no
+        // commit (collective, it would wait for them), the exception goes on.
+        c.Close(/*commit=*/type.is_none());
+      });
 }
 
 }  // namespace baton::python

@@ -7,6 +7,7 @@
 #include "python/src/bench_binding.h"
 #include "python/src/checkpointer_binding.h"
 #include "python/src/errors.h"
+#include "python/src/deadline_collectives.h"
 #include "python/src/runtime_binding.h"
 
 namespace py = pybind11;
@@ -19,6 +20,7 @@ PYBIND11_MODULE(_baton, m) {
   baton::python::BindRuntime(m);
   baton::python::BindCheckpointer(m);
   baton::python::BindBench(m);
+  baton::python::BindDeadlineCollectives(m);
   // Runtimes left open at exit are closed, then MPI finalized if baton
   // started it: after Python's own atexit handlers registered later
   // (mpi4py's, if imported after baton) and before the interpreter goes.
@@ -30,6 +32,10 @@ PYBIND11_MODULE(_baton, m) {
         return py::make_tuple(std::string(baton::DTypeName(t)), baton::DTypeSize(t));
       },
       py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
+  m.def(
+      "_abort_job", [](int code) { baton::python::PyRuntime::AbortJob(code); }, py::arg("code"),
+      "Ends the whole job with `code` (MPI_Abort), or this process where MPI is not running in it; does not "
+      "return (baton/excepthook.py).");
   m.def("_at_exit", &baton::python::PyRuntime::AtExit,
         "Closes every open Runtime and finalizes MPI if baton started it (registered with atexit).");
   py::module_::import("atexit").attr("register")(m.attr("_at_exit"));

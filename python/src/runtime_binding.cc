@@ -2,7 +2,10 @@
 
 #include <mpi.h>
 #include <pybind11/stl.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -19,10 +22,14 @@ std::set<PyRuntime*>& OpenRuntimes() {
   return *open;
 }
 bool g_initialized_mpi = false;  // a Runtime of this module called MPI_Init
+long g_mpi_pid = 0;              // the process of the first Runtime: MPI is its (a forked child's is not)
+// MPI_Finalize's wait for the other ranks at exit: as ~Runtime's
+// (min(collective_timeout, 60 s)), of the last Runtime made; past it, exit 75.
+double g_finalize_timeout = 60;
 
 }  // namespace
 
-PyRuntime::PyRuntime(std::optional<double> collective_timeout, bool heartbeats) {
+PyRuntime::PyRuntime(std::optional<double> collective_timeout, bool heartbeats) : pid_(::getpid()) {
   RuntimeOptions options;
   if (collective_timeout) {
     if (!(*collective_timeout > 0))
@@ -51,39 +58,93 @@ PyRuntime::PyRuntime(std::optional<double> collective_timeout, bool heartbeats) 
     MPI_Initialized(&now);
     if (now) g_initialized_mpi = true;
   }
+  if (g_mpi_pid == 0) g_mpi_pid = pid_;
   Check(s);
   OpenRuntimes().insert(this);
+  g_finalize_timeout = std::min(rt_->options().collective_timeout, 60.0);
+  // From here on an uncaught exception ends the job with exit 1 (the hook
+  // names this rank and host).
+  py::module_::import("baton.excepthook").attr("install")(rt_->rank(), rt_->host(rt_->rank()));
 }
 
-PyRuntime::~PyRuntime() { Close(); }
+PyRuntime::~PyRuntime() {
+  try {
+    Close(/*commit=*/false);  // garbage: not a point every rank reaches together
+  } catch (const std::exception& e) {
+    // A destructor cannot raise: the failure (a checkpointer's save that
+    // could not be committed) is said here.
+    PySys_WriteStderr("baton: closing a Runtime that was garbage-collected: %s\n", e.what());
+  }
+}
+
+bool PyRuntime::Foreign() const { return ::getpid() != pid_; }
 
 Runtime& PyRuntime::get() {
   if (!rt_) ThrowInvalid("Runtime is closed");
   return *rt_;
 }
 
-void PyRuntime::Close() {
+void PyRuntime::Close(bool commit) {
+  // The users' references to this Runtime, dropped last: the last one
+  // destroys this object (declared first, so destroyed after everything
+  // below, also when a failure is thrown).
+  std::vector<py::object> references;
+  Status first_failure;
   // Users remove themselves while closing: iterate over a copy.
   const std::set<RuntimeUser*> users = users_;
-  for (RuntimeUser* u : users) u->CloseForRuntime();
+  for (RuntimeUser* u : users) {
+    Status failure;
+    references.push_back(u->CloseForRuntime(commit, &failure));
+    if (first_failure.ok()) first_failure = failure;
+  }
   users_.clear();
   if (rt_) {
-    py::gil_scoped_release release;  // stopping the heartbeat thread waits for it
-    rt_.reset();
+    if (Foreign()) {
+      // A forked child: the heartbeat and watchdog threads are the
+      // parent's (not running here; joining them waits for ever) and so is
+      // MPI. Left as it is; the child's exit frees the memory.
+      (void)rt_.release();
+    } else {
+      py::gil_scoped_release release;  // stopping the heartbeat thread waits for it
+      rt_.reset();
+    }
   }
   OpenRuntimes().erase(this);
+  Check(first_failure);
 }
 
 void PyRuntime::AtExit() {
   const std::set<PyRuntime*> open = OpenRuntimes();
-  for (PyRuntime* r : open) r->Close();
-  if (!g_initialized_mpi) return;
-  Status s;
-  {
-    py::gil_scoped_release release;
-    s = Runtime::FinalizeMpi(60);
+  Status first_failure;
+  for (PyRuntime* r : open) {
+    // Closing one may have destroyed another (by dropping its last reference).
+    if (OpenRuntimes().count(r) == 0) continue;
+    try {
+      r->Close();
+    } catch (const StatusError& e) {
+      if (first_failure.ok()) first_failure = e.status();
+    }
   }
-  Check(s);
+  if (g_initialized_mpi && g_mpi_pid == ::getpid()) {
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = Runtime::FinalizeMpi(g_finalize_timeout);
+    }
+    Check(s);
+  }
+  Check(first_failure);
+}
+
+void PyRuntime::AbortJob(int code) {
+  std::fflush(nullptr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  // MPI_Abort in a forked child would act on the parent's connections.
+  const bool mine = g_mpi_pid == 0 || g_mpi_pid == ::getpid();
+  if (initialized && !finalized && mine) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 void BindRuntime(py::module_& m) {
@@ -106,7 +167,14 @@ heartbeats: a thread per rank that notices silent ranks (it names them in
 
 SIGTERM and SIGUSR2 ($BATON_STOP_SIGNAL) are caught from creation on and
 turned into the agreed stop (should_stop()). Use it as a context manager or
-call close().)")
+call close().
+
+An uncaught exception on any rank ends the whole job at once with exit 1
+(sys.excepthook, installed here: the traceback names the rank and host, then
+MPI_Abort), not 75 after MPI_Finalize's wait: a requeue would raise it again.
+sys.exit(EXIT_REQUEUE) and sys.exit(0) keep their meaning (baton.excepthook).
+A child forked after it (os.fork, a DataLoader worker) leaves its threads,
+its checkpointers and MPI alone and exits normally.)")
       .def(py::init<std::optional<double>, bool>(), py::arg("collective_timeout") = py::none(),
            py::arg("heartbeats") = true)
       .def_property_readonly("rank", [](PyRuntime& r) { return r.get().rank(); }, "This process's rank in the job.")
@@ -191,11 +259,18 @@ EXIT_REQUEUE (75) to be requeued.)")
 what was done. Not collective: call it on one rank (rank 0 after should_stop()).
 Unavailable outside a Slurm job or when Slurm refuses (--no-requeue).)")
       .def_property_readonly("closed", &PyRuntime::closed, "Whether close() was called.")
-      .def("close", &PyRuntime::Close,
-           "Closes the checkpointers made on it, then the Runtime (its communicators, its heartbeat thread). "
-           "MPI stays initialized. Not collective; closing twice is harmless.")
+      .def(
+          "close", [](PyRuntime& r) { r.Close(); },
+           "Closes the checkpointers made on it (committing their save_async in flight, as their close() "
+           "does: collective then), then the Runtime (its communicators, its heartbeat thread). MPI stays "
+           "initialized. Not collective otherwise; closing twice is harmless.")
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](PyRuntime& r, py::args) { r.Close(); })
+      .def("__exit__",
+           [](PyRuntime& r, const py::object& type, const py::object&, const py::object&) {
+             // While an exception unwinds the other ranks are not closing:
+             // no commit (collective), the exception goes on.
+             r.Close(/*commit=*/type.is_none());
+           })
       .def("__repr__", [](PyRuntime& r) {
         if (r.closed()) return std::string("<baton.Runtime closed>");
         Runtime& rt = r.get();

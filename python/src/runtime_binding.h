@@ -7,6 +7,11 @@
 // working. At interpreter exit (atexit, registered by the module) every
 // Runtime still open is closed, then MPI is finalized if baton initialized
 // it (mpi4py finalizes what it initialized itself).
+//
+// An uncaught Python exception ends the whole job at once with exit 1
+// (baton/excepthook.py, installed by the first Runtime, calls AbortJob):
+// else the raising rank would wait in MPI_Finalize for ranks that sit in
+// their next collective, and leave with 75 (requeue) a minute later.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -25,7 +30,13 @@ namespace py = pybind11;
 class RuntimeUser {
  public:
   virtual ~RuntimeUser() = default;
-  virtual void CloseForRuntime() = 0;
+  // Ends the user (with `commit`, committing its save in flight, if any:
+  // collective; its failure goes into *failure, never thrown) and hands
+  // back its reference to the Runtime's Python object. The Runtime drops
+  // those references only after its own Close is done: the last one
+  // destroys the Runtime, which must not happen inside a member function
+  // of it still running.
+  virtual py::object CloseForRuntime(bool commit, Status* failure) = 0;
 };
 
 class PyRuntime {
@@ -37,18 +48,32 @@ class PyRuntime {
   // The runtime; throws InvalidArgument once closed.
   Runtime& get();
   bool closed() const { return rt_ == nullptr; }
-  // Closes the users first (they must end before the Runtime), then the
-  // Runtime. Not collective; idempotent.
-  void Close();
+  // Closes the users first (they must end before the Runtime; with
+  // `commit` a user's save in flight is committed, which is collective:
+  // not while an exception unwinds, when the other ranks are elsewhere),
+  // then the Runtime. Idempotent. Raises the first user's failure after
+  // closing everything.
+  // In a child forked after the Runtime was made (Foreign) nothing of the
+  // parent's is touched: its threads do not exist here and MPI is the
+  // parent's, so the objects are left, not destroyed.
+  void Close(bool commit = true);
+  // Made by another process: this one is a child forked after it.
+  bool Foreign() const;
 
   void AddUser(RuntimeUser* user) { users_.insert(user); }
   void RemoveUser(RuntimeUser* user) { users_.erase(user); }
 
-  // Closes every open Runtime, then finalizes MPI if baton initialized it.
+  // Closes every open Runtime, then finalizes MPI if baton initialized it
+  // in this process (not in a forked child).
   static void AtExit();
+  // Ends the whole job with `code` (MPI_Abort on MPI_COMM_WORLD: under
+  // mpirun and srun every rank ends), or this process where MPI is not
+  // running here (not started, finalized, or a forked child's).
+  [[noreturn]] static void AbortJob(int code);
 
  private:
   std::unique_ptr<Runtime> rt_;
+  long pid_;  // the process that made it
   std::set<RuntimeUser*> users_;
 };
 

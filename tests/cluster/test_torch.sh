@@ -3,16 +3,18 @@
 # PyTorch on the local cluster, with only what baton's plugin gives a task:
 # torch.distributed's env:// rendezvous across nodes (gloo), and
 # examples/train_ddp.py, baton's Python package under DDP, through a node
-# failure. Sourced by run-all. Without torch (Debian's python3-torch,
-# scripts/install-deps --with-torch) every case says SKIP.
+# failure. Sourced by run-all. Without torch (torch 2 from PyPI in
+# /opt/baton-venv, scripts/install-deps --with-torch) every case says SKIP.
 
-PY=/usr/bin/python3  # the interpreter Debian's torch and numpy belong to
+# The interpreter configure built baton's Python for (its summary says which):
+# by default the virtual environment with torch 2 and Debian's numpy/mpi4py.
+PY=${BATON_PYTHON:-/opt/baton-venv/bin/python}
 
-# need_torch: SKIP (exit 77) when /usr/bin/python3 cannot import torch.
+# need_torch: SKIP (exit 77) when $PY cannot import torch.
 need_torch() {
   local why
   why=$("$PY" -c 'import torch' 2>&1 | tail -n 1) && return 0
-  echo "SKIP: torch does not import in $PY (${why:-no message}); scripts/install-deps --with-torch installs python3-torch"
+  echo "SKIP: torch does not import in $PY (${why:-no message}); scripts/install-deps --with-torch installs torch 2 from PyPI"
   exit 77
 }
 

@@ -95,15 +95,19 @@ def test_first_run_and_array_form_checkpoints(rt, shared_dir):
     a = np.arange(4, dtype=np.float64)
     ck = baton.Checkpointer(rt, dir=shared_dir)
     assert ck.restore({"a": a}) is None
-    with pytest.raises(baton.InvalidArgument, match="array form"):
-        ck.register_replicated("a", a)
+    # One form per class: registered arrays and a step alone are ArrayCheckpointer's.
+    assert not hasattr(ck, "register_replicated")
+    with pytest.raises(TypeError, match="ArrayCheckpointer"):
+        ck.save(1)
+    with pytest.raises(TypeError, match="ArrayCheckpointer"):
+        ck.restore()
     ck.close()
+    with pytest.raises(TypeError, match="must be a baton.Runtime"):
+        baton.Checkpointer(3)
     # A version of the array form is not a state dict: refused, saying so.
-    low = baton.Checkpointer(rt, dir=shared_dir)
+    low = baton.ArrayCheckpointer(rt, dir=shared_dir)
     low.register_replicated("a", a)
     low.save(1)
-    with pytest.raises(baton.InvalidArgument, match="state-dict form"):
-        low.save({"a": a}, 2)
     low.close()
     ck2 = baton.Checkpointer(rt, dir=shared_dir)
     with pytest.raises(baton.InvalidArgument, match="was not saved from a state dict"):
@@ -131,7 +135,7 @@ def _evil_pickle(path):
 
 def _forged_version(rt, shared_dir, blob):
     """A version written through the array form with the state-dict form's marker and a forged blob."""
-    low = baton.Checkpointer(rt, dir=shared_dir)
+    low = baton.ArrayCheckpointer(rt, dir=shared_dir)
     low.register_replicated("~baton.state_dict", np.array(1, dtype=np.int64))
     low.register_replicated("a", np.arange(3, dtype=np.float64))
     low.user_blob = blob

@@ -1,0 +1,124 @@
+"""restore(state) and save_async's futures (issue 41 items 6, 7, 8, 17): what the state holds afterwards.
+
+Every rank runs every test (tests/python/run-pytest: -n 1 and -n 3).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (scripts/install-deps --with-torch)")
+
+import baton  # noqa: E402  (after the torch check)
+
+
+def _flip_a_bit_of(directory, suffix, pattern):
+    """Flips one bit inside the first copy of ``pattern`` in the .h5 files of version ``*-s<suffix>``."""
+    version = next(e for e in os.listdir(directory) if e.endswith(f"-s{suffix}"))
+    for root, _, files in os.walk(os.path.join(directory, version)):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            data = open(path, "rb").read()
+            at = data.find(pattern)
+            if name.endswith(".h5") and at >= 0:
+                with open(path, "r+b") as f:
+                    f.seek(at + 3)
+                    f.write(bytes([data[at + 3] ^ 0x04]))
+                return path
+    raise AssertionError(f"no .h5 file of {version} holds the pattern")
+
+
+def test_a_damaged_version_with_other_arrays_gives_the_older_version_whole(rt, shared_dir, rank):
+    """Item 6: the older version (before Adam's first step: no exp_avg) is planned anew and restored whole."""
+    w = torch.nn.Parameter(torch.full((4096,), 1.25))
+    optim = torch.optim.Adam([w], lr=0.5)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": w, "optim": optim}, 1)  # no optimizer state yet
+    w.grad = torch.ones(4096)
+    optim.step()
+    with torch.no_grad():
+        w.fill_(-3.5)
+    ck.save({"w": w, "optim": optim}, 2)
+    ck.close()
+    if rank == 0:  # before the restore's first collective call
+        _flip_a_bit_of(shared_dir, 2, np.full(4, -3.5, dtype=np.float32).tobytes())
+    w2 = torch.nn.Parameter(torch.zeros(4096))
+    optim2 = torch.optim.Adam([w2], lr=0.5)
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    assert ck2.restore({"w": w2, "optim": optim2}) == 1
+    # Every value is step 1's: none of the damaged version's bytes stayed.
+    assert torch.equal(w2.detach(), torch.full((4096,), 1.25)), (w2 == -3.5).sum()
+    assert optim2.state_dict()["state"] == {}
+    assert [f["step"] for f in ck2.last_restore()["fallbacks"]] == [2]
+    ck2.close()
+
+
+def test_restore_in_place_moves_the_autograd_version_counter(rt, shared_dir):
+    """Item 8: a graph built before the restore refuses backward, as after copy_."""
+    w = torch.nn.Parameter(torch.arange(6, dtype=torch.float32))
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": w}, 1)
+    loss = (w * w).sum()  # saves w for backward
+    before = w._version
+    assert ck.restore({"w": w}) == 1
+    assert w._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    ck.close()
+
+
+def test_replicas_verify_refuses_copies_that_differ_and_rank0_saves_rank0s_copy(rt, shared_dir, rank, size):
+    """Item 7: BatchNorm's running statistics differ between ranks before DDP's next broadcast."""
+    bn = torch.nn.BatchNorm1d(3)
+    with torch.no_grad():
+        bn.running_mean.copy_(torch.tensor([1.0, 2.0, 3.0]) + rank)
+    state = {"bn": bn}
+    ck = baton.Checkpointer(rt, dir=os.path.join(shared_dir, "verify"), level2=False)
+    if size > 1:
+        with pytest.raises(baton.InvalidArgument, match=r"replicas='rank0'") as e:
+            ck.save(state, 1)
+        assert "bn:running_mean" in str(e.value) and e.value.code == "InvalidArgument"
+    else:
+        ck.save(state, 1)
+    ck.close()
+    with pytest.raises(baton.InvalidArgument, match="replicas='verify' or replicas='rank0'"):
+        baton.Checkpointer(rt, dir=os.path.join(shared_dir, "verify"), verify_replicas=False)
+
+    ck = baton.Checkpointer(rt, dir=os.path.join(shared_dir, "rank0"), level2=False, replicas="rank0")
+    ck.save(state, 1)
+    # The program's own copy is left as it was on every rank.
+    assert torch.equal(bn.running_mean, torch.tensor([1.0, 2.0, 3.0]) + rank)
+    back = torch.nn.BatchNorm1d(3)
+    assert ck.restore({"bn": back}) == 1
+    # Rank 0's copy, whole, on every rank: never rows stitched from several ranks.
+    assert torch.equal(back.running_mean, torch.tensor([1.0, 2.0, 3.0]))
+    ck.close()
+
+
+def test_each_future_acts_on_its_own_step(rt, shared_dir):
+    """Item 17: a future whose save a later call completed is done; it never waits on a later save."""
+    t = torch.arange(8, dtype=torch.float32)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    first = ck.save_async({"t": t}, 1)
+    second = ck.save_async({"t": t}, 2)  # commits step 1 first
+    assert first.status() == "done"
+    first.wait()  # returns at once: not step 2's wait
+    assert second.status() in ("writing", "written")
+    second.wait()
+    assert second.status() == "done"
+    assert ck.read_metadata()["step"] == 2
+    ck.close()
+
+
+def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
+    """Item 17: the newest committed version, not the highest step; ``step=`` chooses."""
+    t = torch.zeros(3)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"t": t + 5}, 5)
+    ck.save({"t": t + 3}, 3)  # a lower step saved later (back to an earlier point)
+    back = torch.zeros(3)
+    assert ck.restore({"t": back}) == 3 and torch.equal(back, t + 3)
+    assert ck.restore({"t": back}, step=5) == 5 and torch.equal(back, t + 5)
+    assert "the highest step unless" in " ".join(baton.Checkpointer.restore.__doc__.split())
+    ck.close()
