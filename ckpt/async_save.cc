@@ -72,7 +72,7 @@ Status CheckpointerImpl::SaveAsyncUnrecorded(int64_t step) {
   async_clock_ = &clock;
   BATON_RETURN_IF_ERROR(CheckWritable(call));
   AsyncLap("check");
-  last_writer_[0] = last_writer_[1] = last_writer_[2] = last_writer_[3] = 0;  // set by CompletePending's join
+  for (double& w : last_writer_) w = 0;  // set by CompletePending's join
   Status s = CompletePending();
   if (s.ok()) s = StartSave(step, call, /*in_place=*/false);
   // Removals the commit planned and no writer took (a save that failed
@@ -84,6 +84,7 @@ Status CheckpointerImpl::SaveAsyncUnrecorded(int64_t step) {
   stats_.phases.push_back({"writer_sync", last_writer_[1]});
   stats_.phases.push_back({"writer_meta_hash", last_writer_[2]});
   stats_.phases.push_back({"writer_index", last_writer_[3]});
+  stats_.phases.push_back({"writer_retention", last_writer_[4]});
   return Status::OK();
 }
 
@@ -239,7 +240,9 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
     removals_.clear();
     fs::Env* env = env_;
     writer_.Start([this, job, wo, path, groups, rank, removals, env](const std::atomic<bool>& abandon) {
+      const auto r0 = std::chrono::steady_clock::now();
       RemoveVersions(env, removals.get());
+      job->retention_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
       Status s = h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
       if (!s.ok() || abandon.load()) return s;
       const auto t0 = std::chrono::steady_clock::now();
@@ -265,6 +268,7 @@ Status CheckpointerImpl::CompletePending() {
   last_writer_[1] = pending_->written.sync_seconds;
   last_writer_[2] = pending_->written.meta_hash_seconds;
   last_writer_[3] = pending_->index_seconds;
+  last_writer_[4] = pending_->retention_seconds;
   return CommitPending(written);
 }
 

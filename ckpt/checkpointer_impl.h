@@ -395,6 +395,7 @@ class CheckpointerImpl : public Checkpointer {
     bool indexed = false;
     std::vector<uint64_t> index_record;
     double index_seconds = 0;
+    double retention_seconds = 0;  // rank 0: the removals the writer did first
     // "the save of step N" (Save with level 2 writes as SaveAsync, yet the
     // program called Save: its messages must not name a SaveAsync it never
     // made) or "the asynchronous save of step N".
@@ -426,8 +427,8 @@ class CheckpointerImpl : public Checkpointer {
   // the start of its own: CheckpointStats::phases), else null.
   PhaseClock* async_clock_ = nullptr;
   std::vector<VersionInfo> removals_;  // rank 0: retention's, planned by SaveAsync's commit (ApplyRetention)
-  // The last joined writer's seconds: write, sync, meta_hash (ShardWriteResult), index.
-  double last_writer_[4] = {0, 0, 0, 0};
+  // The last joined writer's seconds: write, sync, meta_hash (ShardWriteResult), index, retention.
+  double last_writer_[5] = {0, 0, 0, 0, 0};
   void AsyncLap(const char* phase) {
     if (async_clock_ != nullptr) async_clock_->Lap(phase);
   }

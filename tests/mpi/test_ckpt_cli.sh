@@ -356,7 +356,7 @@ test_bench_ckpt_async_json_has_the_documented_fields() {
     # Where a SaveAsync spends its time (ckpt/README.md): the phases of the
     # call, then those of the writer of the save it completed (its thread).
     my @phases = qw(check wait_write commit_agree index manifest retention stage agree create start
-                    writer_write writer_sync writer_meta_hash writer_index);
+                    writer_write writer_sync writer_meta_hash writer_index writer_retention);
     while (my $line = <STDIN>) {
       my $j = decode_json($line);
       $j->{ranks} == 3 or die "ranks $j->{ranks}";
