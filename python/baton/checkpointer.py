@@ -6,7 +6,7 @@ import re
 import numpy as np
 
 from baton import _baton, metadata
-from baton.errors import invalid, with_context
+from baton.errors import in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
@@ -160,7 +160,10 @@ class Checkpointer:
         self._runtime = runtime
         self._replicas = replicas
         self._options = dict(options, dir=dir, local_dir=local_dir, verify_replicas=replicas == "verify")
-        self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+        try:
+            self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+        except _baton.Error as e:
+            raise in_python_words(e) from None
         self._bindings = {}  # array name -> (Binding, registration key)
         self._marker = np.array(VERSION, dtype=np.int64)
         self._rank_state_set = False
@@ -226,8 +229,12 @@ class Checkpointer:
         local = self._agreed_plan("restore", state, [repr(step), bool(strict), bool(drop_rank_state_on_resize),
                                                      repr(from_level)], check)
         self._in_flight = None
-        return self._restore_state(state, local, step, strict,
-                                   dict(drop_rank_state_on_resize=drop_rank_state_on_resize, from_level=from_level))
+        try:
+            return self._restore_state(state, local, step, strict,
+                                       dict(drop_rank_state_on_resize=drop_rank_state_on_resize,
+                                            from_level=from_level))
+        except _baton.Error as e:
+            raise in_python_words(e) from None
 
     def wait(self, timeout=None):
         """Completes the save in flight, if any (collective); baton.TimeoutError past ``timeout`` seconds."""
@@ -273,6 +280,7 @@ class Checkpointer:
 
     def close(self):
         """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
+        self._in_flight = None
         self._low.close()
 
     def __enter__(self):
@@ -280,6 +288,7 @@ class Checkpointer:
 
     def __exit__(self, *exc):
         # The extension's __exit__ commits a save in flight, unless an exception unwinds.
+        self._in_flight = None
         self._low.__exit__(*exc)
         return False
 
@@ -484,10 +493,27 @@ class Checkpointer:
                 raise _Unverified(version_path, found, None)
         for binding in bindings:
             binding.after_restore()
+        self._rebind_leaves(local, names)
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)
         return found
+
+    def _rebind_leaves(self, local, names):
+        """The state's own tensors registered again in place of the scratch, which is then freed.
+
+        Only the walk's leaves (the program's tensors, which the next save
+        registers anyway); a registration that fails here leaves the scratch
+        registered until the next save replaces it (that save's walk sees
+        another memory): nothing collective depends on it.
+        """
+        for name in names:
+            item = local.items.get(name)
+            if item is not None:
+                try:
+                    self._bind(item)
+                except (TypeError, ValueError, _baton.Error):
+                    pass
 
     def _next_older(self, version_path):
         """The step of the version just older than ``version_path`` (None: none), as rank 0 lists the directory.

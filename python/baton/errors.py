@@ -38,3 +38,37 @@ def with_context(e, text):
         out.message = f"{text}: {e.message}"
     out.__cause__ = e
     return out
+
+
+# The C++ options the extension's messages name, as a Python program passes them.
+_PYTHON_WORDS = {
+    "RestoreOptions::drop_rank_state_on_resize": "drop_rank_state_on_resize=True",
+    "RestoreOptions::from_level": "from_level=",
+    "CheckpointOptions::local_dir": "local_dir=",
+    "CheckpointOptions::run_id": "run_id=",
+    "CheckpointOptions::dir": "dir=",
+}
+
+
+def in_python_words(e):
+    """``e`` with the C++ option names in its text replaced by the Python keywords (same class and attributes).
+
+    ``e`` itself when its text names none.
+    """
+    text = str(e)
+    if "Options::" not in text:
+        return e
+    for cpp, py in _PYTHON_WORDS.items():
+        text = text.replace(cpp, py)
+    try:
+        out = type(e)(text)
+    except Exception:  # noqa: BLE001  (a constructor that takes other arguments)
+        return e
+    out.__dict__.update(getattr(e, "__dict__", {}))
+    if isinstance(getattr(e, "message", None), str):
+        message = e.message
+        for cpp, py in _PYTHON_WORDS.items():
+            message = message.replace(cpp, py)
+        out.message = message
+    out.__cause__ = e.__cause__
+    return out

@@ -25,7 +25,8 @@ _SHOWN = 20  # differences named in the error; the count of the rest follows
 def agree(runtime, doc, what):
     """Returns when every rank's ``doc`` (JSON-able) is the same; else the same InvalidArgument on every rank."""
     data = metadata.dumps(doc)
-    digests = _baton._allgather_bytes(runtime, hashlib.sha256(data).digest(), f"{what}: agreeing on the plan")
+    digests = _baton._allgather_bytes(runtime, hashlib.sha256(data).digest(), f"{what}: agreeing on the plan",
+                                      fixed=hashlib.sha256().digest_size)
     if all(d == digests[0] for d in digests):
         return
     docs = [metadata.loads(b, f"rank {r}'s plan") for r, b in

@@ -11,16 +11,55 @@ import numpy as np
 
 from baton.metadata import path_text
 
-_TORCH_DTYPES = {  # torch dtype attribute -> baton dtype
-    "float32": "f32", "float64": "f64", "bfloat16": "bf16", "float16": "f16",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
-    "int8": "i8", "int16": "i16",
-}
-_NUMPY_DTYPES = {  # numpy dtype name -> baton dtype
-    "float32": "f32", "float64": "f64", "float16": "f16",
-    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
-    "int8": "i8", "int16": "i16", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-}
+# baton's dtypes are the C++ library's (baton/dtype.h): a NumPy or torch dtype
+# maps to a name by the rule the extension's array view uses (float, signed,
+# unsigned and its bits; bool; bf16; the two 8-bit floats), and the name
+# counts only where baton._baton._parse_dtype accepts it, so the one table is
+# the extension's and a type baton learns is kept here at once.
+_CANDIDATES = ("f32", "f64", "bf16", "f16", "i32", "i64", "u8", "bool", "i8", "i16", "u16", "u32", "u64",
+               "f8e4m3", "f8e5m2")
+_FLOAT8 = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}  # torch's names: exported as raw bytes
+_known = {}
+
+
+def baton_has(name):
+    """Whether the extension has the baton dtype ``name`` (its ParseDType)."""
+    if name not in _known:
+        from baton import _baton
+        try:
+            _baton._parse_dtype(name)
+            _known[name] = True
+        except _baton.InvalidArgument:
+            _known[name] = False
+    return _known[name]
+
+
+def baton_dtypes():
+    """The baton dtype names the extension has, for messages."""
+    return [n for n in _CANDIDATES if baton_has(n)]
+
+
+def _numpy_name(dtype):
+    if dtype.kind == "b":
+        return "bool"
+    if dtype.kind in "fiu" and (dtype.isnative or dtype.itemsize == 1):
+        return f"{dtype.kind}{dtype.itemsize * 8}"
+    return None
+
+
+def _torch_name(dtype):
+    torch = _torch()
+    text = str(dtype).replace("torch.", "")
+    if dtype == torch.bool:
+        return "bool"
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if text in _FLOAT8:
+        return _FLOAT8[text]
+    if dtype.is_complex or text.startswith(("float8", "qu", "qi", "float4")) or dtype.itemsize * 8 not in (8, 16, 32, 64):
+        return None
+    kind = "f" if dtype.is_floating_point else ("i" if dtype.is_signed else "u")
+    return f"{kind}{dtype.itemsize * 8}"
 
 
 def torch_module():
@@ -44,17 +83,16 @@ def is_module(obj):
 def describe(value, path):
     """(lib, dtype text, baton dtype) of a tensor or array; TypeError naming the path."""
     if isinstance(value, np.ndarray):
-        name = value.dtype.name
-        baton = _NUMPY_DTYPES.get(name) if value.dtype.isnative or value.dtype.itemsize == 1 else None
-        if baton is None:
+        baton = _numpy_name(value.dtype)
+        if baton is None or not baton_has(baton):
             raise TypeError(f"baton: '{path_text(path)}': NumPy dtype {value.dtype} has no baton type "
-                            f"(baton keeps {', '.join(sorted(set(_NUMPY_DTYPES)))})")
+                            f"(baton keeps {', '.join(baton_dtypes())})")
         return "numpy", value.dtype.str, baton
     name = str(value.dtype).replace("torch.", "")
-    baton = _TORCH_DTYPES.get(name)
-    if baton is None:
+    baton = _torch_name(value.dtype)
+    if baton is None or not baton_has(baton):
         raise TypeError(f"baton: '{path_text(path)}': torch dtype {value.dtype} has no baton type "
-                        f"(baton keeps torch.{', torch.'.join(_TORCH_DTYPES)})")
+                        f"(baton keeps {', '.join(baton_dtypes())})")
     return "torch", name, baton
 
 
@@ -92,15 +130,16 @@ def allocate(lib, dtype, shape, path):
         torch = torch_module()
         if torch is None:
             import torch
-        if dtype not in _TORCH_DTYPES:
+        dt = getattr(torch, dtype, None) if isinstance(dtype, str) else None
+        if not isinstance(dt, torch.dtype) or _torch_name(dt) is None or not baton_has(_torch_name(dt)):
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint names torch dtype {dtype!r}")
-        return torch.zeros(shape, dtype=getattr(torch, dtype))
+        return torch.zeros(shape, dtype=dt)
     if lib == "numpy":
         try:
             dt = np.dtype(dtype)
         except TypeError:
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint names NumPy dtype {dtype!r}") from None
-        if dt.name not in _NUMPY_DTYPES:
+        if _numpy_name(dt) is None or not baton_has(_numpy_name(dt)):
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint names NumPy dtype {dtype!r}")
         return np.zeros(shape, dtype=dt)
     raise ValueError(f"baton: '{path_text(path)}': the checkpoint names array library {lib!r}")
@@ -143,8 +182,10 @@ class Binding:
                 # Untested on CUDA (no GPU on this project's machine).
                 t = t.to(device="cpu", memory_format=_contiguous(), copy=True)
                 self.mirror = True
-            if baton_dtype == "bool":
-                # torch's DLPack export refused bool (1.13); the bytes are u8.
+            if baton_dtype in ("bool", "f8e4m3", "f8e5m2"):
+                # torch 1.13's DLPack export refused bool, and the extension's
+                # view knows no DLPack code of an 8-bit float: the bytes are u8,
+                # registered with their baton dtype.
                 t = t.view(_torch().uint8)
             self.buffer = t
 
@@ -173,8 +214,9 @@ class Binding:
         return self.buffer.reshape(-1).view(_torch().uint8).numpy()
 
     def _host(self):
-        torch = _torch()
-        return self.buffer.view(torch.bool) if self.dtype == "bool" else self.buffer
+        if isinstance(self.buffer, np.ndarray) or self.buffer.dtype == self.leaf.dtype:
+            return self.buffer
+        return self.buffer.view(self.leaf.dtype)
 
 
 def identity(leaf):

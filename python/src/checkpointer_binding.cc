@@ -287,8 +287,9 @@ class PyArrayCheckpointer : public RuntimeUser {
   // then), bounded by the runtime's collective timeout: abandoning it would
   // lose a version the program asked for. Its failure goes into *failure;
   // the rest of the close happens anyway. Without (an exception unwinding,
-  // garbage collection) it is abandoned, as the C++ destructor does. In a child forked after the checkpointer was made
-  // nothing is touched: the writer thread, the lock and MPI are the parent's.
+  // garbage collection) it is abandoned, as the C++ destructor does. In a
+  // child forked after the checkpointer was made nothing is touched: the
+  // writer thread, the lock and MPI are the parent's.
   py::object CloseKeepingRuntime(bool commit, Status* failure) {
     if (ck_ && !Foreign()) {
       Busy busy(*this, "close");
@@ -484,7 +485,10 @@ global_shape: the whole array's shape (its dims after the first equal the
   any rank, agreed collectively (then every rank must register its shards in
   the same order). dtype: as in register_replicated.)")
       .def(
-          "save", [](PyArrayCheckpointer& c, int64_t step) { c.RunCommitting("save", step, [&](Checkpointer& ck) { return ck.Save(step); }); },
+          "save",
+          [](PyArrayCheckpointer& c, int64_t step) {
+            c.RunCommitting("save", step, [&](Checkpointer& ck) { return ck.Save(step); });
+          },
           py::arg("step"),
           R"(Writes every registered array, the user blob and the rank state as version
 `step` (training steps completed, >= 0) and commits it atomically; keeps the

@@ -1,8 +1,10 @@
 #include "python/src/deadline_collectives.h"
 
 #include <mpi.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,14 +29,42 @@ Status WaitOrExit(Runtime& rt, const mpi::Deadline& deadline, MPI_Request* reque
   return s;
 }
 
+// Every rank's `fixed` bytes: one MPI_Iallgather (a digest: no lengths to
+// exchange first).
+py::list AllgatherFixed(Runtime& rt, const std::string& mine, const std::string& what) {
+  const size_t size = static_cast<size_t>(rt.size());
+  std::vector<char> all(std::max<size_t>(size * mine.size(), 1));
+  Status s;
+  {
+    py::gil_scoped_release release;
+    const mpi::Deadline deadline(rt.options().collective_timeout);
+    MPI_Request request = MPI_REQUEST_NULL;
+    s = BATON_MPI_CHECK(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                                       static_cast<int>(mine.size()), MPI_BYTE, rt.world_comm(), &request));
+    if (s.ok()) s = WaitOrExit(rt, deadline, &request, what);
+  }
+  Check(s.Annotate(what));
+  py::list out;
+  for (size_t r = 0; r < size; ++r) out.append(py::bytes(all.data() + r * mine.size(), mine.size()));
+  return out;
+}
+
 // One MPI_Iallgather of the lengths, then one MPI_Iallgatherv of the bytes,
 // on the runtime's world communicator, under one collective deadline.
-py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::string& what) {
+// `fixed`: every rank gives that many bytes (the caller's promise, checked
+// here on this rank): one all-gather.
+py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::string& what,
+                        std::optional<size_t> fixed) {
   Runtime& rt = runtime.get();
   const size_t size = static_cast<size_t>(rt.size());
   const std::string mine = data;
   if (mine.size() > (static_cast<size_t>(1) << 30))
     ThrowInvalid(what + ": " + std::to_string(mine.size()) + " bytes to gather (at most 1 GiB)");
+  if (fixed) {
+    if (mine.size() != *fixed)
+      ThrowInvalid(what + ": " + std::to_string(mine.size()) + " bytes, not the fixed " + std::to_string(*fixed));
+    return AllgatherFixed(rt, mine, what);
+  }
   // On the heap and never freed when the process exits at the deadline:
   // MPI may still write them until then.
   auto* lengths = new std::vector<int>(size + 1, 0);
@@ -104,7 +134,10 @@ void Broadcast(PyRuntime& runtime, const py::buffer& buffer, int root, const std
 
 void BindDeadlineCollectives(py::module_& m) {
   m.def("_allgather_bytes", &AllgatherBytes, py::arg("runtime"), py::arg("data"), py::arg("what"),
+        py::arg("fixed") = py::none(),
         R"(Every rank's `data` (bytes), in rank order (collective: every rank calls it).
+
+fixed: every rank's data has this many bytes (one all-gather instead of two).
 
 On the runtime's world communicator, under its collective_timeout: past it
 the process exits 75 naming `what` and the ranks not answering heartbeats.

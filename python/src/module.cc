@@ -39,4 +39,8 @@ PYBIND11_MODULE(_baton, m) {
   m.def("_at_exit", &baton::python::PyRuntime::AtExit,
         "Closes every open Runtime and finalizes MPI if baton started it (registered with atexit).");
   py::module_::import("atexit").attr("register")(m.attr("_at_exit"));
+  m.def("_after_fork_in_child", &baton::python::PyRuntime::AfterForkInChild,
+        "In a forked child: SIGTERM and the stop signal get back their handlers from before the Runtimes "
+        "(registered with os.register_at_fork).");
+  py::module_::import("os").attr("register_at_fork")(py::arg("after_in_child") = m.attr("_after_fork_in_child"));
 }

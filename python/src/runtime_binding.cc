@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_runtime/agreed_stop.h"
 #include "python/src/errors.h"
 
 namespace baton::python {
@@ -134,6 +135,13 @@ void PyRuntime::AtExit() {
     Check(s);
   }
   Check(first_failure);
+}
+
+void PyRuntime::AfterForkInChild() {
+  // Each open Runtime installed the handlers once (counted): the last
+  // restore puts the earlier handlers back.
+  for (PyRuntime* r : OpenRuntimes())
+    if (r->rt_) RestoreStopHandlers();
 }
 
 void PyRuntime::AbortJob(int code) {

@@ -70,6 +70,12 @@ class PyRuntime {
   // mpirun and srun every rank ends), or this process where MPI is not
   // running here (not started, finalized, or a forked child's).
   [[noreturn]] static void AbortJob(int code);
+  // In a child just forked (os.register_at_fork): SIGTERM and the stop
+  // signal get back the handlers they had before the Runtimes, so that the
+  // child dies of SIGTERM as a child should (multiprocessing's
+  // Pool.terminate, a DataLoader's shutdown send it); with baton's handler
+  // it only set a flag no one reads there, and the parent waited for ever.
+  static void AfterForkInChild();
 
  private:
   std::unique_ptr<Runtime> rt_;

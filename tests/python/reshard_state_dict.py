@@ -73,8 +73,11 @@ def test_restore_at_2(rt, rank, size):
     state = state_for(rank, size, emb, moments, w, job)
     ck = baton.Checkpointer(rt, dir=directory())
     # Per-rank state (RNGState) saved by 3 ranks does not go to 2.
-    with pytest.raises(baton.InvalidArgument, match="3"):
+    with pytest.raises(baton.InvalidArgument, match="3") as e:
         ck.restore(state)
+    # The keyword a Python program passes, not the C++ option (issue 41 item 15).
+    assert "drop_rank_state_on_resize=True" in str(e.value) and "RestoreOptions::" not in str(e.value)
+    assert e.value.code == "InvalidArgument" and "drop_rank_state_on_resize=True" in e.value.message
     assert ck.restore(state, drop_rank_state_on_resize=True) == 10
     check(rank, size, 10, emb, moments, w, job)
     assert ck.last_restore()["rank_state_dropped"]

@@ -191,6 +191,25 @@ def test_a_forked_child_that_returns_normally_exits(tmp_path):
     assert rc == 0 and "os.fork child exit 0" in out and "parent done" in out, out[-3000:]
 
 
+def test_sigterm_ends_a_forked_child(tmp_path):
+    """baton's SIGTERM handler (the agreed stop) is the parent's: a forked child dies of SIGTERM, as
+    multiprocessing's Pool.terminate() and a DataLoader's shutdown expect (with the handler inherited
+    it only set a flag, and Pool.terminate() waited for ever, now and then)."""
+    rc, _, out = run_job(tmp_path, FORK_PRELUDE % str(tmp_path / "ckpt") + """
+    import signal
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGTERM)
+    reap(pid, "sleeping child")
+    ck.close()
+    print("parent done", flush=True)
+    """, ranks=0)
+    assert rc == 0 and "sleeping child exit -15" in out and "parent done" in out, out[-3000:]
+
+
 def test_a_multiprocessing_fork_worker_and_a_preexec_child_exit(tmp_path):
     rc, _, out = run_job(tmp_path, FORK_PRELUDE % str(tmp_path / "ckpt") + """
     def work(q):

@@ -122,3 +122,93 @@ def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
     assert ck.restore({"t": back}, step=5) == 5 and torch.equal(back, t + 5)
     assert "the highest step unless" in " ".join(baton.Checkpointer.restore.__doc__.split())
     ck.close()
+
+
+def test_after_a_restore_the_state_is_registered_and_the_scratch_freed(rt, shared_dir):
+    """The restore's scratch is replaced by the state's own tensors: the next save registers nothing again."""
+    model = torch.nn.Linear(4, 3)
+    state = {"model": model}
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save(state, 1)
+    assert ck.restore(state) == 1
+    registered = {name: b for name, (b, _) in ck._bindings.items() if b is not None}
+    assert all(not b.mirror for b in registered.values()), "a scratch buffer is still registered"
+    calls = []
+    low = ck._low
+
+    class Counting:
+        def __getattr__(self, name):
+            attr = getattr(low, name)
+            if name.startswith("register_"):
+                return lambda *a, **k: (calls.append(a[0]), attr(*a, **k))[1]
+            return attr
+
+        def __setattr__(self, name, value):
+            setattr(low, name, value)
+
+    ck._low = Counting()
+    ck.save(state, 2)
+    ck._low = low
+    assert calls == []
+    ck.close()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.out = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.fc(x))))
+
+
+def test_the_documented_ddp_loop_with_batchnorm_saves_and_resumes(rt, shared_dir, rank, size):
+    """Item 7: docs/python.md's loop under DDP with BatchNorm, replicas="rank0": every save works (the running
+    statistics differ between the ranks after each step), and a resumed run restores rank 0's."""
+    import datetime
+    import zlib
+
+    import torch.distributed as dist
+    env = {"MASTER_ADDR": "127.0.0.1", "RANK": str(rank), "WORLD_SIZE": str(size),
+           "MASTER_PORT": str(20000 + zlib.crc32(shared_dir.encode()) % 20000)}
+    os.environ.update(env)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
+    try:
+        def run(steps, seed):
+            torch.manual_seed(seed)
+            model = torch.nn.parallel.DistributedDataParallel(_Net())
+            opt = torch.optim.Adam(model.parameters())
+            gen = torch.Generator().manual_seed(100 + rank)  # each rank its own data, as a sampler gives
+            ck = baton.Checkpointer(rt, dir=shared_dir, level2=False, replicas="rank0")
+            state = {"model": model.module, "optim": opt, "data": baton.GeneratorState(gen)}
+            start = ck.restore(state) or 0
+            for step in range(start, steps):
+                loss = model(torch.randn(16, 4, generator=gen)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if (step + 1) % 2 == 0:
+                    ck.save(state, step + 1)
+            ck.wait()
+            ck.close()
+            return start, model.module
+
+        start, first = run(4, seed=1)
+        assert start == 0
+        # The running mean differs between the ranks (each saw its own batches): rank 0's was saved.
+        mean = first.bn.running_mean.clone()
+        everyone = [torch.zeros_like(mean) for _ in range(size)]
+        dist.all_gather(everyone, mean)
+        if size > 1:
+            assert not torch.equal(everyone[0], everyone[1])
+        start, second = run(4, seed=2)  # resumes at step 4: nothing left to run
+        assert start == 4
+        assert torch.equal(second.bn.running_mean, everyone[0])  # rank 0's, on every rank
+        assert torch.equal(second.fc.weight, first.fc.weight)   # DDP's parameters: the same everywhere
+    finally:
+        dist.destroy_process_group()
+        for k in env:
+            os.environ.pop(k, None)
