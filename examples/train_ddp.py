@@ -12,9 +12,22 @@ steps; when the ranks agree to stop (SIGTERM from a preemption or
 Slurm runs the job again, and the new run resumes where the saved one was.
 
 Run it with examples/train_ddp.sbatch, which also says where
-GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME go. Under `srun --baton` (baton's
-SPANK plugin) every task has MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE and
-LOCAL_RANK: torch.distributed's env:// needs nothing else.
+GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME go, with `srun --baton`, or under
+`mpirun -n 3 python3 train_ddp.py --ckpt-dir DIR`: baton.init_process_group
+takes the rank and size from baton's Runtime and the meeting point from the
+plugin's MASTER_ADDR/MASTER_PORT, or agrees one over MPI. The checkpoint
+directory: --ckpt-dir, else $BATON_CKPT_DIR (`sbatch --baton-ckpt-dir=DIR`
+or `srun --baton-ckpt-dir=DIR` sets it). --step-ms sleeps in every step, so
+that a test (or a demo) has time to kill a node in the middle of a run.
+
+Each step is recorded in baton's event log (rt.begin_step(n) before step n,
+rt.end_step(loss) after it, n counting from 1 as baton-train's steps do), so
+that `baton report DIR` gives the job's goodput and what each interruption
+cost. How it ends: 0 when done; 75 (requeue me) after an agreed stop, or
+when a peer was lost or a deadline passed (baton.requeue_cures: gloo's
+"Connection closed by peer", baton's TimeoutError); 1 for a bug or bad
+input (a Python exception, baton.InvalidArgument): a new run would fail
+the same way, so the sbatch neither relaunches nor requeues it.
 
 Determinism: a run interrupted by a node failure, requeued and resumed ends
 with the same weights, bit for bit, as a run never interrupted, at the same
@@ -37,9 +50,9 @@ With NCCL on GPUs the same holds only where NCCL's reduction order is fixed
 (NCCL_ALGO=Ring, the same GPUs); the example does not claim it there.
 """
 import argparse
-import datetime
 import hashlib
 import os
+import signal
 import sys
 import time
 
@@ -63,9 +76,20 @@ def parse_args():
     p.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (default 1e-3)")
     p.add_argument("--seed", type=int, default=1, help="seed of the data set, the weights and dropout (default 1)")
     p.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (default 1; see the top)")
+    p.add_argument("--ckpt-dir", default=os.environ.get("BATON_CKPT_DIR"),
+                   help="the checkpoint directory, shared by the nodes (default: $BATON_CKPT_DIR)")
+    p.add_argument("--inject", default=None, metavar="KIND@STEP",
+                   help="for tests: at step STEP the last rank fails: 'bug' raises a Python error (exit 1, "
+                        "not relaunched), 'die' kills itself (its peers see a lost peer: exit 75)")
     p.add_argument("--step-ms", type=float, default=0,
                    help="sleep this long in every step, so that a test can interrupt the run (default 0)")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.inject:
+        kind, _, at = args.inject.partition("@")
+        if kind not in ("bug", "die") or not at.isdigit():
+            p.error(f"--inject {args.inject!r}: give bug@STEP or die@STEP")  # exit 2
+        args.inject = (kind, int(at))
+    return args
 
 
 class Cursor:
@@ -146,12 +170,12 @@ def main():
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    # env://: MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE from baton's plugin (srun --baton).
-    dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
-                            timeout=datetime.timedelta(seconds=int(os.environ.get("BATON_COLLECTIVE_TIMEOUT", 600))))
-    if dist.get_rank() != rank or dist.get_world_size() != world:
-        sys.exit(f"train_ddp.py: torch.distributed has rank {dist.get_rank()} of {dist.get_world_size()}, "
-                 f"baton rank {rank} of {world}: launch both from the same srun step")
+    # The group from baton's Runtime: srun --baton's variables, else an
+    # address agreed over MPI (mpirun); its timeout is every collective's.
+    baton.init_process_group(rt, backend="nccl" if cuda else "gloo",
+                             timeout=int(os.environ.get("BATON_COLLECTIVE_TIMEOUT", 600)))
+
+    inject = args.inject
 
     x, y = make_data(args.samples, args.features, args.seed)
     if args.batch * world > args.samples:
@@ -166,12 +190,20 @@ def main():
     # The whole training state. Tensors every rank holds (weights, Adam's
     # moments) are saved once in total, spread over the ranks; the cursor and
     # param_groups are job-wide metadata; RNGState is each rank's own.
-    ck = baton.Checkpointer(rt)  # directory: $BATON_CKPT_DIR (sbatch --baton-ckpt-dir)
+    if not args.ckpt_dir:
+        print("train_ddp.py: no checkpoint directory: give --ckpt-dir DIR or set BATON_CKPT_DIR "
+              "(sbatch/srun --baton-ckpt-dir=DIR)", file=sys.stderr, flush=True)
+        sys.exit(2)
+    ck = baton.Checkpointer(rt, dir=args.ckpt_dir)
     state = {"model": model, "optim": opt, "loader": loader, "rng": baton.RNGState()}
-    step = ck.restore(state)  # in place; None on a first run
+    # In place; None on a first run. At another world size (a restart on
+    # fewer nodes: BATON_MIN_NODES) the weights, Adam's state and the cursor
+    # are restored; the per-rank dropout streams are not (they do not fit
+    # the new ranks) and go on from this run's seeds.
+    step = ck.restore(state, drop_rank_state_on_resize=True)
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
     if step is None:
-        say(f"no checkpoint in {os.environ.get('BATON_CKPT_DIR', '?')}: starting at step 1 (restart {restart})")
+        say(f"no checkpoint in {args.ckpt_dir}: starting at step 1 (restart {restart})")
     else:
         say(f"resumed from step {step} (restart {restart})")
 
@@ -180,6 +212,11 @@ def main():
     loss_fn = nn.MSELoss()
     for step in range(step or 0, args.steps):
         t0 = time.monotonic()
+        rt.begin_step(step + 1)  # the event log's step n is the n-th step (baton-train's numbering)
+        if inject and inject[1] == step + 1 and rank == world - 1:
+            if inject[0] == "bug":
+                raise ZeroDivisionError(f"--inject bug@{step + 1}: a bug in the training step")
+            os.kill(os.getpid(), signal.SIGKILL)  # the peers are in the step's all-reduce: gloo sees it
         xb, yb = loader.next_batch()
         opt.zero_grad()
         loss = loss_fn(ddp(xb), yb)
@@ -188,6 +225,7 @@ def main():
         if args.step_ms > 0:
             time.sleep(args.step_ms / 1000)
         done = step + 1
+        rt.end_step(loss.item())
         say(f"step={done} loss={loss.item():.6f} epoch={loader.epoch} pos={loader.pos} "
             f"ms={(time.monotonic() - t0) * 1e3:.1f} time={time.time():.3f}")
         saved = False
@@ -219,9 +257,9 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except (baton.InvalidArgument, baton.NotFound, baton.CorruptCheckpointError):
-        raise  # a new run would fail the same way: exit 1, not requeued
-    except baton.Error as e:
-        # I/O, a deadline, another rank's failure: a new run may well succeed.
-        print(f"train_ddp.py: {e}; exiting {baton.EXIT_REQUEUE} to be requeued", file=sys.stderr, flush=True)
-        sys.exit(baton.EXIT_REQUEUE)
+    except Exception as e:  # noqa: BLE001  (every failure is named and given its exit status)
+        # A lost peer (gloo's "Connection closed by peer"), a deadline, I/O:
+        # exit 75, a new launch may succeed. A bug or bad input: raised again
+        # for baton's excepthook: exit 1 on every rank at once, recorded as
+        # uncaught (train_ddp.sbatch neither relaunches nor requeues it).
+        baton.exit_for(e, "train_ddp.py")

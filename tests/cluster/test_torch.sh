@@ -54,7 +54,7 @@ WORK=$BATON_TEST_RESULTS/cluster-torch
 mkdir -p "$WORK"
 chmod 755 "$WORK"
 SCRIPT_NAME=train_ddp.sbatch
-RANK_PROG=python3
+RANK_PROG=${PY##*/}  # the process name of the ranks (pgrep -x): "python" for the venv's
 . "$REPO/tests/cluster/train-lib.sh"
 DDP_PY=$REPO/examples/train_ddp.py
 SCRIPT=$REPO/examples/train_ddp.sbatch
