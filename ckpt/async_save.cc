@@ -24,9 +24,11 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,9 +55,37 @@ Status CheckpointerImpl::SaveAsyncUnrecorded(int64_t step) {
   mpi::SilenceWatch::Scope watch(silence_.get(), "Checkpointer::SaveAsync");
   if (mpi::Failed()) return FailedBeforeCommit("Checkpointer::SaveAsync", __FILE__, __LINE__);
   const std::string call = "SaveAsync(" + std::to_string(step) + ")";
+  // Where the call's time goes: completing the save before it (the wait
+  // for its writer, the agreements, its index, manifest and retention),
+  // then this save's staging copy, agreement and version directory; and,
+  // apart (not in the call's time: the writer's own thread), how the
+  // completed save's writer spent its time, the disk's write-back in
+  // writer_sync.
+  std::vector<CheckpointStats::Phase> phases;
+  PhaseClock clock;
+  clock.Start(&phases, {"check", "wait_write", "commit_agree", "index", "manifest", "retention", "stage", "agree",
+                        "create", "start"});
+  struct Unset {
+    PhaseClock** clock;
+    ~Unset() { *clock = nullptr; }
+  } unset{&async_clock_};
+  async_clock_ = &clock;
   BATON_RETURN_IF_ERROR(CheckWritable(call));
-  BATON_RETURN_IF_ERROR(CompletePending());
-  return StartSave(step, call, /*in_place=*/false);
+  AsyncLap("check");
+  for (double& w : last_writer_) w = 0;  // set by CompletePending's join
+  Status s = CompletePending();
+  if (s.ok()) s = StartSave(step, call, /*in_place=*/false);
+  // Removals the commit planned and no writer took (a save that failed
+  // before its writer started): here.
+  if (!removals_.empty()) RemoveVersions(env_, &removals_);
+  BATON_RETURN_IF_ERROR(s);
+  stats_.phases = phases;
+  stats_.phases.push_back({"writer_write", last_writer_[0]});
+  stats_.phases.push_back({"writer_sync", last_writer_[1]});
+  stats_.phases.push_back({"writer_meta_hash", last_writer_[2]});
+  stats_.phases.push_back({"writer_index", last_writer_[3]});
+  stats_.phases.push_back({"writer_retention", last_writer_[4]});
+  return Status::OK();
 }
 
 Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool in_place) {
@@ -65,6 +95,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   Status args = CheckSaveStep(call, step);
   staging_.Stage(step, arrays_, size_, rank_, options_.verify_replicas, blob_, rank_state_, in_place);
   const StagedVersion& v = staging_.version();
+  AsyncLap("stage");
 
   // 3. Agreement, as Save's first step: the replicas' hashes came from the
   // copy's pass.
@@ -146,6 +177,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   p->entries = ShardEntries(mine, mine_xxh3);
   std::string name;
   Status local;
+  AsyncLap("agree");
   if (rank_ == 0) {
     // CheckTiling reads the registrations; the rank state takes part as it
     // does in Save (registered for the check's length only).
@@ -161,6 +193,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
                           : CreateVersionDir(step, &name);
     }
   }
+  AsyncLap("create");
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step) + " asynchronously"));
   int len = static_cast<int>(name.size());
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
@@ -168,6 +201,7 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
   p->vdir = dir_ + "/" + name;
   p->name = name;
+  AsyncLap("agree");
   if (local_.on()) {
     p->level2 = true;
     p->shared_due = level_saves_ % options_.shared_every == 0;
@@ -196,19 +230,46 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
                                &job->outcome);
     }, options_.async_writer_nice);
   } else {
-    writer_.Start([job, wo, path](const std::atomic<bool>& abandon) {
-      return h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
+    // The shard, then its index (a group of one: nothing to gather), both
+    // off the caller's thread; the commit then only agrees, gathers and
+    // writes the manifest.
+    const std::vector<int> groups = OwnShardGroups();
+    const int rank = rank_;
+    // Rank 0: first the versions the last commit's retention planned.
+    auto removals = std::make_shared<std::vector<VersionInfo>>(std::move(removals_));
+    removals_.clear();
+    fs::Env* env = env_;
+    writer_.Start([this, job, wo, path, groups, rank, removals, env](const std::atomic<bool>& abandon) {
+      const auto r0 = std::chrono::steady_clock::now();
+      RemoveVersions(env, removals.get());
+      job->retention_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+      Status s = h5::WriteRankShard(path, job->shard, wo, &abandon, &job->written);
+      if (!s.ok() || abandon.load()) return s;
+      const auto t0 = std::chrono::steady_clock::now();
+      job->index_record = ShardRecord(job->written, job->arrays.size());
+      s = WriteIndexOfShard(job->vdir, job->step, job->arrays, groups, 1, rank, job->entries, &job->index_record);
+      job->index_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      job->indexed = s.ok();
+      return s;
     }, options_.async_writer_nice);
   }
   // In place, the rows are the application's: no snapshot of them.
   if (!v.in_place) memory_.Accept(v);
+  AsyncLap("start");
   stats_.seconds = Now() - t0;  // the time SaveAsync blocked
   return Status::OK();
 }
 
 Status CheckpointerImpl::CompletePending() {
   if (!pending_) return Status::OK();
-  return CommitPending(writer_.Join());
+  Status written = writer_.Join();
+  AsyncLap("wait_write");
+  last_writer_[0] = pending_->written.write_seconds;
+  last_writer_[1] = pending_->written.sync_seconds;
+  last_writer_[2] = pending_->written.meta_hash_seconds;
+  last_writer_[3] = pending_->index_seconds;
+  last_writer_[4] = pending_->retention_seconds;
+  return CommitPending(written);
 }
 
 Status CheckpointerImpl::AbandonPending(const Status& failure) {
@@ -232,21 +293,29 @@ Status CheckpointerImpl::AbandonPending(const Status& failure) {
 Status CheckpointerImpl::CommitPending(const Status& written) {
   Status agreed = Agree(comm_, written);
   if (!agreed.ok()) return AbandonPending(agreed);
+  AsyncLap("commit_agree");
   env_->Mark("agreed");
   if (pending_->level2) return CommitPendingLevels();
   const PendingSave& p = *pending_;
-  // Every shard is its rank's own (a group of one): each rank writes its
-  // index here, on the caller's thread, in parallel with the others.
-  std::vector<uint64_t> record = PendingShardRecord();
-  Status local = IndexPendingShard(p.vdir, &record);
+  // Every shard is its rank's own (a group of one): the writer wrote its
+  // index after the shard (StartSave). Written here only when the writer
+  // stopped between the two (it was told to abandon; never committed today).
+  std::vector<uint64_t> record = p.indexed ? p.index_record : PendingShardRecord();
+  Status local = p.indexed ? Status::OK() : IndexPendingShard(p.vdir, &record);
+  AsyncLap("index");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);
+  AsyncLap("commit_agree");
   Manifest m;
   local = GatherAndBuild(record, &m);
   if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, m);
+  AsyncLap("manifest");
   agreed = Agree(comm_, local);
   if (!agreed.ok()) return AbandonPending(agreed);
-  if (rank_ == 0) ApplyRetention();
+  AsyncLap("commit_agree");
+  // From SaveAsync the removals go to the writer it starts next.
+  if (rank_ == 0) ApplyRetention(/*defer=*/async_clock_ != nullptr);
+  AsyncLap("retention");
   stats_.level = 3;
   stats_.shared = true;
   pending_.reset();
@@ -262,13 +331,16 @@ std::vector<int> CheckpointerImpl::OwnShardGroups() const {
   return group_of;
 }
 
-std::vector<uint64_t> CheckpointerImpl::PendingShardRecord() const {
-  const PendingSave& p = *pending_;
-  std::vector<uint64_t> record{p.written.file_bytes, p.written.meta_xxh3};
-  std::vector<uint64_t> offsets = p.written.offsets;
-  offsets.resize(p.arrays.size(), UINT64_MAX);
+std::vector<uint64_t> CheckpointerImpl::ShardRecord(const h5::ShardWriteResult& written, size_t arrays) {
+  std::vector<uint64_t> record{written.file_bytes, written.meta_xxh3};
+  std::vector<uint64_t> offsets = written.offsets;
+  offsets.resize(arrays, UINT64_MAX);
   record.insert(record.end(), offsets.begin(), offsets.end());
   return record;
+}
+
+std::vector<uint64_t> CheckpointerImpl::PendingShardRecord() const {
+  return ShardRecord(pending_->written, pending_->arrays.size());
 }
 
 Status CheckpointerImpl::IndexPendingShard(const std::string& vdir, std::vector<uint64_t>* record) {

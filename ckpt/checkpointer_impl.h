@@ -194,7 +194,13 @@ class CheckpointerImpl : public Checkpointer {
   // were written; every rank's).
   Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record,
                       std::vector<std::vector<uint64_t>>* digests);
-  void ApplyRetention();
+  // Rank 0: lists the versions and removes those past `keep`; with defer
+  // (SaveAsync), only plans them into removals_, which the next writer
+  // removes on its own thread before it writes (StartSave): unlinking a
+  // version's files frees its blocks and page-cache pages, which a loop's
+  // SaveAsync should not wait for.
+  void ApplyRetention(bool defer = false);
+  static void RemoveVersions(fs::Env* env, std::vector<VersionInfo>* versions);
 
   // commit.cc
   // Collective over the shard group: every member sends its entries
@@ -208,10 +214,13 @@ class CheckpointerImpl : public Checkpointer {
   // ascending; entries: theirs in that order, ShardEntries of each) and
   // appends [index bytes, index xxh3] to *record ([bytes,
   // meta_xxh3, offsets...] of the shard). Sync saves through
-  // WriteMyShardIndex; async ones per rank (a group of one).
+  // WriteMyShardIndex; async ones per rank (a group of one), on the
+  // background writer's thread right after the shard (StartSave): it reads
+  // run_, size_, env_ and options_, which no call changes while a save is
+  // in flight (each completes it first).
   Status WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
                            const std::vector<int>& group_of, int group_size, int g,
-                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record);
+                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record) const;
   // Rank 0: the top-level manifest from every rank's record ([bytes,
   // meta_xxh3, offsets..., index bytes, index xxh3]; the group's first
   // rank's counts).
@@ -319,6 +328,7 @@ class CheckpointerImpl : public Checkpointer {
   // This rank's shard record before its index: file bytes, metadata xxh3,
   // each dataset's offset.
   std::vector<uint64_t> PendingShardRecord() const;
+  static std::vector<uint64_t> ShardRecord(const h5::ShardWriteResult& written, size_t arrays);
   // Writes this rank's shard index into `vdir` (completing *record).
   Status IndexPendingShard(const std::string& vdir, std::vector<uint64_t>* record);
   // Collective: the shard records gathered to rank 0, which builds the
@@ -378,6 +388,14 @@ class CheckpointerImpl : public Checkpointer {
     bool shared_due = true;                  // level 3 this time (shared_every)
     bool in_place = false;                   // Save's (level 2): the caller waits, rows not staged
     NodeLocalLevel::WriteOutcome outcome;    // the writer's; read after Join
+    // Level 3 alone: the writer wrote this rank's index too, right after the
+    // shard, off the caller's thread (its fsync under the shard's
+    // write-back); the record is complete ([bytes, meta_xxh3, offsets...,
+    // index bytes, index xxh3]). Read after Join.
+    bool indexed = false;
+    std::vector<uint64_t> index_record;
+    double index_seconds = 0;
+    double retention_seconds = 0;  // rank 0: the removals the writer did first
     // "the save of step N" (Save with level 2 writes as SaveAsync, yet the
     // program called Save: its messages must not name a SaveAsync it never
     // made) or "the asynchronous save of step N".
@@ -399,11 +417,21 @@ class CheckpointerImpl : public Checkpointer {
   std::vector<int> partner_;     // level 2: the rank keeping each rank's copy (-1: one node)
   bool node_leader_ = false;     // the first rank of its node: the node's manifests, retention
   int64_t level_saves_ = 0;      // saves with level 2 on, for shared_every
-  uint64_t seq_next_ = 0, seq_end_ = 0;  // rank 0: sequence numbers reserved, [next, end) (NameLevel2Version)
+  uint64_t seq_next_ = 0, seq_end_ = 0;  // rank 0: sequence numbers reserved, [next, end) (CreateVersionDir, NameLevel2Version)
+  static constexpr uint64_t kSeqAhead = 16;  // reserved at a time by CreateVersionDir
   // WaitOrAbandon's bound (Now() seconds) while it commits a written save:
   // the partner exchange and the copies to level 3 stop there; infinity
   // otherwise.
   double commit_deadline_ = std::numeric_limits<double>::infinity();
+  // SaveAsync's clock while it runs (the commit of the save before it and
+  // the start of its own: CheckpointStats::phases), else null.
+  PhaseClock* async_clock_ = nullptr;
+  std::vector<VersionInfo> removals_;  // rank 0: retention's, planned by SaveAsync's commit (ApplyRetention)
+  // The last joined writer's seconds: write, sync, meta_hash (ShardWriteResult), index, retention.
+  double last_writer_[5] = {0, 0, 0, 0, 0};
+  void AsyncLap(const char* phase) {
+    if (async_clock_ != nullptr) async_clock_->Lap(phase);
+  }
   // Rank 0, level 2 on: level 3's newest complete version, "-" for none,
   // empty when not known (Level3Record's base).
   std::string level3_newest_;

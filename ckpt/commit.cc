@@ -67,7 +67,7 @@ Status CheckpointerImpl::WriteMyShardIndex(const std::string& vdir, int64_t step
 
 Status CheckpointerImpl::WriteIndexOfShard(const std::string& vdir, int64_t step, const std::vector<ArrayMeta>& arrays,
                                            const std::vector<int>& group_of, int group_size, int g,
-                                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record) {
+                                           const std::vector<uint64_t>& entries, std::vector<uint64_t>* record) const {
   const size_t n = arrays.size();
   int groups = 0;
   for (int x : group_of) groups = std::max(groups, x + 1);

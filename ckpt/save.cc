@@ -81,12 +81,30 @@ Status CheckpointerImpl::CheckTiling(const std::vector<ChunkRecord>& all) const 
 }
 
 Status CheckpointerImpl::CreateVersionDir(int64_t step, std::string* name) {
+  // Sequence numbers are reserved kSeqAhead at a time: listing the
+  // directory and writing the run file durably (fsync, rename, directory
+  // fsync) once per kSeqAhead saves instead of at each, a fixed cost of
+  // every small save and of every SaveAsync in a loop (issue 43). The
+  // numbers left when the run ends are skipped by the next one (numbers
+  // only have to grow). A reserved name that exists (made by hand, a sync
+  // tool): the directory is listed and numbers reserved again.
+  if (seq_next_ < seq_end_) {
+    *name = ckpt::VersionName(seq_next_, step);
+    // exist_ok false: never into a directory someone else made.
+    Status made = env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
+    if (made.ok()) {
+      ++seq_next_;
+      return made;
+    }
+    seq_next_ = seq_end_ = 0;
+  }
   std::vector<ckpt::VersionInfo> versions;
   BATON_RETURN_IF_ERROR(ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions));
   uint64_t seq = 0;
-  BATON_RETURN_IF_ERROR(ReserveSeq(env_, dir_, options_.file_mode, versions, &run_, &seq));
+  BATON_RETURN_IF_ERROR(ReserveSeq(env_, dir_, options_.file_mode, versions, &run_, &seq, kSeqAhead));
+  seq_next_ = seq + 1;
+  seq_end_ = seq + kSeqAhead;
   *name = ckpt::VersionName(seq, step);
-  // exist_ok false: never into a directory someone else made.
   return env_->CreateDir(dir_ + "/" + *name, options_.dir_mode, /*exist_ok=*/false);
 }
 
@@ -148,19 +166,25 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   return s;
 }
 
-void CheckpointerImpl::ApplyRetention() {
+void CheckpointerImpl::ApplyRetention(bool defer) {
   std::vector<ckpt::VersionInfo> versions;
   Status s = ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions);
   if (!s.ok()) {
     BATON_LOG(kCkpt, warning) << "retention skipped: " << s;
     return;
   }
-  for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, options_.keep)) {
-    s = ckpt::RemoveVersion(env_, v);
+  for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, options_.keep)) removals_.push_back(v);
+  if (!defer) RemoveVersions(env_, &removals_);
+}
+
+void CheckpointerImpl::RemoveVersions(fs::Env* env, std::vector<VersionInfo>* versions) {
+  for (const ckpt::VersionInfo& v : *versions) {
+    Status s = ckpt::RemoveVersion(env, v);
     if (!s.ok()) {
       BATON_LOG(kCkpt, warning) << "retention could not remove " << v.path << ": " << s;
     }
   }
+  versions->clear();
 }
 
 // Rare path: which array differs (one MPI_Allreduce over the arrays'

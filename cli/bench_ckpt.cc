@@ -201,16 +201,6 @@ uint64_t PeakRss() {
 
 // The slowest rank's seconds in each phase of the last Save or Restore
 // (every rank holds the same phase names in the same order).
-bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<CheckpointStats::Phase>* out) {
-  std::vector<double> in, max(st.phases.size());
-  for (const CheckpointStats::Phase& p : st.phases) in.push_back(p.seconds);
-  if (MPI_Allreduce(in.data(), max.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS)
-    return false;
-  *out = st.phases;
-  for (size_t i = 0; i < out->size(); ++i) (*out)[i].seconds = max[i];
-  return true;
-}
-
 // Every rank's seconds in each phase, at rank 0 ([rank][phase]): the
 // slowest rank's per phase hides which rank waited for which (a wait in an
 // agreement is another rank's work).
@@ -225,18 +215,6 @@ bool RankPhases(MPI_Comm world, int ranks, const CheckpointStats& st, std::vecto
 }
 
 // Per phase, the median over repetitions.
-std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps) {
-  std::vector<CheckpointStats::Phase> out;
-  if (reps.empty()) return out;
-  out = reps.front();
-  for (size_t i = 0; i < out.size(); ++i) {
-    std::vector<double> v;
-    for (const auto& r : reps) v.push_back(r[i].seconds);
-    out[i].seconds = Median(v);
-  }
-  return out;
-}
-
 int Failed(const std::string& mine, int rank) { return BenchFailed(kCmd, mine, rank); }
 
 }  // namespace
@@ -251,6 +229,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
   }
   const MPI_Comm world = rt->world_comm();
   const int P = rt->size(), R = rt->rank();
+  const NodeLoad load = CheckRanksPerNode(world, kCmd);
 
   // Rows of 1 KiB per array and rank; the bytes actually used are reported.
   BenchArrays b = MakeBenchArrays(o, P, R, 1234);
@@ -371,6 +350,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
                   "# %-8s %10s %10s %10s %8s\n",
                   P, group.c_str(), o.arrays, static_cast<unsigned long long>(total), o.reps, o.transfer.c_str(),
                   o.dir.c_str(), "op", "seconds", "GB/s", "raw GB/s", "ratio");
+    if (!o.json && load.oversubscribed())
+      std::printf("# OVERSUBSCRIBED: up to %d ranks on a node of %d core(s); not a measure of the checkpoint\n",
+                  load.ranks_per_node, load.cores);
     for (const Op& op : ops) {
       const double gbps = gb / op.s, raw_gbps = gb / op.raw;
       if (o.json) {
@@ -378,7 +360,9 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
                             {"group_size", o.group_size}, {"seconds", op.s},   {"GBps", gbps},
                             {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
                             {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra},
-                            {"node_memory_bytes", mem}, {"cache_dropped", o.cold}};
+                            {"node_memory_bytes", mem}, {"cache_dropped", o.cold},
+                            {"ranks_per_node", load.ranks_per_node}, {"node_cores", load.cores},
+                            {"oversubscribed", load.oversubscribed()}};
         nlohmann::json phases = nlohmann::json::object();
         for (const CheckpointStats::Phase& p : op.phases) phases[p.name] = p.seconds;
         j["phases"] = phases;

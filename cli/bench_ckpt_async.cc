@@ -102,6 +102,7 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
   }
   const MPI_Comm world = rt->world_comm();
   const int P = rt->size(), R = rt->rank();
+  const NodeLoad load = CheckRanksPerNode(world, kCmd);
   BenchArrays b = MakeBenchArrays(o, P, R, 4321);
   const uint64_t rows = b.rows, total = b.total;
   const uint64_t mine = total / static_cast<uint64_t>(P);
@@ -142,6 +143,7 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
     if (!Slowest(world, MPI_Wtime() - t0, !s.ok(), &t)) return Failed(s, R);
   }
   std::vector<double> t_block, t_memcpy, t_write;
+  std::vector<std::vector<CheckpointStats::Phase>> p_alone;
   for (int rep = 0; rep < o.reps; ++rep) {
     for (int half = 0; half < 2; ++half) {
       const bool plain = (half == 0) == (rep % 2 == 0);
@@ -158,6 +160,7 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
       }
       if (!Slowest(world, MPI_Wtime() - t0, !s.ok(), &t)) return Failed(s, R);
       (plain ? t_memcpy : t_block).push_back(t);
+      if (!plain && !SlowestPhases(world, ck->last_stats(), &p_alone.emplace_back())) return Failed(s, R);
       if (!plain) {
         // Until this rank's write ended (the commit is not part of it).
         const double w0 = MPI_Wtime();
@@ -185,12 +188,16 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
     iters = std::max<long>(1000, static_cast<long>(agreed));
   }
   std::vector<double> rate_ckpt, rate_none, in_saves;
+  // Per loop, summed over its SaveAsync calls: this rank's phases, then the
+  // slowest rank's per phase.
+  std::vector<std::vector<CheckpointStats::Phase>> p_loop;
   for (int rep = 0; rep < o.reps; ++rep) {
     for (int half = 0; half < 2; ++half) {
       const bool saves = (half == 0) == (rep % 2 == 0);
       MPI_Barrier(world);
       const double t0 = MPI_Wtime();
       double blocked = 0;  // inside SaveAsync: the copy, the previous save's commit, any wait for its write
+      CheckpointStats in_calls;  // this loop's SaveAsync phases, summed
       for (int i = 1; i <= o.steps && s.ok(); ++i) {
         sink = sink + Compute(&work, iters);
         // A step's collective, as a training step's gradient all-reduce.
@@ -200,6 +207,15 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
           const double b0 = MPI_Wtime();
           s = ck->SaveAsync(step++);
           blocked += MPI_Wtime() - b0;
+          if (s.ok()) {
+            const auto& ph = ck->last_stats().phases;
+            if (in_calls.phases.empty()) {
+              in_calls.phases = ph;
+            } else {
+              for (size_t k = 0; k < ph.size() && k < in_calls.phases.size(); ++k)
+                in_calls.phases[k].seconds += ph[k].seconds;
+            }
+          }
         }
       }
       const double loop = MPI_Wtime() - t0;
@@ -208,6 +224,7 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
       if (saves) {
         if (!Slowest(world, blocked, false, &t)) return Failed(s, R);
         in_saves.push_back(t);
+        if (!SlowestPhases(world, in_calls, &p_loop.emplace_back())) return Failed(s, R);
       }
       s = ck->Wait();  // the last save's commit: after the timed loop, as at a run's end
       if (!Slowest(world, 0, !s.ok(), &t)) return Failed(s, R);
@@ -229,19 +246,39 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
 
     const double blocking = Median(t_block), memcpy_s = Median(t_memcpy);
     const double with = Median(rate_ckpt), without = Median(rate_none);
+    const int saves_per_loop = o.steps / o.every;
+    // The phases as JSON, and the call's part apart from the writer's own
+    // (writer_*: its thread, the disk's write-back in writer_sync).
+    auto as_json = [](const std::vector<CheckpointStats::Phase>& ph, double scale) {
+      nlohmann::json j = nlohmann::json::object();
+      for (const CheckpointStats::Phase& x : ph) j[x.name] = x.seconds * scale;
+      return j;
+    };
+    const std::vector<CheckpointStats::Phase> alone = MedianPhases(p_alone), loop = MedianPhases(p_loop);
     if (o.json) {
       nlohmann::json a = {{"op", "save_async"},          {"bytes", total},
                           {"ranks", P},                  {"reps", o.reps},
                           {"blocking_seconds", blocking}, {"memcpy_seconds", memcpy_s},
                           {"ratio", blocking / memcpy_s}, {"first_blocking_seconds", first_blocking},
-                          {"write_seconds", write_seconds}};
+                          {"write_seconds", write_seconds}, {"phases", as_json(alone, 1)},
+                          {"rep_seconds", t_block}, {"memcpy_rep_seconds", t_memcpy},
+                          {"ranks_per_node", load.ranks_per_node}, {"node_cores", load.cores},
+                          {"oversubscribed", load.oversubscribed()}};
       nlohmann::json l = {{"op", "save_async_loop"}, {"bytes", total},
                           {"ranks", P},              {"reps", o.reps},
                           {"steps", o.steps},        {"every", o.every},
                           {"iters_per_step", iters}, {"steps_per_s", with},
                           {"steps_per_s_no_ckpt", without}, {"ratio", with / without},
                           {"seconds_in_save_async", Median(in_saves)},
-                          {"write_seconds", write_seconds}};
+                          {"saves_per_loop", saves_per_loop},
+                          {"blocking_per_save_seconds", Median(in_saves) / saves_per_loop},
+                          {"blocking_per_save_over_memcpy", Median(in_saves) / saves_per_loop / memcpy_s},
+                          {"phases_per_save", as_json(loop, 1.0 / saves_per_loop)},
+                          {"rep_steps_per_s", rate_ckpt}, {"rep_steps_per_s_no_ckpt", rate_none},
+                          {"rep_seconds_in_save_async", in_saves},
+                          {"write_seconds", write_seconds},
+                          {"ranks_per_node", load.ranks_per_node}, {"node_cores", load.cores},
+                          {"oversubscribed", load.oversubscribed()}};
       std::cout << a.dump() << "\n" << l.dump() << "\n";
     } else {
       std::printf("# %d ranks, %llu bytes in all (%llu per rank), %d repetitions, %s\n", P,
@@ -251,8 +288,20 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
                   "first SaveAsync %.4f s; background write %.3f s\n",
                   blocking, memcpy_s, blocking / memcpy_s, first_blocking, write_seconds);
       std::printf("  loop of %d steps, SaveAsync every %d: %.2f steps/s, no saves: %.2f steps/s: ratio %.3f "
-                  "(goal >= 0.95); %.3f s of each loop inside SaveAsync\n",
-                  o.steps, o.every, with, without, with / without, Median(in_saves));
+                  "(goal >= 0.95); %.3f s of each loop inside SaveAsync (%.4f s a call, %.2f memcpys)\n",
+                  o.steps, o.every, with, without, with / without, Median(in_saves), Median(in_saves) / saves_per_loop,
+                  Median(in_saves) / saves_per_loop / memcpy_s);
+      auto print = [](const char* what, const std::vector<CheckpointStats::Phase>& ph, double scale) {
+        std::printf("# %s (slowest rank, median s):", what);
+        for (const CheckpointStats::Phase& x : ph) std::printf(" %s %.4f", x.name.c_str(), x.seconds * scale);
+        std::printf("\n");
+      };
+      print("SaveAsync alone, phases", alone, 1);
+      print("SaveAsync in the loop, phases a call", loop, 1.0 / saves_per_loop);
+      std::printf("# writer_* run on the writer's thread, not inside the call; writer_sync is the disk's write-back\n");
+      if (load.oversubscribed())
+        std::printf("# OVERSUBSCRIBED: up to %d ranks on a node of %d core(s), and a writer thread each\n",
+                    load.ranks_per_node, load.cores);
     }
   }
   return 0;

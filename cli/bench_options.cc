@@ -1,10 +1,13 @@
 #include "cli/bench_options.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <random>
 
+#include "base/median.h"
 #include "cli/byte_size.h"
 
 namespace baton::cli {
@@ -77,6 +80,54 @@ BenchArrays MakeBenchArrays(const CkptBenchOptions& o, int ranks, int rank, unsi
     for (float& x : a) x = dist(gen);
   }
   return b;
+}
+
+NodeLoad CheckRanksPerNode(MPI_Comm world, const std::string& cmd) {
+  NodeLoad load;
+  MPI_Comm node = MPI_COMM_NULL;
+  int local = 1, local_rank = 0;
+  if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+  }
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int cores = online > 0 ? static_cast<int>(online) : 1;
+  if (local_rank == 0 && local > cores) {
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    std::cerr << cmd << ": warning: " << local << " ranks on " << host << " share its " << cores
+              << " core(s): the ranks' hashing and copying compete with the I/O for the CPU, so the figures "
+                 "are of an oversubscribed node (measure at ranks <= cores; docs/benchmarks.md, \"Ranks and "
+                 "cores\")\n";
+  }
+  int in[2] = {local, -cores}, out[2] = {local, -cores};
+  MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, world);
+  load.ranks_per_node = out[0];
+  load.cores = -out[1];
+  return load;
+}
+
+bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<CheckpointStats::Phase>* out) {
+  std::vector<double> in, max(st.phases.size());
+  for (const CheckpointStats::Phase& p : st.phases) in.push_back(p.seconds);
+  if (MPI_Allreduce(in.data(), max.data(), static_cast<int>(in.size()), MPI_DOUBLE, MPI_MAX, world) != MPI_SUCCESS)
+    return false;
+  *out = st.phases;
+  for (size_t i = 0; i < out->size(); ++i) (*out)[i].seconds = max[i];
+  return true;
+}
+
+std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps) {
+  std::vector<CheckpointStats::Phase> out;
+  if (reps.empty()) return out;
+  out = reps.front();
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& r : reps) v.push_back(r[i].seconds);
+    out[i].seconds = Median(v);
+  }
+  return out;
 }
 
 bool SlowestRank(MPI_Comm world, double seconds, bool failed, double* slowest) {

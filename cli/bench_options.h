@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "baton/checkpointer.h"
 #include "baton/status.h"
 
 namespace baton::cli {
@@ -57,6 +58,25 @@ struct BenchArrays {
   std::vector<std::vector<float>> arrays;
 };
 BenchArrays MakeBenchArrays(const CkptBenchOptions& o, int ranks, int rank, unsigned seed);
+
+// Ranks against cores: the most ranks on one node and the fewest cores
+// (online CPUs) of a node. Measured at more ranks than cores, the ranks'
+// hashing and copying compete with the I/O for the CPU and the figures are
+// the CPU's, not the checkpoint's (docs/benchmarks.md, "Ranks and cores").
+struct NodeLoad {
+  int ranks_per_node = 1;
+  int cores = 1;
+  bool oversubscribed() const { return ranks_per_node > cores; }
+};
+// Collective over world. Each node whose ranks exceed its cores says so on
+// stderr (its first rank), naming the node, the ranks and the cores.
+NodeLoad CheckRanksPerNode(MPI_Comm world, const std::string& cmd);
+
+// Each phase's slowest rank (MPI_MAX over world, element by element: every
+// rank holds the same names in the same order); false when the reduction failed.
+bool SlowestPhases(MPI_Comm world, const CheckpointStats& st, std::vector<CheckpointStats::Phase>* out);
+// Each phase's median over repetitions (each repetition the same names).
+std::vector<CheckpointStats::Phase> MedianPhases(const std::vector<std::vector<CheckpointStats::Phase>>& reps);
 
 // The slowest rank's seconds (MPI_MAX over world); false when any rank
 // failed, or the reduction itself did.

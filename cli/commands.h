@@ -22,6 +22,7 @@ int BenchCkptReshardCommand(const std::vector<std::string>& args);  // bench_ckp
 int BenchManifestCommand(const std::vector<std::string>& args);     // bench_manifest.cc
 // `nodes --healthy`: the nodes of this job that can run its next step (nodes_command.cc).
 int NodesCommand(const std::vector<std::string>& args);
+int StepEndCommand(const std::vector<std::string>& args);  // step_end_command.cc
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
 int ReportCommand(const std::vector<std::string>& args);  // report_command.cc

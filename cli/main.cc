@@ -25,6 +25,8 @@ constexpr const char* kUsage =
     "                             writes and reads of the same bytes (under srun or mpirun)\n"
     "  nodes --healthy [OPTS]     the nodes of this job's allocation that can run its next\n"
     "                             step, as a host list for srun -w (--count, --min, --exclude)\n"
+    "  step-end --exit RC --nodes HOSTLIST [--said TEXT]\n"
+    "                             record how a step ended (for baton report; batch scripts)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
     "  report [DIR] [--json] [--plot FILE]\n"
     "                             a job's goodput from the event log beside its checkpoints:\n"
@@ -56,6 +58,7 @@ int Run(int argc, char** argv) {
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
   if (command == "nodes") return baton::cli::NodesCommand(args);
+  if (command == "step-end") return baton::cli::StepEndCommand(args);
   if (command == "ckpt") return baton::cli::CkptCommand(args);
   if (command == "report") return baton::cli::ReportCommand(args);
   std::fprintf(stderr, "baton: unknown command '%s'\n%s", command.c_str(), kUsage);

@@ -66,6 +66,11 @@ int NodesCommand(const std::vector<std::string>& args) {
     if (min < 1) return Usage(desc, "--min " + std::to_string(min) + ": at least 1");
     request.min = static_cast<size_t>(min);
   }
+  // Known from the options alone: refused before asking Slurm, so that a
+  // batch script's mistake is exit 2 wherever it runs (not Slurm's exit 1).
+  if (request.count && request.min && *request.min > *request.count)
+    return Usage(desc, "--min " + std::to_string(*request.min) + " is more than --count " +
+                           std::to_string(*request.count) + " (a step cannot need more nodes than it runs on)");
   const auto env = ProcessEnvironment();
   if (!vm.count("job")) {
     auto it = env.find("SLURM_JOB_ID");

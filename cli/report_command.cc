@@ -69,6 +69,7 @@ json ToJson(const events::Report& r, const events::ReadStats& st, const std::str
     x["restored_step"] = l.restored ? json(l.restored_step) : json(nullptr);
     x["restore_level"] = l.restore_level;
     x["restore_seconds"] = l.restore_seconds;
+    x["restore_records"] = l.restore_records;
     x["ended"] = l.ended;
     j["launches"].push_back(x);
   }
@@ -88,6 +89,11 @@ json ToJson(const events::Report& r, const events::ReadStats& st, const std::str
     x["launch_seconds"] = i.launch();
     x["restore_seconds"] = i.restore();
     x["first_step_seconds"] = i.first_step();
+    x["cause_detail"] = i.Detail();
+    x["step_exit"] = i.step_exit ? json(*i.step_exit) : json(nullptr);
+    x["srun_said"] = i.srun_said;
+    x["lost_nodes"] = json::array();
+    for (const auto& [host, why] : i.lost) x["lost_nodes"].push_back({{"host", host}, {"why", why}});
     x["failures"] = json::array();
     for (const events::FailureSeen& f : i.failures)
       x["failures"].push_back({{"rank", f.rank}, {"t", f.t}, {"what", f.what}});
@@ -123,6 +129,7 @@ void PrintText(const events::Report& r, const events::ReadStats& st, const std::
     std::printf("interruption %zu (%s after step %lld): %.3f s to the first resumed step (%lld)\n", i + 1,
                 x.cause.c_str(), static_cast<long long>(x.last_step), x.total(),
                 static_cast<long long>(x.resumed_step));
+    if (const std::string d = x.Detail(); !d.empty()) std::printf("  cause: %s\n", d.c_str());
     std::printf("  detection %.3f s, scheduling and launch %.3f s, restore %.3f s, first step %.3f s\n",
                 x.detection(), x.launch(), x.restore(), x.first_step());
     for (const events::FailureSeen& f : x.failures)

@@ -32,6 +32,20 @@ std::string Title(const events::Report& report) {
   return t;
 }
 
+// The interruption's word on the plot: the cause, and the lost nodes (or
+// srun's exit status) when the batch script recorded them.
+std::string PlotCause(const events::Interruption& x) {
+  std::string label = x.cause;
+  std::string hosts;
+  for (const auto& [host, why] : x.lost) hosts += (hosts.empty() ? "" : ",") + host;
+  if (!hosts.empty()) {
+    label += ": " + hosts;
+  } else if (x.step_exit && x.cause.rfind("exit ", 0) != 0) {
+    label += " (srun exit " + std::to_string(*x.step_exit) + ")";
+  }
+  return label;
+}
+
 }  // namespace
 
 std::string PlotScript(const events::Report& report, const std::vector<events::Event>& events,
@@ -68,7 +82,7 @@ std::string PlotScript(const events::Report& report, const std::vector<events::E
   for (const events::Interruption& x : report.interruptions) {
     const double at = x.detected - report.start, back = x.started - report.start;
     os << "set arrow from " << at << ", graph 0 to " << at << ", graph 1 nohead lc rgb '#cc0000' dt 2 lw 2\n"
-       << "set label " << Quoted(x.cause) << " at " << at << ", graph 0.96 right offset -0.5,0 tc rgb '#cc0000'\n"
+       << "set label " << Quoted(PlotCause(x)) << " at " << at << ", graph 0.96 right offset -0.5,0 tc rgb '#cc0000'\n"
        << "set arrow from " << back << ", graph 0 to " << back << ", graph 0.85 nohead lc rgb '#0055cc' dt 3 lw 2\n"
        << "set label " << Quoted("restart") << " at " << back
        << ", graph 0.88 left offset 0.5,0 tc rgb '#0055cc'\n";

@@ -92,6 +92,18 @@ Status ParseEventLine(std::string_view line, Event* out) {
   if (hosts != j.end() && hosts->is_array())
     for (const json& h : *hosts)
       if (h.is_string()) e.hosts.push_back(h.get<std::string>());
+  int exit = 0;
+  if (Get(j, "exit", &exit)) e.exit = exit;
+  Get(j, "said", &e.said);
+  auto lost = j.find("lost");
+  if (lost != j.end() && lost->is_array())
+    for (const json& n : *lost) {
+      std::string host, why;
+      if (n.is_object() && Get(n, "host", &host)) {
+        Get(n, "why", &why);
+        e.lost.emplace_back(host, why);
+      }
+    }
   if (e.kind == "step" && e.step < 0) return Status::InvalidArgument(kComponent, "a step record without \"step\"");
   if (e.kind == "start" && e.launch.empty())
     return Status::InvalidArgument(kComponent, "a start record without \"launch\"");

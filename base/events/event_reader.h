@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "baton/status.h"
@@ -14,7 +15,7 @@
 namespace baton::events {
 
 struct Event {
-  std::string kind;  // start, step, save, stop, restore, failure, end (others kept, unused)
+  std::string kind;  // start, step, save, stop, restore, failure, end, step_end (others kept, unused)
   double t = 0;      // Unix seconds
   int rank = -1;     // from the file's start record (else the file name)
   std::string launch;
@@ -25,6 +26,11 @@ struct Event {
   bool async = false;
   bool ok = true;
   std::string what;  // failure: as the rank saw it
+  // step_end only (written by the batch script, `baton step-end`): how a
+  // step ended as the script saw it
+  std::optional<int> exit;                                // srun's exit status
+  std::string said;                                       // srun's error lines for that step
+  std::vector<std::pair<std::string, std::string>> lost;  // the step's nodes that cannot run a step: host, why
   // start only
   int world = 0;
   int restart = 0;

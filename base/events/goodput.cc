@@ -29,11 +29,24 @@ bool EarlierT(const Event* a, const Event* b) { return a->t < b->t; }
 
 }  // namespace
 
+std::string Interruption::Detail() const {
+  std::string d;
+  for (const auto& [host, why] : lost) d += (d.empty() ? "" : ", ") + host + (why.empty() ? "" : " (" + why + ")");
+  if (step_exit) d += (d.empty() ? "" : "; ") + std::string("srun exit ") + std::to_string(*step_exit);
+  if (!srun_said.empty()) d += (d.empty() ? "" : ": ") + srun_said;
+  return d;
+}
+
 Report Analyze(const std::vector<Event>& events) {
   Report r;
   if (events.empty()) return r;
   std::map<std::string, LaunchEvents> by_launch;
+  std::vector<const Event*> step_ends;  // the batch script's: no launch of their own
   for (const Event& e : events) {
+    if (e.kind == "step_end") {
+      step_ends.push_back(&e);
+      continue;
+    }
     LaunchEvents& l = by_launch[e.launch];
     l.all.push_back(&e);
     if (e.kind == "step") l.steps_by_rank[e.rank].push_back(&e);
@@ -78,15 +91,31 @@ Report Analyze(const std::vector<Event>& events) {
         ++s.saves;
         s.stall += e->dur;
       }
-    // The restore: the counted rank's, else the last of any rank's.
-    const Event* restore = nullptr;
+    // The restore: the counted rank's records before its first step (else
+    // the last rank's that wrote any). One restore can write several:
+    // Python's restore(state) restores the version marker, plans, then the
+    // tensors (two records a pass). Its time is their span, from the first
+    // call's start to the last one's end (the planning between them
+    // included); the step and level are the last one's.
+    int restore_rank = -1;
     for (const Event* e : l.all)
-      if (e->kind == "restore" && (restore == nullptr || restore->rank != s.rank)) restore = e;
-    if (restore != nullptr) {
-      s.restored = restore->step >= 0;
-      s.restored_step = restore->step;
-      s.restore_level = restore->level;
-      s.restore_seconds = restore->dur;
+      if (e->kind == "restore" && (restore_rank < 0 || restore_rank != s.rank)) restore_rank = e->rank;
+    const double first_step_t = s.rank >= 0 && restore_rank == s.rank ? l.steps_by_rank.at(s.rank).front()->t
+                                                                       : std::numeric_limits<double>::infinity();
+    const Event *first_restore = nullptr, *last_restore = nullptr;
+    for (const Event* e : l.all)
+      if (e->kind == "restore" && e->rank == restore_rank && e->t <= first_step_t) {
+        if (first_restore == nullptr) first_restore = e;
+        last_restore = e;
+      }
+    if (last_restore != nullptr) {
+      s.restored = last_restore->step >= 0;
+      s.restored_step = last_restore->step;
+      s.restore_level = last_restore->level;
+      s.restore_seconds = (last_restore->t - first_restore->t) + first_restore->dur;
+      s.restore_records = 0;
+      for (const Event* e : l.all)
+        if (e->kind == "restore" && e->rank == restore_rank && e->t <= first_step_t) ++s.restore_records;
     }
     const Event* first_end = nullptr;
     for (const Event* e : l.all)
@@ -104,6 +133,7 @@ Report Analyze(const std::vector<Event>& events) {
     built.push_back({std::move(s), &l});
   }
   std::sort(built.begin(), built.end(), [](const Built& a, const Built& b) { return a.s.start < b.s.start; });
+  if (built.empty()) return r;  // only the batch script's records
 
   // Productive time: each distinct step once, its last computation.
   std::unordered_map<int64_t, const Event*> last_of_step;
@@ -151,13 +181,37 @@ Report Analyze(const std::vector<Event>& events) {
     }
     x.started = after.s.start;
     x.restored = x.started;
+    const double first_t = after.s.rank >= 0 ? after.ev->steps_by_rank.at(after.s.rank).front()->t
+                                             : std::numeric_limits<double>::infinity();
     for (const Event* e : after.ev->all)
-      if (e->kind == "restore" && (e->rank == after.s.rank || after.s.rank < 0)) x.restored = e->t;
+      if (e->kind == "restore" && (e->rank == after.s.rank || after.s.rank < 0) && e->t <= first_t) x.restored = e->t;
     x.resumed = x.restored;
     if (after.s.rank >= 0) {
       const Event* first = after.ev->steps_by_rank.at(after.s.rank).front();
       x.resumed = first->t;
       x.resumed_step = first->step;
+    }
+    // How the step ended as its batch script saw it: the first step_end
+    // record of the job between the two launches' starts.
+    const Event* step_end = nullptr;
+    for (const Event* e : step_ends) {
+      if (e->t < before.s.start || e->t > after.s.start) continue;
+      if (!e->job.empty() && !before.s.job.empty() && e->job != before.s.job) continue;
+      if (step_end != nullptr && step_end->t <= e->t) continue;
+      step_end = e;
+    }
+    if (step_end != nullptr) {
+      x.step_exit = step_end->exit;
+      x.srun_said = step_end->said;
+      x.lost = step_end->lost;
+      // A node lost outranks what the ranks saw (a deadline, a silent
+      // peer: the effect of the node's death); an exit alone names only
+      // a launch whose ranks left no word.
+      if (!x.lost.empty()) {
+        x.cause = "node failure";
+      } else if (x.cause == "unknown" && x.step_exit && *x.step_exit != 0) {
+        x.cause = "exit " + std::to_string(*x.step_exit);
+      }
     }
     r.interruptions.push_back(std::move(x));
   }

@@ -4,6 +4,8 @@
 // time, steps computed twice, checkpoint stall, goodput, and what each
 // interruption cost. MPI-free, pure.
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,7 +29,8 @@ struct LaunchSummary {
   bool restored = false;
   int64_t restored_step = -1;  // -1: started from nothing
   int restore_level = 0;
-  double restore_seconds = 0;
+  double restore_seconds = 0;  // from the first restore call's start to the last one's end, before the first step
+  int restore_records = 0;      // restore records in that span (Python's restore(state): two a pass)
   std::string ended;  // "end", "stop", "failure" or "unknown" (the log just stops)
 };
 
@@ -40,7 +43,10 @@ struct FailureSeen {
 // From the last step ended before an interruption to the first step ended
 // after it, in four consecutive parts (they add up to total).
 struct Interruption {
-  std::string cause;  // "failure", "stop", "end" or "unknown"
+  // "failure", "stop", "end" or "unknown" from the ranks' logs; "node
+  // failure" when the batch script saw a node of the step lost, "exit N"
+  // when the logs say nothing and srun ended with N.
+  std::string cause;
   size_t before = 0, after = 0;  // indexes into launches
   int64_t last_step = -1;        // the last step ended before it
   int64_t resumed_step = -1;     // the first step ended after it
@@ -55,6 +61,12 @@ struct Interruption {
   double first_step() const { return resumed - restored; }
   double total() const { return resumed - last_progress; }
   std::vector<FailureSeen> failures;  // each rank's failure record of the launch before
+  // From the batch script's step_end record (docs/events.md), when it wrote one.
+  std::optional<int> step_exit;  // srun's exit status
+  std::string srun_said;         // srun's error lines
+  std::vector<std::pair<std::string, std::string>> lost;  // nodes of the step that cannot run a step: host, why
+  // "n2 (DOWN+NOT_RESPONDING); srun exit 137: srun: error: Node failure on n2", or "".
+  std::string Detail() const;
 };
 
 struct Report {

@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -103,6 +104,9 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
                       const ShardWriteOptions& options, const std::atomic<bool>* abandon,
                       ShardWriteResult* result) {
   *result = ShardWriteResult();
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  Clock::time_point t0 = Clock::now();
   fs::Env* env = options.env != nullptr ? options.env : fs::Env::Default();
   for (const ShardArray& a : arrays) result->bytes_written += a.rows * a.row_bytes;
   {
@@ -115,12 +119,17 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
   env->ReleaseUnused(path);  // what the reservation held past HDF5's end of file
   if (!written.ok()) return written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(Abandoned(abandon));
+  result->write_seconds = since(t0);
+  t0 = Clock::now();
   BATON_RETURN_IF_ERROR(env->SyncFile(path));
+  result->sync_seconds = since(t0);
+  t0 = Clock::now();
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(path, &info));
   result->file_bytes = info.size;
   std::sort(extents.begin(), extents.end());
   BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+  result->meta_hash_seconds = since(t0);
   if (options.drop_cache) env->DropFileCache(path);
   return Status::OK();
 }

@@ -105,6 +105,11 @@ struct ShardWriteResult {
   // this member's rows (ckpt/chunk_digests.h; none for no rows), computed as
   // they are written.
   std::vector<std::vector<uint64_t>> xxh3;
+  // WriteRankShard (the background writer's): where its time went, for
+  // SaveAsync's phases (writer_write: create, HDF5 writes and close;
+  // writer_sync: the fsync, the disk's write-back; writer_meta_hash: the
+  // metadata checksum's read).
+  double write_seconds = 0, sync_seconds = 0, meta_hash_seconds = 0;
 };
 
 Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,

@@ -291,10 +291,35 @@ test_bad_options_are_named() {
   echo "$out" | grep -q "does-not-exist" || fail "the missing directory is not named: $out"
 }
 
+# Ranks against cores (docs/benchmarks.md, "Ranks and cores"): 3 ranks on
+# this host are oversubscribed when it has fewer than 3 online CPUs; the
+# JSON says so on every line and stderr warns, else neither.
+check_oversubscription() {  # check_oversubscription JSON_LINES STDERR
+  local cores want
+  cores=$(getconf _NPROCESSORS_ONLN)
+  want=false
+  [ "$cores" -lt 3 ] && want=true
+  echo "$1" | perl -MJSON::PP -e '
+    my ($cores, $want) = @ARGV;
+    while (my $line = <STDIN>) {
+      my $j = decode_json($line);
+      $j->{ranks_per_node} == 3 or die "ranks_per_node $j->{ranks_per_node}: $line";
+      $j->{node_cores} == $cores or die "node_cores $j->{node_cores}, getconf says $cores";
+      ($j->{oversubscribed} ? "true" : "false") eq $want or die "oversubscribed: $line";
+    }' "$cores" "$want" || fail "the JSON does not say ranks against cores"
+  if [ "$want" = true ]; then
+    grep -q "warning: 3 ranks on .* share its $cores core(s)" <<<"$2" || fail "no warning on stderr: $2"
+  else
+    ! grep -q "warning: .* ranks on" <<<"$2" || fail "a warning at ranks <= cores: $2"
+  fi
+}
+
 test_bench_ckpt_json_has_the_documented_fields() {
   local d out
   d=$(scratch)
-  out=$("$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench ckpt --dir "$d" --bytes 6M --arrays 2 --reps 2 --json)
+  out=$("$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench ckpt --dir "$d" --bytes 6M --arrays 2 --reps 2 --json \
+    2>"$d.err")
+  check_oversubscription "$out" "$(cat "$d.err")"
   echo "$out" | perl -MJSON::PP -e '
     my %seen;
     while (my $line = <STDIN>) {
@@ -324,9 +349,14 @@ test_bench_ckpt_async_json_has_the_documented_fields() {
   local d out
   d=$(scratch)
   out=$("$REPO/tests/lib/mpirun-ranks" 3 "$BATON" bench ckpt --async --dir "$d" --bytes 6M --arrays 2 --reps 2 \
-    --steps 4 --every 2 --json)
+    --steps 4 --every 2 --json 2>"$d.err")
+  check_oversubscription "$out" "$(cat "$d.err")"
   echo "$out" | perl -MJSON::PP -e '
     my %seen;
+    # Where a SaveAsync spends its time (ckpt/README.md): the phases of the
+    # call, then those of the writer of the save it completed (its thread).
+    my @phases = qw(check wait_write commit_agree index manifest retention stage agree create start
+                    writer_write writer_sync writer_meta_hash writer_index writer_retention);
     while (my $line = <STDIN>) {
       my $j = decode_json($line);
       $j->{ranks} == 3 or die "ranks $j->{ranks}";
@@ -334,9 +364,16 @@ test_bench_ckpt_async_json_has_the_documented_fields() {
         for my $k (qw(bytes blocking_seconds memcpy_seconds ratio first_blocking_seconds write_seconds)) {
           exists $j->{$k} or die "no $k" }
         $j->{blocking_seconds} > 0 && $j->{memcpy_seconds} > 0 or die "not positive: $line";
+        for my $p (@phases) { defined $j->{phases}{$p} && $j->{phases}{$p} >= 0 or die "no phase $p: $line" }
+        $j->{phases}{stage} > 0 or die "no staging time: $line";
       } elsif ($j->{op} eq "save_async_loop") {
-        for my $k (qw(steps_per_s steps_per_s_no_ckpt ratio seconds_in_save_async)) { exists $j->{$k} or die "no $k" }
+        for my $k (qw(steps_per_s steps_per_s_no_ckpt ratio seconds_in_save_async blocking_per_save_seconds
+                      blocking_per_save_over_memcpy saves_per_loop)) { exists $j->{$k} or die "no $k" }
         $j->{steps_per_s} > 0 && $j->{steps_per_s_no_ckpt} > 0 or die "not positive: $line";
+        for my $p (@phases) { defined $j->{phases_per_save}{$p} or die "no phase $p: $line" }
+        # In the loop each call commits the save before it, whose writer wrote and synced.
+        $j->{phases_per_save}{writer_write} > 0 && $j->{phases_per_save}{writer_sync} > 0
+          or die "the loop shows no writer time: $line";
       } else { die "unexpected op $j->{op}" }
       $seen{$j->{op}}++;
     }

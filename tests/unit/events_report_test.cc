@@ -7,6 +7,7 @@
 
 #include "base/events/event_reader.h"
 #include "base/events/goodput.h"
+#include "base/events/step_end.h"
 
 namespace baton::events {
 namespace {
@@ -238,6 +239,114 @@ TEST(Goodput, StopThenALaunchWithoutStepsThenTheEnd) {
   EXPECT_DOUBLE_EQ(u.first_step(), 2);
   EXPECT_DOUBLE_EQ(u.total(), 13);
   EXPECT_EQ(u.resumed_step, 2);
+}
+
+// Python's restore(state) restores the version marker, plans, then the
+// tensors: two restore records on each rank. The launch's restore time is
+// their span (0.03 s), not the first record's 0.005 s (issue 43, item 4);
+// the step and level are the last record's. A restore after the first step
+// (another load in the program) is not the launch's.
+TEST(Goodput, APythonRestoreOfTwoRecordsIsCountedWhole) {
+  const std::string log =
+      R"({"ev":"start","t":100,"launch":"a","rank":0,"world":1}
+{"ev":"step","t":101,"step":1,"dur":1}
+{"ev":"save","t":101.5,"step":1,"dur":0.1}
+{"ev":"stop","t":102,"step":1}
+{"ev":"start","t":110,"launch":"b","rank":0,"world":1}
+{"ev":"restore","t":110.105,"step":1,"dur":0.005,"level":3}
+{"ev":"restore","t":110.130,"step":1,"dur":0.02,"level":2}
+{"ev":"step","t":111,"step":2,"dur":0.8}
+{"ev":"restore","t":112,"step":2,"dur":0.5,"level":1}
+{"ev":"end","t":113,"step":2}
+)";
+  const Report r = Analyze(Parse({{0, log}}));
+  ASSERT_EQ(r.launches.size(), 2u);
+  const LaunchSummary& b = r.launches[1];
+  EXPECT_TRUE(b.restored);
+  EXPECT_EQ(b.restored_step, 1);
+  EXPECT_EQ(b.restore_level, 2);
+  EXPECT_NEAR(b.restore_seconds, 0.030, 1e-9);
+  EXPECT_EQ(b.restore_records, 2);
+  ASSERT_EQ(r.interruptions.size(), 1u);
+  // The interruption's restore ends at the last record before the first step.
+  EXPECT_DOUBLE_EQ(r.interruptions[0].restored, 110.130);
+  EXPECT_NEAR(r.interruptions[0].first_step(), 0.870, 1e-9);
+}
+
+// A node dies: its ranks write nothing, the others are killed by srun
+// before they see a failure, so the ranks' logs end without a word
+// ("unknown"). The batch script's step_end record names the node, Slurm's
+// state and srun's exit and words (issue 43, item 2).
+TEST(Goodput, TheBatchScriptsStepEndNamesTheLostNode) {
+  const std::string rank0 =
+      R"({"ev":"start","t":200,"launch":"slurm:7.0/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":201,"step":1,"dur":1}
+{"ev":"start","t":220,"launch":"slurm:7.1/0","job":"7","rank":0,"world":1}
+{"ev":"step","t":221,"step":1,"dur":1}
+{"ev":"end","t":222,"step":1}
+)";
+  events::StepEnd end;
+  end.job = "7";
+  end.exit = 137;
+  end.nodes = "n[1-2]";
+  end.said = "srun: error: Node failure on n2";
+  launch::Allocation allocation;
+  allocation.nodes.push_back({"n1", launch::kNodeAllocated, ""});
+  allocation.nodes.push_back({"n3", launch::kNodeIdle, ""});
+  end.lost = LostNodes(allocation, {"n1", "n2"});
+  ASSERT_EQ(end.lost.size(), 1u);
+  EXPECT_EQ(end.lost[0].first, "n2");
+  EXPECT_EQ(end.lost[0].second, "left the allocation");
+  // A step_end of another job in the same span, and one of this job after
+  // the relaunch, are not this interruption's.
+  const std::string line = StepEndLine(end, 205);
+  const std::string batch = line +
+                            R"({"ev":"step_end","t":204,"job":"8","exit":1,"nodes":"n9","lost":[{"host":"n9","why":"DOWN"}]})" "\n" +
+                            R"({"ev":"step_end","t":223,"job":"7","exit":0,"nodes":"n1","lost":[]})" "\n";
+  const Report r = Analyze(Parse({{0, rank0}, {-1, batch}}));
+  ASSERT_EQ(r.launches.size(), 2u);  // the batch file is no launch
+  ASSERT_EQ(r.interruptions.size(), 1u);
+  const Interruption& x = r.interruptions[0];
+  EXPECT_EQ(x.cause, "node failure");
+  ASSERT_EQ(x.lost.size(), 1u);
+  EXPECT_EQ(x.lost[0].first, "n2");
+  ASSERT_TRUE(x.step_exit.has_value());
+  EXPECT_EQ(*x.step_exit, 137);
+  EXPECT_EQ(x.Detail(), "n2 (left the allocation); srun exit 137: srun: error: Node failure on n2");
+  // Without a lost node, an exit names a launch whose ranks left no word.
+  const std::string quiet = R"({"ev":"step_end","t":205,"job":"7","exit":137,"nodes":"n[1-2]","lost":[]})" "\n";
+  const Report q = Analyze(Parse({{0, rank0}, {-1, quiet}}));
+  ASSERT_EQ(q.interruptions.size(), 1u);
+  EXPECT_EQ(q.interruptions[0].cause, "exit 137");
+  EXPECT_EQ(q.interruptions[0].Detail(), "srun exit 137");
+  // Without the batch script's record: unknown, as before.
+  EXPECT_EQ(Analyze(Parse({{0, rank0}})).interruptions[0].cause, "unknown");
+}
+
+TEST(StepEnd, SlurmsStateNamesAnUnusableNodeStillInTheAllocation) {
+  launch::Allocation allocation;
+  allocation.nodes.push_back({"n1", launch::kNodeAllocated, ""});
+  allocation.nodes.push_back({"n2", launch::kNodeDown | launch::kNodeNoRespondFlag, "Not responding"});
+  const auto lost = LostNodes(allocation, {"n1", "n2"});
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].first, "n2");
+  EXPECT_EQ(lost[0].second, "DOWN+NOT_RESPONDING: Not responding");
+  // A record without Slurm's answer says so instead of listing no node.
+  events::StepEnd end;
+  end.job = "3";
+  end.exit = 1;
+  end.nodes = "n1";
+  end.slurm_error = "controller silent";
+  Event e;
+  std::string line = StepEndLine(end, 300);
+  line.pop_back();
+  ASSERT_TRUE(ParseEventLine(line, &e).ok());
+  EXPECT_EQ(e.kind, "step_end");
+  EXPECT_EQ(e.job, "3");
+  ASSERT_TRUE(e.exit.has_value());
+  EXPECT_EQ(*e.exit, 1);
+  EXPECT_TRUE(e.lost.empty());
+  EXPECT_NE(line.find("\"slurm_error\":\"controller silent\""), std::string::npos);
 }
 
 TEST(Goodput, NothingGivesAnEmptyReport) {

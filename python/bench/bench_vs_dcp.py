@@ -1,0 +1,259 @@
+#!/opt/baton-venv/bin/python
+"""baton against torch.distributed.checkpoint (DCP) and per-rank torch.save, on one state.
+
+Run under mpirun, at most one rank per core, on one node:
+
+    tests/lib/mpirun-ranks 2 /opt/baton-venv/bin/python python/bench/bench_vs_dcp.py \\
+        --dir /tmp/bench-dcp --mib 16 --kind ddp
+
+Two states (--kind), of --mib MiB in all (parameters + AdamW's exp_avg and
+exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
+  ddp    every rank holds the whole state, the same (DDP): plain tensors;
+  fsdp2  fully_shard (FSDP2, gloo on CPU): DTensor parameters and optimizer
+         state, each rank 1/N of it (get_state_dict / set_state_dict).
+What each contender saves and restores, in the same run, the order rotated
+every round (--rounds):
+  baton            baton.Checkpointer save / save_async / restore (ddp only:
+                   baton.Checkpointer takes no DTensor leaves yet)
+  baton-dcp        dcp.save / dcp.async_save / dcp.load with baton.dcp's
+                   BatonWriter / BatonReader (baton's format: every byte
+                   hashed at save and verified at load)
+  dcp-fs           dcp.save / dcp.async_save / dcp.load with FileSystemWriter
+                   / FileSystemReader (one directory per save; no checksum)
+  torch            ddp: rank 0 torch.save()s the state dict + fsync, every
+                   rank torch.load()s it; fsdp2: every rank torch.save()s its
+                   own shards' state dict + fsync and loads its own file
+Times: wall seconds from a barrier to a barrier (the slowest rank). async:
+"blocked" is how long the call held the caller, "total" until committed
+(fut.wait() / future.result()). Peak memory: the largest rise of a rank's
+resident memory (VmHWM after /proc/self/clear_refs) during the call. The
+restore reads back what was just written (warm page cache).
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+
+from mpi4py import MPI  # initialises MPI; baton.Runtime adopts it
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+
+import baton
+from baton.dcp import BatonReader, BatonWriter
+
+
+def vm(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+class Peak:
+    """The rise of this process's resident memory during a block (bytes)."""
+
+    def __enter__(self):
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        self.base = vm("VmRSS")
+        return self
+
+    def __exit__(self, *exc):
+        self.rise = vm("VmHWM") - self.base
+        return False
+
+
+def make_state(mib, kind):
+    torch.manual_seed(0)
+    width = 1024 if mib >= 192 else 512
+    # parameters are a third of the state (AdamW keeps two more of the same size)
+    layers = max(1, round((mib * 2**20 / 3) / (4 * (width * width + width))))
+    model = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    if kind == "fsdp2":
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        for layer in model:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(8, width)).square().mean().backward()
+    optim.step()
+    optim.zero_grad(set_to_none=True)
+    return model, optim
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", required=True, help="a directory for every checkpoint (emptied first)")
+    parser.add_argument("--mib", type=int, default=16, help="MiB of state in all (default 16)")
+    parser.add_argument("--kind", choices=("ddp", "fsdp2"), default="ddp")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write every measurement here (rank 0)")
+    args = parser.parse_args()
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if rank == 0:
+        shutil.rmtree(args.dir, ignore_errors=True)
+        os.makedirs(args.dir)
+    comm.Barrier()
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(args.dir, ".store"), rank=rank,
+                            world_size=size, timeout=datetime.timedelta(seconds=600))
+    rt = baton.Runtime()
+    torch.set_num_threads(1)
+    model, optim = make_state(args.mib, args.kind)
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    def dcp_state():
+        msd, osd = get_state_dict(model, optim)
+        return {"model": msd, "optim": osd}
+
+    def put_dcp_state(sd):
+        set_state_dict(model, optim, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+
+    local = sum(t.to_local().nbytes if hasattr(t, "to_local") else t.nbytes
+                for t in _tensors(dcp_state()))
+    state_bytes = comm.allreduce(local) if args.kind == "fsdp2" else local
+
+    ck = None
+    if args.kind == "ddp":
+        ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2)
+    baton_state = {"model": model, "optim": optim}
+    counters = {"step": 0}
+
+    def next_step():
+        counters["step"] += 1
+        return counters["step"]
+
+    def timed(fn):
+        comm.Barrier()
+        with Peak() as p:
+            t0 = time.perf_counter()
+            out = fn()
+            mine = time.perf_counter() - t0
+        comm.Barrier()
+        return comm.allreduce(mine, op=MPI.MAX), comm.allreduce(p.rise, op=MPI.MAX), out
+
+    def run_baton(m):
+        s = next_step()
+        m["baton save"] = timed(lambda: ck.save(baton_state, s))[:2]
+        m["baton restore"] = timed(lambda: ck.restore(baton_state))[:2]
+        s = next_step()
+        blocked = {}
+
+        def go():
+            t0 = time.perf_counter()
+            fut = ck.save_async(baton_state, s)
+            blocked["s"] = time.perf_counter() - t0
+            fut.wait()
+        m["baton async total"] = timed(go)[:2]
+        m["baton async blocked"] = (comm.allreduce(blocked["s"], op=MPI.MAX), None)
+
+    def run_dcp(m, name, writer_of, reader_of):
+        s = next_step()
+        m[name + " save"] = timed(lambda: dcp.save(dcp_state(), storage_writer=writer_of(s)))[:2]
+        m[name + " restore"] = timed(lambda: _load(reader_of(s)))[:2]
+        s = next_step()
+        blocked = {}
+
+        def go():
+            t0 = time.perf_counter()
+            fut = dcp.async_save(dcp_state(), storage_writer=writer_of(s))
+            blocked["s"] = time.perf_counter() - t0
+            fut.result()
+        m[name + " async total"] = timed(go)[:2]
+        m[name + " async blocked"] = (comm.allreduce(blocked["s"], op=MPI.MAX), None)
+
+    def _load(reader):
+        sd = dcp_state()
+        dcp.load(sd, storage_reader=reader)
+        put_dcp_state(sd)
+
+    bdir = os.path.join(args.dir, "baton-dcp")
+    fdir = os.path.join(args.dir, "dcp-fs")
+
+    def fs_writer(s):
+        if rank == 0:  # keep two, as baton does (keep=2)
+            shutil.rmtree(os.path.join(fdir, "step%d" % (s - 4)), ignore_errors=True)
+        return FileSystemWriter(os.path.join(fdir, "step%d" % s))
+
+    def run_torch(m):
+        path = os.path.join(args.dir, "torch", "rank%d.pt" % (rank if args.kind == "fsdp2" else 0))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        writes = args.kind == "fsdp2" or rank == 0
+
+        def save():
+            if writes:
+                with open(path, "wb") as f:
+                    torch.save({"model": model.state_dict(), "optim": optim.state_dict()}, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+        def load():
+            sd = torch.load(path, map_location="cpu", weights_only=False)
+            model.load_state_dict(sd["model"])
+            optim.load_state_dict(sd["optim"])
+        m["torch save"] = timed(save)[:2]
+        m["torch restore"] = timed(load)[:2]
+
+    contenders = ["baton-dcp", "dcp-fs", "torch"] + (["baton"] if args.kind == "ddp" else [])
+    rows = []
+    for r in range(args.rounds):
+        m = {}
+        order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+        for who in order:
+            if who == "baton":
+                run_baton(m)
+            elif who == "baton-dcp":
+                run_dcp(m, who, lambda s: BatonWriter(bdir, step=s, runtime=rt, keep=2),
+                        lambda s: BatonReader(bdir, runtime=rt))
+            elif who == "dcp-fs":
+                run_dcp(m, who, fs_writer, lambda s: FileSystemReader(os.path.join(fdir, "step%d" % s)))
+            else:
+                run_torch(m)
+        m["order"] = order
+        rows.append(m)
+    if ck is not None:
+        ck.close()
+
+    if rank == 0:
+        mib = 2**20
+        print(f"{args.kind}, ranks {size}, state {state_bytes / mib:.0f} MiB in all, {args.rounds} rounds "
+              f"(orders {[' '.join(r['order']) for r in rows]}), load at the end: "
+              f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
+        print("| what | median s | range s | peak RSS rise (max over rounds, ranks) |")
+        print("| --- | --- | --- | --- |")
+        keys = [k for k in rows[0] if k != "order"]
+        for op in ("save", "async blocked", "async total", "restore"):
+            for k in keys:
+                if k.endswith(" " + op):
+                    t = [row[k][0] for row in rows]
+                    rss = [row[k][1] for row in rows if row[k][1] is not None]
+                    print(f"| {k} | {statistics.median(t):.3f} | {min(t):.3f}-{max(t):.3f} | "
+                          f"{(max(rss) / mib if rss else float('nan')):.1f} MiB |")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"kind": args.kind, "ranks": size, "state_bytes": state_bytes, "rounds": rows}, f, indent=1)
+    dist.destroy_process_group()
+    return 0
+
+
+def _tensors(sd):
+    if isinstance(sd, dict):
+        for v in sd.values():
+            yield from _tensors(v)
+    elif isinstance(sd, torch.Tensor):
+        yield sd
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""baton under torch.distributed.checkpoint (python/baton/dcp): dcp.save,
+dcp.async_save and dcp.load with BatonWriter/BatonReader write and read
+baton versions (tests/python/run-pytest: every rank runs these in order,
+over one gloo process group)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dcp = pytest.importorskip("torch.distributed.checkpoint")
+
+import conftest  # noqa: E402  (tests/python/conftest.py: the launcher's rank and size)
+import gloo_world  # noqa: E402  (tests/python/, on pytest's rootdir path)
+
+from baton import _baton  # noqa: E402
+from baton.dcp import BatonReader, BatonWriter  # noqa: E402
+
+BATON_CLI = os.path.join(os.environ.get("BATON_BUILD_DIR", ""), "cli", "baton")
+
+
+@pytest.fixture(scope="module")
+def dist():
+    d = gloo_world.world(conftest.RANK, conftest.SIZE, "test_dcp_backend")
+    yield d
+    gloo_world.close()
+
+
+def _state(seed):
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "model": {
+            "w": torch.randn(7, 5, generator=g),
+            "b16": torch.randn(4, 3, generator=g).to(torch.bfloat16),
+            "scalar": torch.tensor(float(seed)),
+            "ids": torch.arange(9, dtype=torch.int64) * seed,
+        },
+        "extra": {"epoch": seed, "name": "run-%d" % seed},  # not a tensor: DCP writes it as bytes
+    }
+
+
+def _zeros_like(sd):
+    if isinstance(sd, dict):
+        return {k: _zeros_like(v) for k, v in sd.items()}
+    if isinstance(sd, torch.Tensor):
+        return torch.zeros_like(sd)
+    return None
+
+
+def _assert_equal(got, want):
+    assert got.keys() == want.keys()
+    for k in want:
+        if isinstance(want[k], dict):
+            _assert_equal(got[k], want[k])
+        elif isinstance(want[k], torch.Tensor):
+            assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), k
+        else:
+            assert got[k] == want[k], k
+
+
+def _manifest(path):
+    with open(os.path.join(path, "manifest.json")) as f:
+        return json.load(f)
+
+
+def _versions(d):
+    return sorted(p for p in glob.glob(os.path.join(d, "v*-s*")) if os.path.exists(os.path.join(p, "manifest.json")))
+
+
+def test_save_load_round_trip(dist, rt, shared_dir, rank):
+    """Every entry comes back exactly; each replicated entry is one array written by one rank; the CLI reads it."""
+    sd = _state(3)
+    writer = BatonWriter(shared_dir, step=5, runtime=rt)
+    dcp.save(sd, storage_writer=writer)
+    assert writer.last_step == 5
+    got = _zeros_like(sd)
+    reader = BatonReader(shared_dir, runtime=rt)
+    dcp.load(got, storage_reader=reader)
+    _assert_equal(got, sd)
+    assert reader.last_restore["step"] == 5 and reader.last_restore["fallbacks"] == []
+    (version,) = _versions(shared_dir)
+    arrays = {a["name"]: a for a in _manifest(version)["arrays"]}
+    assert arrays["model.w@0,0"]["shape"] == [7, 5] and arrays["model.w@0,0"]["dtype"] == "f32"
+    assert arrays["model.b16@0,0"]["dtype"] == "bf16"
+    assert arrays["model.scalar@"]["shape"] == [1]
+    assert "extra.epoch@b" in arrays and "extra.name@b" in arrays and "dcp-metadata" in arrays
+    if rank == 0 and os.path.exists(BATON_CLI):
+        outs = {}
+        for cmd in ("ls", "verify", "inspect"):
+            out = subprocess.run([BATON_CLI, "ckpt", cmd, shared_dir], capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, (cmd, out.stdout, out.stderr)
+            outs[cmd] = out.stdout
+        assert "model.w@0,0" in outs["inspect"] and "dcp-metadata" in outs["inspect"], outs["inspect"]
+
+
+def test_dtensor_saved_by_shard_loaded_other_layout(dist, rt, shared_dir, size):
+    """A DTensor saved as Shard(0) is written one local shard per rank and loads into Shard(1) and Replicate()."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (size,))
+    full = torch.arange(6 * size * 4, dtype=torch.float32).reshape(6 * size, 4)
+    sd = {"t": distribute_tensor(full, mesh, [Shard(0)])}
+    dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    (version,) = _versions(shared_dir)
+    arrays = [a for a in _manifest(version)["arrays"] if a["name"].startswith("t@")]
+    assert sorted(a["name"] for a in arrays) == sorted("t@%d,0" % (6 * r) for r in range(size))
+    for placement in (Shard(1), Replicate()):
+        target = {"t": distribute_tensor(torch.zeros_like(full), mesh, [placement])}
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
+        assert torch.equal(target["t"].full_tensor(), full), placement
+
+
+def test_async_save(dist, rt, shared_dir):
+    """dcp.async_save with a BatonWriter commits a version once its future completes; later changes do not reach it."""
+    sd = _state(4)
+    want = {"model": {k: v.clone() for k, v in sd["model"].items()}, "extra": dict(sd["extra"])}
+    future = dcp.async_save(sd, storage_writer=BatonWriter(shared_dir, step=9, runtime=rt))
+    sd["model"]["w"].add_(1)  # at once: DCP's stager copied the state before async_save returned
+    future.result(timeout=120)
+    got = _zeros_like(want)
+    dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
+    _assert_equal(got, want)
+
+
+def test_steps_retention_and_step_choice(dist, rt, shared_dir):
+    """Without step= each save is the next step; keep=2 keeps two versions; step= loads an older one."""
+    for seed in (1, 2, 3):
+        dcp.save(_state(seed), storage_writer=BatonWriter(shared_dir, keep=2, runtime=rt))
+    assert [os.path.basename(v).split("-s")[1] for v in _versions(shared_dir)] == ["1", "2"]
+    got = _zeros_like(_state(0))
+    dcp.load(got, storage_reader=BatonReader(shared_dir, step=1, runtime=rt))
+    _assert_equal(got, _state(2))
+
+
+def _flip_data_byte(version, array):
+    """Flips one byte of `array`'s data in its shard file (found through the shard indexes)."""
+    for index in glob.glob(os.path.join(version, "shard-*.json")):
+        with open(index) as f:
+            shard = json.load(f)
+        for ds in shard["datasets"]:
+            if ds["array"] == array:
+                path = os.path.join(version, shard["file"])
+                with open(path, "r+b") as f:
+                    f.seek(ds["offset"] + 3)
+                    b = f.read(1)
+                    f.seek(ds["offset"] + 3)
+                    f.write(bytes([b[0] ^ 0x40]))
+                return path
+    raise AssertionError("no dataset of %s in %s" % (array, version))
+
+
+def test_flipped_byte_falls_back(dist, rt, shared_dir, rank):
+    """A flipped byte in the newest version's data: the load restores the older version, and says so."""
+    dcp.save(_state(1), storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    dcp.save(_state(1), storage_writer=BatonWriter(shared_dir, step=2, runtime=rt))
+    newest = _versions(shared_dir)[-1]
+    dist.barrier()
+    if rank == 0:
+        _flip_data_byte(newest, "model.w@0,0")
+    dist.barrier()
+    got = _zeros_like(_state(0))
+    reader = BatonReader(shared_dir, runtime=rt)
+    dcp.load(got, storage_reader=reader)
+    _assert_equal(got, _state(1))
+    assert reader.last_restore["step"] == 1
+    assert [f["step"] for f in reader.last_restore["fallbacks"]] == [2]
+
+
+def test_empty_directory_names_it(dist, rt, shared_dir):
+    """A load from a directory with no version fails on every rank naming the directory."""
+    with pytest.raises(dcp.api.CheckpointException) as info:
+        dcp.load(_zeros_like(_state(0)), storage_reader=BatonReader(shared_dir, runtime=rt))
+    # DCP gathers every rank's failure into one exception on every rank.
+    text = "".join(traceback.format_exception(info.value))
+    assert "BatonReader: %s holds no checkpoint version" % shared_dir in text, text
+
+
+_CONVERT = r"""
+import sys, torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
+from baton.dcp.__main__ import main
+d = sys.argv[1]
+sd = {"a": torch.arange(10.0), "b": {"c": torch.ones(3, 4, dtype=torch.bfloat16), "n": 7}}
+dcp.save(sd, storage_writer=FileSystemWriter(d + "/dcp-in"), no_dist=True)
+torch.save({"w": torch.full((2, 2), 5.0)}, d + "/in.pt")
+rcs = [main(["import", d + "/dcp-in", d + "/baton"]), main(["import", d + "/in.pt", d + "/baton", "--step", "7"]),
+       main(["export", d + "/baton", d + "/dcp-out", "--step", "0"]),
+       main(["export", d + "/baton", d + "/out.pt", "--format", "torch"]),
+       main(["import", d + "/baton", d + "/other"])]
+assert rcs == [0, 0, 0, 0, 1], rcs
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save(d + "/dcp-out", d + "/round.pt")
+back = torch.load(d + "/round.pt")
+assert torch.equal(back["a"], sd["a"]) and torch.equal(back["b"]["c"], sd["b"]["c"]) and back["b"]["n"] == 7, back
+assert torch.equal(torch.load(d + "/out.pt")["w"], torch.full((2, 2), 5.0))
+print("convert ok")
+"""
+
+
+def test_import_export_tool(dist, shared_dir, rank):
+    """python -m baton.dcp (its main): a DCP directory and a torch.save file become baton versions that
+    `baton ckpt verify` accepts, and come back out as DCP's format and a torch.save file, equal; a source that is
+    neither is refused naming it. Rank 0 runs it as a process of its own (a world of one); the others wait."""
+    if rank == 0:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_"))}
+        out = subprocess.run([sys.executable, "-c", _CONVERT, shared_dir], capture_output=True, text=True,
+                             timeout=280, env=env)
+        assert out.returncode == 0 and "convert ok" in out.stdout, (out.stdout, out.stderr[-3000:])
+        assert "without .metadata: not a DCP checkpoint" in out.stderr, out.stderr[-3000:]
+        if os.path.exists(BATON_CLI):
+            v = subprocess.run([BATON_CLI, "ckpt", "verify", os.path.join(shared_dir, "baton")], capture_output=True,
+                               text=True, timeout=120)
+            assert v.returncode == 0, (v.stdout, v.stderr)
+    dist.barrier()
+
+
+def test_level2_where_asked(dist, rt, shared_dir):
+    """level2=True with a node-local directory: the save is kept there too and the load is served from it."""
+    shared, local = os.path.join(shared_dir, "shared"), os.path.join(shared_dir, "local")
+    sd = _state(6)
+    dcp.save(sd, storage_writer=BatonWriter(shared, step=1, runtime=rt, level2=True, local_dir=local))
+    got = _zeros_like(sd)
+    reader = BatonReader(shared, runtime=rt, level2=True, local_dir=local)
+    dcp.load(got, storage_reader=reader)
+    _assert_equal(got, sd)
+    assert reader.last_restore["level"] == 2 and reader.last_restore["step"] == 1, reader.last_restore
+    assert _versions(shared) and os.listdir(local)
