@@ -6,22 +6,22 @@ A two-layer transformer language model (about 1.6 MiB of float32 weights by
 default) learns to continue seeded token sequences, with AdamW and a cosine
 schedule. fully_shard splits every parameter's dim 0 over the ranks (CPU and
 gloo here; CUDA and NCCL where present): the weights and AdamW's moments are
-DTensors, each rank holding its rows. The training state is one state dict
-given to baton.Checkpointer: the sharded model and optimizer (saved as
-DTensors: each rank writes its rows once, and a restore at another world
-size reads its new rows from wherever they were), the scheduler, the data
-cursor and every rank's RNG state.
+DTensors, each rank holding its rows. The training state is saved through
+torch.distributed.checkpoint with baton as its storage (baton.dcp.BatonWriter
+/ BatonReader: HDF5 shards with a hash per chunk, the manifest committed by
+rename, an older version when the newest fails to verify): DCP's planner
+turns the DTensors into chunks, each rank writes its own rows once, and a
+load at another world size reads only the chunks its new shards need. The
+model and AdamW state come from torch's get_state_dict/set_state_dict; the
+scheduler, the data cursor and the world size ride along as DCP's pickled
+values, and every rank's RNG state under a key of its own (at another world
+size those keys do not fit, and dropout draws anew).
 
 Runs as train_ddp.py does: `srun --baton`, `mpirun -n 2 python3
 train_fsdp.py --ckpt-dir DIR`, or train_fsdp.sbatch (train_ddp.sbatch's loop:
 a restart inside the allocation after a node failure, on fewer nodes when
 BATON_MIN_NODES allows). Each step goes to baton's event log (baton report);
 a bug exits 1, a lost peer or a deadline 75 (baton.exit_for).
-
-DTensor state in baton.Checkpointer comes with issue 40 (the dcp branch);
-until it is merged, the first restore refuses this state, naming the
-DTensor ("cannot keep 'model/pos': a DTensor is split over the ranks"), and
-the program exits 1 on every rank (baton's excepthook).
 """
 import argparse
 import hashlib
@@ -51,6 +51,8 @@ def parse_args():
     p.add_argument("--lr", type=float, default=3e-3, help="AdamW's peak learning rate (default 3e-3)")
     p.add_argument("--seed", type=int, default=1, help="seed of the data, the weights and dropout (default 1)")
     p.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (default 1)")
+    p.add_argument("--stop-at", type=int, default=0,
+                   help="act as if a stop were agreed after this step: save, exit 75 (to try a resume; default: off)")
     p.add_argument("--ckpt-dir", default=os.environ.get("BATON_CKPT_DIR"),
                    help="the checkpoint directory, shared by the nodes (default: $BATON_CKPT_DIR)")
     p.add_argument("--step-ms", type=float, default=0,
@@ -161,11 +163,41 @@ def main():
     loader = Cursor(tokens, args.batch, args.seed)
     torch.manual_seed(args.seed * 7919 + 1 + rank)  # each rank's own dropout stream
 
-    ck = baton.Checkpointer(rt, dir=args.ckpt_dir)
-    state = {"model": model, "optim": opt, "sched": sched, "loader": loader, "rng": baton.RNGState()}
-    # At another world size the per-rank RNG states do not fit: the shards
-    # are resharded, dropout draws anew.
-    step = ck.restore(state, drop_rank_state_on_resize=True)
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from baton.dcp import BatonReader, BatonWriter
+
+    rng_key = f"rng_rank{rank}"
+
+    def app_state():
+        msd, osd = get_state_dict(model, opt)
+        return {"model": msd, "optim": osd, "sched": sched.state_dict(), "loader": loader.state_dict(),
+                "world": world, rng_key: torch.get_rng_state()}
+
+    def save(done):
+        dcp.save(app_state(), storage_writer=BatonWriter(args.ckpt_dir, step=done, runtime=rt))
+
+    def restore():
+        """The newest version every rank can read and verify, or None when the directory holds none."""
+        ck = baton.ArrayCheckpointer(rt, dir=args.ckpt_dir)  # collective: every rank asks
+        try:
+            if ck.read_metadata() is None:
+                return None
+        finally:
+            ck.close()
+        sd = app_state()
+        reader = BatonReader(args.ckpt_dir, runtime=rt)
+        # allow_partial_load: at another world size this rank's RNG key may not be in the checkpoint.
+        dcp.load(sd, storage_reader=reader, planner=DefaultLoadPlanner(allow_partial_load=True))
+        set_state_dict(model, opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        sched.load_state_dict(sd["sched"])
+        loader.load_state_dict(sd["loader"])
+        if int(sd["world"]) == world:
+            torch.set_rng_state(sd[rng_key])
+        return reader.last_restore["step"]
+
+    step = restore()
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
     say(f"no checkpoint in {args.ckpt_dir}: starting at step 1 (restart {restart}, {world} ranks)" if step is None
         else f"resumed from step {step} (restart {restart}, {world} ranks)")
@@ -192,12 +224,12 @@ def main():
             f"ms={(time.monotonic() - t0) * 1e3:.1f} time={time.time():.3f}")
         saved = False
         if done % args.ckpt_every == 0 or done == args.steps:
-            ck.save(state, done)
+            save(done)
             saved = True
             say(f"checkpoint step={done}")
-        if rt.should_stop() and done < args.steps:
+        if (rt.should_stop() or done == args.stop_at) and done < args.steps:
             if not saved:
-                ck.save(state, done)
+                save(done)
             say(f"stop agreed at step {done}: checkpoint saved, exiting {baton.EXIT_REQUEUE} to be requeued")
             dist.destroy_process_group()
             sys.exit(baton.EXIT_REQUEUE)

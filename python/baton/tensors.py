@@ -110,7 +110,13 @@ def check_keepable(value, path):
     torch = torch_module()
     kind = type(value).__name__
     why = None
-    if kind in ("ShardedTensor", "DTensor"):
+    if kind == "DTensor":
+        why = ("a DTensor (FSDP2, tensor parallel) is split over the ranks: save it through "
+               "torch.distributed.checkpoint with baton's storage, dcp.save(state, "
+               "storage_writer=baton.dcp.BatonWriter(dir)) and dcp.load(state, storage_reader=baton.dcp.BatonReader(dir)) "
+               "(docs/python.md, 'DTensor and FSDP2'), or give this rank's dim-0 rows as "
+               "baton.Sharded(local_tensor, offset, global_shape)")
+    elif kind == "ShardedTensor":
         why = (f"a {kind} is split over the ranks by torch.distributed; give this rank's part as "
                "baton.Sharded(local_tensor, offset, global_shape)")
     elif getattr(value, "is_nested", False):

@@ -3,7 +3,8 @@
 # Slurm runs them: examples/train_ddp.py resumes bit for bit and writes the
 # step records `baton report` reads; a bug exits 1 and is recorded as one; a
 # dead peer makes its survivor exit 75; examples/train_lightning.py resumes
-# bit for bit from an epoch-end checkpoint. (On the local cluster:
+# bit for bit from an epoch-end checkpoint; examples/train_fsdp.py (FSDP2)
+# resumes bit for bit and at another world size. (On the local cluster:
 # tests/cluster/test_torch.sh.)
 . "${srcdir:?set by make check}/tests/lib/suite.sh"
 label="python-examples"
@@ -117,6 +118,36 @@ else
     row FAIL "lightning: resumed at an epoch's end, final checksum equal" "uninterrupted '$a', resumed '$b'"
     cat "$base/lwhole.out" "$base/lparts.out"
   fi
+fi
+
+# 5. train_fsdp.py (FSDP2, DTensor state through DCP with baton's storage):
+# uninterrupted to 12, and stopped at 6 (exit 75) then resumed, checksums equal; then the
+# same directory at 1 rank (the DTensors resharded) goes on to 16.
+fsdp() {
+  _n=$1 _ranks=$2
+  shift 2
+  timeout --kill-after=10 240 "$srcdir/tests/lib/mpirun-ranks" "$_ranks" "$python" "$ex/train_fsdp.py" \
+    --samples 256 --dim 32 --layers 1 --seq 16 --ckpt-every 3 "$@" >>"$base/$_n.out" 2>&1
+}
+fsdp fwhole 2 --steps 12 --ckpt-dir "$base/fwhole"
+fsdp fparts 2 --steps 12 --stop-at 6 --ckpt-dir "$base/fparts"
+fsdp fparts 2 --steps 12 --ckpt-dir "$base/fparts"
+a=$(checksum "$base/fwhole.out") b=$(checksum "$base/fparts.out")
+if [ -n "$a" ] && [ "$(echo "$a" | wc -l)" = 1 ] && [ "$a" = "$b" ] &&
+  grep -q '^resumed from step 6 ' "$base/fparts.out"; then
+  row PASS "fsdp: resumed at step 6, final checksum equal to the uninterrupted run's" "$a"
+else
+  row FAIL "fsdp: resumed at step 6, final checksum equal to the uninterrupted run's" \
+    "uninterrupted '$a', resumed '$b'; see $base/fparts.out"
+  cat "$base/fwhole.out" "$base/fparts.out"
+fi
+fsdp fshrink 1 --steps 16 --ckpt-dir "$base/fparts"
+if grep -q '^resumed from step 12 (restart [0-9]*, 1 ranks)' "$base/fshrink.out" &&
+  grep -q '^step=16 ' "$base/fshrink.out" && grep -q '^final_checksum=' "$base/fshrink.out"; then
+  row PASS "fsdp: resumed at another world size (2 ranks -> 1), the DTensors resharded" ""
+else
+  row FAIL "fsdp: resumed at another world size (2 ranks -> 1), the DTensors resharded" "see $base/fshrink.out"
+  cat "$base/fshrink.out"
 fi
 
 # A FAIL row fails the suite.
