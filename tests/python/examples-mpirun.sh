@@ -42,7 +42,8 @@ ddp() {
 # checksum FILE: the last launch's final checksum, once per rank (by occurrence, not by line:
 # mpirun forwards each rank's output in pieces, and two ranks' lines can meet on one line,
 # as "step=24 final_checksum=f865..step=24 final_checksum=f865..", seen once in 4 runs)
-checksum() { grep -o 'final_checksum=[0-9a-f]*' "$1" | tail -n 2 | sed 's/^final_checksum=//' | sort -u; }
+# (a checksum is 64 hex digits: the 'f' of a following "final_checksum" is one too)
+checksum() { grep -o 'final_checksum=[0-9a-f]\{64\}' "$1" | tail -n 2 | sed 's/^final_checksum=//' | sort -u; }
 
 # 1. An uninterrupted run, and one stopped at step 10 and run again to 20.
 ddp whole --steps 20 --ckpt-every 5 --ckpt-dir "$base/whole"
