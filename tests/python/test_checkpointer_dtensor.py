@@ -167,3 +167,19 @@ def test_a_dtensor_inside_sharded_is_refused(dist, rt, shared_dir, size):
     with pytest.raises(TypeError, match=r"cannot keep 'w': a DTensor inside baton.Sharded"):
         ck.save({"w": baton.Sharded(dt, 0, (size, 2))}, 1)
     ck.close()
+
+
+def test_ranks_with_other_placements_fail_together(dist, rt, shared_dir, rank, size):
+    """A layout that differs between ranks is the agreement's InvalidArgument on every rank, naming both layouts."""
+    if size < 2:
+        pytest.skip("needs 2 ranks or more")
+    mesh = init_device_mesh("cpu", (size,))
+    # from_local, no communication (distribute_tensor would run a collective that differs between the ranks)
+    local, placements = (torch.ones(1, 2), [Shard(0)]) if rank == 0 else (torch.ones(size, 2), [Replicate()])
+    state = {"w": DTensor.from_local(local, mesh, placements, run_check=False, shape=(size, 2), stride=(2, 1))}
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    with pytest.raises(_baton.InvalidArgument, match=r"(?s)'w': rank 0: dtensor f32 \(%d, 2\) placements \(S\(0\)\)"
+                                                     r".*placements \(R\)" % size):
+        ck.save(state, 1)
+    assert glob.glob(os.path.join(shared_dir, "v*")) == []
+    ck.close()
