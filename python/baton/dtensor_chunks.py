@@ -189,17 +189,12 @@ class Reads:
                                                for c in self.chunks])
             mine = ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes))
             self.items = create_read_items_for_chunk_list(array_name(path), md, [mine])
-        rows = {}
+        by_chunk = {}
         for item in self.items:
-            if not item.lengths:  # 0-d: the one element
-                rows[item.storage_index.index] = (0, 1)
-                continue
-            first, end = int(item.storage_offsets[0]), int(item.storage_offsets[0]) + int(item.lengths[0])
-            old = rows.get(item.storage_index.index)
-            rows[item.storage_index.index] = (first, end) if old is None else (min(old[0], first), max(old[1], end))
+            by_chunk.setdefault(item.storage_index.index, []).append(item)
         self.buffers = []
         for idx, c in enumerate(self.chunks):
-            first, end = rows.get(idx, (0, 0))
+            first, end = row_span(by_chunk[idx]) if idx in by_chunk else (0, 0)
             shape = c.array_shape
             self.buffers.append((c, torch.empty((end - first,) + shape[1:], dtype=self.local.dtype), first))
         covered = sum(int(np.prod([int(n) for n in item.lengths])) for item in self.items)
@@ -214,13 +209,31 @@ class Reads:
         with torch.no_grad():
             for item in self.items:
                 _, buf, first = self.buffers[item.storage_index.index]
-                if not item.lengths:
-                    self.local.copy_(buf.reshape(()))
-                    continue
-                offsets = [int(o) for o in item.storage_offsets]
-                offsets[0] -= first
-                src = narrow_tensor_by_index(buf, offsets, item.lengths)
-                narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths).copy_(src)
+                dest = narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths) if item.lengths else self.local
+                dest.copy_(stored_piece(buf, first, item))
+
+
+# The two steps of a partial read that baton.dcp.BatonReader shares: which
+# rows of a saved chunk's array a rank registers for its ReadItems, and the
+# piece of one ReadItem in the rows read.
+
+def row_span(items):
+    """(first, end): the rows of dim 0 of one saved chunk that DCP ReadItems need ((0, 1) for a 0-d one)."""
+    if not items[0].lengths:
+        return 0, 1
+    first = min(int(i.storage_offsets[0]) for i in items)
+    end = max(int(i.storage_offsets[0]) + int(i.lengths[0]) for i in items)
+    return first, end
+
+
+def stored_piece(buf, first, item):
+    """The piece of ``item`` in ``buf``, the rows [first, ...) of its saved chunk (a view; 0-d: the element)."""
+    from torch.distributed._shard._utils import narrow_tensor_by_index
+    if not item.lengths:
+        return buf.reshape(())
+    offsets = [int(o) for o in item.storage_offsets]
+    offsets[0] -= first
+    return narrow_tensor_by_index(buf, offsets, item.lengths)
 
 
 def _live_box(live):
