@@ -12,8 +12,7 @@ from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
 from baton.state_walk import REPLICATED, PlanItem, walk
-from baton import tensors
-from baton.tensors import Binding, identity
+from baton.tensors import Binding, identity, torch_module
 
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
@@ -412,8 +411,7 @@ class Checkpointer:
         out = []
         for name, value, offset, global_shape in item.registrations():
             if value is None:  # a box another rank owns: registered with no rows
-                torch = tensors.torch_module()
-                value = torch.empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
+                value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
                 key = ("none", value.dtype, offset, tuple(global_shape))
             else:
                 key = None if scratch else (identity(value), item.kind, offset, global_shape)
@@ -438,7 +436,7 @@ class Checkpointer:
         except (ValueError, TypeError, _baton.Error) as e:
             raise with_context(e, f"baton: '{path_text(path)}'") from e
 
-    def _bind_reads(self, name, reads, baton_dtype):
+    def _bind_reads(self, reads, baton_dtype):
         """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
         for chunk, buf, first in reads.buffers:
             binding = Binding(buf, baton_dtype)
@@ -505,8 +503,8 @@ class Checkpointer:
             item = PlanItem(path, cur)
             item.name = name
             bindings += self._bind(item, scratch=True)
-        for name, (path, reads, baton_dtype) in plan.dtensors.items():
-            self._bind_reads(name, reads, baton_dtype)
+        for _, reads, baton_dtype in plan.dtensors.values():
+            self._bind_reads(reads, baton_dtype)
             names += [chunk.name for chunk, _, _ in reads.buffers]
         if names:
             try:

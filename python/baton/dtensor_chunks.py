@@ -162,12 +162,13 @@ def _boxes(global_shape, mesh_shape, mesh_ranks, placements):
 class Reads:
     """What a restore reads of a saved DTensor into the live one at ``path``.
 
-    ``saved``: the checkpoint's layout (ArrayNode.dtensor: placements, mesh,
-    chunks); ``live``: the state's DTensor (its own mesh and placements).
-    ``buffers``: per saved array, (tensor of the rows read, first row, the
-    array's shape), every saved array listed (the restore registers the
-    same arrays on every rank). ``copy()`` puts the pieces into the live
-    local shard once the restore verified them.
+    ``saved_chunks``: the checkpoint's boxes ([array name, offsets, sizes],
+    ArrayNode.dtensor["chunks"]); ``live``: the state's DTensor (its own
+    mesh and placements). ``buffers``: per saved box, (its Chunk, a tensor
+    for the rows read, the first row), every saved box listed (the restore
+    registers the same arrays on every rank; most with no rows). ``copy()``
+    puts the pieces into the live local shard once the restore verified
+    them.
     """
 
     def __init__(self, path, saved_chunks, live):
@@ -184,7 +185,8 @@ class Reads:
         sizes, offsets = _live_box(live)
         self.items = []
         if self.local.numel() > 0 and self.chunks:
-            md = TensorStorageMetadata(properties=TensorProperties(dtype=self.local.dtype), size=torch.Size(global_shape),
+            md = TensorStorageMetadata(properties=TensorProperties(dtype=self.local.dtype),
+                                       size=torch.Size(global_shape),
                                        chunks=[ChunkStorageMetadata(torch.Size(c.offsets), torch.Size(c.sizes))
                                                for c in self.chunks])
             mine = ChunkStorageMetadata(torch.Size(offsets), torch.Size(sizes))
@@ -209,7 +211,9 @@ class Reads:
         with torch.no_grad():
             for item in self.items:
                 _, buf, first = self.buffers[item.storage_index.index]
-                dest = narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths) if item.lengths else self.local
+                dest = self.local
+                if item.lengths:
+                    dest = narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths)
                 dest.copy_(stored_piece(buf, first, item))
 
 

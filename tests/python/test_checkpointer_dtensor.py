@@ -134,19 +134,28 @@ def test_fsdp2_resume_is_bit_for_bit(dist, rt, shared_dir, size):
     ck.close()
 
 
-def test_a_partial_placement_is_refused_naming_path_and_placement(dist, rt, shared_dir, size):
-    """Partial() holds a pending sum, not the value: every rank raises the TypeError, before any write."""
+def test_partial_and_strided_placements_are_refused_naming_path_and_placement(dist, rt, shared_dir, size):
+    """Partial() holds a pending sum, not the value; _StridedShard's rows are not one box: every rank raises
+    the TypeError naming the path and the placement, before any write."""
     mesh = init_device_mesh("cpu", (size,))
     state = {"model": {"p": DTensor.from_local(torch.ones(2, 2), mesh, [Partial()])}}
     ck = baton.Checkpointer(rt, dir=shared_dir)
     with pytest.raises(TypeError, match=r"cannot keep 'model/p': a DTensor with placement Partial\(sum\)"):
         ck.save(state, 1)
+    # _StridedShard (FSDP2 beside tensor parallelism on one dim): a rank's rows are not one box.
+    from torch.distributed.tensor.placement_types import _StridedShard
+    strided = DTensor.from_local(torch.ones(2, 2), mesh, [_StridedShard(0, split_factor=2)], run_check=False,
+                                 shape=(2 * size, 2), stride=(2, 1))
+    with pytest.raises(TypeError, match=r"cannot keep 'model/s': a DTensor with placement _StridedShard\(dim=0, "
+                                        r"sf=2\): .*baton\.dcp\.BatonWriter"):
+        ck.save({"model": {"s": strided}}, 1)
     assert glob.glob(os.path.join(shared_dir, "v*")) == []
     ck.close()
 
 
 def test_restore_refuses_a_plain_tensor_for_a_saved_dtensor(dist, rt, shared_dir, size):
-    """The checkpoint's DTensor into a state holding a plain tensor there: InvalidArgument naming the path."""
+    """A saved DTensor into a plain tensor, another global shape, or a saved plain tensor into a DTensor:
+    InvalidArgument naming the path, nothing restored."""
     mesh = init_device_mesh("cpu", (size,))
     ck = baton.Checkpointer(rt, dir=shared_dir)
     ck.save({"w": distribute_tensor(torch.ones(size, 2), mesh, [Shard(0)])}, 1)
@@ -157,6 +166,12 @@ def test_restore_refuses_a_plain_tensor_for_a_saved_dtensor(dist, rt, shared_dir
     other = {"w": distribute_tensor(torch.zeros(size, 3), mesh, [Shard(0)])}
     with pytest.raises(_baton.InvalidArgument, match=r"'w': global shape \(%d, 3\) in the state" % size):
         ck.restore(other)
+    # And the reverse: a plain tensor saved, a DTensor in the state.
+    ck.save({"w": torch.ones(size, 2)}, 2)
+    dt = {"w": distribute_tensor(torch.zeros(size, 2), mesh, [Shard(0)])}
+    with pytest.raises(_baton.InvalidArgument, match=r"'w': a DTensor in the state, a tensor saved without a mesh"):
+        ck.restore(dt)
+    assert torch.equal(dt["w"].full_tensor(), torch.zeros(size, 2))
     ck.close()
 
 
@@ -172,7 +187,7 @@ def test_a_dtensor_inside_sharded_is_refused(dist, rt, shared_dir, size):
 def test_ranks_with_other_placements_fail_together(dist, rt, shared_dir, rank, size):
     """A layout that differs between ranks is the agreement's InvalidArgument on every rank, naming both layouts."""
     if size < 2:
-        pytest.skip("needs 2 ranks or more")
+        pytest.skip("needs 2 ranks or more (python-np3 runs it)")
     mesh = init_device_mesh("cpu", (size,))
     # from_local, no communication (distribute_tensor would run a collective that differs between the ranks)
     local, placements = (torch.ones(1, 2), [Shard(0)]) if rank == 0 else (torch.ones(size, 2), [Replicate()])
