@@ -198,3 +198,23 @@ def test_ranks_with_other_placements_fail_together(dist, rt, shared_dir, rank, s
         ck.save(state, 1)
     assert glob.glob(os.path.join(shared_dir, "v*")) == []
     ck.close()
+
+
+def test_save_async_keeps_the_state_at_the_call(dist, rt, shared_dir, size):
+    """save_async of FSDP2 state, then a training step before the wait: the version holds the state at the call."""
+    mesh = fs.mesh_of((size,))
+    model, optim = fs.build(mesh)
+    fs.train(model, optim, 2)
+    # Copies: on a mesh of 1, full_tensor() is the local shard itself, which the next step changes.
+    want = {k: v.clone() for k, v in fs.full(fs.state(model, optim, mesh)).items()}
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    fut = ck.save_async({"train": fs.Training(model, optim)}, 2)
+    fs.train(model, optim, 1, first=2)  # changes every parameter and moment in place while the save may run
+    fut.wait()
+    model2, optim2 = fs.build(mesh)
+    fs.train(model2, optim2, 1, first=50)
+    assert ck.restore({"train": fs.Training(model2, optim2)}) == 2
+    got = fs.full(fs.state(model2, optim2, mesh))
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+    ck.close()
