@@ -1,5 +1,6 @@
 """DTensor state through baton.Checkpointer at another world size
-(tests/python/dtensor-reshard.sh: one launch per phase, one directory per pair).
+(tests/python/dcp-reshard.sh: one launch per phase, beside dcp_reshard.py;
+one directory per pair).
 
 save_at_N: FSDP2 (fully_shard, gloo on CPU) model + AdamW state after 3 steps
   (get_state_dict: DTensor exp_avg, exp_avg_sq, and step) and DTensors laid

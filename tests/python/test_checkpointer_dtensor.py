@@ -1,5 +1,5 @@
 """DTensor leaves in baton.Checkpointer at one world size (tests/python/run-pytest;
-another world size: dtensor-reshard.sh). FSDP2 (fully_shard, gloo on CPU) model
+another world size: dtensor_reshard.py in dcp-reshard.sh). FSDP2 (fully_shard, gloo on CPU) model
 and AdamW state through get_state_dict/set_state_dict, DTensors laid out
 Shard(0), Shard(1) and Replicate() (uneven splits and an empty box among them):
 each rank writes only the boxes it owns, a replicated box once in total, and
