@@ -117,20 +117,17 @@ class Layout:
                      f"(ranks {list(self.mesh_ranks)})")
         boxes = _boxes(self.global_shape, self.mesh_shape, self.mesh_ranks, tuple(dt.placements))
         self.chunks = [Chunk(chunk_name(path, off), off, sizes, owner) for (off, sizes), owner in boxes]
-        torch_dist = sys.modules["torch.distributed"]
-        rank = torch_dist.get_rank()
+        self.rank = sys.modules["torch.distributed"].get_rank()
         self.mine = None
-        shape = tuple(local_tensor(dt).shape)
-        for idx, r in enumerate(self.mesh_ranks):
-            if r == rank:
-                coord = np.unravel_index(idx, self.mesh_shape)
-                sizes, offsets = _box(self.global_shape, self.mesh_shape, tuple(int(c) for c in coord),
-                                      tuple(dt.placements))
-                if shape != sizes:
-                    raise ValueError(f"baton: '{path_text(path)}': the DTensor's local shard has shape {shape}, "
-                                     f"its {self.text} give rank {rank} a box of {sizes}")
-                self.mine = next((c for c in self.chunks if c.offsets == offsets and c.sizes == sizes), None)
-        self.rank = rank
+        coordinate = mesh.get_coordinate()  # None: this rank is not in the mesh (it holds no box)
+        if coordinate is not None:
+            sizes, offsets = _box(self.global_shape, self.mesh_shape, tuple(int(c) for c in coordinate),
+                                  tuple(dt.placements))
+            shape = tuple(local_tensor(dt).shape)
+            if shape != sizes:
+                raise ValueError(f"baton: '{path_text(path)}': the DTensor's local shard has shape {shape}, "
+                                 f"its {self.text} give rank {self.rank} a box of {sizes}")
+            self.mine = next((c for c in self.chunks if c.offsets == offsets and c.sizes == sizes), None)
 
     def ref(self):
         """The layout in the checkpoint's tree (restore_match.ArrayNode reads it)."""
