@@ -4,8 +4,9 @@ Every collective call of Checkpointer begins here: each rank gives what
 every rank must hold equal (state_walk.LocalPlan.agreed: the call and its
 arguments, each array's name, path, kind, dtype and global shape (and a
 DTensor's placements and mesh), the per-rank keys; or the error its own
-walk raised), the ranks exchange a SHA-256 digest of it (one all-gather of 32 bytes, under the runtime's
-collective deadline: _baton._allgather_bytes), and only when the digests
+walk raised), the ranks exchange a SHA-256 digest of it (one all-gather of
+32 bytes, under the runtime's collective deadline:
+_baton._allgather_bytes), and only when the digests
 differ the documents themselves, to name the differences. Then every rank
 raises the same baton.InvalidArgument, naming the paths and the ranks, and
 none of them has started a collective the others would not start: no rank
