@@ -97,6 +97,42 @@ def test_save_load_round_trip(dist, rt, shared_dir, rank):
         assert "model.w@0,0" in outs["inspect"] and "dcp-metadata" in outs["inspect"], outs["inspect"]
 
 
+def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch):
+    """A save agrees on every bytes entry's length (DCP's non-tensor values and
+    its Metadata) in one all-gather, and registers each with its global
+    shape: no per-entry agreement (one all-reduce each, the fixed cost of a
+    small save that docs/benchmarks.md counts)."""
+    gathers, unshaped = [], []
+    real_gather, real_ck = _baton._allgather_bytes, _baton.ArrayCheckpointer
+
+    def counting_gather(runtime, data, what, **kw):
+        gathers.append(what)
+        return real_gather(runtime, data, what, **kw)
+
+    class Recording:
+        def __init__(self, *a, **kw):
+            self._ck = real_ck(*a, **kw)
+
+        def register_sharded(self, name, array, offset, global_shape=None, **kw):
+            if global_shape is None:
+                unshaped.append(name)
+            return self._ck.register_sharded(name, array, offset=offset, global_shape=global_shape, **kw)
+
+        def __getattr__(self, attr):
+            return getattr(self._ck, attr)
+
+    monkeypatch.setattr(_baton, "_allgather_bytes", counting_gather)
+    monkeypatch.setattr(_baton, "ArrayCheckpointer", Recording)
+    sd = _state(4)
+    dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    monkeypatch.undo()
+    assert gathers == ["BatonWriter: agreeing on the bytes entries' lengths"]
+    assert unshaped == []
+    got = _zeros_like(sd)
+    dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
+    _assert_equal(got, sd)
+
+
 def test_dtensor_saved_by_shard_loaded_other_layout(dist, rt, shared_dir, size):
     """A DTensor saved as Shard(0) is written one local shard per rank and loads into Shard(1) and Replicate()."""
     from torch.distributed.device_mesh import init_device_mesh

@@ -34,7 +34,7 @@ class _Array:
     name: str
     index: MetadataIndex
     dtype: object  # torch.dtype; None for bytes
-    shape: tuple   # the chunk's sizes ((1,) for a 0-d tensor); None for bytes (agreed at registration)
+    shape: tuple   # the chunk's sizes ((1,) for a 0-d tensor); None for bytes (agreed in write_data)
 
 
 def _array_of(item):
@@ -52,6 +52,18 @@ def _merged_metadata(plans):
     if planner_data and all(isinstance(d, dict) for d in planner_data):
         md = dataclasses.replace(md, planner_data=functools.reduce(lambda a, b: {**a, **b}, planner_data))
     return md
+
+
+def _agreed_lengths(rt, byte_names, blobs):
+    """{name: its owner's length} for every bytes entry, in one all-gather.
+
+    Each rank sends a length per entry, 0 where it does not own it (the
+    plan writes each entry once), so the largest is the owner's."""
+    mine = np.array([len(blobs[n]) if n in blobs else 0 for n in byte_names], np.uint64)
+    got = _baton._allgather_bytes(rt, mine.tobytes(), "BatonWriter: agreeing on the bytes entries' lengths",
+                                  fixed=mine.nbytes)
+    most = np.max(np.stack([np.frombuffer(b, np.uint64) for b in got]), axis=0)
+    return {n: int(v) for n, v in zip(byte_names, most)}
 
 
 class BatonWriter(StorageWriter):
@@ -127,17 +139,34 @@ class BatonWriter(StorageWriter):
                                   else item.tensor_data.chunk.offsets)] = item
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonWriter")
+        # Bytes entries (every non-tensor value, and the DCP Metadata) are
+        # known in length only to their owner: one all-gather of every
+        # owner's lengths gives each its global shape, where registering
+        # them without one agrees on each in a collective of its own (one
+        # all-reduce per entry, 13 for an AdamW state).
+        blobs = {}
+        for a in arrays:
+            item = mine.get(a.name)
+            if a.shape is None and item is not None:
+                blobs[a.name] = np.frombuffer(bytearray(planner.resolve_data(item).getbuffer()), np.uint8)
+        if self.is_coordinator:
+            md = getattr(planner, "metadata", None)
+            if not isinstance(md, Metadata):
+                md = self._merged
+            md = dataclasses.replace(md, storage_data={a.index: a.name for a in arrays})
+            self._stored = md
+            blobs[names.METADATA] = np.frombuffer(bytearray(pickle.dumps(md)), np.uint8)
+        byte_names = [a.name for a in arrays if a.shape is None] + [names.METADATA]
+        lengths = _agreed_lengths(rt, byte_names, blobs)
         results = []
         ck = _baton.ArrayCheckpointer(rt, dir=self.path, **self._options)
         try:
             held = []  # the registered buffers stay alive until the save returns
             for a in arrays:
                 item = mine.get(a.name)
-                if a.shape is None:  # bytes: the owner's length is agreed at registration
-                    data = np.zeros(0, np.uint8)
-                    if item is not None:
-                        data = np.frombuffer(bytearray(planner.resolve_data(item).getbuffer()), np.uint8)
-                    ck.register_sharded(a.name, data, offset=0)
+                if a.shape is None:
+                    data = blobs.get(a.name, np.zeros(0, np.uint8))
+                    ck.register_sharded(a.name, data, offset=0, global_shape=[lengths[a.name]])
                 else:
                     data = torch.empty((0,) + a.shape[1:], dtype=a.dtype)
                     if item is not None:
@@ -146,16 +175,8 @@ class BatonWriter(StorageWriter):
                 held.append(data)
                 if item is not None:
                     results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=a.name))
-            if self.is_coordinator:
-                md = getattr(planner, "metadata", None)
-                if not isinstance(md, Metadata):
-                    md = self._merged
-                md = dataclasses.replace(md, storage_data={a.index: a.name for a in arrays})
-                self._stored = md
-                blob = np.frombuffer(bytearray(pickle.dumps(md)), np.uint8)
-            else:
-                blob = np.zeros(0, np.uint8)
-            ck.register_sharded(names.METADATA, blob, offset=0)
+            blob = blobs.get(names.METADATA, np.zeros(0, np.uint8))
+            ck.register_sharded(names.METADATA, blob, offset=0, global_shape=[lengths[names.METADATA]])
             step = self.step
             if step is None:
                 newest = ck.read_metadata()
