@@ -9,8 +9,8 @@
 DCP plans, baton stores: HDF5 shards with a hash per chunk, the manifest
 committed by rename, versions and retention, fallback to an older version
 when one fails to verify, level 2 on request. `baton ckpt ls|verify|inspect`
-read what BatonWriter wrote. Conversions (baton.dcp.convert, and
-`python -m baton.dcp import|export`): a DCP directory or a torch.save file
+read what BatonWriter wrote. Conversions (baton.dcp.convert, `baton ckpt
+import|export` and `python -m baton.dcp import|export`): a DCP directory or a torch.save file
 into a baton version, and a baton version out to DCP's FileSystemWriter
 format or a torch.save file.
 """

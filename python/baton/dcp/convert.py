@@ -9,7 +9,6 @@ is written (convert_checks); an export is written beside its target and
 renamed into place, so a failed one leaves no half-written target.
 """
 import os
-import pickle
 import shutil
 
 import torch
@@ -34,14 +33,12 @@ def _read_source(source):
     try:
         # weights_only: a checkpoint file is data; pickled code in it is refused, not run.
         sd = torch.load(source, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise _baton.InvalidArgument("import: %s: torch.load(weights_only=True) refuses it (%s)"
-                                     % (source, str(e).splitlines()[0])) from e
     except OSError:
         raise  # the file could not be read (EIO, EACCES): a failure, not bad input
-    except Exception as e:  # noqa: BLE001  (torch.load's many errors for bytes that are not its format)
-        raise _baton.InvalidArgument("import: %s is not a torch.save file (%s: %s)"
-                                     % (source, type(e).__name__, str(e).splitlines()[0] if str(e) else "")) from e
+    except Exception as e:  # noqa: BLE001  (torch.load's many errors: not its format, or code it will not run)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise _baton.InvalidArgument("import: %s is not a torch.save file that torch.load(weights_only=True) reads "
+                                     "(%s: %s)" % (source, type(e).__name__, first)) from e
     if not isinstance(sd, dict):
         raise _baton.InvalidArgument("import: %s holds a %s, not a state dict" % (source, type(sd).__name__))
     return convert_structure.with_structure(sd)

@@ -43,12 +43,15 @@ def check_import(source, directory):
 
 
 def check_export(directory, target, fmt, force):
-    """DIR exists; TARGET's parent exists; TARGET is absent, an empty directory (dcp), or replaced with --force
+    """DIR is a baton checkpoint directory; TARGET's parent exists; TARGET is absent, an empty directory (dcp), or replaced with --force
     only when it is what an export writes (a DCP directory, a file)."""
     if fmt not in ("dcp", "torch"):
         raise _baton.InvalidArgument("export: format %r is neither 'dcp' nor 'torch'" % (fmt,))
     if not os.path.isdir(directory):
         raise _baton.NotFound("export: %s: no such directory" % directory)
+    # Checked here: the reader opens a Checkpointer, which would make DIR one (its run file, its event log).
+    if not _is_baton_dir(directory):
+        raise _baton.NotFound("export: %s holds no baton checkpoint (no %r file)" % (directory, BATON_RUN_FILE))
     parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
         raise _baton.NotFound("export: %s: no such directory (the parent of %s)" % (parent, target))
