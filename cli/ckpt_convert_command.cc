@@ -4,7 +4,7 @@
 // only Python with torch can read them: this command checks its options
 // (program_options, strictly, as the other ckpt subcommands), finds the
 // interpreter and the package, and replaces itself with
-// `PYTHON -m baton.dcp ...` (execv, no shell), so the converter's exit
+// `python -m baton.dcp ...`'s main (execvp, no shell), so the converter's exit
 // status is the command's. Every check of the files themselves (SRC is a
 // DCP directory or a torch.save file, DST is not clobbered, the version
 // exists) is the converter's, in one place for both entry points.
@@ -34,6 +34,20 @@ namespace baton::cli {
 namespace {
 
 namespace po = boost::program_options;
+
+// What the interpreter runs: python -m baton.dcp's main, behind a guard
+// that names a missing module (`import baton` needs numpy, the converter
+// torch) with exit 2, where `-m` would print a traceback and exit 1.
+constexpr const char* kBootstrap =
+    "import sys\n"
+    "try:\n"
+    "    from baton.dcp.__main__ import main\n"
+    "except ImportError as e:\n"
+    "    sys.stderr.write('baton ckpt %s: %s cannot import %s (%s): install baton\\'s Python dependencies for it "
+    "with `scripts/install-deps --with-torch` (then configure again), or name another interpreter with "
+    "BATON_PYTHON\\n' % (sys.argv[3], sys.executable, e.name, e))\n"
+    "    sys.exit(2)\n"
+    "sys.exit(main(sys.argv[1:]))\n";
 
 constexpr const char* kInstallHint =
     "install torch for it with `scripts/install-deps --with-torch` (then configure again), or name another "
@@ -71,7 +85,8 @@ std::vector<std::string> PackagePath() {
   return dirs;
 }
 
-// Replaces this process with `python -m baton.dcp ARGS`; returns only on failure.
+// Replaces this process with `python -c kBootstrap ARGS` (python -m
+// baton.dcp ARGS, guarded); returns only on failure.
 int ExecConverter(const std::string& sub, const std::vector<std::string>& args) {
   const char* env = std::getenv("BATON_PYTHON");
   const bool from_env = env != nullptr && *env != '\0';
@@ -81,7 +96,9 @@ int ExecConverter(const std::string& sub, const std::vector<std::string>& args) 
                        "configure with Python 3, pybind11 and torch (" + std::string(kInstallHint) + ")");
   }
   const std::string origin = from_env ? " (BATON_PYTHON)" : " (configure's PYTHON)";
-  if (::access(python.c_str(), X_OK) != 0) {
+  // A bare name (BATON_PYTHON=python3) is looked up in PATH by execvp.
+  const bool bare = python.find('/') == std::string::npos;
+  if (!bare && ::access(python.c_str(), X_OK) != 0) {
     return Refuse(sub, "the Python interpreter " + Printable(python) + origin + " cannot be run (" +
                            std::strerror(errno) + "): " + kInstallHint);
   }
@@ -98,13 +115,13 @@ int ExecConverter(const std::string& sub, const std::vector<std::string>& args) 
   }
   if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0') pythonpath += std::string(":") + old;
   ::setenv("PYTHONPATH", pythonpath.c_str(), 1);
-  std::vector<std::string> all = {python, "-m", "baton.dcp", "--prog", "baton ckpt"};
+  std::vector<std::string> all = {python, "-c", kBootstrap, "--prog", "baton ckpt"};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::cout.flush();
-  ::execv(python.c_str(), argv.data());
+  ::execvp(python.c_str(), argv.data());
   return Refuse(sub, "cannot run " + Printable(python) + origin + ": " + std::strerror(errno) + "; " + kInstallHint);
 }
 

@@ -228,6 +228,10 @@ def test_without_torch_the_interpreter_and_the_install_are_named(converted, tmp_
     rc, _, err = baton("import", d / "in.pt", tmp_path / "new", env={"PYTHONPATH": str(tmp_path)})
     assert rc == 2, (rc, err)
     assert "cannot import torch" in err and "scripts/install-deps --with-torch" in err, err
+    # Nor numpy, which `import baton` needs: named as well (not a traceback and exit 1).
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['numpy'] = None\n")
+    rc, _, err = baton("import", d / "in.pt", tmp_path / "new", env={"PYTHONPATH": str(tmp_path)})
+    assert rc == 2 and "cannot import numpy" in err and "scripts/install-deps --with-torch" in err, (rc, err)
     rc, _, err = baton("import", d / "in.pt", tmp_path / "new", env={"BATON_PYTHON": str(tmp_path / "nopython")})
     assert rc == 2 and "the Python interpreter %s (BATON_PYTHON) cannot be run" % (tmp_path / "nopython") in err, err
     assert "scripts/install-deps --with-torch" in err, err
