@@ -236,3 +236,36 @@ def test_without_torch_the_interpreter_and_the_install_are_named(converted, tmp_
     assert rc == 2 and "the Python interpreter %s (BATON_PYTHON) cannot be run" % (tmp_path / "nopython") in err, err
     assert "scripts/install-deps --with-torch" in err, err
     assert sorted(os.listdir(tmp_path)) == ["sitecustomize.py"]
+
+
+_HOLDER = """
+import sys
+import baton
+rt = baton.Runtime()
+ck = baton.ArrayCheckpointer(rt, dir=sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()  # until the test closes it
+ck.close()
+rt.close()
+"""
+
+
+def test_a_live_writer_is_named_at_once_not_waited_for(converted, tmp_path):
+    """A Checkpointer of another process holds DIR's writer.lock: import and export fail with 1 naming it (pid), at
+    once rather than after the Checkpointer's 120 s wait for the lock (the 60 s bound below)."""
+    b = tmp_path / "b"
+    shutil.copytree(str(converted["baton"]), str(b))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    env["PYTHONPATH"] = os.path.join(BUILD, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    holder = subprocess.Popen([os.environ.get("BATON_PYTHON", "python3"), "-c", _HOLDER, str(b)], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for args in (["export", b, tmp_path / "out"], ["import", converted["dir"] / "in.pt", b]):
+            rc, _, err = baton(*args, timeout=60)
+            assert rc == 1, (args, rc, err)
+            assert "%s/writer.lock is held by pid %d" % (b, holder.pid) in err and "a live writer uses" in err, err
+        assert not (tmp_path / "out").exists()
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0

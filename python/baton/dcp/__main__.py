@@ -66,6 +66,9 @@ def main(argv=None):
     except (_baton.InvalidArgument, _baton.NotFound) as e:  # their text begins with the command's name
         print("%s: %s" % (prog, e), file=sys.stderr)
         return 2
+    except _baton.Error as e:  # a live writer holds DIR: not bad input
+        print("%s: %s" % (prog, e), file=sys.stderr)
+        return 1
     try:
         if args.command == "import":
             step = convert.import_checkpoint(args.source, args.dir, step=args.step, keep=args.keep)

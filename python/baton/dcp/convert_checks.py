@@ -7,6 +7,7 @@ raises baton.InvalidArgument or baton.NotFound naming the path, so that
 nothing written. No torch here: the checks answer before torch is
 imported, which takes seconds.
 """
+import fcntl
 import os
 
 from baton import _baton
@@ -19,6 +20,27 @@ BATON_RUN_FILE = "run"
 
 def _is_baton_dir(path):
     return os.path.isfile(os.path.join(path, BATON_RUN_FILE))
+
+
+def check_no_live_writer(directory, what):
+    """Unavailable at once when a live writer holds DIR's writer.lock where flock reaches (this node, or every node
+    of a cluster file system): the Checkpointer that import and export open would wait 120 s for it, silently.
+    A probe only: the Checkpointer's own lock (ckpt/writer_lock.cc) still decides."""
+    path = os.path.join(directory, "writer.lock")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return  # none yet, or not readable: the Checkpointer says what it finds
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 512).decode("utf-8", "replace").strip() or "a writer"
+            raise _baton.Unavailable("%s: %s is held by %s: a live writer uses %s; %s when it has ended"
+                                     % (what, path, holder, directory, what)) from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def check_import(source, directory):
@@ -40,6 +62,7 @@ def check_import(source, directory):
             raise _baton.InvalidArgument(
                 "import: %s holds files but no baton checkpoint (no %r file): refusing to write a version into "
                 "it; give a new or empty directory" % (directory, BATON_RUN_FILE))
+        check_no_live_writer(directory, "import")
 
 
 def check_export(directory, target, fmt, force):
@@ -52,6 +75,7 @@ def check_export(directory, target, fmt, force):
     # Checked here: the reader opens a Checkpointer, which would make DIR one (its run file, its event log).
     if not _is_baton_dir(directory):
         raise _baton.NotFound("export: %s holds no baton checkpoint (no %r file)" % (directory, BATON_RUN_FILE))
+    check_no_live_writer(directory, "export")
     parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
         raise _baton.NotFound("export: %s: no such directory (the parent of %s)" % (parent, target))
