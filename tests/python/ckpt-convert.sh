@@ -2,7 +2,7 @@
 # baton ckpt import|export, the real command (tests/python/ckpt_convert_cli.py):
 # a DCP directory and a torch.save file into baton versions, verify/ls/inspect
 # on them, exports back that load equal, bad input refused with exit 2. One
-# pytest process; each command a process of its own. About 25 s (each run
+# pytest process; each command a process of its own. About 40 s (each run
 # of the converter starts Python and torch).
 . "${srcdir:?set by make check}/tests/lib/suite.sh"
 here=$srcdir/tests/python

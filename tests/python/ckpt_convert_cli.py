@@ -269,3 +269,40 @@ def test_a_live_writer_is_named_at_once_not_waited_for(converted, tmp_path):
     finally:
         holder.stdin.close()
         assert holder.wait(timeout=60) == 0
+
+
+_SHARDED_SAVE = """
+import datetime, sys
+import torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
+import baton
+from baton.dcp import BatonWriter
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+rt = baton.Runtime()
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rt.rank, world_size=rt.size,
+                        timeout=datetime.timedelta(seconds=120))
+mesh = init_device_mesh("cpu", (rt.size,))
+full = torch.arange(48, dtype=torch.float32).reshape(8, 6)
+sd = {"w0": distribute_tensor(full, mesh, [Shard(0)]), "w1": distribute_tensor(full * 2, mesh, [Shard(1)]),
+      "r": distribute_tensor(full + 1, mesh, [Replicate()]), "step": 5}
+dcp.save(sd, storage_writer=BatonWriter(sys.argv[1], runtime=rt))
+dist.destroy_process_group()
+rt.close()
+"""
+
+
+def test_export_of_a_version_two_ranks_wrote_as_dtensor_shards(tmp_path):
+    """What an FSDP2 job leaves (DTensors Shard(0), Shard(1), Replicate() saved through BatonWriter by 2 ranks)
+    exports in one process to a torch.save file of the full tensors."""
+    b = tmp_path / "b"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    env["PYTHONPATH"] = os.path.join(BUILD, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env["BATON_COLLECTIVE_TIMEOUT"] = "60"
+    p = subprocess.run([os.path.join(HERE, "..", "lib", "mpirun-ranks"), "2", os.environ.get("BATON_PYTHON", "python3"),
+                        "-c", _SHARDED_SAVE, str(b), str(tmp_path / "store")], env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert p.returncode == 0, (p.stdout, p.stderr[-3000:])
+    assert json.loads(ok("ls", b, "--json"))[0]["world_size"] == 2
+    ok("export", b, tmp_path / "out.pt", "--format", "torch")
+    full = torch.arange(48, dtype=torch.float32).reshape(8, 6)
+    same({"w0": full, "w1": full * 2, "r": full + 1, "step": 5}, torch.load(str(tmp_path / "out.pt"), weights_only=True))
