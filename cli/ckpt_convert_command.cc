@@ -78,7 +78,11 @@ std::vector<std::string> PackagePath() {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {
     self[n] = '\0';
-    if (std::string(self).rfind(build + "/", 0) == 0) return {build + "/python"};
+    // The build tree's binary exactly (a staged install may lie under the
+    // build tree too: tests/install stages into test-results/).
+    for (const char* built : {"/cli/baton", "/cli/.libs/baton", "/cli/.libs/lt-baton"}) {
+      if (self == build + built) return {build + "/python"};
+    }
   }
   std::vector<std::string> dirs = {BATON_INSTALL_PYEXECDIR};
   if (std::string(BATON_INSTALL_PYTHONDIR) != dirs[0]) dirs.push_back(BATON_INSTALL_PYTHONDIR);
