@@ -38,8 +38,12 @@ namespace po = boost::program_options;
 // What the interpreter runs: python -m baton.dcp's main, behind a guard
 // that names a missing module (`import baton` needs numpy, the converter
 // torch) with exit 2, where `-m` would print a traceback and exit 1.
+// `-c` puts the working directory first on sys.path: taken off, so that a
+// torch.py or numpy.py where the user stands is not imported.
 constexpr const char* kBootstrap =
     "import sys\n"
+    "if sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
     "try:\n"
     "    from baton.dcp.__main__ import main\n"
     "except ImportError as e:\n"

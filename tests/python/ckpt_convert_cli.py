@@ -29,17 +29,17 @@ BATON = os.path.join(BUILD, "cli", "baton")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def baton(*args, env=None, timeout=120):
+def baton(*args, env=None, timeout=120, cwd=None):
     """(exit status, stdout, stderr) of the real `baton ckpt ARGS`, outside any MPI job."""
     e = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
     e.update(env or {})
     p = subprocess.run([BATON, "ckpt"] + [str(a) for a in args], capture_output=True, text=True, env=e,
-                       timeout=timeout)
+                       timeout=timeout, cwd=cwd)
     return p.returncode, p.stdout, p.stderr
 
 
-def ok(*args):
-    rc, out, err = baton(*args)
+def ok(*args, cwd=None):
+    rc, out, err = baton(*args, cwd=cwd)
     assert rc == 0, (args, rc, out, err)
     return out
 
@@ -107,7 +107,13 @@ def converted(tmp_path_factory):
     obj = _torch_save_object()
     torch.save(obj, str(d / "in.pt"))
     b = d / "baton"
-    outs = [ok("import", d / "dcp-in", b), ok("import", d / "in.pt", b, "--step", "9"),
+    # One import from a directory holding a numpy.py and a torch.py, with relative paths: the converter
+    # imports neither (the working directory is not on its sys.path).
+    shadow = d / "shadow"
+    shadow.mkdir()
+    for name in ("numpy.py", "torch.py"):
+        (shadow / name).write_text("raise SystemExit('imported %s from the working directory')\n" % name)
+    outs = [ok("import", d / "dcp-in", b), ok("import", "../in.pt", "../baton", "--step", "9", cwd=shadow),
             ok("import", d / "dcp-in", b, "--keep", "2"),
             ok("export", b, d / "out.pt", "--step", "9", "--format", "torch"), ok("export", b, d / "dcp-out")]
     return {"dir": d, "baton": b, "sd": sd, "obj": obj, "outs": outs}
@@ -116,7 +122,7 @@ def converted(tmp_path_factory):
 def test_import_says_which_step_and_export_which(converted):
     d, b = converted["dir"], converted["baton"]
     assert converted["outs"] == [
-        "imported %s into %s as step 0\n" % (d / "dcp-in", b), "imported %s into %s as step 9\n" % (d / "in.pt", b),
+        "imported %s into %s as step 0\n" % (d / "dcp-in", b), "imported ../in.pt into ../baton as step 9\n",
         "imported %s into %s as step 10\n" % (d / "dcp-in", b),
         "exported step 9 of %s to %s (torch)\n" % (b, d / "out.pt"),
         "exported step 10 of %s to %s (dcp)\n" % (b, d / "dcp-out")]
