@@ -12,7 +12,7 @@ from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
 from baton.state_walk import REPLICATED, PlanItem, walk
-from baton.tensors import Binding, identity
+from baton.tensors import Binding, identity, torch_module
 
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
@@ -327,7 +327,7 @@ class Checkpointer:
         return local
 
     def _needs_reopen(self, local):
-        stale = set(self._bindings) - set(local.items) - {MARKER}
+        stale = set(self._bindings) - local.array_names() - {MARKER}
         return bool(stale) or self._must_reopen
 
     def _save(self, state, step, call):
@@ -342,7 +342,8 @@ class Checkpointer:
         error = None
         try:
             for item in local.items.values():
-                self._bind(item).before_save()
+                for binding in self._bind(item):
+                    binding.before_save()
             self._bind_marker()
         except (TypeError, ValueError, _baton.Error) as e:
             error = e
@@ -383,7 +384,7 @@ class Checkpointer:
 
     def _broadcast_replicas(self, local, call):
         for item in local.items.values():
-            if item.kind == REPLICATED:
+            if item.kind == REPLICATED:  # a DTensor's Replicate() boxes are written by their owner only
                 binding = self._bindings[item.name][0]
                 _baton._broadcast(self._runtime, binding.bytes_view(), 0,
                                   f"{call}: rank 0's copy of '{path_text(item.path)}' (replicas='rank0')")
@@ -401,27 +402,46 @@ class Checkpointer:
         self._must_reopen = False
 
     def _bind(self, item, scratch=False):
-        """The registration of ``item``, reused while it is the same tensor with the same memory.
+        """The registrations of ``item`` (a list: a DTensor is one array per box), each reused while it is
+        the same tensor with the same memory.
 
         ``scratch``: registers a buffer of the restore's own (the item's
         tensor is written only after the version verified).
         """
-        key = None if scratch else (identity(item.value), item.kind, item.offset, item.global_shape)
-        known = self._bindings.get(item.name)
-        if known is not None and key is not None and known[1] == key:
-            return known[0]
-        binding = Binding(item.value, item.baton_dtype, scratch=scratch,
-                          receive=self._replicas == "rank0" and item.kind == REPLICATED and self._runtime.rank != 0)
-        try:
-            if item.sharded:
-                self._low.register_sharded(item.name, binding.buffer, item.offset,
-                                           global_shape=item.global_shape, dtype=binding.dtype)
+        out = []
+        for name, value, offset, global_shape in item.registrations():
+            if value is None:  # a box another rank owns: registered with no rows
+                value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
+                key = ("none", value.dtype, offset, tuple(global_shape))
             else:
-                self._low.register_replicated(item.name, binding.buffer, dtype=binding.dtype)
+                key = None if scratch else (identity(value), item.kind, offset, global_shape)
+            known = self._bindings.get(name)
+            if known is not None and key is not None and known[1] == key:
+                out.append(known[0])
+                continue
+            binding = Binding(value, item.baton_dtype, scratch=scratch,
+                              receive=self._replicas == "rank0" and item.kind == REPLICATED and self._runtime.rank != 0)
+            self._register(name, binding, offset, global_shape, item.path)
+            self._bindings[name] = (binding, key)
+            out.append(binding)
+        return out
+
+    def _register(self, name, binding, offset, global_shape, path):
+        try:
+            if offset is not None:
+                self._low.register_sharded(name, binding.buffer, offset, global_shape=global_shape,
+                                           dtype=binding.dtype)
+            else:
+                self._low.register_replicated(name, binding.buffer, dtype=binding.dtype)
         except (ValueError, TypeError, _baton.Error) as e:
-            raise with_context(e, f"baton: '{path_text(item.path)}'") from e
-        self._bindings[item.name] = (binding, key)
-        return binding
+            raise with_context(e, f"baton: '{path_text(path)}'") from e
+
+    def _bind_reads(self, reads, baton_dtype):
+        """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
+        for chunk, buf, first in reads.buffers:
+            binding = Binding(buf, baton_dtype)
+            self._register(chunk.name, binding, first, list(chunk.array_shape), reads.path)
+            self._bindings[chunk.name] = (binding, None)  # the next save registers the state's own
 
     def _bind_marker(self):
         if MARKER not in self._bindings:
@@ -482,7 +502,10 @@ class Checkpointer:
             path, cur = plan.targets[name]
             item = PlanItem(path, cur)
             item.name = name
-            bindings.append(self._bind(item, scratch=True))
+            bindings += self._bind(item, scratch=True)
+        for _, reads, baton_dtype in plan.dtensors.values():
+            self._bind_reads(reads, baton_dtype)
+            names += [chunk.name for chunk, _, _ in reads.buffers]
         if names:
             try:
                 self._low.restore(step=found, arrays=names, **options)
@@ -493,7 +516,9 @@ class Checkpointer:
                 raise _Unverified(version_path, found, None)
         for binding in bindings:
             binding.after_restore()
-        self._rebind_leaves(local, names)
+        for _, reads, _ in plan.dtensors.values():
+            reads.copy()
+        self._rebind_leaves(local, list(plan.targets) + list(plan.dtensors))
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)

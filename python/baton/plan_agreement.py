@@ -2,10 +2,11 @@
 
 Every collective call of Checkpointer begins here: each rank gives what
 every rank must hold equal (state_walk.LocalPlan.agreed: the call and its
-arguments, each array's name, path, kind, dtype and global shape, the
-per-rank keys; or the error its own walk raised), the ranks exchange a
-SHA-256 digest of it (one all-gather of 32 bytes, under the runtime's
-collective deadline: _baton._allgather_bytes), and only when the digests
+arguments, each array's name, path, kind, dtype and global shape (and a
+DTensor's placements and mesh), the per-rank keys; or the error its own
+walk raised), the ranks exchange a SHA-256 digest of it (one all-gather of
+32 bytes, under the runtime's collective deadline:
+_baton._allgather_bytes), and only when the digests
 differ the documents themselves, to name the differences. Then every rank
 raises the same baton.InvalidArgument, naming the paths and the ranks, and
 none of them has started a collective the others would not start: no rank
@@ -53,8 +54,8 @@ def differences(docs):
         return lines or ["the plans differ"]
     per_array = {}
     for r in planned:
-        for name, path, kind, dtype, shape in docs[r]["arrays"]:
-            per_array.setdefault(name, {})[r] = (path, kind, dtype, tuple(shape))
+        for name, path, kind, dtype, shape, *layout in docs[r]["arrays"]:  # layout: a DTensor's placements and mesh
+            per_array.setdefault(name, {})[r] = (path, kind, dtype, tuple(shape), *layout)
     for name in sorted(per_array):
         held = per_array[name]
         path = next(iter(held.values()))[0]
@@ -62,7 +63,7 @@ def differences(docs):
         groups = _groups({r: (None if v is None else v[1:]) for r, v in seen.items()})
         if len(groups) > 1:
             lines.append(f"'{path}': " + "; ".join(
-                f"{_ranks(ranks)}: {'absent' if v is None else f'{v[0]} {v[1]} {v[2]}'}"
+                f"{_ranks(ranks)}: {'absent' if v is None else ' '.join(str(x) for x in v)}"
                 for v, ranks in groups.items()))
     keys = {r: tuple(docs[r]["per_rank"]) for r in planned}
     all_keys = sorted(set().union(*keys.values()))

@@ -13,6 +13,9 @@ read:
   object that is not a torch module (state torch creates lazily, such as
   Adam's ``exp_avg`` before the first step: the new tensors go to the
   object's ``load_state_dict``);
+- ``dtensors``: for each saved DTensor, the rows of each saved box this
+  rank reads for the live DTensor's local shard, at its own mesh and
+  placements (dtensor_chunks.Reads: the resharding);
 - ``errors``: every difference that refuses the restore, naming the path: a
   tensor whose dtype or shape differs, a key the checkpoint lacks or the
   state lacks (strict only), a tensor where the other side holds a value;
@@ -22,17 +25,17 @@ read:
   entries.
 """
 
-from baton import metadata, tensors
+from baton import dtensor_chunks, metadata, tensors
 from baton.errors import with_context
 from baton.metadata import path_text
 from baton.names import array_name
-from baton.state_walk import ARRAY_KINDS, OBJECT, PER_RANK, SHARDED, VALUE, classify
+from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
 
 
 class ArrayNode:
-    __slots__ = ("name", "lib", "dtype", "shape", "sharded")
+    __slots__ = ("name", "lib", "dtype", "shape", "sharded", "dtensor")
 
     def __init__(self, node, path):
         self.name = node[metadata.ARRAY]
@@ -40,8 +43,21 @@ class ArrayNode:
         self.dtype = node.get("dtype")
         self.shape = node.get("shape")
         self.sharded = bool(node.get("sharded"))
+        self.dtensor = node.get("dtensor")  # a DTensor's layout: placements, mesh, chunks [[name, offsets, sizes]]
         if not isinstance(self.name, str) or self.lib not in ("torch", "numpy") or not isinstance(self.dtype, str):
             raise metadata.FormatError(f"'{path_text(path)}': malformed array reference {node!r}")
+        if self.dtensor is not None and not _layout_ok(self.dtensor, self.shape):
+            raise metadata.FormatError(f"'{path_text(path)}': malformed DTensor layout {self.dtensor!r}")
+
+
+def _layout_ok(layout, shape):
+    def ints(v, n):
+        return isinstance(v, list) and len(v) == n and all(type(x) is int and x >= 0 for x in v)
+
+    if not isinstance(layout, dict) or not isinstance(layout.get("chunks"), list) or not isinstance(shape, list):
+        return False
+    return all(isinstance(c, list) and len(c) == 3 and isinstance(c[0], str) and ints(c[1], len(shape)) and
+               ints(c[2], len(shape)) for c in layout["chunks"])
 
 
 class ObjectNode:
@@ -92,6 +108,7 @@ def decode_plain(node, what):
 class Plan:
     def __init__(self):
         self.targets = {}  # name -> (path, tensor, array or Sharded)
+        self.dtensors = {}  # name -> (path, dtensor_chunks.Reads, baton dtype)
         self.errors = []
         self.actions = []  # callables, children first
         self.per_rank = []  # (object, key, path)
@@ -161,6 +178,8 @@ class _Matcher:
         return MISSING
 
     def array(self, cur, ck, path):
+        if ck.dtensor is not None or (cur is not MISSING and classify(cur) == DTENSOR):
+            return self.dtensor(cur, ck, path)
         saved = self.arrays.get(ck.name)
         if saved is None:
             self.error(path, f"array {ck.name!r} is named in the checkpoint's metadata but not in its arrays")
@@ -205,6 +224,45 @@ class _Matcher:
             if tuple(value.shape) != shape:
                 self.error(path, f"shape {tuple(value.shape)} in the state, {shape} in the checkpoint")
         self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
+        return cur
+
+    def dtensor(self, cur, ck, path):
+        """A saved DTensor into the state's DTensor, resharded to its mesh and placements."""
+        if ck.dtensor is None:
+            self.error(path, "a DTensor in the state, a tensor saved without a mesh in the checkpoint")
+            return MISSING
+        if cur is MISSING:
+            self.error(path, "a DTensor the state lacks (baton cannot tell its mesh and placements; "
+                             "torch.distributed.checkpoint.state_dict.get_state_dict makes the optimizer's state "
+                             "before the first step)")
+            return MISSING
+        if classify(cur) != DTENSOR:
+            return self.conflict(cur, "a DTensor", path)
+        chunks = ck.dtensor["chunks"]
+        absent = [c[0] for c in chunks if c[0] not in self.arrays]
+        if absent:
+            self.error(path, f"the DTensor's arrays {absent[:3]} are named in the checkpoint's metadata but not in "
+                             "its arrays")
+            return MISSING
+        item = self.local.items.get(array_name(path))
+        try:
+            if item is None or item.path != path:  # in an object's state dict, not walked as a leaf
+                value = dtensor_chunks.local_tensor(cur)
+                tensors.check_keepable(value, path)
+                _, _, baton_dtype = tensors.describe(value, path)
+            else:
+                baton_dtype = item.baton_dtype
+            saved = {self.arrays[c[0]]["dtype"] for c in chunks}
+            if saved and saved != {baton_dtype}:
+                self.error(path, f"dtype {baton_dtype} in the state, {', '.join(sorted(saved))} in the checkpoint")
+                return MISSING
+            if list(cur.shape) != list(ck.shape):
+                self.error(path, f"global shape {tuple(cur.shape)} in the state, {tuple(ck.shape)} in the checkpoint")
+                return MISSING
+            self.plan.dtensors[ck.name] = (path, dtensor_chunks.Reads(path, chunks, cur), baton_dtype)
+        except (TypeError, ValueError) as e:
+            self.error(path, str(e).removeprefix(f"baton: cannot keep '{path_text(path)}': "))
+            return MISSING
         return cur
 
     def object(self, cur, ck, path):

@@ -19,17 +19,19 @@ rank's LocalPlan:
 
 The kinds (``classify``), what every rank must hold equal of each
 (``PlanItem.agreed``), and the plan's digest are the plan the ranks agree on
-(checkpointer.py) before any other collective step. A new leaf kind (a
-DTensor: its local shard's offsets and sizes in n dims, its placements and
-mesh) is added in three places here: a KIND, its case in ``classify`` and
-``PlanItem.__init__`` (what it records), and its fields in
-``PlanItem.agreed`` (what the ranks must agree on); then checkpointer.py's
-``_bind`` says how it is registered.
+(checkpointer.py) before any other collective step. A leaf kind is added in
+three places here: a KIND, its case in ``classify`` and ``PlanItem.__init__``
+(what it records), and its fields in ``PlanItem.agreed`` (what the ranks
+must agree on); then ``PlanItem.registrations`` says which baton arrays it
+is saved as (checkpointer.py's ``_bind`` registers them). The DTensor kind
+is the example: it records its Layout (dtensor_chunks.py: the placements,
+the mesh and every rank's box, computed alike on every rank), agrees on the
+layout's text, and is saved as one array per distinct box.
 """
 
 import hashlib
 
-from baton import metadata, tensors
+from baton import dtensor_chunks, metadata, tensors
 from baton.metadata import path_text
 from baton.names import array_name
 from baton.wrappers import Sharded, is_per_rank
@@ -38,9 +40,10 @@ from baton.wrappers import Sharded, is_per_rank
 REPLICATED = "replicated"  # a tensor or NumPy array every rank holds the same (DDP's parameters)
 SHARDED = "sharded"        # baton.Sharded: this rank's dim-0 rows of an array
 PER_RANK = "per_rank"      # RNGState, PerRank: JSON values of this rank's own
+DTENSOR = "dtensor"        # torch.distributed.tensor.DTensor: one box per rank of its mesh (dtensor_chunks.py)
 OBJECT = "object"          # state_dict()/load_state_dict(): walked through its state dict
 VALUE = "value"            # everything else: a plain value or container (job-wide JSON), or unkeepable
-ARRAY_KINDS = (REPLICATED, SHARDED)
+ARRAY_KINDS = (REPLICATED, SHARDED, DTENSOR)
 
 
 def has_state_dict(value):
@@ -52,6 +55,8 @@ def classify(value):
     """The kind of a leaf, by the rules every walk uses (save, restore, the match)."""
     if isinstance(value, Sharded):
         return SHARDED
+    if dtensor_chunks.is_dtensor(value):
+        return DTENSOR
     if tensors.is_array(value):
         return REPLICATED
     if is_per_rank(value):
@@ -65,14 +70,20 @@ class PlanItem:
     """An array leaf of the state, as saved or restored."""
 
     __slots__ = ("name", "path", "kind", "value", "offset", "shape", "global_shape", "lib", "dtype",
-                 "baton_dtype")
+                 "baton_dtype", "layout")
 
     def __init__(self, path, leaf, kind=None):
         kind = kind or classify(leaf)
         self.name = array_name(path)
         self.path = path
         self.kind = kind
-        if kind == SHARDED:
+        self.layout = None
+        if kind == DTENSOR:
+            self.layout = dtensor_chunks.Layout(leaf, path)
+            self.value = dtensor_chunks.local_tensor(leaf)
+            self.offset = 0
+            self.global_shape = self.layout.global_shape
+        elif kind == SHARDED:
             self.value = leaf.tensor  # the tensor or array itself
             self.offset = leaf.offset
             self.global_shape = tuple(leaf.global_shape)
@@ -90,13 +101,37 @@ class PlanItem:
         return self.kind == SHARDED
 
     def ref(self):
-        """The leaf's node in the job-wide tree."""
-        return {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
-                "sharded": self.sharded}
+        """The leaf's node in the job-wide tree (a DTensor's with its layout: the saved boxes' arrays)."""
+        node = {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
+                "sharded": self.kind != REPLICATED}
+        if self.layout is not None:
+            node["dtensor"] = self.layout.ref()
+        return node
 
     def agreed(self):
-        """What every rank must hold equal: the name (and path), kind, dtype and global shape (not a shard's rows)."""
-        return [self.name, path_text(self.path), self.kind, self.baton_dtype, list(self.global_shape)]
+        """What every rank must hold equal: the name (and path), kind, dtype and global shape (not a shard's rows);
+        a DTensor's placements and mesh too (every rank derives the same boxes and owners from them)."""
+        fields = [self.name, path_text(self.path), self.kind, self.baton_dtype, list(self.global_shape)]
+        if self.layout is not None:
+            fields.append(self.layout.text)
+        return fields
+
+    def registrations(self):
+        """The baton arrays this leaf is saved as: (name, tensor or None, offset, global shape); None: replicated.
+
+        A DTensor's boxes: this rank's local tensor for the box it owns, an
+        empty one (``tensor`` None: no rows) for every other box.
+        """
+        if self.kind == REPLICATED:
+            return [(self.name, self.value, None, None)]
+        if self.kind == SHARDED:
+            return [(self.name, self.value, self.offset, self.global_shape)]
+        mine = self.layout.mine
+        return [(c.name, self.value.reshape(c.array_shape) if mine is c and c.owner == self.layout.rank else None,
+                 0, c.array_shape) for c in self.layout.chunks]
+
+    def array_names(self):
+        return [r[0] for r in self.registrations()] if self.kind == DTENSOR else [self.name]
 
 
 class LocalPlan:
@@ -107,6 +142,10 @@ class LocalPlan:
         self.per_rank = {}     # key -> encoded state
         self.state_dicts = {}  # path -> an object's state dict, as the walk got it
         self.tree = None
+
+    def array_names(self):
+        """Every baton array this plan registers (a DTensor's boxes, each leaf's own name otherwise)."""
+        return {n for item in self.items.values() for n in item.array_names()}
 
     def agreed(self, call):
         """The JSON-able part every rank must hold equal, ``call`` (the call and its arguments) first."""
@@ -128,7 +167,8 @@ def walk(state):
     def on_other(value, path):
         kind = classify(value)
         if kind in ARRAY_KINDS:
-            tensors.check_keepable(value.tensor if kind == SHARDED else value, path)
+            tensors.check_keepable(value.tensor if kind == SHARDED else
+                                   dtensor_chunks.local_tensor(value) if kind == DTENSOR else value, path)
             return _add_item(plan, PlanItem(path, value, kind))
         if kind == PER_RANK:
             key = array_name(path)

@@ -100,10 +100,12 @@ def check_keepable(value, path):
     """TypeError naming the path for a tensor baton cannot keep as an array of bytes.
 
     Sparse tensors (their layout is not strided: no dense bytes), meta
-    tensors (no data at all), nested tensors (ragged) and the
-    torch.distributed tensor subclasses whose local part is not the whole
-    tensor (ShardedTensor; DTensor until the plan has its kind) would
-    otherwise fail deep in DLPack with a RuntimeError naming no path.
+    tensors (no data at all), nested tensors (ragged) and ShardedTensor
+    (torch.distributed's older split tensor) would otherwise fail deep in
+    DLPack with a RuntimeError naming no path. A DTensor is its own leaf
+    kind (state_walk.DTENSOR: its local shard comes here); inside
+    baton.Sharded it is refused (the Sharded would claim dim-0 rows of a
+    tensor whose own layout says otherwise).
     """
     if isinstance(value, np.ndarray):
         return
@@ -111,11 +113,8 @@ def check_keepable(value, path):
     kind = type(value).__name__
     why = None
     if kind == "DTensor":
-        why = ("a DTensor (FSDP2, tensor parallel) is split over the ranks: save it through "
-               "torch.distributed.checkpoint with baton's storage, dcp.save(state, "
-               "storage_writer=baton.dcp.BatonWriter(dir)) and dcp.load(state, storage_reader=baton.dcp.BatonReader(dir)) "
-               "(docs/python.md, 'DTensor and FSDP2'), or give this rank's dim-0 rows as "
-               "baton.Sharded(local_tensor, offset, global_shape)")
+        why = ("a DTensor inside baton.Sharded: give the DTensor itself (baton.Checkpointer saves each rank's "
+               "local shard and reshards at restore from the DTensor's own placements and mesh)")
     elif kind == "ShardedTensor":
         why = (f"a {kind} is split over the ranks by torch.distributed; give this rank's part as "
                "baton.Sharded(local_tensor, offset, global_shape)")

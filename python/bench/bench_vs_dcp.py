@@ -13,8 +13,9 @@ exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
          state, each rank 1/N of it (get_state_dict / set_state_dict).
 What each contender saves and restores, in the same run, the order rotated
 every round (--rounds):
-  baton            baton.Checkpointer save / save_async / restore (ddp only:
-                   baton.Checkpointer takes no DTensor leaves yet)
+  baton            baton.Checkpointer save / save_async / restore of
+                   {"model": model, "optim": optim} (fsdp2: DTensor leaves,
+                   each rank writing its own boxes)
   baton-dcp        dcp.save / dcp.async_save / dcp.load with baton.dcp's
                    BatonWriter / BatonReader (baton's format: every byte
                    hashed at save and verified at load)
@@ -124,9 +125,7 @@ def main():
                 for t in _tensors(dcp_state()))
     state_bytes = comm.allreduce(local) if args.kind == "fsdp2" else local
 
-    ck = None
-    if args.kind == "ddp":
-        ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2)
+    ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2)
     baton_state = {"model": model, "optim": optim}
     counters = {"step": 0}
 
@@ -205,7 +204,7 @@ def main():
         m["torch save"] = timed(save)[:2]
         m["torch restore"] = timed(load)[:2]
 
-    contenders = ["baton-dcp", "dcp-fs", "torch"] + (["baton"] if args.kind == "ddp" else [])
+    contenders = ["baton-dcp", "dcp-fs", "torch", "baton"]
     rows = []
     for r in range(args.rounds):
         m = {}
@@ -222,8 +221,7 @@ def main():
                 run_torch(m)
         m["order"] = order
         rows.append(m)
-    if ck is not None:
-        ck.close()
+    ck.close()
 
     if rank == 0:
         mib = 2**20

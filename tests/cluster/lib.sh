@@ -90,3 +90,57 @@ with_plugstack_args() {
   printf '%s\n' "$saved" | replace_file "$conf"
   return $rc
 }
+
+# What a case that ran past its limit adds to its output (tests/lib/cases.sh):
+# what the controller says of the jobs and the nodes, which is nearly always
+# why a step waited (a node down or drained, a job left behind).
+case_timeout_context() {
+  echo "squeue:"; timeout 10 squeue -a -o '%i %j %T %r %N' 2>&1 || true
+  echo "sinfo -R:"; timeout 10 sinfo -R 2>&1 || true
+  echo "sinfo -N:"; timeout 10 sinfo -N -o '%N %t %E' 2>&1 || true
+}
+
+# settle_cluster LABEL: run by run-all after each suite. The suites share one
+# cluster, and a suite that leaves a job in the queue or a node down or
+# drained makes the next suite's steps wait for ever (a het step pinned to
+# n1 waits for n1). Waits up to 120 s for an empty queue and four usable
+# nodes (a job completing, a node coming back); if they do not come, LABEL
+# gets a failing row that names what it left (the queue, the nodes and why),
+# and the cluster is put right (jobs cancelled, nodes resumed or restarted)
+# so that the suites after it still test what they test.
+settle_cluster() {
+  local label=$1 t0=$SECONDS left
+  while :; do
+    left=$(cluster_unsettled)
+    [ -n "$left" ] || return 0
+    [ $((SECONDS - t0)) -lt 120 ] || break
+    sleep 2
+  done
+  echo "settle_cluster: after $label, still after 120 s: $left" >&2
+  printf 'FAIL\t%s\t%s\t%s\n' "$label" "the cluster left idle after $label" \
+    "$(tr '\t\n' '  ' <<<"$left")" >>"$BATON_TEST_RESULTS/$label.tsv"
+  scancel --full --signal=KILL --user=root 2>/dev/null || true
+  scancel -u baton-test 2>/dev/null || true
+  local node state
+  for node in $(sinfo -h -N -o %N | sort -u); do
+    state=$(sinfo -h -N -n "$node" -o %t | head -n 1)
+    case $state in
+      *'*') "$REPO/scripts/local-cluster" kill-node "$node" >&2 || true
+            "$REPO/scripts/local-cluster" revive-node "$node" >&2 || true ;;
+      down*|drain*|drng*|fail*) scontrol update nodename="$node" state=resume >&2 || true ;;
+    esac
+  done
+  t0=$SECONDS
+  while [ -n "$(cluster_unsettled)" ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 2; done
+  left=$(cluster_unsettled)
+  [ -z "$left" ] || echo "settle_cluster: the cluster could not be put right: $left" >&2
+}
+
+# cluster_unsettled: nothing when the queue is empty and every node idle;
+# otherwise the jobs and the nodes that are not, with the controller's reasons.
+cluster_unsettled() {
+  local jobs nodes
+  jobs=$(timeout 10 squeue -h -a -o '%i %j %u %T %r %N' 2>&1) || jobs="squeue failed: $jobs"
+  nodes=$(timeout 10 sinfo -h -N -o '%N %t %E' 2>&1 | sort -u | grep -v ' idle ') || true
+  [ -z "$jobs$nodes" ] || printf 'jobs: %s; nodes: %s\n' "${jobs:-none}" "${nodes:-all idle}"
+}

@@ -45,6 +45,12 @@ check_world_task() {
 # Each task runs print-task-env, then waits for all NTASKS to have done so:
 # Slurm forgets a component's step layout once its tasks have ended, and
 # `baton env` in a slower component would find the step gone.
+# The steps run with --mpi=none: Slurm 22.05's mpi/pmix hangs srun at the end
+# of a het step now and then (1 run in 8 here: srun waits for ever in
+# pmixp_abort_agent_stop, joining the abort agent's thread, after every task
+# has ended; a scancel of the job does not end it). That is Slurm's, not
+# baton's, and these cases test the plugin's world, which no MPI plugin
+# changes. docs/testing.md says so.
 TOGETHER='"$1" >"$2/out-$SLURM_PROCID"; tr "\n" " " <"$BATON_HOSTFILE" >"$2/hostfile-$SLURM_PROCID"; touch "$2/done-$SLURM_PROCID"
   for _ in $(seq 600); do [ "$(ls "$2" | grep -c "^done-")" -ge "$3" ] && exit 0; sleep 0.1; done; exit 1'
 
@@ -52,8 +58,9 @@ test_a_heterogeneous_srun_step_is_one_world() {
   local d
   d=$(case_dir)
   # Component 1 cyclic over two nodes: ranks 1 and 3 on its first node.
-  srun --baton --baton-hostfile-format=plain -N1 -n1 -w n1 bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 \
-    : -N2 -n3 -w 'n[2-3]' -m cyclic bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4
+  timeout 180 srun --mpi=none --baton --baton-hostfile-format=plain -N1 -n1 -w n1 bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 \
+    : --mpi=none -N2 -n3 -w 'n[2-3]' -m cyclic bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 4 ||
+    fail "the het step failed or did not end within 180 s (exit $?): $(cluster_unsettled)"
   cat "$d"/out-* >"$d/out"
   cat "$d/out"
   check_world "$d/out" 4 3
@@ -69,8 +76,9 @@ test_a_heterogeneous_step_asks_the_controller_per_component_not_per_node() {
   local d counts
   d=$(case_dir)
   sdiag -r >/dev/null || fail "sdiag -r (resetting the controller's statistics)"
-  srun --baton --baton-hostfile-format=plain -N1 -n1 -w n1 env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5 \
-    : -N3 -n4 -w 'n[2-4]' -m cyclic env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5
+  timeout 180 srun --mpi=none --baton --baton-hostfile-format=plain -N1 -n1 -w n1 env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5 \
+    : --mpi=none -N3 -n4 -w 'n[2-4]' -m cyclic env -u BATON_BIN bash -c "$TOGETHER" _ "$TASK_ENV" "$d" 5 ||
+    fail "the het step failed or did not end within 180 s (exit $?): $(cluster_unsettled)"
   counts="$(rpc_count REQUEST_STEP_LAYOUT) $(rpc_count REQUEST_NODE_INFO) $(rpc_count REQUEST_NODE_INFO_SINGLE)"
   cat "$d"/out-* >"$d/out"
   cat "$d/out"
@@ -92,7 +100,9 @@ test_a_heterogeneous_step_in_an_ordinary_allocation_is_refused_saying_why() {
   [ "$rc" -ne 0 ] || fail "the step ran (salloc exit 0)"
   [ "$rc" -ne 124 ] || fail "salloc did not end within 120 s"
   [ ! -e "$d/ran" ] || fail "a task ran"
-  grep -q "task id 0 appears on both n1 and n2 (a heterogeneous step 'srun A : B' inside an allocation that is not a heterogeneous job" "$d/out" ||
+  # Which two nodes salloc was given is the scheduler's choice (n1 and n4 after a suite that
+  # restarted n2 and n3): any two.
+  grep -Eq "task id 0 appears on both n[0-9]+ and n[0-9]+ \\(a heterogeneous step 'srun A : B' inside an allocation that is not a heterogeneous job" "$d/out" ||
     fail "srun's refusal does not say why"
   grep -q "allocate a heterogeneous job, 'salloc/sbatch ... : ...'" "$d/out" || fail "srun's refusal does not say what to do"
 }
@@ -107,14 +117,14 @@ test_an_sbatch_hetjob_is_one_world() {
 #SBATCH -N2 -n2 -w n[3-4]
 tr '\n' '|' <"\$BATON_HOSTFILE" >"$d/batch-hostfile"
 "\$BATON_BIN" hostfile >"$d/batch-cli-hostfile"
-srun --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d" 3
+srun --mpi=none --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d" 3
 cat "$d"/out-* >"$d/out"
 mkdir "$d/group1"
-srun --het-group=1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/group1" 2
+srun --mpi=none --het-group=1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/group1" 2
 cat "$d"/group1/out-* >"$d/group1/out"
 mkdir "$d/counted"
 sdiag -r >/dev/null
-BATON_BIN= srun --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/counted" 3
+BATON_BIN= srun --mpi=none --het-group=0,1 bash -c '$TOGETHER' _ "$TASK_ENV" "$d/counted" 3
 sdiag >"$d/counted/sdiag"
 cat "$d"/counted/out-* >"$d/counted/out"
 JOB

@@ -217,6 +217,17 @@ launch_out() {
   awk -v k="$2" -v mark="[$SCRIPT_NAME " 'index($0, mark) == 1 && / step launch /{n++} index($0, mark) == 1 && / start on /{if (n == k) n = -1} n==k' "$1"
 }
 launch_nodes() { launch_out "$1" "$2" | sed -n 's/.* step launch [0-9]* on \([^ ]*\) .*/\1/p'; }
+# saving_launch OUT STEP: the number (as launch_out counts) of the launch
+# that saved version STEP: the last launch before the newest that started
+# below STEP (resumed from a smaller step, or from nothing).
+saving_launch() {
+  local k r saver=1
+  for ((k = 1; k < $(launches "$1"); k++)); do
+    r=$(launch_out "$1" "$k" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p' | head -n 1)
+    [ "${r:-0}" -lt "$2" ] && saver=$k
+  done
+  echo "$saver"
+}
 launches_at_least() { [ "$(launches "$1")" -ge "$2" ]; }
 step_ends() { grep -c "^\\[$SCRIPT_NAME .*\\] step ended with " "$1" 2>/dev/null || true; }
 step_ends_at_least() { [ "$(step_ends "$1")" -ge "$2" ]; }

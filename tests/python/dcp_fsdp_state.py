@@ -63,6 +63,22 @@ def put(model, optim, sd):
     set_state_dict(model, optim, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
 
 
+class Training:
+    """Model and optimizer as one object with state_dict()/load_state_dict() through DCP's helpers
+    (get_state_dict/set_state_dict: FQN keys, the optimizer's state made before its first step), as
+    baton.Checkpointer's state takes it."""
+
+    def __init__(self, model, optim):
+        self.model, self.optim = model, optim
+
+    def state_dict(self):
+        msd, osd = get_state_dict(self.model, self.optim)
+        return {"model": msd, "optim": osd}
+
+    def load_state_dict(self, sd):
+        set_state_dict(self.model, self.optim, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+
+
 def full(sd, prefix=""):
     """Every tensor of a state dict as a full (gathered) tensor, by path. Collective (DTensors)."""
     out = {}

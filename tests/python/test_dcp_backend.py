@@ -115,20 +115,6 @@ def test_dtensor_saved_by_shard_loaded_other_layout(dist, rt, shared_dir, size):
         assert torch.equal(target["t"].full_tensor(), full), placement
 
 
-def test_a_dtensor_in_baton_checkpointer_names_the_dcp_backend(dist, rt, shared_dir, size):
-    """baton.Checkpointer takes no DTensor leaf: the TypeError names its path and the DCP backend, on every rank."""
-    import baton
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
-
-    mesh = init_device_mesh("cpu", (size,))
-    sd = {"model": {"w": distribute_tensor(torch.ones(2 * size, 3), mesh, [Shard(0)])}}
-    ck = baton.Checkpointer(rt, dir=shared_dir)
-    with pytest.raises(TypeError, match=r"cannot keep 'model/w': a DTensor .*baton\.dcp\.BatonWriter"):
-        ck.save(sd, 1)
-    ck.close()
-
-
 def test_async_save(dist, rt, shared_dir):
     """dcp.async_save with a BatonWriter commits a version once its future completes; later changes do not reach it."""
     sd = _state(4)

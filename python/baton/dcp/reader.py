@@ -19,13 +19,13 @@ from collections import defaultdict
 
 import numpy as np
 import torch
-from torch.distributed._shard._utils import narrow_tensor_by_index
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
 from baton import _baton
+from baton.dtensor_chunks import row_span, stored_piece
 from baton.dcp import names, runtime as runtimes
 
 # baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
@@ -136,11 +136,7 @@ class BatonReader(StorageReader):
                 if direct is not None:
                     buffers[name] = direct
                     continue
-                if sizes:
-                    first = min(int(i.storage_offsets[0]) for i in items)
-                    end = max(int(i.storage_offsets[0]) + int(i.lengths[0]) for i in items)
-                else:
-                    first, end = 0, 1
+                first, end = row_span(items) if sizes else (0, 1)
                 buffers[name] = (torch.empty((end - first,) + shape[1:], dtype=dtype), first)
             # The restore is collective and the ranks must register the same
             # arrays: every array of the version, with the rows this rank
@@ -172,12 +168,7 @@ class BatonReader(StorageReader):
                 if item.type == LoadItemType.BYTE_IO:
                     planner.load_bytes(item, io.BytesIO(buf.numpy().tobytes()))
                     continue
-                if len(item.lengths) == 0:
-                    src = buf.reshape(())
-                else:
-                    offsets = list(item.storage_offsets)
-                    offsets[0] -= first
-                    src = narrow_tensor_by_index(buf, offsets, item.lengths)
+                src = stored_piece(buf, first, item)
                 target = planner.resolve_tensor(item).detach()
                 if target.size() != src.size():
                     raise _baton.InvalidArgument(

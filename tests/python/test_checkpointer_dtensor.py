@@ -1,0 +1,220 @@
+"""DTensor leaves in baton.Checkpointer at one world size (tests/python/run-pytest;
+another world size: dtensor_reshard.py in dcp-reshard.sh). FSDP2 (fully_shard, gloo on CPU) model
+and AdamW state through get_state_dict/set_state_dict, DTensors laid out
+Shard(0), Shard(1) and Replicate() (uneven splits and an empty box among them):
+each rank writes only the boxes it owns, a replicated box once in total, and
+training resumed from the checkpoint ends bit for bit where the uninterrupted
+run ends."""
+import glob
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch.distributed.checkpoint")
+h5py = pytest.importorskip("h5py")
+
+import dcp_fsdp_state as fs  # noqa: E402
+import conftest  # noqa: E402  (tests/python/conftest.py: the launcher's rank and size)
+import gloo_world  # noqa: E402
+
+import baton  # noqa: E402
+from baton import _baton  # noqa: E402
+from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dist():
+    d = gloo_world.world(conftest.RANK, conftest.SIZE, "test_checkpointer_dtensor")
+    yield d
+    gloo_world.close()
+
+
+def _full_of(sd):
+    return {k: v.full_tensor() if isinstance(v, DTensor) else v.clone() for k, v in sd.items()}
+
+
+def _tensors(size):
+    """Full tensors (the same on every rank) and the placements each is saved with."""
+    g = torch.Generator().manual_seed(11)
+    return {
+        "rows": (torch.randn(2 * size + 1, 5, generator=g), [Shard(0)]),        # uneven: the last box is short
+        "cols": (torch.randn(4, 3 * size - 1, generator=g), [Shard(1)]),        # uneven along dim 1
+        "rep": (torch.randn(3, 3, generator=g), [Replicate()]),                 # written once, by rank 0
+        "few": (torch.arange(size - 1, dtype=torch.int64), [Shard(0)]),         # one rank holds nothing
+        "half": (torch.randn(2 * size, 2, generator=g).to(torch.bfloat16), [Shard(0)]),
+    }
+
+
+def _datasets(version):
+    """{array name: [(rank of the shard file, rows)]} of the version's non-empty datasets, read with h5py."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(version, "shard-*.h5"))):
+        shard = int(os.path.basename(path)[len("shard-"):-len(".h5")])
+        with h5py.File(path, "r") as f:
+            def visit(name, obj):
+                if isinstance(obj, h5py.Dataset) and obj.shape and obj.shape[0] > 0:
+                    out.setdefault(name.rsplit("/", 1)[-1], []).append((shard, obj.shape[0]))
+            f.visititems(visit)
+    return out
+
+
+def test_each_rank_writes_its_boxes_and_reshards_in_place(dist, rt, shared_dir, rank, size):
+    """Shard(0), Shard(1), Replicate(): each box one dataset, in its owner's file; restored into other layouts."""
+    mesh = init_device_mesh("cpu", (size,))
+    full = _tensors(size)
+    state = {"model": {k: distribute_tensor(t, mesh, p) for k, (t, p) in full.items()}, "epoch": 4}
+    ck = baton.Checkpointer(rt, dir=shared_dir, group_size=1)
+    ck.save(state, 5)
+    (version,) = glob.glob(os.path.join(shared_dir, "v*-s5"))
+    held = _datasets(version)
+    # The boxes (torch.chunk's split: ceil(n / size) rows each, the last ones short or empty) and their owners.
+    for key, (t, placements) in full.items():
+        dim = placements[0].dim if isinstance(placements[0], Shard) else None
+        n = t.shape[dim] if dim is not None else 0
+        step = -(-n // size) if dim is not None else 0
+        boxes = ([(r, min(step, n - r * step)) for r in range(size) if n - r * step > 0] if dim is not None
+                 else [(0, None)])
+        names = {}
+        for owner, extent in boxes:
+            offsets = [0] * t.dim()
+            if dim is not None:
+                offsets[dim] = owner * step
+            name = "model:%s~@%s" % (key, ",".join(map(str, offsets)))
+            rows = extent if dim == 0 else t.shape[0]
+            names[name] = [(owner, rows)]
+        got = {n: v for n, v in held.items() if n.startswith("model:%s~@" % key)}
+        assert got == names, (key, got, names)
+    assert not any(n.startswith("model") and "~@" not in n for n in held), held
+    # Restore in place into other layouts at the same mesh: every full tensor equal.
+    others = {"rows": [Shard(1)], "cols": [Replicate()], "rep": [Shard(0)], "few": [Replicate()], "half": [Shard(1)]}
+    target = {"model": {k: distribute_tensor(torch.zeros_like(t), mesh, others[k]) for k, (t, _) in full.items()},
+              "epoch": 0}
+    assert ck.restore(target) == 5
+    assert target["epoch"] == 4
+    for k, (t, _) in full.items():
+        got = target["model"][k]
+        assert got.placements == tuple(others[k]) and torch.equal(got.full_tensor(), t), k
+    # The next save after a restore at another layout writes the new boxes (the read ones are dropped).
+    ck.save(target, 6)
+    (version,) = glob.glob(os.path.join(shared_dir, "v*-s6"))
+    names = set(_datasets(version))
+    assert "model:rep~@0,0" in names and "model:cols~@0,0" in names, names
+    assert not any(n.startswith("model:cols~@0,") and n != "model:cols~@0,0" for n in names), names
+    ck.close()
+
+
+def test_fsdp2_resume_is_bit_for_bit(dist, rt, shared_dir, size):
+    """Train 3, save, train 3 more; a fresh model that restores the save and trains the same 3 ends identical."""
+    mesh = fs.mesh_of((size,))
+    model, optim = fs.build(mesh)
+    fs.train(model, optim, 3)
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    extra = fs.extras(mesh)
+    ck.save({"train": fs.Training(model, optim), "extra": extra, "step": 3}, 3)
+    want_extra = _full_of(extra)
+    fs.train(model, optim, 3, first=3)
+    want = fs.full(fs.state(model, optim, mesh))
+
+    model2, optim2 = fs.build(mesh)
+    fs.train(model2, optim2, 1, first=50)  # other values, and AdamW's state to overwrite
+    extra2 = {k: distribute_tensor(torch.zeros(v.shape), mesh, v.placements) for k, v in extra.items()}
+    state = {"train": fs.Training(model2, optim2), "extra": extra2, "step": 0}
+    assert ck.restore(state) == 3 and state["step"] == 3
+    got_extra = _full_of(extra2)
+    for k in want_extra:
+        assert torch.equal(got_extra[k], want_extra[k]), k
+    fs.train(model2, optim2, 3, first=3)
+    got = fs.full(fs.state(model2, optim2, mesh))
+    assert sorted(got) == sorted(want)
+    assert any(k.startswith("optim.state.") and k.endswith("exp_avg_sq") for k in got), sorted(got)
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+    ck.close()
+
+
+def test_partial_and_strided_placements_are_refused_naming_path_and_placement(dist, rt, shared_dir, size):
+    """Partial() holds a pending sum, not the value; _StridedShard's rows are not one box: every rank raises
+    the TypeError naming the path and the placement, before any write."""
+    mesh = init_device_mesh("cpu", (size,))
+    state = {"model": {"p": DTensor.from_local(torch.ones(2, 2), mesh, [Partial()])}}
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    with pytest.raises(TypeError, match=r"cannot keep 'model/p': a DTensor with placement Partial\(sum\)"):
+        ck.save(state, 1)
+    # _StridedShard (FSDP2 beside tensor parallelism on one dim): a rank's rows are not one box.
+    from torch.distributed.tensor.placement_types import _StridedShard
+    strided = DTensor.from_local(torch.ones(2, 2), mesh, [_StridedShard(0, split_factor=2)], run_check=False,
+                                 shape=(2 * size, 2), stride=(2, 1))
+    with pytest.raises(TypeError, match=r"cannot keep 'model/s': a DTensor with placement _StridedShard\(dim=0, "
+                                        r"sf=2\): .*baton\.dcp\.BatonWriter"):
+        ck.save({"model": {"s": strided}}, 1)
+    assert glob.glob(os.path.join(shared_dir, "v*")) == []
+    ck.close()
+
+
+def test_restore_refuses_a_plain_tensor_for_a_saved_dtensor(dist, rt, shared_dir, size):
+    """A saved DTensor into a plain tensor, another global shape, or a saved plain tensor into a DTensor:
+    InvalidArgument naming the path, nothing restored."""
+    mesh = init_device_mesh("cpu", (size,))
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    ck.save({"w": distribute_tensor(torch.ones(size, 2), mesh, [Shard(0)])}, 1)
+    plain = {"w": torch.zeros(size, 2)}
+    with pytest.raises(_baton.InvalidArgument, match=r"'w': the checkpoint holds a DTensor, the state a Tensor"):
+        ck.restore(plain)
+    assert torch.equal(plain["w"], torch.zeros(size, 2))
+    other = {"w": distribute_tensor(torch.zeros(size, 3), mesh, [Shard(0)])}
+    with pytest.raises(_baton.InvalidArgument, match=r"'w': global shape \(%d, 3\) in the state" % size):
+        ck.restore(other)
+    # And the reverse: a plain tensor saved, a DTensor in the state.
+    ck.save({"w": torch.ones(size, 2)}, 2)
+    dt = {"w": distribute_tensor(torch.zeros(size, 2), mesh, [Shard(0)])}
+    with pytest.raises(_baton.InvalidArgument, match=r"'w': a DTensor in the state, a tensor saved without a mesh"):
+        ck.restore(dt)
+    assert torch.equal(dt["w"].full_tensor(), torch.zeros(size, 2))
+    ck.close()
+
+
+def test_a_dtensor_inside_sharded_is_refused(dist, rt, shared_dir, size):
+    mesh = init_device_mesh("cpu", (size,))
+    dt = distribute_tensor(torch.ones(size, 2), mesh, [Shard(0)])
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    with pytest.raises(TypeError, match=r"cannot keep 'w': a DTensor inside baton.Sharded"):
+        ck.save({"w": baton.Sharded(dt, 0, (size, 2))}, 1)
+    ck.close()
+
+
+def test_ranks_with_other_placements_fail_together(dist, rt, shared_dir, rank, size):
+    """A layout that differs between ranks is the agreement's InvalidArgument on every rank, naming both layouts."""
+    if size < 2:
+        pytest.skip("needs 2 ranks or more (python-np3 runs it)")
+    mesh = init_device_mesh("cpu", (size,))
+    # from_local, no communication (distribute_tensor would run a collective that differs between the ranks)
+    local, placements = (torch.ones(1, 2), [Shard(0)]) if rank == 0 else (torch.ones(size, 2), [Replicate()])
+    state = {"w": DTensor.from_local(local, mesh, placements, run_check=False, shape=(size, 2), stride=(2, 1))}
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    with pytest.raises(_baton.InvalidArgument, match=r"(?s)'w': rank 0: dtensor f32 \(%d, 2\) placements \(S\(0\)\)"
+                                                     r".*placements \(R\)" % size):
+        ck.save(state, 1)
+    assert glob.glob(os.path.join(shared_dir, "v*")) == []
+    ck.close()
+
+
+def test_save_async_keeps_the_state_at_the_call(dist, rt, shared_dir, size):
+    """save_async of FSDP2 state, then a training step before the wait: the version holds the state at the call."""
+    mesh = fs.mesh_of((size,))
+    model, optim = fs.build(mesh)
+    fs.train(model, optim, 2)
+    # Copies: on a mesh of 1, full_tensor() is the local shard itself, which the next step changes.
+    want = {k: v.clone() for k, v in fs.full(fs.state(model, optim, mesh)).items()}
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    fut = ck.save_async({"train": fs.Training(model, optim)}, 2)
+    fs.train(model, optim, 1, first=2)  # changes every parameter and moment in place while the save may run
+    fut.wait()
+    model2, optim2 = fs.build(mesh)
+    fs.train(model2, optim2, 1, first=50)
+    assert ck.restore({"train": fs.Training(model2, optim2)}) == 2
+    got = fs.full(fs.state(model2, optim2, mesh))
+    for k in want:
+        assert torch.equal(got[k], want[k]), k
+    ck.close()
