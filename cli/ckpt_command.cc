@@ -2,7 +2,8 @@
 // login node. MPI is never initialized here; the shards are read with
 // HDF5's serial driver (ckpt/verify.h) and the rest is the MPI-free
 // catalog and manifest code that the Checkpointer itself uses, so the tool
-// and a restore never disagree about what a version is.
+// and a restore never disagree about what a version is. `ckpt import|export`
+// need Python and torch: ckpt_convert_command.cc hands them over.
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
@@ -49,6 +50,8 @@ constexpr const char* kUsage =
     "       baton ckpt inspect [DIR] [--step N] [--json]\n"
     "       baton ckpt verify  [DIR] [--level shared|node-local|all] [--local-dir L] [--step N] [--no-progress]\n"
     "       baton ckpt gc      [DIR] [--level shared|node-local] [--keep K] [--local-dir L] [--dry-run]\n"
+    "       baton ckpt import  SRC DIR [--step N] [--keep K]          (SRC: a DCP directory or a torch.save file)\n"
+    "       baton ckpt export  DIR DST [--step N] [--format dcp|torch] [--force]\n"
     "DIR defaults to $BATON_CKPT_DIR, L to $BATON_LOCAL_DIR. See baton(1).\n";
 
 // The levels a command works on (ckpt/README.md, "Levels 2 and 3"), named
@@ -707,6 +710,7 @@ int CkptSubcommand(const std::vector<std::string>& args) {
   if (sub == "inspect") return Inspect(rest);
   if (sub == "verify") return Verify(rest);
   if (sub == "gc") return Gc(rest);
+  if (sub == "import" || sub == "export") return CkptConvertCommand(sub, rest);
   if (sub == "help" || sub == "--help" || sub == "-h") {
     std::cout << kUsage;
     return 0;

@@ -25,6 +25,8 @@ int NodesCommand(const std::vector<std::string>& args);
 int StepEndCommand(const std::vector<std::string>& args);  // step_end_command.cc
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
+// `ckpt import|export` (after `sub`): hands over to Python's baton.dcp (ckpt_convert_command.cc).
+int CkptConvertCommand(const std::string& sub, const std::vector<std::string>& args);
 int ReportCommand(const std::vector<std::string>& args);  // report_command.cc
 
 }  // namespace baton::cli

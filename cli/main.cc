@@ -28,6 +28,8 @@ constexpr const char* kUsage =
     "  step-end --exit RC --nodes HOSTLIST [--said TEXT]\n"
     "                             record how a step ended (for baton report; batch scripts)\n"
     "  ckpt ls|inspect|verify|gc  list, describe, verify or prune a checkpoint directory\n"
+    "  ckpt import|export         a DCP directory or torch.save file into a checkpoint\n"
+    "                             version, and a version out to DCP's format or torch.save\n"
     "  report [DIR] [--json] [--plot FILE]\n"
     "                             a job's goodput from the event log beside its checkpoints:\n"
     "                             wall and productive time, lost steps, stalls, recoveries\n"

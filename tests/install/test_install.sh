@@ -152,6 +152,32 @@ print(b.__file__, b.EXIT_REQUEUE, b.__version__)') || fail "the installed packag
   grep -q "^$d$dir/_baton.so 75 [0-9]" <<<"$out" || fail "imported something else: $out"
 }
 
+# The installed `baton ckpt import|export` runs the installed package, not the
+# build tree's: staged (not at its real path), it names the install directory
+# it looked in; pointed at the staged package (BATON_PYTHONPATH), it imports a
+# torch.save file that `baton ckpt verify` accepts.
+test_installed_ckpt_import_runs_the_installed_package() {
+  local d; d=$(stage)
+  [ -d "$d" ] || fail "nothing staged"
+  local dir python rest
+  read -r dir python rest <<<"$(installed_pythondir)"
+  case $rest in no*) echo "built without the Python extension: $rest"; exit 77 ;; esac
+  "$python" -c 'import torch' 2>/dev/null || { echo "no torch for $python (scripts/install-deps --with-torch)"; exit 77; }
+  local work out rc=0
+  work=$(mktemp -d "$BATON_TEST_RESULTS/install-convert.XXXXXX")
+  "$python" -c 'import sys, torch; torch.save({"w": torch.arange(6.0), "n": 3}, sys.argv[1])' "$work/in.pt"
+  out=$(cd / && LD_LIBRARY_PATH="$d/usr/local/lib" "$d/usr/local/bin/baton" ckpt import "$work/in.pt" "$work/b" 2>&1) || rc=$?
+  [ "$rc" = 2 ] || fail "the staged baton ckpt import exited $rc, not 2, without its package: $out"
+  grep -qF "is not in $(dirname "$dir")" <<<"$out" || fail "it did not name the install directory $(dirname "$dir"): $out"
+  [ ! -e "$work/b" ] || fail "it wrote $work/b"
+  out=$(cd / && LD_LIBRARY_PATH="$d/usr/local/lib" BATON_PYTHONPATH="$d$(dirname "$dir")" \
+    "$d/usr/local/bin/baton" ckpt import "$work/in.pt" "$work/b" 2>&1) || fail "the staged import failed: $out"
+  grep -q "as step 0" <<<"$out" || fail "unexpected output: $out"
+  out=$(LD_LIBRARY_PATH="$d/usr/local/lib" "$d/usr/local/bin/baton" ckpt verify "$work/b" 2>&1) ||
+    fail "verify failed on the imported version: $out"
+  rm -rf "$work"
+}
+
 # `make uninstall` removes every file `make install` put down, the plugin too
 # (its .la is deleted at install, so libtool alone would not know it).
 test_make_uninstall_leaves_no_file() {

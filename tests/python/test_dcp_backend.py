@@ -193,7 +193,7 @@ rcs = [main(["import", d + "/dcp-in", d + "/baton"]), main(["import", d + "/in.p
        main(["export", d + "/baton", d + "/dcp-out", "--step", "0"]),
        main(["export", d + "/baton", d + "/out.pt", "--format", "torch"]),
        main(["import", d + "/baton", d + "/other"])]
-assert rcs == [0, 0, 0, 0, 1], rcs
+assert rcs == [0, 0, 0, 0, 2], rcs  # the last: bad input (a baton directory as SOURCE)
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 dcp_to_torch_save(d + "/dcp-out", d + "/round.pt")
 back = torch.load(d + "/round.pt")
