@@ -178,7 +178,7 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   begin_case
   local d job node l k STEP_RESTARTS=2 STEP_NODES=3 LOCAL_DIR steps=$((2 * STEPS))
   # Twice the steps: three faults come one after another, each once the
-  # launch before it has run 15 steps; with STEPS the job could end (at
+  # launch before it has run 25 steps; with STEPS the job could end (at
   # ~80 ms a step) before the test, slowed by a loaded machine, gets to the
   # third.
   d=$(case_dir)
@@ -193,14 +193,19 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   l=$(launches "$d/out")
   [ "$(scontrol show hostnames "$(launch_nodes "$d/out" "$l")" | grep -cx "$node")" = 0 ] || fail "the step ran on the dead $node again"
   expect_eq "$(scontrol show hostnames "$(launch_nodes "$d/out" "$l")" | wc -l)" 3 "nodes of the step on the spare"
-  # Fault 2 right after: a rank (the second failure in a row).
-  wait_for 60 "launch $l to pass 15 steps" launch_reached "$d/out" "$l" \
-    $(($(launch_out "$d/out" "$l" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p') + 15))
+  # Fault 2 right after: a rank (the second failure in a row). Each launch
+  # first runs 25 steps: its asynchronous save of resumed + 10 is committed
+  # at resumed + 20, so the requeue below restores a version saved on
+  # n[1,3-4] (with 15, no launch had committed one when the test polled at
+  # once: the requeued run restored launch 0's version, which level 2
+  # could serve: "got '2', expected '3'", 2 runs of 2 here).
+  wait_for 60 "launch $l to pass 25 steps" launch_reached "$d/out" "$l" \
+    $(($(launch_out "$d/out" "$l" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p') + 25))
   inalloc_fault "$job" "$d" 2 kill -9 "$(rank_pid "$job" 2)"
   l=$(launches "$d/out")
   # The next failure is past the cap: a requeue.
-  wait_for 60 "launch $l to pass 15 steps" launch_reached "$d/out" "$l" \
-    $(($(launch_out "$d/out" "$l" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p') + 15))
+  wait_for 60 "launch $l to pass 25 steps" launch_reached "$d/out" "$l" \
+    $(($(launch_out "$d/out" "$l" | sed -n 's/^resumed from step \([0-9]*\) .*/\1/p') + 25))
   before_fault "$job" "$d" 1
   kill -9 "$(rank_pid "$job" 1)"
   after_fault "$job" "$d" 1

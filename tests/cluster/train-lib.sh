@@ -101,10 +101,16 @@ restarts_above() { [ "$(job_field "$1" Restarts)" -gt "$2" ] 2>/dev/null; }
 reached() { [ "$(run_out "$1" "$(runs "$1")" | last_step)" -ge "$2" ] 2>/dev/null; }
 wait_step() { wait_for 120 "the current run to reach step $2" reached "$@"; }
 
+# newest_committed DIR: the step of DIR's newest complete version; "none"
+# when it has none, or no such directory yet (a job that has not started:
+# `baton ckpt ls` fails, and an empty answer read as a version made
+# has_committed true at once).
 newest_committed() {
-  "$BATON" ckpt ls "$1" --json | perl -MJSON::PP -e '
+  local ls
+  ls=$("$BATON" ckpt ls "$1" --json 2>/dev/null) || { echo none; return 0; }
+  perl -MJSON::PP -e '
     my @c = sort { $a->{seq} <=> $b->{seq} } grep { $_->{status} eq "complete" } @{ decode_json(join "", <STDIN>) };
-    print @c ? $c[-1]{step} : "none", "\n"'
+    print @c ? $c[-1]{step} : "none", "\n"' <<<"$ls"
 }
 
 has_committed() { [ "$(newest_committed "$(ckpt_dir "$1")")" != none ]; }
