@@ -12,7 +12,6 @@ restore_at_M: the same model on M ranks (another mesh): every full tensor
   shards need.
 The mesh comes from $BATON_DTENSOR_MESH ("4", "2", "2x2"...).
 """
-import datetime
 import os
 
 import pytest
@@ -21,25 +20,18 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
 import dcp_fsdp_state as fs  # noqa: E402
+import gloo_world  # noqa: E402
 
 import baton  # noqa: E402
-from baton import _baton  # noqa: E402
 
-RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
-SIZE = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-DIR = os.environ.get("BATON_DTENSOR_RESHARD_DIR", "")
-MESH = tuple(int(n) for n in os.environ.get("BATON_DTENSOR_MESH", str(SIZE)).split("x"))
+RANK, SIZE, DIR, MESH = gloo_world.reshard_launch("BATON_DTENSOR_RESHARD_DIR", "BATON_DTENSOR_MESH")
 REFERENCE = os.path.join(DIR, "reference.pt")
 
 
 @pytest.fixture(scope="module")
 def world():
-    dist.init_process_group("gloo", init_method="file://%s/store-%s-%d" % (DIR, "x".join(map(str, MESH)), SIZE),
-                            rank=RANK, world_size=SIZE, timeout=datetime.timedelta(seconds=60))
-    rt = _baton.Runtime()
-    yield rt
-    rt.close()
-    dist.destroy_process_group()
+    with gloo_world.reshard_world(RANK, SIZE, DIR, MESH) as rt:
+        yield rt
 
 
 def _state(model, optim, mesh):
