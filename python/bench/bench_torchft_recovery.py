@@ -16,10 +16,14 @@ on this machine.
 
 Measured per run, from the kill: detection (the survivor's first step that
 fails or is not committed), restart (the new process's first line), imports
-(torch and torchft), join (Manager, the lighthouse's quorum, up to the state
-transfer's start), healing (the transfer and load_state_dict), first step (to
-the restarted group's first committed step), and the survivor's stall (kill
-to its next committed step, beside its median step time). The load average is
+(torch and torchft), join (the model, the Manager, the wait for the
+lighthouse's quorum, up to the state transfer's start), healing (the transfer
+and load_state_dict), first step (to the first committed step that has the
+restarted group's gradients: the healing step counts the survivor's alone),
+and the survivor's stall (kill to its next committed step, beside its median
+step time). The lighthouse's heartbeat timeout (torchft's default 5 s) bounds
+the survivor's wait for a quorum: --heartbeat-timeout-ms and --restart-delay
+show it. The load average is
 printed beside each run. Usage:
 
     /opt/baton-venv-tft/bin/python python/bench/bench_torchft_recovery.py --runs 3
