@@ -33,6 +33,7 @@ import time
 T_START = time.time()  # the worker's process start, before its imports
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -165,7 +166,9 @@ def worker(args):
         committed = manager.should_commit()
         if committed:
             opt.step()
-        log("step", step=manager.current_step(), committed=committed, t0=t0,
+        # the parameters' bytes: every group holds the same after a committed step
+        digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()[:16]
+        log("step", step=manager.current_step(), committed=committed, t0=t0, digest=digest,
             participants=manager.num_participants(), participating=manager.is_participating(),
             loss=loss.item())
     manager.shutdown(wait=False)
@@ -239,6 +242,17 @@ def one_run(args, run, tmp):
 
     surv = read_events(files[0])
     new = read_events(restarted)
+    # the healed group must hold the survivor's parameters, bit for bit, after every step both committed
+    sv_digest = {e["step"]: e["digest"] for e in surv if e["ev"] == "step" and e["committed"]}
+    compared = 0
+    for e in new:
+        if e["ev"] == "step" and e["committed"] and e["step"] in sv_digest:
+            if e["digest"] != sv_digest[e["step"]]:
+                raise RuntimeError(f"run {run}: after step {e['step']} the restarted group's parameters "
+                                   f"differ from the survivor's ({e['digest']} != {sv_digest[e['step']]})")
+            compared += 1
+    if compared == 0:
+        raise RuntimeError(f"run {run}: no step committed by both groups after the restart to compare")
     sv_steps = [e for e in surv if e["ev"] == "step"]
     before = [e["t"] - e["t0"] for e in sv_steps if e["t"] < t_kill and e["committed"]]
     failed = [e for e in sv_steps if e["t"] > t_kill and not e["committed"]]
@@ -263,6 +277,7 @@ def one_run(args, run, tmp):
         "survivor_next_step_participants": surv_next["participants"],
         "survivor_steps_alone": sum(1 for e in sv_steps if e["t"] > t_kill and e["committed"] and e["participants"] == 1),
         "first_step_number": t_first["step"],
+        "steps_equal_after_heal": compared,
         "heal_step_s": next(e for e in new if e["ev"] == "step" and e["committed"])["t"] - healed["t"],
     }
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
