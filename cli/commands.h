@@ -23,6 +23,9 @@ int BenchManifestCommand(const std::vector<std::string>& args);     // bench_man
 // `nodes --healthy`: the nodes of this job that can run its next step (nodes_command.cc).
 int NodesCommand(const std::vector<std::string>& args);
 int StepEndCommand(const std::vector<std::string>& args);  // step_end_command.cc
+// `run [OPTIONS] PROGRAM ...`: the job's step under srun, launched again inside the
+// allocation or ended by how it ended (run_command.cc; the decision: base/launch/step_verdict.h).
+int RunCommand(const std::vector<std::string>& args);
 // `ckpt ls|inspect|verify|gc`: MPI-free (ckpt_command.cc).
 int CkptCommand(const std::vector<std::string>& args);
 // `ckpt import|export` (after `sub`): hands over to Python's baton.dcp (ckpt_convert_command.cc).

@@ -23,6 +23,10 @@ constexpr const char* kUsage =
     "                             style (under srun or mpirun; --help for the options)\n"
     "  bench ckpt [OPTS]          time checkpoint save and restore against raw parallel\n"
     "                             writes and reads of the same bytes (under srun or mpirun)\n"
+    "  run [OPTS] [--] PROGRAM [ARGS...]\n"
+    "                             the job's step under srun inside the allocation: launched\n"
+    "                             again after a lost node, exit 75 once for a stop, the\n"
+    "                             program's status for a bug (--help for the options)\n"
     "  nodes --healthy [OPTS]     the nodes of this job's allocation that can run its next\n"
     "                             step, as a host list for srun -w (--count, --min, --exclude)\n"
     "  step-end --exit RC --nodes HOSTLIST [--said TEXT]\n"
@@ -59,6 +63,7 @@ int Run(int argc, char** argv) {
   if (command == "env") return baton::cli::EnvCommand(args);
   if (command == "hostfile") return baton::cli::HostfileCommand(args);
   if (command == "bench") return baton::cli::BenchCommand(args);
+  if (command == "run") return baton::cli::RunCommand(args);
   if (command == "nodes") return baton::cli::NodesCommand(args);
   if (command == "step-end") return baton::cli::StepEndCommand(args);
   if (command == "ckpt") return baton::cli::CkptCommand(args);

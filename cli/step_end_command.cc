@@ -2,16 +2,13 @@
 // status and error lines, and which of the step's nodes Slurm took out or
 // marks unusable) in the job's event log, <dir>/events/<job>-batch.jsonl,
 // so that `baton report` can name an interruption's cause that no rank could
-// write (a node that died). examples/train.sbatch runs it after each step.
+// write (a node that died). `baton run` records the same itself; this is for
+// a batch script of one's own that launches its steps.
 #include <boost/program_options.hpp>
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <iostream>
 
 #include "base/events/step_end.h"
@@ -19,6 +16,7 @@
 #include "base/launch/quote.h"
 #include "base/launch/slurm_queries.h"
 #include "baton/identity.h"
+#include "cli/batch_event_log.h"
 #include "cli/commands.h"
 #include "cli/error_text.h"
 
@@ -33,27 +31,6 @@ constexpr std::chrono::seconds kSlurmLimit(15);
 int Usage(const po::options_description& desc, const std::string& error) {
   std::cerr << "baton step-end: " << error << "\n" << desc;
   return 2;
-}
-
-// One write(2) with O_APPEND: the record lands whole after the others.
-Status AppendLine(const std::string& dir, const std::string& job, const std::string& line) {
-  const std::string events = dir + "/events", path = events + "/" + job + "-batch.jsonl";
-  if (::mkdir(events.c_str(), 0777) != 0 && errno != EEXIST)
-    return Status::IOError("events", "mkdir(" + events + "): " + std::strerror(errno));
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0666);
-  if (fd < 0) return Status::IOError("events", "open(" + path + "): " + std::strerror(errno));
-  ssize_t n;
-  do n = ::write(fd, line.data(), line.size());
-  while (n < 0 && errno == EINTR);
-  const int e = errno;
-  ::close(fd);
-  if (n != static_cast<ssize_t>(line.size()))
-    return Status::IOError("events", "write(" + path + "): " + (n < 0 ? std::strerror(e) : "short write"));
-  return Status::OK();
-}
-
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -118,7 +95,7 @@ int StepEndCommand(const std::vector<std::string>& args) {
   }
   if (!end.slurm_error.empty())
     std::cerr << "baton step-end: " << end.slurm_error << " (recorded without the nodes' state)\n";
-  if (Status s = AppendLine(dir, end.job, events::StepEndLine(end, NowSeconds())); !s.ok()) {
+  if (Status s = AppendBatchRecord(dir, end.job, events::StepEndLine(end, NowSeconds())); !s.ok()) {
     std::cerr << "baton step-end: " << ErrorText(s) << "\n";
     return 1;
   }

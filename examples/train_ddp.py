@@ -197,10 +197,11 @@ def main():
     ck = baton.Checkpointer(rt, dir=args.ckpt_dir)
     state = {"model": model, "optim": opt, "loader": loader, "rng": baton.RNGState()}
     # In place; None on a first run. At another world size (a restart on
-    # fewer nodes: BATON_MIN_NODES) the weights, Adam's state and the cursor
-    # are restored; the per-rank dropout streams are not (they do not fit
-    # the new ranks) and go on from this run's seeds.
-    step = ck.restore(state, drop_rank_state_on_resize=True)
+    # fewer nodes: baton run --min-nodes) the weights, Adam's state and the
+    # cursor are restored; the per-rank dropout streams are not (they do not
+    # fit the new ranks: baton warns naming 'rng') and go on from this run's
+    # seeds. drop_rank_state_on_resize=False would refuse instead (exit 75).
+    step = ck.restore(state)
     restart = os.environ.get("SLURM_RESTART_COUNT", "0")
     if step is None:
         say(f"no checkpoint in {args.ckpt_dir}: starting at step 1 (restart {restart})")

@@ -47,6 +47,9 @@ Report Analyze(const std::vector<Event>& events) {
       step_ends.push_back(&e);
       continue;
     }
+    // `baton run`'s record of a launch and its cause: the batch side's, no
+    // rank's launch (the ranks' own `start` records make the launches).
+    if (e.kind == "step_launch") continue;
     LaunchEvents& l = by_launch[e.launch];
     l.all.push_back(&e);
     if (e.kind == "step") l.steps_by_rank[e.rank].push_back(&e);

@@ -2,11 +2,13 @@
 
 import os
 import re
+import sys
+import warnings
 
 import numpy as np
 
 from baton import _baton, metadata
-from baton.errors import in_python_words, invalid, with_context
+from baton.errors import ResizeRefused, in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
@@ -169,6 +171,7 @@ class Checkpointer:
         self._rank_state_set = False
         self._must_reopen = False  # a save failed: its registrations may differ between the ranks
         self._earlier_fallbacks = []  # versions skipped by earlier passes of the last restore(state)
+        self._refuse_resize = False  # the last restore(state)'s drop_rank_state_on_resize=False
         self._in_flight = None  # the serial of the save_async in flight, if any
         self._serial = 0
 
@@ -195,7 +198,7 @@ class Checkpointer:
         self._in_flight = self._serial
         return SaveFuture(self, int(step), self._serial)
 
-    def restore(self, state=None, step=None, *, strict=True, drop_rank_state_on_resize=False, from_level=0):
+    def restore(self, state=None, step=None, *, strict=True, drop_rank_state_on_resize=True, from_level=0):
         """Restores the newest version (or ``step``'s) in place; returns its step, None on a first run.
 
         The newest version is the last one committed, which is the highest
@@ -217,9 +220,16 @@ class Checkpointer:
         its own JSON (last_restore() says which were skipped and why), and
         the state keeps nothing of it. Versions none of which can be
         restored raise baton.NotFound, never a silent first run.
-        ``drop_rank_state_on_resize``: at another world size, restore
-        without the per-rank state (RNGState and PerRank keep their current
-        values) instead of refusing. ``from_level=3``: the shared directory
+        At another world size than the version's, the per-rank state
+        (RNGState, PerRank) cannot go back to its ranks: by default
+        (``drop_rank_state_on_resize=True``) the restore goes on without it,
+        those objects keep their current values, and rank 0 warns
+        (RuntimeWarning) naming their paths; ``False`` refuses before
+        anything is restored: every rank records the refusal in the event
+        log and raises baton.ResizeRefused, a SystemExit with
+        EXIT_REQUEUE (75), so that an uncaught refusal ends the job to be
+        requeued onto as many ranks as saved it (`baton run` ends the job so,
+        naming it, never as a bug). ``from_level=3``: the shared directory
         only.
         """
         def check():
@@ -230,9 +240,12 @@ class Checkpointer:
                                                      repr(from_level)], check)
         self._in_flight = None
         try:
+            # The extension always restores without the per-rank state at
+            # another world size: whether that is refused is decided here,
+            # on the plan, where the paths it concerns are known.
+            self._refuse_resize = not drop_rank_state_on_resize
             return self._restore_state(state, local, step, strict,
-                                       dict(drop_rank_state_on_resize=drop_rank_state_on_resize,
-                                            from_level=from_level))
+                                       dict(drop_rank_state_on_resize=True, from_level=from_level))
         except _baton.Error as e:
             raise in_python_words(e) from None
 
@@ -496,6 +509,10 @@ class Checkpointer:
             md = self._low.read_metadata(found)
         arrays = {a["name"]: a for a in md["arrays"]}
         plan = self._match(state, local, arrays, strict, found, version_path)
+        saved_at = md.get("world_size")
+        # Decided on the version and the agreed options alone, the same on every rank.
+        if md.get("has_rank_state") and saved_at != self._runtime.size:
+            self._resize(plan, found, saved_at)
         names = list(plan.targets)
         bindings = []
         for name in names:
@@ -575,13 +592,34 @@ class Checkpointer:
                                          f"(nothing was restored):\n  {shown}{more}")
         return plan
 
+    def _resize(self, plan, step, saved_at):
+        """At another world size: refuses (ResizeRefused) when asked to, else warns on rank 0 that the per-rank state stays."""
+        paths = ", ".join(f"'{path_text(path)}'" for _, _, path in plan.per_rank)
+        size = self._runtime.size
+        if self._refuse_resize:
+            which = f"the state's per-rank state ({paths})" if paths else "its per-rank state"
+            text = (f"refused to go on at {size} ranks: step {step} was saved by {saved_at} ranks and "
+                    f"{which} goes back only to the same ranks; restore(state, "
+                    f"drop_rank_state_on_resize=True) goes on without it")
+            _baton.Runtime.record_failure(text)  # `baton run` reads it: a refusal, not a bug
+            if self._runtime.rank == 0:
+                sys.stderr.write(f"baton rank 0 on {self._runtime.host}: {text} (baton.ResizeRefused: exit "
+                                 f"{_baton.EXIT_REQUEUE} unless caught, to be requeued onto {saved_at} ranks)\n")
+                sys.stderr.flush()
+            raise ResizeRefused(text)
+        if paths and self._runtime.rank == 0:
+            warnings.warn(f"baton: step {step} was saved by {saved_at} ranks and restores at {size}: the per-rank "
+                          f"state ({paths}) is not restored and keeps this run's values on every rank "
+                          f"(restore(state, drop_rank_state_on_resize=False) refuses instead)", RuntimeWarning,
+                          stacklevel=4)
+
     def _load_per_rank(self, plan, version_path):
         if not plan.per_rank:
             return
         raw = self._low.rank_state
         if not raw:
             if self.last_restore().get("rank_state_dropped"):
-                return  # restored at another world size with drop_rank_state_on_resize
+                return  # restored at another world size without it (_resize warned)
             raise invalid(self._runtime, f"restore(state): {version_path} holds no per-rank state for this rank, "
                                          f"but the state has {path_text(plan.per_rank[0][2])}")
         try:

@@ -10,6 +10,24 @@ from baton import _baton
 COMPONENT = "python"
 
 
+class ResizeRefused(SystemExit):
+    """restore(state, drop_rank_state_on_resize=False) at another world size than the version's.
+
+    A SystemExit with code EXIT_REQUEUE (75): uncaught, every rank exits 75
+    (the refusal is agreed: every rank meets it at the same restore), the
+    job is requeued onto as many ranks as saved the state, and `baton run`
+    reports the refusal (the event log's "refused ..." failure record), not
+    a bug. ``message`` (and str()) says which state and which world sizes.
+    """
+
+    def __init__(self, message):
+        super().__init__(_baton.EXIT_REQUEUE)
+        self.message = message
+
+    def __str__(self):
+        return self.message
+
+
 def invalid(runtime, text):
     """A baton.InvalidArgument naming this rank and host, with baton's attributes."""
     try:

@@ -25,10 +25,10 @@ STEP_MS=60
 
 . "$REPO/tests/cluster/train-lib.sh"
 
-# A job without spares and without a minimum (train.sbatch's defaults:
-# the step needs every node of the job, BATON_STEP_RESTARTS=3): after a node
-# failure `baton nodes` finds too few nodes, and the job falls back to the
-# requeue as before; the next run lands on the free node.
+# A job without spares and without a minimum (baton run's defaults: the
+# step needs every node of the job, --max-restarts 3): after a node failure
+# too few nodes can run the step, and baton run falls back to the requeue;
+# the next run lands on the free node.
 test_node_failure_with_a_spare_node_moves_the_job() {
   begin_case
   local d job node run nodes STEP_RESTARTS=3
@@ -49,7 +49,7 @@ test_node_failure_with_a_spare_node_moves_the_job() {
   nodes=$(run_out "$d/out" "$run" | sed -n 's/.*start on \([^ ]*\) at .*/\1/p')
   echo "killed $node; the next run ran on $nodes"
   [ "$(scontrol show hostnames "$nodes" | grep -cx "$node")" = 0 ] || fail "the job ran on $node again"
-  grep -q '^\[train.sbatch .*\] fewer than 3 node(s) of the allocation can run a step, or Slurm did not answer (baton nodes exit 1): exiting 75 to be requeued$' "$d/out" ||
+  grep -q '^\[baton run .*\] fewer than 3 node(s) of the allocation can run a step, or Slurm did not answer (.*): exiting 75 to be requeued$' "$d/out" ||
     fail "the job did not fall back to the requeue for want of nodes"
 }
 
@@ -93,18 +93,27 @@ test_scontrol_requeue_stops_at_an_agreed_step_and_resumes() {
   fi
 }
 
+# With relaunches to spare (STEP_RESTARTS=3): baton run exits 75 once and
+# launches nothing into the allocation Slurm is taking away (the old loop
+# did when the step ended before its trap ran: 12 s of a launch that held up
+# the preempting job).
 test_preemption_by_a_high_priority_job_stops_saves_and_resumes() {
   begin_case
-  local d job high steps=250
+  local d job high steps=250 run STEP_RESTARTS=3
   d=$(case_dir)
   reference "$steps" >/dev/null
   submit "$d" "$steps" -- --step-ms 100
   job=$JOB
   wait_step "$d/out" 15
   before_fault "$job" "$d" 1
+  run=$(runs "$d/out")
   high=$(sbatch --parsable -p high -N4 -o "$d/high.out" --wrap 'echo high ran on $(hostname)')
   CASE_JOBS="$CASE_JOBS $high"
   after_fault "$job" "$d" 1
+  run_out "$d/out" "$run" | grep "^\[$SCRIPT_NAME " || true
+  expect_eq "$(run_out "$d/out" "$run" | grep -c "^\[$SCRIPT_NAME .*\] step launch ")" 1 "launches of the preempted run"
+  run_out "$d/out" "$run" | grep -q "^\[$SCRIPT_NAME .*\] step ended with 75 after a stop was asked for (.*): exiting 75 to be requeued" ||
+    fail "baton run did not end the preempted run with 75 once, naming the stop"
   wait_for 120 "high-priority job $high to complete" job_state_is "$high" COMPLETED
   grep -q '^high ran on n' "$d/high.out" || fail "the high-priority job did not run"
   check_job "$job" "$d" 1 "$steps"
@@ -137,7 +146,7 @@ test_time_limit_signal_stops_saves_and_requeues() {
     k=$((k + 1))
     run_out "$d/out" "$run" | grep 'USR2 (time limit near)' >/dev/null || fail "run $run stopped without the signal"
     [ "$k" = 1 ] && continue
-    r=$(run_out "$d/out" "$run" | sed -n 's/^\[train.sbatch .* restart \([0-9]*\)\] start on .*/\1/p')
+    r=$(run_out "$d/out" "$run" | sed -n 's/^\[baton run .* restart \([0-9]*\)\] start on .*/\1/p')
     echo "$r $run $stop" >"$d/fault.$k"
   done
   check_job "$job" "$d" "$k" "$steps"
@@ -209,7 +218,7 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   before_fault "$job" "$d" 1
   kill -9 "$(rank_pid "$job" 1)"
   after_fault "$job" "$d" 1
-  grep -q 'BATON_STEP_RESTARTS=2): exiting 75 to be requeued$' "$d/out" || fail "no fall-back to the requeue at the cap"
+  grep -q '(--max-restarts 2): exiting 75 to be requeued at time=' "$d/out" || fail "no fall-back to the requeue at the cap"
   wait_for 60 "job $job to wait for the node" job_reason_mentions "$job" 'Resources|ReqNodeNotAvail|DOWN'
   revive_node "$node"
   check_job "$job" "$d" 1 "$steps"
@@ -309,7 +318,7 @@ test_restart_cap_stops_the_job_and_says_why() {
   again=$JOB
   wait_for 180 "job $again to complete" job_state_is "$again" COMPLETED
   tail -n 5 "$d/out"
-  grep -q "^\[train.sbatch .* job $again restart 0\] start" "$d/out" || fail "no run of job $again"
+  grep -q "^\[baton run .* job $again restart 0\] start" "$d/out" || fail "no run of job $again"
   expect_eq "$(sed -n 's/^final_checksum=//p' "$d/out" | sort -u)" "$(reference "$STEPS")" "final checksum after resuming by hand"
 }
 resumed_past_50_or_failed() {

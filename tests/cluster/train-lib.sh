@@ -1,16 +1,15 @@
 # shellcheck shell=bash
 # The training job on the local cluster, for the suites that drive it
 # (tests/cluster/test_train.sh, tests/fault/campaign.sh): the data set, the
-# uninterrupted reference, submitting examples/train.sbatch, reading its
-# output, finding a rank's process, and the checks after a fault.
+# uninterrupted reference, submitting examples/train.sbatch (`baton run`),
+# reading its output, finding a rank's process, and the checks after a fault.
 #
 # The sourcing file sets WORK (a directory for the data set and the
 # references), STEPS, OPTS (baton-train options of every run) and STEP_MS.
 # Jobs run 3 ranks, one per node (-N3 of the 4 nodes) unless told otherwise.
 # Another job script (examples/train_ddp.sbatch, tests/cluster/test_torch.sh)
-# reuses the output readers and the fault checks: it sets SCRIPT_NAME (the
-# name in its "[NAME ...] start on" lines) and RANK_PROG (its ranks' process
-# name), and redefines reference and submit.
+# reuses the output readers and the fault checks (`baton run`'s lines): it
+# sets RANK_PROG (its ranks' process name), and redefines reference and submit.
 
 TRAIN=${BATON_BUILD_DIR:?}/examples/baton-train
 BATON=$BATON_BUILD_DIR/cli/baton
@@ -64,9 +63,9 @@ ckpt_dir() { echo "${CASE_CKPT:-$1/ckpt}"; }
 # submit DIR STEPS [SBATCH OPTIONS...] [-- TRAIN OPTIONS...]: sets JOB.
 # SUBMIT_TRAIN: another program for the job script to run (a wrapper);
 # COLLECTIVE_TIMEOUT: the deadline of a collective, s (10). The launches
-# again inside the allocation (examples/train.sbatch): STEP_RESTARTS (0
-# unless set: every failure is a requeue, today's path), STEP_NODES,
-# MIN_NODES; LOCAL_DIR: the node-local checkpoint directory (level 2).
+# again inside the allocation (`baton run`, run_opts): STEP_RESTARTS (0
+# unless set: every failure is a requeue), STEP_NODES, MIN_NODES;
+# LOCAL_DIR: the node-local checkpoint directory (level 2).
 submit() {
   local d=$1 steps=$2 sb=() tr=()
   shift 2
@@ -77,8 +76,7 @@ submit() {
   [ -n "${LOCAL_DIR:-}" ] && tr+=(--ckpt-level2 on)
   local job
   job=$(BATON_TRAIN=${SUBMIT_TRAIN:-$TRAIN} BATON_CKPT_DIR=$(ckpt_dir "$d") BATON_COLLECTIVE_TIMEOUT=${COLLECTIVE_TIMEOUT:-10} \
-    BATON_CLI=$BATON BATON_STEP_RESTARTS=${STEP_RESTARTS:-0} BATON_STEP_NODES=${STEP_NODES:-} \
-    BATON_MIN_NODES=${MIN_NODES:-} BATON_LOCAL_DIR=${LOCAL_DIR:-} \
+    BATON_CLI=$BATON BATON_RUN_OPTS="$(run_opts "${STEP_RESTARTS:-0}")" BATON_LOCAL_DIR=${LOCAL_DIR:-} \
     sbatch --parsable -N3 --ntasks-per-node=1 -o "$d/out" "${sb[@]}" "$SCRIPT" \
     --data "$(data)" --steps "$steps" --step-ms "$STEP_MS" "${OPTS[@]}" "${tr[@]}") || return 1
   CASE_JOBS="$CASE_JOBS $job"
@@ -87,9 +85,13 @@ submit() {
   echo "submitted job $job"
 }
 
-# A job's output holds all its runs (--open-mode=append); each starts with the
-# batch script's "start on" line, which names the run's restart count.
-SCRIPT_NAME=${SCRIPT_NAME:-train.sbatch}
+# run_opts RESTARTS: baton run's options from STEP_NODES and MIN_NODES (the
+# job's node count and the step's when unset), as BATON_RUN_OPTS.
+run_opts() { echo "--max-restarts $1${STEP_NODES:+ --step-nodes $STEP_NODES}${MIN_NODES:+ --min-nodes $MIN_NODES}"; }
+
+# A job's output holds all its runs (--open-mode=append); each starts with
+# baton run's "start on" line, which names the run's restart count.
+SCRIPT_NAME="baton run"
 RANK_PROG=${RANK_PROG:-baton-train}
 run_out() { [ -f "$1" ] && awk -v k="$2" -v mark="[$SCRIPT_NAME " 'index($0, mark) == 1 && / start on /{n++} n==k' "$1"; }
 runs() { grep -c "^\\[$SCRIPT_NAME .*\\] start on " "$1" 2>/dev/null || true; }
@@ -208,8 +210,8 @@ check_job() {
   expect_eq "$(sed -n 's/^final_checksum=//p' "$d/out" | sort -u)" "$(reference "$steps" "$ranks")" "final checksum"
 }
 
-# ---- launches again inside the allocation (examples/train.sbatch) ----
-# Every launch of the step prints "[train.sbatch ...] step launch L on
+# ---- launches again inside the allocation (`baton run`) ----
+# Every launch of the step prints "[baton run ...] step launch L on
 # NODES ..."; launch_out OUT K: the lines of the K-th launch in the whole
 # output (all runs), up to the next launch or run.
 launches() { grep -c "^\\[$SCRIPT_NAME .*\\] step launch " "$1" 2>/dev/null || true; }

@@ -199,7 +199,7 @@ fault_named() {
 restores_after() {
   local job=$1 d=$2 after=$3 want=$4 got mine
   wait_for 180 "job $job to complete" job_state_is "$job" COMPLETED
-  mine=$(awk -v j="$job" -v a="$after" '/^\[train.sbatch .*\] start on / { n++; mine = (n > a && $0 ~ " job " j " ") } mine' "$d/out")
+  mine=$(awk -v j="$job" -v a="$after" '/^\[baton run .*\] start on / { n++; mine = (n > a && $0 ~ " job " j " ") } mine' "$d/out")
   got=$(sed -n 's/^resumed from step \([0-9]*\) .*/\1/p' <<<"$mine" | head -n 1)
   expect_eq "$got" "$want" "step job $job resumed from after the fault"
   expect_eq "$(sed -n 's/^final_checksum=//p' <<<"$mine" | sort -u)" "$(reference "$STEPS")" "final checksum of job $job"

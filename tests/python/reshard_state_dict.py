@@ -5,6 +5,7 @@ phase in its own launch (-k test_save_at_3, test_restore_at_2,
 test_restore_at_4) on one directory, $BATON_PY_RESHARD_DIR."""
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -72,13 +73,20 @@ def test_restore_at_2(rt, rank, size):
     emb, moments, w, job = torch.zeros(n, 5), np.zeros(n), torch.zeros(3, 3), {"step": 0, "size_at_save": 0}
     state = state_for(rank, size, emb, moments, w, job)
     ck = baton.Checkpointer(rt, dir=directory())
-    # Per-rank state (RNGState) saved by 3 ranks does not go to 2.
-    with pytest.raises(baton.InvalidArgument, match="3") as e:
-        ck.restore(state)
-    # The keyword a Python program passes, not the C++ option (issue 41 item 15).
-    assert "drop_rank_state_on_resize=True" in str(e.value) and "RestoreOptions::" not in str(e.value)
-    assert e.value.code == "InvalidArgument" and "drop_rank_state_on_resize=True" in e.value.message
-    assert ck.restore(state, drop_rank_state_on_resize=True) == 10
+    # Per-rank state (RNGState) saved by 3 ranks does not go to 2: refused when asked (before
+    # anything is restored; baton.ResizeRefused is a SystemExit with 75, the requeue), else
+    # dropped with a warning on rank 0 that names it (issue 47, item 3).
+    with pytest.raises(baton.ResizeRefused) as e:
+        ck.restore(state, drop_rank_state_on_resize=False)
+    assert e.value.code == baton.EXIT_REQUEUE and "saved by 3 ranks" in str(e.value) and "'rng'" in str(e.value)
+    assert not emb.any() and not w.any() and job["step"] == 0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert ck.restore(state) == 10
+    dropped = [str(x.message) for x in seen if "per-rank" in str(x.message)]
+    assert dropped == (["baton: step 10 was saved by 3 ranks and restores at 2: the per-rank state ('rng') is not "
+                        "restored and keeps this run's values on every rank (restore(state, "
+                        "drop_rank_state_on_resize=False) refuses instead)"] if rank == 0 else []), dropped
     check(rank, size, 10, emb, moments, w, job)
     assert ck.last_restore()["rank_state_dropped"]
     with torch.no_grad():

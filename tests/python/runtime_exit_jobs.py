@@ -314,3 +314,67 @@ def test_exit_commits_a_save_async_never_waited_for(tmp_path):
             print("restored", step, bool((w == expected).all()))
     """ % ckpt, ranks=0)
     assert rc == 0 and "restored 7 True" in out, out[-3000:]
+
+
+# ---- issue 47 item 3: at another world size the per-rank state is dropped, or refused -------
+
+_RESIZE_JOB = """
+    import os, sys, warnings
+    import numpy as np
+    import baton
+    rt = baton.Runtime()
+    ck = baton.Checkpointer(rt, dir=%r)
+    w = np.zeros(4)
+    state = {"w": w, "rng": baton.RNGState(), "cursor": baton.PerRank({"pos": 0})}
+    if sys.argv[1:] == ["save"]:
+        w += 5
+        state["cursor"].obj["pos"] = 10 + rt.rank
+        ck.save(state, 10)
+    else:
+        warnings.simplefilter("always")
+        step = ck.restore(state, **({"drop_rank_state_on_resize": False} if sys.argv[1:] == ["refuse"] else {}))
+        print("rank %%d restored step %%s w=%%s pos=%%d" %% (rt.rank, step, w[0], state["cursor"].obj["pos"]), flush=True)
+"""
+
+
+def _events(ckpt):
+    names = sorted(os.listdir(os.path.join(ckpt, "events")))
+    return "".join(open(os.path.join(ckpt, "events", n)).read() for n in names if n.startswith("local-r"))
+
+
+def test_at_fewer_ranks_the_per_rank_state_is_dropped_with_a_warning_and_a_refusal_exits_75(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    script = tmp_path / "resize.py"
+    script.write_text(textwrap.dedent(_RESIZE_JOB % ckpt))
+
+    def run(ranks, *args):
+        argv = [sys.executable, str(script), *args]
+        if ranks > 0:
+            argv = [MPIRUN_RANKS, str(ranks)] + argv
+        p = subprocess.run(argv, env=job_env(), cwd=str(tmp_path), capture_output=True, text=True, timeout=90,
+                           start_new_session=True)
+        return p.returncode, p.stdout + p.stderr
+
+    rc, out = run(3, "save")
+    assert rc == 0, out[-3000:]
+    # Asked to refuse: every rank exits 75 (baton.ResizeRefused, a SystemExit), nothing restored,
+    # a "refused ..." failure record per rank and no "uncaught ..." one: `baton run` requeues the
+    # job naming the refusal, never as a bug.
+    rc, out = run(2, "refuse")
+    assert rc == 75, "exit %d:\n%s" % (rc, out[-3000:])
+    assert "restored step" not in out, out[-3000:]
+    assert ("refused to go on at 2 ranks: step 10 was saved by 3 ranks and the state's per-rank state "
+            "('rng', 'cursor')") in out, out[-3000:]
+    events = _events(ckpt)
+    assert events.count('"what":"refused to go on at 2 ranks') == 2, events[-3000:]
+    assert '"what":"uncaught ' not in events, events[-3000:]
+    # The default at 1 and 2 ranks: the replicated state is restored, the per-rank state keeps this
+    # run's values, and rank 0 (only) warns naming it.
+    for ranks in (2, 0):
+        rc, out = run(ranks)
+        assert rc == 0, "exit %d at %d rank(s):\n%s" % (rc, ranks, out[-3000:])
+        n = max(ranks, 1)
+        for r in range(n):
+            assert "rank %d restored step 10 w=5.0 pos=0" % r in out, out[-3000:]
+        assert out.count("RuntimeWarning: baton: step 10 was saved by 3 ranks and restores at %d: the per-rank "
+                         "state ('rng', 'cursor') is not restored" % n) == 1, out[-3000:]

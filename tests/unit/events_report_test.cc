@@ -299,8 +299,11 @@ TEST(Goodput, TheBatchScriptsStepEndNamesTheLostNode) {
   EXPECT_EQ(end.lost[0].second, "left the allocation");
   // A step_end of another job in the same span, and one of this job after
   // the relaunch, are not this interruption's.
+  // `baton run`'s step_launch records (issue 47) are the batch file's too: no launch.
   const std::string line = StepEndLine(end, 205);
-  const std::string batch = line +
+  const std::string batch = R"({"ev":"step_launch","t":199,"job":"7","restart":0,"launch":0,"nodes":"n[1-2]","tasks":2,"cause":"start"})" "\n" +
+                            line +
+                            R"({"ev":"step_launch","t":206,"job":"7","restart":0,"launch":1,"nodes":"n1","tasks":1,"cause":"node failure: n2 (left the allocation)"})" "\n" +
                             R"({"ev":"step_end","t":204,"job":"8","exit":1,"nodes":"n9","lost":[{"host":"n9","why":"DOWN"}]})" "\n" +
                             R"({"ev":"step_end","t":223,"job":"7","exit":0,"nodes":"n1","lost":[]})" "\n";
   const Report r = Analyze(Parse({{0, rank0}, {-1, batch}}));

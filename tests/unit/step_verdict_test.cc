@@ -1,0 +1,113 @@
+// What `baton run` does after a step ended (base/launch/step_verdict.h):
+// every fact that decides, and the order in which they win (issue 47: the
+// old loop relaunched a job Slurm was preempting; a refusal of the world
+// size was reported as a bug).
+#include "base/launch/step_verdict.h"
+
+#include <gtest/gtest.h>
+
+namespace baton::launch {
+namespace {
+
+StepEnding Ended(int exit) {
+  StepEnding e;
+  e.exit = exit;
+  return e;
+}
+
+TEST(StepVerdict, ExitZeroIsDone) {
+  const Verdict v = DecideAfterStep(Ended(0));
+  EXPECT_EQ(v.next, Next::kDone);
+  EXPECT_EQ(v.exit, 0);
+}
+
+TEST(StepVerdict, AnUncaughtExceptionEndsTheJobWithOneEvenWhenSrunReportsThePeersSignal) {
+  for (int exit : {137, 143, 75, 1}) {
+    StepEnding e = Ended(exit);
+    e.uncaught = 1;
+    e.nodes_lost = true;  // a bug is a bug even when a node went with it
+    e.relaunches = 0;
+    const Verdict v = DecideAfterStep(e);
+    EXPECT_EQ(v.next, Next::kProgramStatus) << exit;
+    EXPECT_EQ(v.exit, 1) << exit;
+    EXPECT_NE(v.why.find("1 uncaught exception(s)"), std::string::npos) << v.why;
+  }
+  StepEnding e = Ended(2);
+  e.uncaught = 3;
+  EXPECT_EQ(DecideAfterStep(e).exit, 2);
+}
+
+TEST(StepVerdict, TheProgramsOwnStatusIsNeitherRelaunchedNorRequeued) {
+  for (int exit : {1, 2, 3, 64}) {
+    const Verdict v = DecideAfterStep(Ended(exit));
+    EXPECT_EQ(v.next, Next::kProgramStatus) << exit;
+    EXPECT_EQ(v.exit, exit);
+    EXPECT_NE(v.why.find("not relaunched, not requeued"), std::string::npos) << v.why;
+  }
+}
+
+TEST(StepVerdict, ARefusedWorldSizeIsRequeuedNotRelaunchedNorABug) {
+  for (int exit : {75, 137}) {
+    StepEnding e = Ended(exit);
+    e.refused = 2;
+    const Verdict v = DecideAfterStep(e);
+    EXPECT_EQ(v.next, Next::kRequeue);
+    EXPECT_EQ(v.exit, 75);
+    EXPECT_NE(v.why.find("refused to go on at this world size"), std::string::npos) << v.why;
+  }
+}
+
+TEST(StepVerdict, AStopOrSlurmEndingTheJobIsExit75NeverARelaunch) {
+  StepEnding signal = Ended(143), ending = Ended(75), agreed = Ended(75);
+  signal.stop_asked = true;
+  ending.job_ending = true;
+  agreed.stops = 3;
+  for (StepEnding e : {signal, ending, agreed}) {
+    e.nodes_lost = true;  // a node lost while Slurm takes the job away: still not relaunched
+    const Verdict v = DecideAfterStep(e);
+    EXPECT_EQ(v.next, Next::kRequeue) << v.why;
+    EXPECT_EQ(v.exit, 75);
+    EXPECT_NE(v.why.find("after a stop was asked for"), std::string::npos) << v.why;
+  }
+  EXPECT_NE(DecideAfterStep(signal).why.find("baton run got"), std::string::npos);
+  EXPECT_NE(DecideAfterStep(ending).why.find("Slurm is ending the job"), std::string::npos);
+  EXPECT_NE(DecideAfterStep(agreed).why.find("the ranks agreed on a stop"), std::string::npos);
+}
+
+TEST(StepVerdict, ALostNodeADeadlineOrASignalIsRelaunchedUntilTheCap) {
+  StepEnding lost = Ended(1), deadline = Ended(75), killed = Ended(137);
+  lost.nodes_lost = true;  // srun's 1 for a node failure is not the program's
+  for (StepEnding e : {lost, deadline, killed}) {
+    e.max_restarts = 2;
+    e.relaunches = 1;
+    Verdict v = DecideAfterStep(e);
+    EXPECT_EQ(v.next, Next::kRelaunch) << v.why;
+    EXPECT_NE(v.why.find("(2 of 2)"), std::string::npos) << v.why;
+    e.relaunches = 2;
+    v = DecideAfterStep(e);
+    EXPECT_EQ(v.next, Next::kRequeue) << v.why;
+    EXPECT_EQ(v.exit, 75);
+    EXPECT_NE(v.why.find("(--max-restarts 2): exiting 75 to be requeued"), std::string::npos) << v.why;
+  }
+  EXPECT_NE(DecideAfterStep(killed).why.find("137 (signal 9)"), std::string::npos);
+}
+
+TEST(StepVerdict, MaxRestartsZeroRequeuesEveryFailure) {
+  StepEnding e = Ended(137);
+  e.max_restarts = 0;
+  EXPECT_EQ(DecideAfterStep(e).next, Next::kRequeue);
+}
+
+TEST(StepVerdict, OnlyASilentSigtermOrExit75MayBeSlurmEndingTheJob) {
+  EXPECT_TRUE(MayBeSlurmEndingTheJob(Ended(143)));
+  EXPECT_TRUE(MayBeSlurmEndingTheJob(Ended(75)));
+  EXPECT_FALSE(MayBeSlurmEndingTheJob(Ended(137)));
+  StepEnding lost = Ended(143), stopped = Ended(75);
+  lost.nodes_lost = true;
+  stopped.stops = 1;  // already decided: a stop
+  EXPECT_FALSE(MayBeSlurmEndingTheJob(lost));
+  EXPECT_FALSE(MayBeSlurmEndingTheJob(stopped));
+}
+
+}  // namespace
+}  // namespace baton::launch
