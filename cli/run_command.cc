@@ -278,7 +278,12 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(own).options(desc).run(), vm);
+    // No guessing: --step-node is no --step-nodes (strict options).
+    po::store(po::command_line_parser(own)
+                  .options(desc)
+                  .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+                  .run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     return Usage(desc, e.what());
@@ -317,7 +322,9 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   if (o.mpi.empty()) return Usage(desc, "--mpi '': name a plugin (srun --mpi=list), or none");
 
-  const std::string restart = get("SLURM_RESTART_COUNT").empty() ? "0" : get("SLURM_RESTART_COUNT");
+  long long restart_count = 0;  // absent or malformed: a first run
+  launch::ParseDecimal(get("SLURM_RESTART_COUNT"), 0, 1000000, &restart_count);
+  const std::string restart = std::to_string(restart_count);
   const Say say(job_text, restart);
   const std::string dir = get("BATON_CKPT_DIR");
   say("start on " + get("SLURM_JOB_NODELIST") + " at time=" + Time() + ", checkpoints in " +
@@ -365,7 +372,7 @@ int RunCommand(const std::vector<std::string>& args) {
     const RankRecords before = CountRankRecords(dir, job_text);
     if (!dir.empty()) {
       events::Record r("step_launch", NowSeconds());
-      r.Str("job", job_text).Int("restart", std::stoi(restart)).Int("launch", relaunches).Str("nodes", list)
+      r.Str("job", job_text).Int("restart", restart_count).Int("launch", relaunches).Str("nodes", list)
           .Int("tasks", tasks).Str("cause", cause);
       if (Status w = AppendBatchRecord(dir, job_text, r.Line()); !w.ok())
         say("could not record the launch: " + ErrorText(w));
@@ -410,7 +417,7 @@ int RunCommand(const std::vector<std::string>& args) {
     // How the step ended, for baton report (as `baton step-end`).
     events::StepEnd end;
     end.job = job_text;
-    end.restart = std::stoi(restart);
+    end.restart = static_cast<int>(restart_count);
     end.exit = rc;
     end.nodes = list;
     end.said = said;

@@ -10,9 +10,9 @@ class RNGState:
     Put one in the state dict (``state["rng"] = baton.RNGState()``): a save
     records the global generators as they are at the call, as this rank's
     per-rank state (JSON, no pickle); a restore sets them back on the same
-    rank at the same world size (at another world size the restore refuses
-    unless ``drop_rank_state_on_resize=True``, which leaves them as they
-    are). Covered: ``random`` (Python's global generator), ``numpy.random``'s
+    rank at the same world size (at another world size the restore leaves
+    them as they are and rank 0 warns, naming them; with
+    ``drop_rank_state_on_resize=False`` it refuses: baton.ResizeRefused). Covered: ``random`` (Python's global generator), ``numpy.random``'s
     global RandomState, torch's CPU generator and, where CUDA is initialised,
     every CUDA device's generator (untested: no GPU here). A generator
     object of the program's own (a DataLoader's ``generator=``, a

@@ -48,7 +48,9 @@ class PerRank:
     ``load_state_dict()`` (a data loader's per-rank cursor) or a dict,
     updated in place at restore. Its values (JSON-able only: no tensors)
     are saved as this rank's per-rank state and given back to the same rank
-    at the same world size (baton.RNGState is one). Plain values elsewhere
+    at the same world size (baton.RNGState is one; at another world size
+    it keeps its current values and rank 0 warns, see Checkpointer.restore's
+    drop_rank_state_on_resize). Plain values elsewhere
     in the state dict are job-wide: rank 0's are kept.
     """
 

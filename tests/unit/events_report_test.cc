@@ -303,7 +303,7 @@ TEST(Goodput, TheBatchScriptsStepEndNamesTheLostNode) {
   const std::string line = StepEndLine(end, 205);
   const std::string batch = R"({"ev":"step_launch","t":199,"job":"7","restart":0,"launch":0,"nodes":"n[1-2]","tasks":2,"cause":"start"})" "\n" +
                             line +
-                            R"({"ev":"step_launch","t":206,"job":"7","restart":0,"launch":1,"nodes":"n1","tasks":1,"cause":"node failure: n2 (left the allocation)"})" "\n" +
+                            R"j({"ev":"step_launch","t":206,"job":"7","restart":0,"launch":1,"nodes":"n1","tasks":1,"cause":"node failure: n2 (left the allocation)"})j" "\n" +
                             R"({"ev":"step_end","t":204,"job":"8","exit":1,"nodes":"n9","lost":[{"host":"n9","why":"DOWN"}]})" "\n" +
                             R"({"ev":"step_end","t":223,"job":"7","exit":0,"nodes":"n1","lost":[]})" "\n";
   const Report r = Analyze(Parse({{0, rank0}, {-1, batch}}));
