@@ -10,7 +10,7 @@
 namespace baton::cli {
 
 // Appends `line` (one record, newline included) to dir/events/<job>-batch.jsonl,
-// making dir/events if needed. One write(2) with O_APPEND: the record lands
+// making dir and dir/events (mode 0700, as the Checkpointer does) if needed. One write(2) with O_APPEND: the record lands
 // whole after the others.
 Status AppendBatchRecord(const std::string& dir, const std::string& job, const std::string& line);
 

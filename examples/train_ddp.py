@@ -11,7 +11,7 @@ steps; when the ranks agree to stop (SIGTERM from a preemption or
 `scontrol requeue`, the time-limit signal), they save and exit 75 so that
 Slurm runs the job again, and the new run resumes where the saved one was.
 
-Run it with examples/train_ddp.sbatch, which also says where
+Run it with examples/train_ddp.sbatch (`baton run`), which also says where
 GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME go, with `srun --baton`, or under
 `mpirun -n 3 python3 train_ddp.py --ckpt-dir DIR`: baton.init_process_group
 takes the rank and size from baton's Runtime and the meeting point from the
@@ -27,7 +27,7 @@ cost. How it ends: 0 when done; 75 (requeue me) after an agreed stop, or
 when a peer was lost or a deadline passed (baton.requeue_cures: gloo's
 "Connection closed by peer", baton's TimeoutError); 1 for a bug or bad
 input (a Python exception, baton.InvalidArgument): a new run would fail
-the same way, so the sbatch neither relaunches nor requeues it.
+the same way, so `baton run` neither relaunches nor requeues it.
 
 Determinism: a run interrupted by a node failure, requeued and resumed ends
 with the same weights, bit for bit, as a run never interrupted, at the same
@@ -262,5 +262,5 @@ if __name__ == "__main__":
         # A lost peer (gloo's "Connection closed by peer"), a deadline, I/O:
         # exit 75, a new launch may succeed. A bug or bad input: raised again
         # for baton's excepthook: exit 1 on every rank at once, recorded as
-        # uncaught (train_ddp.sbatch neither relaunches nor requeues it).
+        # uncaught (`baton run` neither relaunches nor requeues it).
         baton.exit_for(e, "train_ddp.py")

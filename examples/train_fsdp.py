@@ -18,9 +18,9 @@ values, and every rank's RNG state under a key of its own (at another world
 size those keys do not fit, and dropout draws anew).
 
 Runs as train_ddp.py does: `srun --baton`, `mpirun -n 2 python3
-train_fsdp.py --ckpt-dir DIR`, or train_fsdp.sbatch (train_ddp.sbatch's loop:
-a restart inside the allocation after a node failure, on fewer nodes when
-BATON_MIN_NODES allows). Each step goes to baton's event log (baton report);
+train_fsdp.py --ckpt-dir DIR`, or train_fsdp.sbatch (`baton run`: a restart
+inside the allocation after a node failure, on fewer nodes when its
+--min-nodes allows). Each step goes to baton's event log (baton report);
 a bug exits 1, a lost peer or a deadline 75 (baton.exit_for).
 """
 import argparse

@@ -239,6 +239,24 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   for k in 1 2; do
     [ -f "$d/inalloc.$k" ] && echo "in-allocation fault $k: $(awk '{ printf "%.2f", $2 - $1 }' "$d/inalloc.$k") s from the fault to the first resumed step"
   done
+  check_launch_records "$job" "$d" "start" "node failure: $node (" "step ended with 137" "requeue (restart 1)"
+}
+
+# check_launch_records JOB DIR CAUSE...: baton run recorded every launch in
+# the job's event log (docs/events.md, step_launch), the K-th with a cause
+# that starts with the K-th CAUSE, and a step_end after every launch.
+check_launch_records() {
+  local job=$1 d=$2 batch k=0 want got
+  shift 2
+  batch=$(ckpt_dir "$d")/events/$job-batch.jsonl
+  cat "$batch"
+  expect_eq "$(grep -c '"ev":"step_launch"' "$batch")" "$#" "step_launch records of job $job"
+  expect_eq "$(grep -c '"ev":"step_end"' "$batch")" "$#" "step_end records of job $job"
+  for want in "$@"; do
+    k=$((k + 1))
+    got=$(grep '"ev":"step_launch"' "$batch" | sed -n "${k}p" | perl -MJSON::PP -ne 'print decode_json($_)->{cause}')
+    [[ $got == "$want"* ]] || fail "launch $k's recorded cause is '$got', not '$want...'"
+  done
 }
 
 # Continue on fewer nodes: a job of 3 nodes, no spare, BATON_MIN_NODES=2.
@@ -311,7 +329,8 @@ test_restart_cap_stops_the_job_and_says_why() {
     "$d/out" || fail "no restart-cap line from baton-train"
   comment=$(squeue -h -t all -j "$job" -o %k)
   echo "comment of job $job: $comment"
-  [[ $comment == "baton-train restart cap: 1 restart(s) in a row found no newer checkpoint than step 50"*"resume by hand: sbatch again"* ]] ||
+  # baton run's verdict, then the program's last line on stderr (baton-train's own why).
+  [[ $comment == "baton run: step ended with 3, the program's own status"*"not requeued; last words: baton-train: restart cap: 1 restart(s) in a row found no newer checkpoint than step 50"*"resume by hand"* ]] ||
     fail "the job's comment does not say why"
   # By hand: the same job again (a new job id counts its own restarts).
   submit "$d" "$STEPS" -- --max-restarts 0 --ckpt-every 50 --ckpt-mode sync

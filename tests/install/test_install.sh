@@ -75,6 +75,7 @@ test_baton_train_builds_from_its_installed_sources() {
   [ -f "$src/main.cc" ] || fail "baton-train's sources are not installed in $src"
   [ -f "$d/usr/local/share/doc/baton/examples/train.sbatch" ] || fail "train.sbatch is not installed"
   [ -f "$d/usr/local/share/man/man1/baton-train.1" ] || fail "baton-train(1) is not installed"
+  [ -f "$d/usr/local/share/man/man1/baton-run.1" ] || fail "baton-run(1) is not installed"
   # (not PKG_CONFIG_SYSROOT_DIR: it would prefix MPI's system include path too)
   flags=$(PKG_CONFIG_PATH=$(staged_pc_dir "$d") pkg-config --cflags --libs baton)
   # shellcheck disable=SC2086
