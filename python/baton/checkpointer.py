@@ -611,7 +611,7 @@ class Checkpointer:
             warnings.warn(f"baton: step {step} was saved by {saved_at} ranks and restores at {size}: the per-rank "
                           f"state ({paths}) is not restored and keeps this run's values on every rank "
                           f"(restore(state, drop_rank_state_on_resize=False) refuses instead)", RuntimeWarning,
-                          stacklevel=4)
+                          stacklevel=5)  # the program's restore(state) call
 
     def _load_per_rank(self, plan, version_path):
         if not plan.per_rank:

@@ -132,16 +132,16 @@ submit() {
 ddp_shrink_reference() {
   local n=$1 at=$2 f=$WORK/ddp-shrink-reference-$1-at-$2
   if [ ! -s "$f" ]; then
-    rm -rf "$f.ckpt"
+    rm -rf "$f.ckpt" "$f"
     PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$f.ckpt timeout 300 \
       srun -N3 -n3 --ntasks-per-node=1 --baton --mpi=pmix -K "$PY" "$DDP_PY" --steps "$at" "${DDP_OPTS[@]}" \
       >"$f.out" 2>&1 || { cat "$f.out"; fail "the reference's 3-rank part failed"; }
     PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$f.ckpt timeout 300 \
       srun -N2 -n2 --ntasks-per-node=1 --baton --mpi=pmix -K "$PY" "$DDP_PY" --steps "$n" "${DDP_OPTS[@]}" \
-      >>"$f.out" 2>&1 || { cat "$f.out"; fail "the reference's 2-rank part failed"; }
-    grep -q "^resumed from step $at " "$f.out" || { cat "$f.out"; fail "the reference's 2-rank part did not resume from step $at"; }
-    sed -n 's/^final_checksum=//p' "$f.out" | sort -u >"$f"
-    [ "$(wc -l <"$f")" = 1 ] || { cat "$f.out"; fail "the reference's ranks disagree or printed no checksum"; }
+      >"$f.out2" 2>&1 || { cat "$f.out" "$f.out2"; fail "the reference's 2-rank part failed"; }
+    grep -q "^resumed from step $at " "$f.out2" || { cat "$f.out2"; fail "the reference's 2-rank part did not resume from step $at"; }
+    sed -n 's/^final_checksum=//p' "$f.out2" | sort -u >"$f"
+    [ "$(wc -l <"$f")" = 1 ] || { cat "$f.out2"; fail "the reference's ranks disagree or printed no checksum"; }
   fi
   cat "$f"
 }
@@ -220,7 +220,10 @@ test_ddp_example_bug_ends_the_job_with_its_status_without_a_relaunch() {
   expect_eq "$(job_field "$job" ExitCode)" 1:0 "exit code of job $job"
   check_one_allocation "$job" "$d/out"
   expect_eq "$(launches "$d/out")" 1 "launches of job $job"
-  grep -q "uncaught ZeroDivisionError: --inject bug@4" "$d/out" || fail "the bug is not on the job's output"
+  # What baton run read: the excepthook's record. (The traceback on the job's stderr under
+  # torch.distributed's hook wrapper is issue 47 item 4's.)
+  cat "$(ckpt_dir "$d")/events/$job"-r*.jsonl | grep -q '"what":"uncaught ZeroDivisionError on rank 2 .*--inject bug@4' ||
+    fail "the event log has no uncaught record of the bug"
   grep -q "^\[$SCRIPT_NAME .*\] step ended with .* uncaught exception(s) (a bug or bad input, see above): exiting 1, not relaunched, not requeued" \
     "$d/out" || fail "baton run does not say why it ended the job"
   [[ $(squeue -h -t all -j "$job" -o %k) == "baton run: step ended with "* ]] || fail "the job's comment does not say why"
