@@ -132,7 +132,7 @@ submit() {
 ddp_shrink_reference() {
   local n=$1 at=$2 f=$WORK/ddp-shrink-reference-$1-at-$2
   if [ ! -s "$f" ]; then
-    rm -rf "$f.ckpt" "$f"
+    rm -rf "$f.ckpt"
     PYTHONPATH=$BATON_PY_DIR BATON_CKPT_DIR=$f.ckpt timeout 300 \
       srun -N3 -n3 --ntasks-per-node=1 --baton --mpi=pmix -K "$PY" "$DDP_PY" --steps "$at" "${DDP_OPTS[@]}" \
       >"$f.out" 2>&1 || { cat "$f.out"; fail "the reference's 3-rank part failed"; }
@@ -140,8 +140,10 @@ ddp_shrink_reference() {
       srun -N2 -n2 --ntasks-per-node=1 --baton --mpi=pmix -K "$PY" "$DDP_PY" --steps "$n" "${DDP_OPTS[@]}" \
       >"$f.out2" 2>&1 || { cat "$f.out" "$f.out2"; fail "the reference's 2-rank part failed"; }
     grep -q "^resumed from step $at " "$f.out2" || { cat "$f.out2"; fail "the reference's 2-rank part did not resume from step $at"; }
-    sed -n 's/^final_checksum=//p' "$f.out2" | sort -u >"$f"
-    [ "$(wc -l <"$f")" = 1 ] || { cat "$f.out2"; fail "the reference's ranks disagree or printed no checksum"; }
+    # Kept only when whole: a failed reference is computed again next time.
+    sed -n 's/^final_checksum=//p' "$f.out2" | sort -u >"$f.tmp"
+    [ "$(wc -l <"$f.tmp")" = 1 ] || { cat "$f.out2"; fail "the reference's ranks disagree or printed no checksum"; }
+    mv "$f.tmp" "$f"
   fi
   cat "$f"
 }
