@@ -222,10 +222,11 @@ test_ddp_example_bug_ends_the_job_with_its_status_without_a_relaunch() {
   expect_eq "$(job_field "$job" ExitCode)" 1:0 "exit code of job $job"
   check_one_allocation "$job" "$d/out"
   expect_eq "$(launches "$d/out")" 1 "launches of job $job"
-  # What baton run read: the excepthook's record. (The traceback on the job's stderr under
-  # torch.distributed's hook wrapper is issue 47 item 4's.)
+  # What baton run read (the excepthook's record), and the traceback on the job's output
+  # through baton run's stderr (issue 47 item 4).
   cat "$(ckpt_dir "$d")/events/$job"-r*.jsonl | grep -q '"what":"uncaught ZeroDivisionError on rank 2 .*--inject bug@4' ||
     fail "the event log has no uncaught record of the bug"
+  grep -q "ZeroDivisionError: --inject bug@4: a bug in the training step" "$d/out" || fail "the traceback is not on the job's output"
   grep -q "^\[$SCRIPT_NAME .*\] step ended with .* uncaught exception(s) (a bug or bad input, see above): exiting 1, not relaunched, not requeued" \
     "$d/out" || fail "baton run does not say why it ended the job"
   [[ $(squeue -h -t all -j "$job" -o %k) == "baton run: step ended with "* ]] || fail "the job's comment does not say why"
