@@ -1,6 +1,6 @@
 // baton nodes --healthy: which nodes of this job's allocation can run its
-// next step, as a Slurm host list for `srun -w` (examples/train.sbatch runs
-// a step again inside the allocation after a node died).
+// next step, as a Slurm host list for `srun -w` (for a batch script of one's
+// own; `baton run` makes the same choice before each launch).
 #include <boost/program_options.hpp>
 
 #include <sys/stat.h>

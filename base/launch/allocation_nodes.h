@@ -1,6 +1,6 @@
 // Which nodes of a job's allocation can run its next step: the answer the
 // batch script needs to launch a step again inside the allocation after a
-// node died (examples/train.sbatch, `baton nodes`), from Slurm's own view
+// node died (`baton run`, `baton nodes`), from Slurm's own view
 // of the allocation and of each node's state. Pure: the facts come from
 // SlurmQueries::AllocationNodes, so unit tests need no cluster.
 #pragma once

@@ -1,4 +1,4 @@
-// The exit codes of baton-train, read by examples/train.sbatch and the tests.
+// The exit codes of baton-train, read by baton run (examples/train.sbatch) and the tests.
 #pragma once
 
 #include <baton/health.h>
@@ -12,7 +12,7 @@ inline constexpr int kExitError = 1;
 // A bad option or value, refused before any collective work.
 inline constexpr int kExitUsage = 2;
 // --max-restarts restarts in a row found no newer checkpoint: stop, do not
-// requeue (train.sbatch writes the reason into the job's comment).
+// requeue (baton run writes the reason into the job's comment).
 inline constexpr int kExitRestartCap = 3;
 // "Requeue me": an agreed stop with its checkpoint saved, or a failure that
 // a new run may not meet (a collective deadline, a checkpoint I/O error).

@@ -375,8 +375,8 @@ int Job::Restore(const RunFacts& facts) {
   if (stalled > o_.max_restarts) {
     if (rt_->rank() == 0) {
       const std::string from = step ? "step " + std::to_string(*step) : std::string("no checkpoint");
-      // stdout and stderr: the job's output file has both; train.sbatch
-      // copies the stdout line into the job's comment.
+      // stdout and stderr: the job's output file has both; baton run
+      // (train.sbatch) copies the stderr line, its last, into the job's comment.
       char msg[512];
       std::snprintf(msg, sizeof msg,
                     "restart cap: %d restart(s) in a row found no newer checkpoint than %s (--max-restarts %d); "

@@ -233,9 +233,9 @@ test_ddp_example_bug_ends_the_job_with_its_status_without_a_relaunch() {
 }
 
 # --- examples/train_fsdp.sbatch and train_lightning.sbatch: a node failure inside the allocation
-# The job holds 4 nodes for a step of 3 (BATON_STEP_NODES=3: one spare). A
+# The job holds 4 nodes for a step of 3 (--step-nodes 3: one spare). A
 # node of the step is killed (kill_node, as above): the step runs again inside
-# the allocation (train_ddp.sbatch's loop, which both scripts run), same job,
+# the allocation (`baton run`, which both scripts exec), same job,
 # no requeue; inalloc_fault (train-lib.sh) checks that and that the launch
 # resumed from the newest version committed before the step ended. `baton
 # report` must name each interruption's cause from the event log.
@@ -335,7 +335,7 @@ lightning_reference() {
 
 # FSDP2 through two node failures in one allocation of 4 nodes: the first
 # takes the spare (3 ranks again), the second leaves 2 nodes and
-# BATON_MIN_NODES=2 lets the step go on with them: the DTensor shards,
+# --min-nodes 2 lets the step go on with them: the DTensor shards,
 # AdamW's moments and the cursor resharded from 3 ranks to 2 at restore.
 # Bit for bit: the final weights equal those of an uninterrupted run that
 # changes world size at the same step (3 ranks to the step the shrunk launch

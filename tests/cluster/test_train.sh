@@ -178,7 +178,7 @@ test_sigstopped_rank_is_caught_by_the_deadline_and_the_job_resumes() {
 # spare, the lost node's shards read from their partner copies (level 2),
 # no requeue. Fault 2 kills a rank (two failures in a row): with every
 # node healthy the step runs again on the same nodes. Fault 3 (a rank
-# again) would need a third launch, past BATON_STEP_RESTARTS=2: the job
+# again) would need a third launch, past --max-restarts 2: the job
 # falls back to a requeue
 # (exit 75); with a node of four down it waits until the node comes back,
 # then runs on all four nodes again and completes. Every resume is checked
@@ -259,7 +259,7 @@ check_launch_records() {
   done
 }
 
-# Continue on fewer nodes: a job of 3 nodes, no spare, BATON_MIN_NODES=2.
+# Continue on fewer nodes: a job of 3 nodes, no spare, --min-nodes 2.
 # A node dies while a save is in flight (asynchronous saves: the kill comes
 # one step after a save began; the version being written has no manifest
 # and is ignored): the step goes on on the 2 nodes left, at world size 2,
