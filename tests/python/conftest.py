@@ -39,7 +39,8 @@ class _ResultRows:
     def __init__(self, path, label):
         self.path, self.label = path, label
         self.outcome = {}
-        base = path[:-len(".tsv")]
+        # Bookkeeping for run-pytest, beside the launch's shared directory (the results directory holds results).
+        base = os.path.join(os.environ.get("BATON_PYTEST_TMP") or os.path.dirname(path), "%s.rank%d" % (label, RANK))
         self.current, self.done = base + ".current", base + ".done"
 
     def pytest_runtest_logstart(self, nodeid, location):
