@@ -39,11 +39,10 @@ assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
 assert all(torch.equal(opt.state[p]["exp_avg"], m) for p, m in zip(model.parameters(), saved_moments))
 
 sd = {"model": model.state_dict()}
-# runtime=rt, as the examples do. (Without it, on torch 2.5.1 rank 0 did not reach MPI_Finalize at exit and
-# rank 1 timed out there, exit 75; with torch 2.15 both forms end: left to the lifecycle work.)
-dcp.save(sd, storage_writer=BatonWriter(os.path.join(ckpt_dir, "dcp"), runtime=rt))
+# No runtime=: the writer and the reader take the program's Runtime (baton/dcp/runtime.py).
+dcp.save(sd, storage_writer=BatonWriter(os.path.join(ckpt_dir, "dcp")))
 loaded = {"model": {k: torch.zeros_like(v) for k, v in saved.items()}}
-dcp.load(loaded, storage_reader=BatonReader(os.path.join(ckpt_dir, "dcp"), runtime=rt))
+dcp.load(loaded, storage_reader=BatonReader(os.path.join(ckpt_dir, "dcp")))
 assert all(torch.equal(loaded["model"][k], v) for k, v in saved.items())
 print(f"rank {rt.rank} of {rt.size}: Checkpointer and dcp round trips equal, torch {torch.__version__}, "
       f"baton {baton.__version__} from {os.path.dirname(baton.__file__)}", flush=True)
