@@ -246,3 +246,31 @@ def test_a_refusal_names_the_reader_that_reads_the_version(dist, rt, shared_dir)
     with pytest.raises(BaseException) as info:
         dcp.load({"w": torch.zeros(4)}, storage_reader=BatonReader(b, runtime=rt))
     assert "restore it with baton.Checkpointer" in _text(info.value), _text(info.value)
+
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "format-2026-12-06")
+
+
+def test_versions_written_before_stay_readable(dist, rt, shared_dir, rank):
+    """The checked-in versions of 2026-12-06 (fixtures/make_format_fixture.py: a Checkpointer save at step 5, a
+    dcp.save with BatonWriter at step 3, one rank) restore at this launch's world size, exactly."""
+    import shutil
+
+    import baton
+    from fixtures import make_format_fixture as made
+
+    if rank == 0:
+        shutil.copytree(FIXTURE, os.path.join(shared_dir, "copy"))
+    dist.barrier()
+    want = made.state()
+    a, b = os.path.join(shared_dir, "copy", "checkpointer"), os.path.join(shared_dir, "copy", "dcp")
+    assert (baton.latest(a), baton.latest(b)) == (5, 3)
+    got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "epoch": None, "tag": None}
+    with baton.Checkpointer(rt, dir=a) as ck:
+        assert ck.restore(got) == 5
+    loaded = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "epoch": 0, "tag": ""}
+    dcp.load(loaded, storage_reader=BatonReader(b, runtime=rt))
+    for out in (got, loaded):
+        assert (out["epoch"], out["tag"]) == (want["epoch"], want["tag"])
+        for k, v in want["model"].items():
+            assert out["model"][k].dtype == v.dtype and torch.equal(out["model"][k], v), k
