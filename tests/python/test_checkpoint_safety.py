@@ -124,7 +124,7 @@ def test_a_failed_load_leaves_the_tensors_as_they_were(dist, rt, shared_dir, ran
     target = {"w": torch.full((1000,), 2.0), "b": torch.zeros(8, dtype=torch.int64)}
     with pytest.raises(BaseException) as info:
         dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
-    assert "could be restored" in _text(info.value), _text(info.value)
+    assert "could be restored" in _text(info.value) and "dataset w@0" in _text(info.value), _text(info.value)
     assert torch.equal(target["w"], torch.full((1000,), 2.0)) and torch.equal(target["b"], torch.zeros(8, dtype=torch.int64))
 
 
