@@ -2,6 +2,7 @@
 
 import os
 import re
+import sys
 
 import numpy as np
 
@@ -56,33 +57,42 @@ class SaveFuture:
     """An asynchronous save in flight (Checkpointer.save_async).
 
     ``wait(timeout=None)`` completes it: collective, every rank calls it (it
-    is Checkpointer.wait while this save is the one in flight). The next
-    save, restore or wait, or close(), completes it too; after that its
-    ``wait()`` returns at once and its ``status()`` is "done": each future
-    acts on its own step, never on a later save's.
+    is Checkpointer.wait while this save is the one in flight); past
+    ``timeout`` it raises baton.TimeoutError and the save stays in flight.
+    The next save, restore, wait, read_metadata or close() completes it
+    too. Once completed its ``status()`` is "committed" or "failed" and
+    ``wait()`` returns at once or raises the failure: each future acts on
+    its own step, never on a later save's.
     """
 
-    def __init__(self, checkpointer, step, serial):
+    def __init__(self, checkpointer, step):
         self._checkpointer = checkpointer
         self.step = step
-        self._serial = serial
+        self._outcome = None  # "committed" or "failed", once completed
+        self._error = None
 
-    def _current(self):
-        return self._checkpointer._in_flight == self._serial
+    def _settle(self, error):
+        self._outcome, self._error = ("committed", None) if error is None else ("failed", error)
 
     def wait(self, timeout=None):
-        """Waits until every rank's write ended and commits the version (collective while in flight)."""
-        if self._current():
+        """Waits until every rank's write ended and commits the version (collective while in flight).
+
+        Raises the save's failure (on every rank, as the commit did) when it failed.
+        """
+        if self._outcome is None and self._checkpointer._future is self:
             self._checkpointer.wait(timeout)
+        if self._outcome == "failed":
+            raise self._error
 
     def status(self):
-        """This save as this rank knows it: "writing", "written" or "failed" while in flight, then "done" (local)."""
-        if not self._current():
-            return "done"
+        """This save as this rank knows it: "writing", "written" (waits for its commit) or "failed" while in flight,
+        then "committed" or "failed" (local, no MPI)."""
+        if self._outcome is not None:
+            return self._outcome
         return self._checkpointer.async_status()
 
     def __repr__(self):
-        return f"baton.SaveFuture(step={self.step})"
+        return f"baton.SaveFuture(step={self.step}, {self.status()})"
 
 
 class Checkpointer:
@@ -169,8 +179,8 @@ class Checkpointer:
         self._rank_state_set = False
         self._must_reopen = False  # a save failed: its registrations may differ between the ranks
         self._earlier_fallbacks = []  # versions skipped by earlier passes of the last restore(state)
-        self._in_flight = None  # the serial of the save_async in flight, if any
-        self._serial = 0
+        self._future = None  # the SaveFuture of the save_async in flight, if any
+        self._closed = False  # close() was called
 
     # ------------------------------------------------------------- the calls
 
@@ -191,9 +201,8 @@ class Checkpointer:
         next collective call (save, save_async, restore, wait) commits it.
         """
         self._save(state, step, "save_async")
-        self._serial += 1
-        self._in_flight = self._serial
-        return SaveFuture(self, int(step), self._serial)
+        self._future = SaveFuture(self, int(step))
+        return self._future
 
     def restore(self, state=None, step=None, *, strict=True, drop_rank_state_on_resize=False, from_level=0):
         """Restores the newest version (or ``step``'s) in place; returns its step, None on a first run.
@@ -228,7 +237,9 @@ class Checkpointer:
 
         local = self._agreed_plan("restore", state, [repr(step), bool(strict), bool(drop_rank_state_on_resize),
                                                      repr(from_level)], check)
-        self._in_flight = None
+        self._commit_in_flight()
+        if self._reopen_failed():  # on every rank (the extension agrees on opening): tried again
+            self._reopen()
         try:
             return self._restore_state(state, local, step, strict,
                                        dict(drop_rank_state_on_resize=drop_rank_state_on_resize,
@@ -239,13 +250,17 @@ class Checkpointer:
     def wait(self, timeout=None):
         """Completes the save in flight, if any (collective); baton.TimeoutError past ``timeout`` seconds."""
         agree(self._runtime, {"call": ["wait"]}, "wait")
-        self._in_flight = None
+        if self._future is not None:
+            return self._commit_in_flight(timeout)
+        if self._reopen_failed():
+            return None  # nothing can be in flight
         return self._low.wait(timeout)
 
     def wait_or_abandon(self, timeout):
         """For an agreed stop: as wait, but a save not written within ``timeout`` is abandoned (baton.Aborted)."""
         agree(self._runtime, {"call": ["wait_or_abandon"]}, "wait_or_abandon")
-        self._in_flight = None
+        if self._future is not None:
+            return self._commit_in_flight(timeout, abandon=True)
         return self._low.wait_or_abandon(timeout)
 
     def async_status(self):
@@ -255,6 +270,9 @@ class Checkpointer:
     def read_metadata(self, step=None):
         """What the version a restore would try first holds (dict), or None (collective)."""
         agree(self._runtime, {"call": ["read_metadata", step]}, "read_metadata")
+        self._commit_in_flight()
+        if self._reopen_failed():
+            self._reopen()
         return self._low.read_metadata(step)
 
     def last_restore(self):
@@ -280,17 +298,64 @@ class Checkpointer:
 
     def close(self):
         """Commits a save_async in flight (as wait(): collective then) and releases the directory."""
-        self._in_flight = None
-        self._low.close()
+        self._close_low(None)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         # The extension's __exit__ commits a save in flight, unless an exception unwinds.
-        self._in_flight = None
-        self._low.__exit__(*exc)
+        self._close_low(exc)
         return False
+
+    # ------------------------------------------------------- the save in flight
+
+    def _commit_in_flight(self, timeout=None, abandon=False):
+        """Commits the save_async in flight, if any, and settles its future (collective while one is in flight:
+        every rank has the same one). Its failure is raised here, as the call that completes it raises it; past
+        ``timeout`` (baton.TimeoutError) it stays in flight and its future says "writing" or "written".
+        """
+        if self._future is None:
+            return
+        try:
+            if abandon:
+                self._low.wait_or_abandon(timeout)
+            else:
+                self._low.wait(timeout)
+        except _baton.TimeoutError:
+            if abandon:  # wait_or_abandon: abandoned
+                self._settle_in_flight(sys.exc_info()[1])
+            raise
+        except KeyboardInterrupt:
+            self._settle_in_flight(None)  # held until the commit ended, which succeeded (the message says so)
+            raise
+        except BaseException as e:
+            self._settle_in_flight(e)
+            raise
+        self._settle_in_flight(None)
+
+    def _settle_in_flight(self, error):
+        future, self._future = self._future, None
+        if future is not None:
+            future._settle(error)
+
+    def _close_low(self, exc):
+        """Closes the extension's checkpointer: it commits the save in flight unless an exception unwinds."""
+        self._closed = True
+        unwinding = exc is not None and exc[0] is not None
+        try:
+            if exc is None:
+                self._low.close()
+            else:
+                self._low.__exit__(*exc)
+        except BaseException as e:
+            self._settle_in_flight(e)
+            raise
+        if unwinding and self._future is not None:
+            self._settle_in_flight(_baton.Aborted(
+                f"baton (rank {self._runtime.rank}): save_async({self._future.step}) was abandoned, not committed: "
+                f"an exception ({exc[0].__name__}) left the Checkpointer's with block"))
+        self._settle_in_flight(None)
 
     # --------------------------------------------------------------- inside
 
@@ -326,6 +391,28 @@ class Checkpointer:
             raise error
         return local
 
+    def _agree_local_step(self, call, step, error):
+        """Agrees on the outcome of a rank-local step (``error``, or None) before the next collective (collective).
+
+        Every rank raises when one failed: that rank its own error, the
+        others the agreement's baton.InvalidArgument naming the rank and its
+        error; none goes on alone into a collective its peers never reach
+        (issue 46 item 5).
+        """
+        text = None if error is None else f"{type(error).__name__}: {getattr(error, 'message', error)}"
+        try:
+            agree(self._runtime, {"call": [call, step], "error": text}, f"{call} ({step})")
+        except _baton.InvalidArgument as e:
+            if error is not None:
+                raise error from e
+            raise
+        if error is not None:
+            raise error
+
+    def _reopen_failed(self):
+        """Whether the last reopen failed (the extension's checkpointer closed by it, not by close())."""
+        return self._must_reopen and self._low.closed and not self._closed
+
     def _needs_reopen(self, local):
         stale = set(self._bindings) - local.array_names() - {MARKER}
         return bool(stale) or self._must_reopen
@@ -337,6 +424,7 @@ class Checkpointer:
                                              f"completed), not {step!r}")
 
         local = self._agreed_plan(call, state, [int(step) if _is_step(step) else repr(step)], check)
+        self._commit_in_flight()
         if self._needs_reopen(local):
             self._reopen()
         error = None
@@ -345,27 +433,29 @@ class Checkpointer:
                 for binding in self._bind(item):
                     binding.before_save()
             self._bind_marker()
+            self._low.user_blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": local.tree})
+            if local.per_rank or self._rank_state_set:
+                # Over 64 MiB (or not JSON) on one rank: refused here, before the agreement (issue 46 item 5).
+                raw = metadata.dumps({"format": RANK_FORMAT, "version": VERSION, "entries": local.per_rank})
+                try:
+                    self._low.rank_state = raw
+                except _baton.Error as e:
+                    raise with_context(e, f"baton: {call}: this rank's per-rank state ("
+                                          f"{', '.join(repr(k) for k in local.per_rank)}) is {len(raw)} bytes of "
+                                          "JSON; a version keeps at most 64 MiB per rank") from e
+                self._rank_state_set = True
         except (TypeError, ValueError, _baton.Error) as e:
             error = e
             self._must_reopen = True  # some arrays of this state may be registered, others not
-        # Registering is this rank's own work; its failure is agreed on too,
-        # so that no rank goes into the write while another raised.
+        # Registering and the blobs are this rank's own work; their failure is
+        # agreed on too, so that no rank goes into the write while another raised.
         try:
-            agree(self._runtime, {"call": [call, "registered"],
-                                  "error": None if error is None else f"{type(error).__name__}: {error}"}, call)
+            self._agree_local_step(call, "registered", error)
         except _baton.InvalidArgument:
             self._must_reopen = True  # on every rank: the next call drops the registrations everywhere
             raise
-        if error is not None:
-            raise error
         if self._replicas == "rank0":
             self._broadcast_replicas(local, call)
-        self._low.user_blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": local.tree})
-        if local.per_rank or self._rank_state_set:
-            self._low.rank_state = metadata.dumps({"format": RANK_FORMAT, "version": VERSION,
-                                                   "entries": local.per_rank})
-            self._rank_state_set = True
-        self._in_flight = None
         try:
             if call == "save":
                 self._low.save(int(step))
@@ -393,12 +483,21 @@ class Checkpointer:
         # The extension has no unregister: an array the state no longer holds
         # would still be saved. A new ArrayCheckpointer on the same directory
         # drops every registration (collective: the ranks agreed to, in
-        # their plans' "reopen").
-        self._low.wait()
-        self._low.close()
-        self._low = _baton.ArrayCheckpointer(self._runtime, **self._options)
+        # their plans' "reopen"). A reopen that fails (the storage away for a
+        # moment) leaves the old one closed and _must_reopen set: the next
+        # call agrees on reopening again (issue 46 item 7), instead of
+        # every later call meeting a closed checkpointer.
+        self._must_reopen = True
         self._bindings = {}
         self._rank_state_set = False
+        if not self._low.closed:
+            self._low.wait()
+            self._low.close()
+        try:
+            self._low = _baton.ArrayCheckpointer(self._runtime, **self._options)
+        except _baton.Error as e:
+            raise with_context(in_python_words(e), "baton: reopening the checkpoint directory (the next save "
+                                                   "or restore tries again)") from None
         self._must_reopen = False
 
     def _bind(self, item, scratch=False):
@@ -501,17 +600,24 @@ class Checkpointer:
         if md is None or _version_name(md["version_path"]) != _version_name(version_path):
             md = self._low.read_metadata(found)
         arrays = {a["name"]: a for a in md["arrays"]}
-        plan = self._match(state, local, arrays, strict, found, version_path)
-        names = list(plan.targets)
-        bindings = []
-        for name in names:
-            path, cur = plan.targets[name]
-            item = PlanItem(path, cur)
-            item.name = name
-            bindings += self._bind(item, scratch=True)
-        for _, reads, baton_dtype in plan.dtensors.values():
-            self._bind_reads(reads, baton_dtype)
-            names += [chunk.name for chunk, _, _ in reads.buffers]
+        # Matching the state (its plain keys too, which the agreed plan does
+        # not hold) and registering the scratch are this rank's own work:
+        # their outcome is agreed on before the collective read.
+        plan, names, bindings, error = None, [], [], None
+        try:
+            plan = self._match(state, local, arrays, strict, found, version_path)
+            names = list(plan.targets)
+            for name in names:
+                path, cur = plan.targets[name]
+                item = PlanItem(path, cur)
+                item.name = name
+                bindings += self._bind(item, scratch=True)
+            for _, reads, baton_dtype in plan.dtensors.values():
+                self._bind_reads(reads, baton_dtype)
+                names += [chunk.name for chunk, _, _ in reads.buffers]
+        except (TypeError, ValueError, _baton.Error) as e:
+            error = e
+        self._agree_local_step("restore", "matched", error)
         if names:
             try:
                 self._low.restore(step=found, arrays=names, **options)

@@ -166,6 +166,16 @@ class _Matcher:
 
     def missing(self, ck, path, create):
         """The value for a key the checkpoint has and the state lacks."""
+        if create and _needs_live(ck):
+            # A DTensor or a Sharded cannot be made here (its mesh and
+            # placements, its rows): strict=False leaves it out, as any key
+            # the state lacks (issue 46 item 9: a model with fewer layers
+            # through get_state_dict failed where the module as a leaf worked).
+            if self.strict:
+                self.error(path, "in the checkpoint, not in the state (strict=False ignores it); it holds a DTensor "
+                                 "or a Sharded, which baton cannot create (an optimizer's state before its first "
+                                 "step: torch.distributed.checkpoint.state_dict.get_state_dict makes it)")
+            return MISSING
         if create:
             return self.node(MISSING, ck, path, create=True, live=False)
         if self.strict:
@@ -322,6 +332,17 @@ class _Matcher:
             self.plan.actions.append(_UpdateList(cur, items))
             return cur
         return type(ck)(items)
+
+
+def _needs_live(node):
+    """Whether a checkpoint subtree holds an array that only a live tensor can take (a DTensor, a Sharded)."""
+    if isinstance(node, ArrayNode):
+        return node.dtensor is not None or node.sharded
+    if isinstance(node, (list, tuple)):
+        return any(_needs_live(v) for v in node)
+    if isinstance(node, dict):
+        return any(_needs_live(v) for v in node.values())
+    return False
 
 
 def _with_meta(out, ck):

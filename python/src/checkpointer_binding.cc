@@ -133,14 +133,21 @@ class PyArrayCheckpointer : public RuntimeUser {
   void Run(const char* what, F call) {
     Busy busy(*this, what);
     Checkpointer& ck = get();
-    const std::string_view w(what);
-    if (w == "save" || w == "save_async" || w == "restore") CheckUnmoved(what);
+    if (TouchesArrays(what)) CheckUnmoved(what);
     Status s;
     {
       py::gil_scoped_release release;
       s = call(ck);
     }
     Check(s);
+  }
+
+  // The calls that read or write the registered arrays' memory: each checks
+  // every array first (CheckUnmoved). rollback() copies the snapshot into
+  // them (issue 46 item 4: it did not check, and wrote into freed memory);
+  // wait() and close() commit the staging copy, read_metadata reads files.
+  static bool TouchesArrays(std::string_view call) {
+    return call == "save" || call == "save_async" || call == "restore" || call == "rollback";
   }
 
   // Every registered array still at the memory and shape it was registered
@@ -172,8 +179,7 @@ class PyArrayCheckpointer : public RuntimeUser {
       Busy busy(*this, what);
       Checkpointer& ck = get();
       if (step == kInFlight) step = ck.async_status().step;
-      const std::string_view w(what);
-      if (w == "save" || w == "save_async") CheckUnmoved(what);
+      if (TouchesArrays(what)) CheckUnmoved(what);
       Status s;
       {
         py::gil_scoped_release release;

@@ -22,6 +22,14 @@ std::set<PyRuntime*>& OpenRuntimes() {
   static auto* open = new std::set<PyRuntime*>();
   return *open;
 }
+// The same, in the order they were made: the first one not foreign is the
+// process's Runtime, which BatonWriter and BatonReader use when the program
+// gives them none (_process_runtime; one Runtime per process unless the
+// program makes another, issue 46 item 11).
+std::vector<PyRuntime*>& RuntimesInOrder() {
+  static auto* in_order = new std::vector<PyRuntime*>();
+  return *in_order;
+}
 bool g_initialized_mpi = false;  // a Runtime of this module called MPI_Init
 long g_mpi_pid = 0;              // the process of the first Runtime: MPI is its (a forked child's is not)
 // MPI_Finalize's wait for the other ranks at exit: as ~Runtime's
@@ -62,6 +70,7 @@ PyRuntime::PyRuntime(std::optional<double> collective_timeout, bool heartbeats) 
   if (g_mpi_pid == 0) g_mpi_pid = pid_;
   Check(s);
   OpenRuntimes().insert(this);
+  RuntimesInOrder().push_back(this);
   g_finalize_timeout = std::min(rt_->options().collective_timeout, 60.0);
   // From here on an uncaught exception ends the job with exit 1 (the hook
   // names this rank and host).
@@ -111,6 +120,8 @@ void PyRuntime::Close(bool commit) {
     }
   }
   OpenRuntimes().erase(this);
+  auto& in_order = RuntimesInOrder();
+  in_order.erase(std::remove(in_order.begin(), in_order.end(), this), in_order.end());
   Check(first_failure);
 }
 
@@ -156,6 +167,17 @@ void PyRuntime::AbortJob(int code) {
 }
 
 void BindRuntime(py::module_& m) {
+  m.def(
+      "_process_runtime",
+      []() -> py::object {
+        for (PyRuntime* r : RuntimesInOrder())
+          if (!r->closed() && !r->Foreign()) return py::cast(r, py::return_value_policy::reference);
+        return py::none();
+      },
+      R"(The first baton.Runtime of this process still open (not a forked parent's), or None.
+
+What baton.dcp's BatonWriter and BatonReader use when given no runtime=: the
+program's own Runtime, not a second one.)");
   py::class_<PyRuntime>(m, "Runtime", R"(The job's MPI runtime: ranks, nodes, the agreed stop and requeue.
 
 Runtime(collective_timeout=None, heartbeats=True)

@@ -116,7 +116,69 @@ def closed_runtime(rt, directory):
     ck.save({"w": w}, 2)
 
 
-CASES = {"differences": differences, "skip_and_sleep": skip_and_sleep, "closed_runtime": closed_runtime}
+class _Cursor:
+    """A loader cursor whose state is this rank's own (baton.PerRank)."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def state_dict(self):
+        return {"text": self.text}
+
+    def load_state_dict(self, state):
+        self.text = state["text"]
+
+
+def local_steps(rt, directory):
+    """Issue 46 item 5: a rank-local step that fails on one rank after the plan was agreed fails every rank at once.
+
+    Run with BATON_COLLECTIVE_TIMEOUT=10: before, the other rank waited in
+    the collective read or write (over 100 s); now each refusal takes well
+    under the deadline, names rank 1 and its cause, and the checkpointer
+    goes on.
+    """
+    ck = baton.Checkpointer(rt, dir=directory, level2=False)
+    w = np.arange(6, dtype=np.float32)
+    ck.save({"w": w, "lr": 0.5}, 1)
+
+    # restore(strict=True): rank 1's state has a plain key the checkpoint lacks (plain values are outside the
+    # agreed plan of tensors): its match fails there alone.
+    state = {"w": np.zeros(6, dtype=np.float32), "lr": 0.0}
+    if rt.rank == 1:
+        state["extra"] = 3
+    t0 = time.monotonic()
+    try:
+        ck.restore(state)
+        raise AssertionError("restored")
+    except baton.InvalidArgument as e:
+        assert "'extra'" in str(e), e
+        assert rt.rank == 1 or "rank 1 could not make the plan" in str(e), e
+    took = time.monotonic() - t0
+    assert took < 5, f"{took:.1f} s"
+    assert not state["w"].any(), "a refused restore wrote into the state"
+    say(rt, f"a plain key on one rank refuses the strict restore on every rank ({took:.1f} s)")
+
+    # A per-rank state over the extension's 64 MiB on rank 1 only: refused before the collective write.
+    cursor = _Cursor("x" * ((65 << 20) if rt.rank == 1 else 10))
+    t0 = time.monotonic()
+    try:
+        ck.save({"w": w, "cursor": baton.PerRank(cursor)}, 2)
+        raise AssertionError("saved")
+    except baton.Error as e:
+        assert ("64 MiB" in str(e)) if rt.rank == 1 else ("rank 1 could not make the plan" in str(e)), e
+    took = time.monotonic() - t0
+    assert took < 5, f"{took:.1f} s"
+    say(rt, f"a per-rank state over 64 MiB on one rank refuses the save on every rank ({took:.1f} s)")
+
+    cursor.text = "y"
+    ck.save({"w": w, "cursor": baton.PerRank(cursor)}, 2)
+    back = {"w": np.zeros(6, dtype=np.float32), "cursor": baton.PerRank(_Cursor(""))}
+    assert ck.restore(back) == 2 and np.array_equal(back["w"], w)
+    say(rt, "saves and restores after both refusals")
+    ck.close()
+
+
+CASES = {"local_steps": local_steps, "differences": differences, "skip_and_sleep": skip_and_sleep, "closed_runtime": closed_runtime}
 
 if __name__ == "__main__":
     case, directory = sys.argv[1], sys.argv[2]

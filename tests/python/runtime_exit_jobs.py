@@ -111,6 +111,75 @@ def test_uncaught_exception_after_a_save_ends_the_job_and_the_save_restores(tmp_
     assert rc == 0 and "restored 1 %s" % float(sum(range(64))) in out, out[-3000:]
 
 
+def _rank_lines(out, rank):
+    tag = "[rank%d]: " % rank
+    return [line[len(tag):] for line in out.splitlines() if line.startswith(tag)]
+
+
+def test_traceback_reaches_stderr_under_torchs_hook_wrapper_and_a_second_runtime(tmp_path):
+    """torch.distributed.init_process_group wraps sys.excepthook and sends stderr into a buffer
+    while the hook before it runs; baton's hook never returns (MPI_Abort), so the traceback was
+    lost. A second Runtime installed the hook again under torch's wrapper: it recursed."""
+    pytest.importorskip("torch", reason="PyTorch is not installed for this interpreter (scripts/install-deps "
+                                        "--with-torch)")
+    rc, seconds, out = run_job(tmp_path, """
+        import baton
+        rt = baton.Runtime()
+        baton.init_process_group(rt)
+        second = baton.Runtime()   # as a storage writer without runtime= makes one
+        def deep(n):
+            if n == 0:
+                raise ValueError("bad batch shape (on purpose)")
+            deep(n - 1)
+        if rt.rank == 1:
+            deep(3)
+        while True:
+            rt.should_stop()
+    """, ranks=2, extra_env={"GLOO_SOCKET_IFNAME": "lo"})
+    assert rc == 1 and seconds < QUICK, "exit %d after %.1f s:\n%s" % (rc, seconds, out[-3000:])
+    lines = _rank_lines(out, 1)
+    assert lines.count("Traceback (most recent call last):") == 1, out[-3000:]
+    assert "ValueError: bad batch shape (on purpose)" in lines, out[-3000:]
+    assert sum('in deep' in line for line in lines) == 4, out[-3000:]
+    assert any(line.startswith("baton rank 1 on ") for line in lines), out[-3000:]
+    assert "RecursionError" not in out and "maximum recursion" not in out, out[-3000:]
+
+
+def test_a_base_exception_subclass_prints_its_traceback_and_ends_the_job(tmp_path):
+    """DCP's CheckpointException is a BaseException: it reaches the hook like any other."""
+    rc, seconds, out = run_job(tmp_path, """
+        import baton
+        class CheckpointException(BaseException):
+            pass
+        rt = baton.Runtime()
+        if rt.rank == 0:
+            raise CheckpointException("rank 0 could not read (on purpose)")
+        while True:
+            rt.should_stop()
+    """, ranks=2)
+    assert rc == 1 and seconds < QUICK, "exit %d after %.1f s:\n%s" % (rc, seconds, out[-3000:])
+    lines = _rank_lines(out, 0)
+    assert "Traceback (most recent call last):" in lines, out[-3000:]
+    assert any(line.endswith("CheckpointException: rank 0 could not read (on purpose)") for line in lines), out[-3000:]
+
+
+def test_the_programs_own_hook_runs_and_its_text_is_prefixed(tmp_path):
+    rc, seconds, out = run_job(tmp_path, """
+        import sys
+        def mine(kind, value, tb):
+            sys.stderr.write("my hook saw %s\\n" % kind.__name__)
+        sys.excepthook = mine
+        import baton
+        rt = baton.Runtime()
+        if rt.rank == 1:
+            raise KeyError("on purpose")
+        while True:
+            rt.should_stop()
+    """, ranks=2)
+    assert rc == 1 and seconds < QUICK, "exit %d after %.1f s:\n%s" % (rc, seconds, out[-3000:])
+    assert "my hook saw KeyError" in _rank_lines(out, 1), out[-3000:]
+
+
 def test_requeue_exit_stays_75_and_a_clean_exit_0(tmp_path):
     code = """
         import sys

@@ -121,3 +121,35 @@ def test_the_state_dict_checkpointer_commits_at_the_end_of_its_with_block(rt, sh
         assert ck.restore(back) == 6
     np.testing.assert_array_equal(back["w"], np.arange(64, dtype=np.float64))
     assert back["epoch"] == 3
+
+
+def test_a_reopen_that_failed_while_the_storage_was_away_is_retried_by_the_next_call(rt, shared_dir):
+    """Issue 46 item 7: before, the failed reopen left the Checkpointer closed for good ("ArrayCheckpointer is
+    closed" at every later call)."""
+    import baton
+    d = os.path.join(shared_dir, "ckpt")
+    w, b = np.arange(6, dtype=np.float32), np.ones(3, dtype=np.float32)
+    ck = baton.Checkpointer(rt, dir=d, level2=False)
+    ck.save({"w": w, "b": b}, 1)
+
+    def barrier():
+        _baton._allgather_bytes(rt, b"", "the test's barrier")
+
+    # The storage goes away: the directory's path is a file for a moment (on rank 0; the ranks share it).
+    barrier()
+    if rt.rank == 0:
+        os.rename(d, d + ".away")
+        open(d, "w").close()
+    barrier()
+    with pytest.raises(baton.Error, match="reopening the checkpoint directory"):
+        ck.save({"w": w}, 2)  # "b" left the state: the registrations are dropped by a reopen
+    barrier()
+    if rt.rank == 0:
+        os.remove(d)
+        os.rename(d + ".away", d)
+    barrier()
+    ck.save({"w": w}, 2)  # the reopen again, now that the storage is back
+    back = {"w": np.zeros(6, dtype=np.float32)}
+    assert ck.restore(back) == 2
+    np.testing.assert_array_equal(back["w"], w)
+    ck.close()

@@ -97,6 +97,21 @@ def test_save_load_round_trip(dist, rt, shared_dir, rank):
         assert "model.w@0,0" in outs["inspect"] and "dcp-metadata" in outs["inspect"], outs["inspect"]
 
 
+def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt, shared_dir, monkeypatch):
+    """Issue 46 item 11: before, a BatonWriter or BatonReader given no runtime= made a second Runtime beside the
+    program's (its own communicators, heartbeat thread and excepthook)."""
+    def second_runtime(*args, **kwargs):
+        raise AssertionError("a second baton.Runtime was made")
+
+    assert _baton._process_runtime() is rt
+    sd = _state(6)
+    monkeypatch.setattr(_baton, "Runtime", second_runtime)
+    dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1))
+    got = _zeros_like(sd)
+    dcp.load(got, storage_reader=BatonReader(shared_dir))
+    _assert_equal(got, sd)
+
+
 def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch):
     """A save agrees on every bytes entry's length (DCP's non-tensor values and
     its Metadata) in one all-gather, and registers each with its global
@@ -267,6 +282,62 @@ def test_level2_where_asked(dist, rt, shared_dir):
     _assert_equal(got, sd)
     assert reader.last_restore["level"] == 2 and reader.last_restore["step"] == 1, reader.last_restore
     assert _versions(shared) and os.listdir(local)
+
+
+PROCESS_SAVE = """
+import os, sys, time, torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+import baton
+from baton.dcp import BatonWriter
+
+
+def main(d):
+    rt = baton.Runtime()
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "store"), rank=rt.rank,
+                            world_size=rt.size)
+    # No runtime= (the issue's case): the writer would have made a Runtime of its own in DCP's process.
+    fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=BatonWriter(os.path.join(d, "ck")),
+                         async_checkpointer_type=AsyncCheckpointerType.PROCESS)
+    try:
+        fut.result(timeout=120)
+        print(f"rank {rt.rank}: saved?")
+    except Exception as e:
+        print(f"rank {rt.rank}: refused:", type(e).__name__, e, flush=True)
+    ck = os.path.join(d, "ck")
+    print(f"rank {rt.rank}: versions:", sorted(n for n in os.listdir(ck) if n.startswith("v")) if os.path.isdir(ck)
+          else [], flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # DCP's process is spawned: it imports this file again, as multiprocessing does
+    main(sys.argv[1])
+"""
+
+
+def test_an_async_save_in_another_process_is_refused_naming_thread(tmp_path):
+    """Issue 46 item 10: before, DCP's process made a Runtime of its own and could not start MPI, and the ranks
+    then waited 60 s in MPI_Finalize and exited 75 (a requeue of a finished program). A 2-rank job of its own."""
+    import time
+    if conftest.SIZE > 1:
+        pytest.skip("starts a 2-rank job of its own: runs in the np1 launch")
+    script = tmp_path / "process_save.py"
+    script.write_text(PROCESS_SAVE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    env["BATON_COLLECTIVE_TIMEOUT"] = "60"
+    mpirun_ranks = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib", "mpirun-ranks")
+    t0 = time.monotonic()
+    p = subprocess.run(["timeout", "-k", "5", "150", mpirun_ranks, "2", sys.executable, str(script), str(tmp_path)],
+                       env=env, capture_output=True, text=True, timeout=180)
+    took = time.monotonic() - t0
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"exit {p.returncode} after {took:.0f} s\n{out[-4000:]}"
+    for rank in (0, 1):
+        assert f"rank {rank}: refused: InvalidArgument" in p.stdout, out[-4000:]
+        assert f"rank {rank}: versions: []" in p.stdout, out[-4000:]
+    assert "AsyncCheckpointerType.THREAD" in p.stdout, out[-4000:]
+    assert took < 50, f"{took:.0f} s: a wait in MPI_Finalize?"
 
 
 def test_every_dtype_dcp_saves_round_trips(dist, rt, shared_dir):

@@ -4,7 +4,6 @@ Each test sets up the default process group, checks it with collectives
 whose result depends on every rank, and destroys it.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -53,19 +52,27 @@ def test_init_process_group_over_mpi(rt, no_plugin_vars, destroy):
 
 
 def test_init_process_group_from_plugin_variables(rt, monkeypatch, destroy):
+    import datetime
+
     from mpi4py import MPI
-    port = None
-    if rt.rank == 0:  # a port free now (the plugin derives one from the job id)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    from torch.distributed import TCPStore
+    # Rank 0 hosts the store on a port the kernel picks and holds it (no port found free, closed, then
+    # hoped free: issue 46); every rank reaches it as a client, as under torchelastic's agent store.
+    store, port = None, None
+    if rt.rank == 0:
+        store = TCPStore("127.0.0.1", 0, rt.size, is_master=True, timeout=datetime.timedelta(seconds=60),
+                         wait_for_workers=False)
+        port = store.port
     port = MPI.COMM_WORLD.bcast(port, root=0)
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
     monkeypatch.setenv("RANK", str(rt.rank))
     monkeypatch.setenv("WORLD_SIZE", str(rt.size))
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
     assert baton.init_process_group(rt, backend="gloo", timeout=60) == f"127.0.0.1:{port}"
     _check_group(rt.rank, rt.size)
+    dist.destroy_process_group()  # while rank 0's store still serves
+    del store
 
 
 def test_plugin_variables_that_contradict_the_runtime_are_refused(rt, monkeypatch):

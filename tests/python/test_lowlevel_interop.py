@@ -269,16 +269,17 @@ def test_baton_ckpt_lists_and_verifies_a_python_checkpoint(rt, shared_dir):
 
 
 def test_beside_torch_distributed_gloo(rt, shared_dir):
-    """torch.distributed (gloo, env://) and baton in one process: both collectives work, a save too."""
+    """torch.distributed (gloo) and baton in one process: both collectives work, a save too."""
     torch = torch_or_skip()
     import torch.distributed as dist
-    import zlib
-    env = {"MASTER_ADDR": "127.0.0.1", "RANK": str(rt.rank), "WORLD_SIZE": str(rt.size),
-           # the same port on every rank of this launch, different between launches
-           "MASTER_PORT": str(20000 + zlib.crc32(shared_dir.encode()) % 20000)}
+
+    import baton
+    # Rank 0's store on a port the kernel picks (baton.init_process_group): a port derived from the directory
+    # (20000 + crc32 % 20000) lay in Linux's ephemeral range and met EADDRINUSE (issue 46, tests).
+    env = {"MASTER_ADDR": "127.0.0.1"}
     os.environ.update(env)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", init_method="env://", timeout=__import__("datetime").timedelta(seconds=60))
+    baton.init_process_group(rt, backend="gloo", timeout=60)
     try:
         t = torch.tensor([rt.rank + 1.0])
         dist.all_reduce(t)

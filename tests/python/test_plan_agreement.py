@@ -1,4 +1,5 @@
-"""The agreed plan of a save or a restore (issue 41 items 1, 3, 5): ranks that differ fail together, in time.
+"""The agreed plan of a save or a restore (issue 41 items 1, 3, 5; issue 46 item 5): ranks that differ fail
+together, in time.
 
 The cases where ranks differ on purpose run as jobs of their own
 (plan_cases.py, 2 ranks: no more ranks than this machine's cores) from the
@@ -64,3 +65,15 @@ def test_a_rank_that_closed_its_runtime_ends_the_job_at_the_collective_deadline(
     assert rc == 75, f"exit {rc}, not 75:\n{out[-4000:]}"
     assert "save: agreeing on the plan" in out and "timed out after 5 s" in out, out[-4000:]
     assert took < 45, f"{took:.0f} s"
+
+
+def test_a_rank_local_step_that_fails_on_one_rank_fails_every_rank_before_the_deadline(shared_dir):
+    """Issue 46 item 5: a strict restore's plain keys and a per-rank state over 64 MiB, on rank 1 only."""
+    rc, out, took = run_case("local_steps", shared_dir, 10)
+    assert rc == 0, f"exit {rc}:\n{out[-4000:]}"
+    for rank in (0, 1):
+        for what in ("a plain key on one rank refuses the strict restore on every rank",
+                     "a per-rank state over 64 MiB on one rank refuses the save on every rank",
+                     "saves and restores after both refusals"):
+            assert f"rank {rank}: ok {what}" in out, (rank, what, out[-4000:])
+    assert "timed out" not in out, out[-4000:]

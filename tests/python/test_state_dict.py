@@ -246,7 +246,7 @@ def test_async_save_keeps_the_bytes_at_the_call(rt, shared_dir):
         emb.mul_(-1)
     assert fut.status() in ("writing", "written")
     fut.wait()
-    assert fut.status() == "done" and ck.async_status() == "idle"
+    assert fut.status() == "committed" and ck.async_status() == "idle"
     ck.close()
     model2, emb2 = make_model(9), torch.zeros(4, 3)
     ck2 = baton.Checkpointer(rt, dir=shared_dir)

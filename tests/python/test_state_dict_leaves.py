@@ -170,29 +170,41 @@ def test_generators_of_the_programs_own_go_back_to_their_rank(rt, shared_dir, ra
 
 MOVED = """
 import sys, tempfile, torch, numpy as np, baton
+call = sys.argv[1]
 rt = baton.Runtime()
 ck = baton.ArrayCheckpointer(rt, dir=tempfile.mkdtemp(), level2=False)
 t = torch.arange(1000, dtype=torch.float32)
 ck.register_replicated("t", t)
-ck.save(1)
+ck.save_async(1)
+ck.wait()
 t.resize_(5_000_000)  # new, larger memory; the registered pointer is freed
 try:
-    ck.save(2)
+    if call == "save":
+        ck.save(2)
+    elif call == "save_async":
+        ck.save_async(2)
+    elif call == "restore":
+        ck.restore()
+    else:
+        ck.rollback()  # copies save_async(1)'s snapshot into the arrays
 except baton.InvalidArgument as e:
     print("refused:", e)
 ck.close()
 """
 
 
-def test_a_registered_tensor_whose_storage_moved_is_refused_naming_it(rank):
-    """Item 9: checked before every use (before: SIGSEGV in the save's hash). Its own process: a crash fails only it."""
+@pytest.mark.parametrize("call", ["save", "save_async", "restore", "rollback"])
+def test_a_registered_tensor_whose_storage_moved_is_refused_naming_it(rank, call):
+    """Issue 41 item 9, issue 46 item 4: checked before every call that reads or writes the arrays (before:
+    SIGSEGV in the save's hash; rollback copied into freed memory, exit 139). Its own process: a crash fails only it."""
     import os
     import subprocess
     import sys
     if rank != 0:
         return  # one process is enough; rank 0 runs it
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
-    p = subprocess.run([sys.executable, "-c", MOVED], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", MOVED, call], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     assert "refused:" in p.stdout and "array 't' moved since it was registered" in p.stdout, p.stdout
+    assert f"{call}: array 't'" in p.stdout, p.stdout
     assert "register it again" in p.stdout

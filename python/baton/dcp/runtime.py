@@ -3,7 +3,9 @@
 DCP's own collectives go through torch.distributed; baton's checkpointer
 needs MPI's world (baton.Runtime), the same processes in the same order.
 One Runtime per process serves every BatonWriter and BatonReader that was
-not given one.
+not given one: the program's own (the first it made that is still open),
+else one made here on first use and kept (issue 46 item 11: a second
+Runtime beside the program's was made before).
 """
 import threading
 
@@ -14,11 +16,14 @@ _default = None
 
 
 def resolve(runtime):
-    """`runtime`, or the process's shared baton.Runtime (made on first use)."""
+    """`runtime`, or the process's baton.Runtime (the program's, else one made on first use)."""
     global _default
     if runtime is not None:
         return runtime
     with _lock:
+        made = _baton._process_runtime()
+        if made is not None:
+            return made
         if _default is None or _default.closed:
             _default = _baton.Runtime()
         return _default

@@ -81,7 +81,9 @@ class BatonWriter(StorageWriter):
     keep, level2, local_dir and the other options: baton.ArrayCheckpointer's.
 
     Works with dcp.save and dcp.async_save (whose background thread runs the
-    whole save, baton's commit included). After a save, `last_step` is the
+    whole save, baton's commit included); async_save's
+    async_checkpointer_type=PROCESS is refused (its future raises
+    baton.InvalidArgument naming THREAD): its process is no MPI rank. After a save, `last_step` is the
     step written.
     """
 
@@ -204,6 +206,19 @@ class BatonWriter(StorageWriter):
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         return False  # never picked by DCP on its own: a baton directory is chosen by passing a BatonWriter
+
+    def __reduce__(self):
+        # dcp.async_save(async_checkpointer_type=PROCESS) sends the writer to
+        # a spawned process of its own; there baton cannot start MPI (it is
+        # no rank of the job), and the ranks then waited 60 s in
+        # MPI_Finalize and left with 75, a requeue of a program that had
+        # finished (issue 46 item 10). Refused when DCP sends it, on every
+        # rank alike: the save's future raises this, nothing is written.
+        raise _baton.InvalidArgument(
+            "BatonWriter(%r): dcp.async_save(..., async_checkpointer_type=AsyncCheckpointerType.PROCESS) is not "
+            "supported: the writer would run in a process outside the MPI job, where baton cannot reach the other "
+            "ranks; use AsyncCheckpointerType.THREAD (the default), whose background thread writes and commits "
+            "the version" % (self.path,))
 
     # --- helpers ----------------------------------------------------------------------------------------
     @staticmethod
