@@ -56,7 +56,10 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   // kCorruption, or kInvalidArgument for a newer format.
   BATON_RETURN_IF_ERROR(ParseManifestJson(*text, m, max_values).Annotate(path));
   // Its step is its directory's (an edited step, another version's files).
-  return CheckManifestStep(*m, v.step, v.name).Annotate(path);
+  BATON_RETURN_IF_ERROR(CheckManifestStep(*m, v.step, v.name).Annotate(path));
+  // Sizes bounded by the files before anyone allocates by them (a forged manifest falls back as damage does).
+  s = CheckArrayBytesWithinFiles(env, v.path, *m);
+  return s.code() == Code::kCorruption ? s : s.Annotate(path);
 }
 
 }  // namespace

@@ -16,12 +16,14 @@
 #include <ctime>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "baton/hdf5_mutex.h"
 #include "base/printable.h"
 #include "base/events/event_log.h"
 #include "baton/log.h"
 #include "ckpt/agreement.h"
+#include "ckpt/catalog.h"
 #include "ckpt/checkpointer_impl.h"
 #include "ckpt/layout.h"
 #include "ckpt/run.h"
@@ -184,7 +186,8 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
   r.Num("dur", Now() - t0).Bool("ok", s.ok());
   if (result->step) r.Int("step", *result->step).Int("level", result->level);
   r.Int("fallbacks", static_cast<int64_t>(result->fallbacks.size()));
-  events::Emit(r, events::Flush::kNow);
+  // The event log is the process's (another Checkpointer may have opened it): a read-only open writes nothing.
+  if (read_only_.empty()) events::Emit(r, events::Flush::kNow);
   return s;
 }
 
@@ -205,6 +208,31 @@ Status CheckpointerImpl::ReadMetadata(const RestoreOptions& options, std::option
   return ReadMetadataNow(options, out);
 }
 
+namespace {
+
+// A directory that holds DCP's .metadata (FileSystemWriter's checkpoint)
+// and no baton version: InvalidArgument saying so and what reads it, so
+// that neither a restore (a silent first run) nor a save (baton's files
+// beside DCP's) takes it for an empty checkpoint directory.
+Status CheckNotForeign(fs::Env* env, const std::string& dir) {
+  std::vector<std::string> names;
+  if (!env->ListDir(dir, &names).ok()) return Status::OK();  // the open's own checks name it
+  bool dcp = false;
+  for (const std::string& name : names) {
+    uint64_t seq = 0;
+    int64_t step = 0;
+    if (ParseVersionName(name, &seq, &step)) return Status::OK();
+    dcp = dcp || name == ".metadata";
+  }
+  if (!dcp) return Status::OK();
+  return Status::InvalidArgument(
+      log::kCkpt, "checkpoint directory " + dir + " holds a DCP checkpoint (.metadata, no baton version): import it "
+                  "with `baton ckpt import " + dir + " NEWDIR`, or read it with torch.distributed.checkpoint's "
+                  "FileSystemReader");
+}
+
+}  // namespace
+
 Status CheckpointerImpl::Init() {
   rank_ = runtime_.rank();
   size_ = runtime_.size();
@@ -215,7 +243,12 @@ Status CheckpointerImpl::Init() {
     // later call (all O_NOFOLLOW) meets it.
     fs::FileInfo info;
     local = env_->Stat(dir_, &info);
-    if (local.code() == Code::kNotFound) local = CreateDirAndParents(env_, dir_, options_.dir_mode);
+    if (local.code() == Code::kNotFound && options_.read_only) {
+      local = Status::NotFound(log::kCkpt, "checkpoint directory " + dir_ + " does not exist (opened to read: nothing "
+                                           "is created)");
+    } else if (local.code() == Code::kNotFound) {
+      local = CreateDirAndParents(env_, dir_, options_.dir_mode);
+    }
     char* real = local.ok() ? ::realpath(dir_.c_str(), nullptr) : nullptr;
     if (local.ok() && real == nullptr) {
       local = Status::IOError(log::kCkpt, "realpath(" + dir_ + "): " + std::strerror(errno));
@@ -232,8 +265,11 @@ Status CheckpointerImpl::Init() {
     // evaluation job's view of another's checkpoints) is restored from
     // without the writer lock, which it cannot hold: nothing is written
     // there, and no other Checkpointer can write it either.
+    // Another tool's checkpoint is not a first run: refused before the lock or the run file is written there.
+    if (local.ok()) local = CheckNotForeign(env_, dir_);
     std::string why;
-    if (local.ok() && env_->ReadOnly(dir_, &why)) {
+    if (local.ok() && options_.read_only) why = "opened to read";
+    if (local.ok() && (options_.read_only || env_->ReadOnly(dir_, &why))) {
       read_only_ = why;
       local = ReadRun(env_, dir_, &run_);
       if (local.code() == Code::kNotFound) {
@@ -245,8 +281,11 @@ Status CheckpointerImpl::Init() {
                                                         ", not " + options_.run_id);
       }
       if (run_.run_id.empty()) run_.run_id = options_.run_id;
-      BATON_LOG(kCkpt, warning) << "checkpoint directory " << dir_ << " is read-only (" << why
-                                << "): restores only, without the writer lock; saves fail";
+      // A reader that asked for it (CheckpointOptions::read_only) is not told.
+      if (!options_.read_only) {
+        BATON_LOG(kCkpt, warning) << "checkpoint directory " << dir_ << " is read-only (" << why
+                                  << "): restores only, without the writer lock; saves fail";
+      }
     } else if (local.ok()) {
       local = LockDirectory();
       if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);

@@ -143,6 +143,16 @@ Status ManifestValueLimit(fs::Env* env, const std::string& version_dir, uint64_t
   return Status::OK();
 }
 
+Status CheckArrayBytesWithinFiles(fs::Env* env, const std::string& version_dir, const Manifest& m) {
+  const uint64_t arrays = m.total_bytes();
+  uint64_t bytes = 0;
+  BATON_RETURN_IF_ERROR(OtherFileBytes(env, version_dir, &bytes));
+  if (arrays <= bytes) return Status::OK();
+  return Status::Corruption("ckpt", version_dir + "/" + kManifestName + ": its arrays hold " + std::to_string(arrays) +
+                                        " bytes, more than the " + std::to_string(bytes) +
+                                        " bytes of the version's files (a forged or damaged manifest)");
+}
+
 Status ReadManifestText(fs::Env* env, const std::string& version_dir, const std::string& path, std::string* text,
                         uint64_t* max_values) {
   fs::FileInfo info;

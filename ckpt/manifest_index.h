@@ -97,6 +97,15 @@ inline constexpr uint64_t kBaseManifestBytes = 96ull << 20;
 Status ReadManifestText(fs::Env* env, const std::string& version_dir, const std::string& path, std::string* text,
                         uint64_t* max_values);
 
+// The arrays of m (the manifest of the version in version_dir, a shared
+// directory's: every shard there) hold every row once, uncompressed, in
+// its shard files, so together they cannot hold more bytes than the
+// version's other regular files. A manifest that says so was forged or
+// damaged (its checksum recomputed): Corruption naming both figures, before
+// a reader sizes a buffer by it (a 32 TiB array, a restore that would raise
+// instead of falling back to the intact older version).
+Status CheckArrayBytesWithinFiles(fs::Env* env, const std::string& version_dir, const Manifest& m);
+
 // Where a restoring rank of `world` starts looking: at the world size that
 // saved, the shard of the same rank (its one index holds all its rows);
 // at another size, the shard of the old rank that held the first row of

@@ -40,6 +40,18 @@
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt {
+namespace {
+
+// The versions a restore that found none tried, each with its reason, for its NotFound: the cause on the
+// screen, not only in the log.
+std::string FailureReasons(const std::vector<SkippedVersion>& fallbacks) {
+  std::string out;
+  for (const SkippedVersion& f : fallbacks) out += (out.empty() ? " (" : "; ") + f.path + ": " + f.reason.message();
+  return out.empty() ? out : out + ")";
+}
+
+}  // namespace
+
 Status TransientRestoreError(const Status& s, const std::string& version_path) {
   return MakeStatus(s.code(), "restoring " + version_path + ": " + s.message() +
                                   " (not a damaged version: the restore fails for a requeue to retry instead of "
@@ -363,7 +375,8 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
       return Status::NotFound(log::kCkpt, "no version " +
                                               (options.step ? "of step " + std::to_string(*options.step) + " " : "") +
                                               "in " + dir_ + " could be restored: " + std::to_string(failed) +
-                                              " failed now, " + std::to_string(quarantined) + " quarantined before");
+                                              " failed now, " + std::to_string(quarantined) + " quarantined before" +
+                                              FailureReasons(result->fallbacks));
     }
     Manifest m;
     BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text

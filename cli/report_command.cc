@@ -121,8 +121,12 @@ void PrintText(const events::Report& r, const events::ReadStats& st, const std::
     std::string from = l.restored ? "restored step " + std::to_string(l.restored_step) + " from level " +
                                         std::to_string(l.restore_level)
                                   : std::string("started from nothing");
-    std::printf("  %zu. %s: %d ranks, %s, steps %lld-%lld, ended: %s\n", i + 1, l.key.c_str(), l.world, from.c_str(),
-                static_cast<long long>(l.first_step), static_cast<long long>(l.last_step), l.ended.c_str());
+    // A launch that ended before its first step has none (it printed "steps -1--1").
+    const std::string steps = l.first_step < 0 ? std::string("no steps")
+                                               : "steps " + std::to_string(l.first_step) + "-" +
+                                                     std::to_string(l.last_step);
+    std::printf("  %zu. %s: %d ranks, %s, %s, ended: %s\n", i + 1, l.key.c_str(), l.world, from.c_str(),
+                steps.c_str(), l.ended.c_str());
   }
   for (size_t i = 0; i < r.interruptions.size(); ++i) {
     const events::Interruption& x = r.interruptions[i];

@@ -46,6 +46,15 @@ std::string PlotCause(const events::Interruption& x) {
   return label;
 }
 
+// The line's colour says what kind of end it was: a failure (of a rank, a
+// node, or an exit with no word) red; the agreed stop (a preemption, the
+// time limit, a requeue asked for) amber; a normal end grey, not a failure.
+const char* CauseColour(const std::string& cause) {
+  if (cause == "end") return "#777777";
+  if (cause == "stop") return "#c07000";
+  return "#cc0000";
+}
+
 }  // namespace
 
 std::string PlotScript(const events::Report& report, const std::vector<events::Event>& events,
@@ -62,7 +71,16 @@ std::string PlotScript(const events::Report& report, const std::vector<events::E
      << "set title " << Quoted(Title(report)) << "\n"
      << "set xlabel 'seconds since the first launch'\n"
      << "set ylabel " << Quoted(have_loss ? "loss" : "steps per second") << "\n"
-     << "set grid\nset key top right\n";
+     << "set grid\n"
+     // Below the plot, outside it: inside, the legend covered the labels of
+     // the interruptions, which stand at the top of the plot; at most 4 to a row,
+     // and a bottom margin that holds the tics, the
+     // x label and every row of it (a second row overlapped the label).
+     << "set key outside bottom center horizontal maxcols 4\n"
+     << "set bmargin " << 4 + (report.launches.size() + 3) / 4 << "\n";
+  // The whole job: gnuplot's autoscale sees only the loss lines, and a
+  // restart after the last step (a launch that made none) fell off the plot.
+  if (report.wall > 0) os << "set xrange [0:" << report.wall * 1.02 << "]\n";
   // One data block per launch: the counted rank's steps.
   for (size_t i = 0; i < report.launches.size(); ++i) {
     const events::LaunchSummary& l = report.launches[i];
@@ -79,13 +97,24 @@ std::string PlotScript(const events::Report& report, const std::vector<events::E
     }
     os << "EOD\n";
   }
-  for (const events::Interruption& x : report.interruptions) {
+  for (size_t i = 0; i < report.interruptions.size(); ++i) {
+    const events::Interruption& x = report.interruptions[i];
     const double at = x.detected - report.start, back = x.started - report.start;
-    os << "set arrow from " << at << ", graph 0 to " << at << ", graph 1 nohead lc rgb '#cc0000' dt 2 lw 2\n"
-       << "set label " << Quoted(PlotCause(x)) << " at " << at << ", graph 0.96 right offset -0.5,0 tc rgb '#cc0000'\n"
-       << "set arrow from " << back << ", graph 0 to " << back << ", graph 0.85 nohead lc rgb '#0055cc' dt 3 lw 2\n"
-       << "set label " << Quoted("restart") << " at " << back
-       << ", graph 0.88 left offset 0.5,0 tc rgb '#0055cc'\n";
+    const std::string colour = CauseColour(x.cause);
+    // Interruptions close together would write their labels over each
+    // other: each of three in a row stands lower than the one before.
+    const double high = 0.96 - 0.12 * static_cast<double>(i % 3);
+    // The cause stands left of its line, the restart right of its own,
+    // unless that side is too near the plot's edge to hold the word.
+    const bool cause_left = at > 0.25 * report.wall, restart_right = back < 0.85 * report.wall;
+    os << "set arrow from " << at << ", graph 0 to " << at << ", graph 1 nohead lc rgb '" << colour
+       << "' dt 2 lw 2\n"
+       << "set label " << Quoted(PlotCause(x)) << " at " << at << ", graph " << high
+       << (cause_left ? " right offset -0.5,0" : " left offset 0.5,0") << " tc rgb '" << colour << "'\n"
+       << "set arrow from " << back << ", graph 0 to " << back << ", graph " << high - 0.11
+       << " nohead lc rgb '#0055cc' dt 3 lw 2\n"
+       << "set label " << Quoted("restart") << " at " << back << ", graph " << high - 0.06
+       << (restart_right ? " left offset 0.5,0" : " right offset -0.5,0") << " tc rgb '#0055cc'\n";
   }
   os << "plot ";
   bool any = false;

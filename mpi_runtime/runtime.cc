@@ -79,6 +79,21 @@ Status ResolveOptions(const RuntimeOptions& in, RuntimeOptions* out) {
   return Status::OK();
 }
 
+// torchrun (torch.distributed.elastic) starts the workers itself, as plain
+// processes: MPI_Init in each makes a world of one, and every worker would
+// then be rank 0 of 1, each writing the same checkpoint. baton's ranks are
+// MPI processes, so a program torchrun started is refused before MPI_Init,
+// in one line that says how to start it instead (docs/python.md, "torchrun").
+Status RefuseTorchrun() {
+  const char* run_id = std::getenv("TORCHELASTIC_RUN_ID");
+  if (run_id == nullptr) return Status::OK();
+  return Status::InvalidArgument(
+      kComponent, std::string("started by torchrun (TORCHELASTIC_RUN_ID=") + run_id +
+                      "), whose workers are not MPI processes: start the program itself, without torchrun, "
+                      "as `baton run python train.py` or `srun --baton python train.py` on Slurm, or "
+                      "`mpirun -n N python train.py` elsewhere");
+}
+
 }  // namespace
 
 Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, std::unique_ptr<Runtime>* out) {
@@ -86,6 +101,7 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   // Checked on every rank before any collective: all ranks see the same
   // environment under srun and mpirun, so all fail alike.
   BATON_RETURN_IF_ERROR(ResolveOptions(options, &rt->options_));
+  BATON_RETURN_IF_ERROR(RefuseTorchrun());
   const double seconds = rt->options_.collective_timeout;
   // The identity every Status and log line names is read from the
   // environment once, here, before any thread of ours runs: MPI_Init below

@@ -27,6 +27,30 @@ int BusiestRank(const std::map<int, std::vector<const Event*>>& by_rank) {
 
 bool EarlierT(const Event* a, const Event* b) { return a->t < b->t; }
 
+// How the step of launch `l` ended as its batch script saw it: the first
+// step_end record of its job from its start up to `until` (the next launch's
+// start), or null.
+const Event* StepEndOf(const std::vector<const Event*>& step_ends, const LaunchSummary& l, double until) {
+  const Event* found = nullptr;
+  for (const Event* e : step_ends) {
+    if (e->t < l.start || e->t > until) continue;
+    if (!e->job.empty() && !l.job.empty() && e->job != l.job) continue;
+    if (found != nullptr && found->t <= e->t) continue;
+    found = e;
+  }
+  return found;
+}
+
+// The cause the ranks' logs gave (`from_logs`), corrected by the step_end
+// record: a node lost outranks what the ranks saw (a deadline, a silent
+// peer: the effect of the node's death); an exit alone names only a launch
+// whose ranks left no word.
+std::string CauseWithStepEnd(const std::string& from_logs, const Event& step_end) {
+  if (!step_end.lost.empty()) return "node failure";
+  if (from_logs == "unknown" && step_end.exit && *step_end.exit != 0) return "exit " + std::to_string(*step_end.exit);
+  return from_logs;
+}
+
 }  // namespace
 
 std::string Interruption::Detail() const {
@@ -194,29 +218,25 @@ Report Analyze(const std::vector<Event>& events) {
       x.resumed = first->t;
       x.resumed_step = first->step;
     }
-    // How the step ended as its batch script saw it: the first step_end
-    // record of the job between the two launches' starts.
-    const Event* step_end = nullptr;
-    for (const Event* e : step_ends) {
-      if (e->t < before.s.start || e->t > after.s.start) continue;
-      if (!e->job.empty() && !before.s.job.empty() && e->job != before.s.job) continue;
-      if (step_end != nullptr && step_end->t <= e->t) continue;
-      step_end = e;
-    }
-    if (step_end != nullptr) {
+    if (const Event* step_end = StepEndOf(step_ends, before.s, after.s.start); step_end != nullptr) {
       x.step_exit = step_end->exit;
       x.srun_said = step_end->said;
       x.lost = step_end->lost;
-      // A node lost outranks what the ranks saw (a deadline, a silent
-      // peer: the effect of the node's death); an exit alone names only
-      // a launch whose ranks left no word.
-      if (!x.lost.empty()) {
-        x.cause = "node failure";
-      } else if (x.cause == "unknown" && x.step_exit && *x.step_exit != 0) {
-        x.cause = "exit " + std::to_string(*x.step_exit);
-      }
+      x.cause = CauseWithStepEnd(x.cause, *step_end);
     }
     r.interruptions.push_back(std::move(x));
+  }
+  // Each launch's end with its cause: where the ranks' logs just stop (srun
+  // SIGKILLed them after a node failure), the batch script's step_end record
+  // says why; the last launch has no interruption after it, so its own
+  // record is looked up here.
+  for (size_t i = 0; i < built.size(); ++i) {
+    LaunchSummary& s = built[i].s;
+    if (i + 1 < built.size()) {
+      s.ended = r.interruptions[i].cause;
+    } else if (const Event* e = StepEndOf(step_ends, s, std::numeric_limits<double>::infinity()); e != nullptr) {
+      s.ended = CauseWithStepEnd(s.ended, *e);
+    }
   }
   for (Built& b : built) r.launches.push_back(std::move(b.s));
   return r;

@@ -31,7 +31,9 @@ struct LaunchSummary {
   int restore_level = 0;
   double restore_seconds = 0;  // from the first restore call's start to the last one's end, before the first step
   int restore_records = 0;      // restore records in that span (Python's restore(state): two a pass)
-  std::string ended;  // "end", "stop", "failure" or "unknown" (the log just stops)
+  // "end", "stop", "failure" from the ranks' logs; where the logs just stop,
+  // the batch script's step_end record: "node failure", "exit N"; else "unknown".
+  std::string ended;
 };
 
 struct FailureSeen {

@@ -130,6 +130,12 @@ struct CheckpointOptions {
   // else BATON_COLLECTIVE_TIMEOUT, else 600 s). Needs the runtime's
   // heartbeats (RuntimeOptions::heartbeats); without them it never fires.
   double peer_timeout = 0;
+  // A reader's open (baton.dcp.BatonReader, `baton ckpt export`,
+  // baton.latest): the directory must exist (NotFound naming it otherwise:
+  // nothing is created), and nothing is written there, as for a read-only
+  // directory: no writer lock, no run file, no event log, no restore marks,
+  // level 2 off; Save and SaveAsync fail (InvalidArgument).
+  bool read_only = false;
   // The nice value (setpriority, per thread) of SaveAsync's background
   // writer: by default 10, so that where the cores are all busy the
   // training's threads keep their share and the writer takes what is left

@@ -33,11 +33,12 @@ from baton._baton import (  # noqa: F401  (the public names)
 from baton.checkpointer import Checkpointer, SaveFuture  # noqa: F401
 from baton.errors import ResizeRefused  # noqa: F401
 from baton.distributed import exit_for, init_process_group, requeue_cures  # noqa: F401  (import torch only when called)
+from baton.latest import latest  # noqa: F401
 from baton.rng import GeneratorState, RNGState  # noqa: F401
 from baton.wrappers import PerRank, Sharded  # noqa: F401
 
 __all__ = [
     "EXIT_REQUEUE", "Aborted", "ArrayCheckpointer", "Checkpointer", "CorruptCheckpointError", "Error", "GeneratorState",
-    "IOError", "InvalidArgument", "NotFound", "PerRank", "RNGState", "ResizeRefused", "Runtime", "SaveFuture", "Sharded",
-    "TimeoutError", "Unavailable", "exit_for", "init_process_group", "requeue_cures",
+    "IOError", "InvalidArgument", "NotFound", "PerRank", "RNGState", "ResizeRefused", "Runtime", "SaveFuture",
+    "Sharded", "TimeoutError", "Unavailable", "exit_for", "init_process_group", "latest", "requeue_cures",
 ]

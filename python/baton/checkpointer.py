@@ -591,6 +591,12 @@ class Checkpointer:
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
+            if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # baton.dcp.names.METADATA (no torch import here)
+                raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) "
+                                             "was written through torch.distributed.checkpoint (BatonWriter or "
+                                             "`baton ckpt import`); load it with dcp.load(state_dict, "
+                                             "storage_reader=baton.dcp.BatonReader(dir)), or convert it with "
+                                             "`baton ckpt export`")
             raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) was "
                                          f"not saved from a state dict (its arrays: {names}); restore it with "
                                          "baton.ArrayCheckpointer (restore(step=..., arrays=...))")

@@ -23,7 +23,12 @@ The pieces are thin: the work is the same Checkpointer's as in a plain loop.
   version when given the checkpoint directory itself: ``resume_path()``)
   and restores with the Checkpointer's fallback; the tensors are allocated
   from the checkpoint's own metadata. ``remove_checkpoint`` removes the
-  pointer only: baton's ``keep=`` decides which versions stay.
+  pointer only: baton's ``keep=`` decides which versions stay, and after
+  each save rank 0 removes the pointers (in the directory of the one it
+  wrote) whose versions ``keep=`` removed, so that ModelCheckpoint's
+  ``save_top_k``/``save_last`` files never name a version that is gone; a
+  pointer to a removed version given as ``ckpt_path`` is refused with the
+  steps the directory holds.
 * ``DDPStrategy`` is Lightning's, except that every rank takes part in a
   save (Lightning's calls the CheckpointIO on rank 0 only; baton's save is
   collective and writes each rank's share).
@@ -61,6 +66,7 @@ from lightning.pytorch.plugins.io import CheckpointIO as _LightningCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy as _LightningDDPStrategy
 
 from baton import _baton
+from baton.checkpointer import _VERSION, _version_step
 from baton.rng import RNGState
 
 _POINTER_KEYS = ("baton_dir", "step")
@@ -109,6 +115,7 @@ class CheckpointIO(_LightningCheckpointIO):
             self.saves += 1
         if self._rank == 0:
             _write_pointer(os.fspath(path), {"baton_dir": self.checkpointer.dir, "step": step})
+            _remove_stale_pointers(os.path.dirname(os.fspath(path)) or ".", self.checkpointer.dir)
 
     def load_checkpoint(self, path, map_location=None, weights_only=None):
         """The checkpoint dict of the pointer at ``path`` (or the newest version: ``path`` = the checkpoint directory)."""
@@ -121,6 +128,14 @@ class CheckpointIO(_LightningCheckpointIO):
                                              f"{pointer['baton_dir']!r}, this Checkpointer's directory is "
                                              f"{self.checkpointer.dir!r}")
             step = pointer["step"]
+            held = _steps_held(self.checkpointer.dir)
+            if step not in held:
+                # Every rank reads the same pointer and directory: all raise alike.
+                raise _baton.NotFound(
+                    f"baton.lightning.CheckpointIO.load_checkpoint({path!r}): the pointer names step {step}, which "
+                    f"{self.checkpointer.dir!r} no longer holds (the Checkpointer's keep= removed it); it holds "
+                    + (f"steps {sorted(held)}" if held else "no version")
+                    + f"; ckpt_path={self.checkpointer.dir!r} (resume_path()) resumes from the newest")
         whole = _Whole()
         # RNGState: this rank's generators, as saved at the same world size;
         # at another one they are left as they are (the data's order and the
@@ -290,6 +305,40 @@ def _read_pointer(path):
         raise _baton.InvalidArgument(f"baton.lightning.CheckpointIO.load_checkpoint({path!r}): not a baton pointer "
                                      f"file (it needs {list(_POINTER_KEYS)}): {pointer!r:.200}")
     return pointer
+
+
+def _steps_held(baton_dir):
+    """The steps of the committed versions in ``baton_dir`` (their directories, docs/checkpoint-format.md)."""
+    try:
+        names = os.listdir(baton_dir)
+    except FileNotFoundError:
+        return set()
+    return {_version_step(n) for n in names if _VERSION.match(n)}
+
+
+# A pointer is a few dozen bytes; a larger file is not one (a real Lightning checkpoint, left by another run).
+_POINTER_MAX_BYTES = 4096
+
+
+def _remove_stale_pointers(directory, baton_dir):
+    """Removes the pointer files in ``directory`` that name ``baton_dir`` and a step it no longer holds."""
+    held = _steps_held(baton_dir)
+    for name in os.listdir(directory):
+        p = os.path.join(directory, name)
+        try:
+            if not os.path.isfile(p) or os.path.getsize(p) > _POINTER_MAX_BYTES:
+                continue
+            with open(p) as f:
+                pointer = json.load(f)
+        except (OSError, ValueError):
+            continue  # not a pointer (or gone meanwhile): not ours to judge
+        if (isinstance(pointer, dict) and isinstance(pointer.get("step"), int)
+                and isinstance(pointer.get("baton_dir"), str) and _same_dir(pointer["baton_dir"], baton_dir)
+                and pointer["step"] not in held):
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
 
 
 def _same_dir(a, b):

@@ -405,7 +405,7 @@ void BindCheckpointer(py::module_& m) {
 
 ArrayCheckpointer(runtime, dir=None, local_dir=None, group_size=0, keep=3,
                   level2=False, shared_every=1, local_keep=2, run_id="",
-                  verify_replicas=True, peer_timeout=0.0)
+                  verify_replicas=True, peer_timeout=0.0, read_only=False)
 
 The low-level API (baton::Checkpointer): register arrays by name, then save,
 save_async and restore them all at once. Collective: every rank makes it, and
@@ -441,6 +441,9 @@ verify_replicas: each save checks that replicated arrays are the same on
   every rank (one hash pass each).
 peer_timeout: seconds of a silent peer after which the waiting ranks exit 75
   (0: the runtime's collective timeout).
+read_only: a reader's open: dir must exist (baton.NotFound, nothing
+  created) and nothing is written there (no lock, run file, event log;
+  level 2 off); save fails.
 
 Failures raise baton.Error subclasses naming rank, host and the value.
 The GIL is released while a call does I/O or waits for other ranks; one
@@ -449,7 +452,7 @@ gets baton.Unavailable at once). One checkpointer per directory: a second
 one on a directory this process holds is baton.Unavailable at once.)")
       .def(py::init([](py::object runtime, py::object dir, py::object local_dir, int group_size, int keep, bool level2,
                        int shared_every, int local_keep, std::string run_id, bool verify_replicas,
-                       double peer_timeout) {
+                       double peer_timeout, bool read_only) {
              if (!py::isinstance<PyRuntime>(runtime))
                ThrowInvalid("ArrayCheckpointer: runtime must be a baton.Runtime, not " +
                             std::string(py::str(py::type::handle_of(runtime).attr("__name__"))));
@@ -464,12 +467,13 @@ one on a directory this process holds is baton.Unavailable at once.)")
              o.run_id = std::move(run_id);
              o.verify_replicas = verify_replicas;
              o.peer_timeout = peer_timeout;
+             o.read_only = read_only;
              return std::make_unique<PyArrayCheckpointer>(std::move(runtime), o);
            }),
            py::arg("runtime"), py::arg("dir") = py::none(), py::arg("local_dir") = py::none(),
            py::arg("group_size") = 0, py::arg("keep") = 3, py::arg("level2") = false, py::arg("shared_every") = 1,
            py::arg("local_keep") = 2, py::arg("run_id") = "", py::arg("verify_replicas") = true,
-           py::arg("peer_timeout") = 0.0)
+           py::arg("peer_timeout") = 0.0, py::arg("read_only") = false)
       .def("register_replicated", &PyArrayCheckpointer::RegisterReplicated, py::arg("name"), py::arg("array"),
            py::arg("dtype") = py::none(),
            R"(Registers an array that every rank holds alike (DDP's parameters).

@@ -113,3 +113,49 @@ test_plot_writes_a_png() {
   "$BATON" report "$dir" --plot "$WORK/timeline.png" >/dev/null
   expect_eq "$(head -c 4 "$WORK/timeline.png" | od -An -c | tr -d ' ')" '211PNG' "the PNG signature"
 }
+
+# Issue 47: a launch ended by a node failure read "ended: unknown"; a normal
+# end was drawn as a red failure line; the legend covered the labels. A log
+# of three launches (a node lost: the step_end record names it; the agreed
+# stop; the end) and a gnuplot on PATH that keeps the script it is given.
+test_every_launch_end_has_its_cause_and_the_plot_colours_it() {
+  local dir=$WORK/causes out
+  rm -rf "$dir"; mkdir -p "$dir/events" "$WORK/fakebin"
+  cat >"$dir/events/7-r0.jsonl" <<'LOG'
+{"ev":"start","t":100,"launch":"slurm:7.0/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":101,"step":1,"dur":1,"loss":3.0}
+{"ev":"step","t":102,"step":2,"dur":1,"loss":2.9}
+{"ev":"start","t":110,"launch":"slurm:7.1/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":111,"step":1,"dur":1,"loss":3.0}
+{"ev":"step","t":112,"step":2,"dur":1,"loss":2.9}
+{"ev":"stop","t":112.5,"step":2}
+{"ev":"end","t":113,"step":2}
+{"ev":"start","t":120,"launch":"slurm:7.2/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":121,"step":3,"dur":1,"loss":2.8}
+{"ev":"end","t":122,"step":3}
+{"ev":"start","t":130,"launch":"slurm:7.3/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":131,"step":4,"dur":1,"loss":2.7}
+{"ev":"end","t":132,"step":4}
+LOG
+  echo '{"ev":"step_end","t":105,"job":"7","exit":137,"nodes":"n[1-2]","lost":[{"host":"n2","why":"DOWN"}]}' \
+    >"$dir/events/7-batch.jsonl"
+  out=$("$BATON" report "$dir") || fail "baton report failed: $out"
+  echo "$out"
+  grep -q "^  1\. slurm:7.0/0: .*ended: node failure$" <<<"$out" || fail "launch 1 is not ended by the node failure"
+  grep -q "^  2\. slurm:7.1/0: .*ended: stop$" <<<"$out" || fail "launch 2 is not ended by the stop"
+  grep -q "^  3\. slurm:7.2/0: .*ended: end$" <<<"$out" || fail "launch 3 did not end normally"
+  ! grep -q "ended: unknown" <<<"$out" || fail "a launch ended unknown"
+  printf '#!/bin/sh\ncat >"%s"\n' "$WORK/plot.gp" >"$WORK/fakebin/gnuplot"
+  chmod +x "$WORK/fakebin/gnuplot"
+  PATH=$WORK/fakebin:$PATH "$BATON" report "$dir" --plot "$WORK/causes.png" >/dev/null || fail "the plot failed"
+  local gp; gp=$(cat "$WORK/plot.gp")
+  grep -q "set label 'node failure: n2' .* tc rgb '#cc0000'" <<<"$gp" || fail "the node failure is not red: $gp"
+  grep -q "set label 'stop' .* tc rgb '#c07000'" <<<"$gp" || fail "the stop is not amber: $gp"
+  grep -q "set label 'end' .* tc rgb '#777777'" <<<"$gp" || fail "the normal end is not grey: $gp"
+  [ "$(grep -c "'#cc0000'" <<<"$gp")" = 2 ] || fail "red is used for more than the node failure: $gp"
+  grep -q "^set key outside bottom" <<<"$gp" || fail "the legend is not outside, below the plot: $gp"
+  if command -v gnuplot >/dev/null; then
+    "$BATON" report "$dir" --plot "$WORK/causes.png" >/dev/null || fail "gnuplot failed on the script"
+    expect_eq "$(head -c 4 "$WORK/causes.png" | od -An -c | tr -d ' ')" '211PNG' "the PNG signature"
+  fi
+}

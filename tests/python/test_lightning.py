@@ -7,6 +7,7 @@ uninterrupted one; the agreed stop (a SIGTERM on one rank) stops every rank
 at the same step, saves that step once, exits 75, and resumes.
 """
 import os
+import re
 import signal
 
 import pytest
@@ -95,9 +96,39 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(rt, group, shared_dir):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs after the resume"
-    # The pointers ModelCheckpoint keeps name baton's versions.
+    # ModelCheckpoint(save_top_k=-1) kept a pointer per epoch; those whose versions keep=3 removed are gone
+    # with them (issue 47: 4 pointers, one naming a removed version), and each one left names a version held.
     pointers = sorted(os.listdir(os.path.join(shared_dir, "parts", "checkpoints")))
-    assert len(pointers) == 4, pointers
+    assert len(pointers) == 3, pointers
+    held = sorted(int(n.rsplit("-s", 1)[1]) for n in os.listdir(path) if n.startswith("v"))
+    named = sorted(bl._read_pointer(os.path.join(shared_dir, "parts", "checkpoints", p))["step"] for p in pointers)
+    assert named == held, (named, held)
+
+
+def test_a_pointer_to_a_removed_version_names_the_versions_held(rt, group, shared_dir):
+    """ModelCheckpoint(save_top_k=-1, save_last=True) over 4 epochs with keep=2: the epoch pointers of removed
+    versions are removed with them, last.ckpt stays; a pointer naming a removed version (as one copied away and
+    given back as ckpt_path) is refused with NotFound naming the steps the directory holds."""
+    ck = baton.Checkpointer(rt, dir=os.path.join(shared_dir, "k2", "ckpt"), keep=2)
+    io = bl.CheckpointIO(ck)
+    stop = bl.AgreedStop(rt)
+    root = os.path.join(shared_dir, "k2")
+    pointers_dir = os.path.join(root, "checkpoints")
+    every = ModelCheckpoint(dirpath=pointers_dir, every_n_epochs=1, save_top_k=-1, save_last=True)
+    baton.init_process_group(rt)
+    _trainer(rt, io, stop, root, 4, [every]).fit(Regression(1))
+    per_epoch = 4 * SAMPLES // (BATCH * rt.size) // 4
+    held = [3 * per_epoch, 4 * per_epoch]
+    names = sorted(os.listdir(pointers_dir))
+    assert len(names) == 3 and "last.ckpt" in names, names
+    assert sorted({bl._read_pointer(os.path.join(pointers_dir, n))["step"] for n in names}) == held, names
+    stale = os.path.join(shared_dir, f"stale-{rt.rank}.ckpt")
+    bl._write_pointer(stale, {"baton_dir": ck.dir, "step": per_epoch})
+    with pytest.raises(baton.NotFound, match=r"names step %d, which .* no longer holds .* holds steps %s" % (
+            per_epoch, re.escape(str(held)))):
+        io.load_checkpoint(stale)
+    assert io.load_checkpoint(os.path.join(pointers_dir, "last.ckpt"))["global_step"] == held[-1]
+    ck.close()
 
 
 class _SignalAt(L.Callback):

@@ -316,14 +316,35 @@ TEST(Goodput, TheBatchScriptsStepEndNamesTheLostNode) {
   ASSERT_TRUE(x.step_exit.has_value());
   EXPECT_EQ(*x.step_exit, 137);
   EXPECT_EQ(x.Detail(), "n2 (left the allocation); srun exit 137: srun: error: Node failure on n2");
+  // The launch's own end has the cause too (the text report read "ended: unknown", issue 47).
+  EXPECT_EQ(r.launches[0].ended, "node failure");
+  EXPECT_EQ(r.launches[1].ended, "end");
   // Without a lost node, an exit names a launch whose ranks left no word.
   const std::string quiet = R"({"ev":"step_end","t":205,"job":"7","exit":137,"nodes":"n[1-2]","lost":[]})" "\n";
   const Report q = Analyze(Parse({{0, rank0}, {-1, quiet}}));
   ASSERT_EQ(q.interruptions.size(), 1u);
   EXPECT_EQ(q.interruptions[0].cause, "exit 137");
   EXPECT_EQ(q.interruptions[0].Detail(), "srun exit 137");
+  EXPECT_EQ(q.launches[0].ended, "exit 137");
   // Without the batch script's record: unknown, as before.
   EXPECT_EQ(Analyze(Parse({{0, rank0}})).interruptions[0].cause, "unknown");
+}
+
+// The last launch has no interruption after it: a node lost there (the job
+// ends, no relaunch) is still its cause, from the step_end record after it.
+TEST(Goodput, TheLastLaunchsEndHasTheStepEndsCause) {
+  const std::string rank0 =
+      R"({"ev":"start","t":200,"launch":"slurm:7.0/0","job":"7","rank":0,"world":2}
+{"ev":"step","t":201,"step":1,"dur":1}
+)";
+  const std::string lost =
+      R"({"ev":"step_end","t":205,"job":"7","exit":137,"nodes":"n[1-2]","lost":[{"host":"n2","why":"DOWN"}]})" "\n";
+  const Report r = Analyze(Parse({{0, rank0}, {-1, lost}}));
+  ASSERT_EQ(r.launches.size(), 1u);
+  EXPECT_EQ(r.launches[0].ended, "node failure");
+  const std::string quiet = R"({"ev":"step_end","t":205,"job":"7","exit":1,"nodes":"n[1-2]","lost":[]})" "\n";
+  EXPECT_EQ(Analyze(Parse({{0, rank0}, {-1, quiet}})).launches[0].ended, "exit 1");
+  EXPECT_EQ(Analyze(Parse({{0, rank0}})).launches[0].ended, "unknown");
 }
 
 TEST(StepEnd, SlurmsStateNamesAnUnusableNodeStillInTheAllocation) {

@@ -12,13 +12,12 @@ import os
 import shutil
 
 import torch
-from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
-from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 from torch.distributed.checkpoint.state_dict_saver import _save_state_dict
 
 from baton import _baton
-from baton.dcp import convert_checks, convert_structure
+from baton.dcp import convert_checks, convert_structure, safe_load
 from baton.dcp.reader import BatonReader
 from baton.dcp.writer import BatonWriter
 
@@ -27,8 +26,9 @@ def _read_source(source):
     """The state to save: a DCP directory's (its .metadata names it all) or a torch.save file's, with its structure."""
     if os.path.isdir(source):
         sd = {}
-        _load_state_dict(sd, storage_reader=FileSystemReader(source), planner=_EmptyStateDictLoadPlanner(),
-                         no_dist=True)
+        # safe_load: the source's pickles (.metadata, bytes entries) run no code.
+        _load_state_dict(sd, storage_reader=safe_load.FileSystemReader(source),
+                         planner=safe_load.EmptyStateDictLoadPlanner(source), no_dist=True)
         return sd
     try:
         # weights_only: a checkpoint file is data; pickled code in it is refused, not run.
@@ -85,7 +85,7 @@ def export_checkpoint(directory, target, step=None, fmt="dcp", runtime=None, for
         what = "version" if step is None else "version of step %d" % step
         raise _baton.NotFound("export: %s holds no %s (%s)" % (directory, what, e)) from e
     sd = {}
-    _load_state_dict(sd, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(), no_dist=True)
+    _load_state_dict(sd, storage_reader=reader, planner=safe_load.EmptyStateDictLoadPlanner(directory), no_dist=True)
     parent, base = os.path.split(os.path.abspath(target))
     tmp = os.path.join(parent, ".%s.baton-export-%d" % (base, os.getpid()))
     try:

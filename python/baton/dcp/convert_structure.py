@@ -18,6 +18,7 @@ import torch
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
 
 from baton import _baton
+from baton.dcp import safe_unpickle
 
 # No state dict of a training program has this key; its value is bytes.
 STRUCTURE_KEY = "__baton_torch_save_structure__"
@@ -34,25 +35,12 @@ class _Pickler(pickle.Pickler):
         return None
 
 
-class _Unpickler(pickle.Unpickler):
-    """Only the globals torch.load(weights_only=True) allows (the source passed that load)."""
+class _Unpickler(safe_unpickle.Unpickler):
+    """baton.dcp.safe_unpickle's unpickler (what torch.load(weights_only=True) allows), its tensors by DCP name."""
 
     def __init__(self, f, tensors):
-        super().__init__(f)
+        super().__init__(f, "%s (the stored torch.save structure)" % STRUCTURE_KEY)
         self._tensors = tensors
-        from torch import _weights_only_unpickler
-
-        self._allowed = dict(_weights_only_unpickler._get_allowed_globals())
-        for g in torch.serialization.get_safe_globals():
-            g = g[0] if isinstance(g, tuple) else g
-            self._allowed["%s.%s" % (g.__module__, g.__qualname__)] = g
-
-    def find_class(self, module, name):
-        key = "%s.%s" % (module, name)
-        if key not in self._allowed:
-            raise _baton.CorruptCheckpointError("%s: the stored torch.save structure names %s, which "
-                                                "torch.load(weights_only=True) does not allow" % (STRUCTURE_KEY, key))
-        return self._allowed[key]
 
     def persistent_load(self, pid):
         if pid not in self._tensors:

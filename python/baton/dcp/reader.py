@@ -5,16 +5,19 @@
 read_metadata restores the version's stored DCP Metadata (baton's restore:
 the newest version every rank can read and verify); read_data registers,
 per rank, only the rows of the chunks its ReadItems need and restores them
-in one collective baton Restore (whole HDF5 chunks read, each verified by
-its xxh3 before a byte is used), then copies the pieces into the targets.
+in one collective baton Restore into scratch memory (whole HDF5 chunks
+read, each verified by its xxh3 before a byte is used), then copies the
+pieces into DCP's targets, only once everything verified: a load that fails
+leaves the program's tensors as they were. Nothing pickled in a checkpoint
+runs code: the Metadata and the bytes entries are read by
+baton.dcp.safe_unpickle (what torch.load(weights_only=True) allows), or the
+load is refused naming the entry.
 A version whose chunks fail verification is skipped for the next older
 one, as baton.ArrayCheckpointer.restore does; the plan made from the newer
 version's Metadata is used for the older one only when both Metadata are
 the same (the same state at the same world size), else the load fails
 naming both versions.
 """
-import io
-import pickle
 from collections import defaultdict
 
 import numpy as np
@@ -25,8 +28,9 @@ from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
 from baton import _baton
+from baton.dcp import safe_unpickle
 from baton.dtensor_chunks import row_span, stored_piece
-from baton.dcp import names, runtime as runtimes
+from baton.dcp import names, stored_form, runtime as runtimes
 
 # baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
 _TORCH_DTYPES = {
@@ -77,7 +81,12 @@ class BatonReader(StorageReader):
     def _open(self):
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonReader")
-        return _baton.ArrayCheckpointer(rt, dir=self.path, **self._options)
+        # A reader creates nothing and writes nothing where it reads (no lock, run file, event log), unless
+        # it reads node-local copies (level 2, which keeps its own records).
+        options = dict(self._options)
+        if not (options.get("level2") or options.get("local_dir")):
+            options.setdefault("read_only", True)
+        return _baton.ArrayCheckpointer(rt, dir=self.path, **options)
 
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not
         ck = self._open()
@@ -91,7 +100,9 @@ class BatonReader(StorageReader):
             ck.close()
         self._metadata_bytes = blob.tobytes()
         self.metadata_bytes = len(self._metadata_bytes)
-        self._metadata = pickle.loads(self._metadata_bytes)
+        # Read without running code: whoever can write the directory wrote this pickle (baton.dcp.safe_unpickle).
+        self._metadata = safe_unpickle.metadata(self._metadata_bytes, "%s: the %r array of %s" % (
+            self.path, names.METADATA, self.last_restore and self.last_restore["version_path"]))
         return self._metadata
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
@@ -115,9 +126,10 @@ class BatonReader(StorageReader):
         for item in plan.items:
             wanted[md.storage_data[item.storage_index]].append(item)
         ck = self._open()
-        direct_targets = self._direct = {}
         try:
             arrays = self._arrays(ck)
+            # Every array is read into scratch memory, never into DCP's targets: a restore that fails
+            # verification (and a fallback that cannot be used) leaves the program's tensors as they were.
             buffers = {}
             for name, items in wanted.items():
                 if name not in arrays:
@@ -129,15 +141,12 @@ class BatonReader(StorageReader):
                     buffers[name] = (torch.empty(shape, dtype=torch.uint8), 0)
                     continue
                 sizes, dtype = chunk_sizes[(items[0].storage_index.fqn, tuple(items[0].storage_index.offset))]
-                if shape != (tuple(sizes) or (1,)):
+                logical = tuple(sizes) or (1,)
+                if shape != stored_form.stored_shape(logical, dtype):
                     raise _baton.CorruptCheckpointError(
-                        "BatonReader: array %r has shape %s, its DCP chunk %s" % (name, shape, tuple(sizes)))
-                direct = self._direct_target(items, shape, dtype, planner)
-                if direct is not None:
-                    buffers[name] = direct
-                    continue
+                        "BatonReader: array %r has shape %s, its DCP chunk %s (%s)" % (name, shape, tuple(sizes), dtype))
                 first, end = row_span(items) if sizes else (0, 1)
-                buffers[name] = (torch.empty((end - first,) + shape[1:], dtype=dtype), first)
+                buffers[name] = (torch.empty((end - first,) + logical[1:], dtype=dtype), first)
             # The restore is collective and the ranks must register the same
             # arrays: every array of the version, with the rows this rank
             # needs (none for most), and the metadata in full to check it.
@@ -145,7 +154,7 @@ class BatonReader(StorageReader):
             buffers[names.METADATA] = (blob, 0)
             for name, (shape, dtype) in arrays.items():
                 buf, first = buffers.get(name) or (torch.empty((0,) + shape[1:], dtype=dtype), 0)
-                ck.register_sharded(name, buf, offset=first, global_shape=list(shape))
+                stored_form.register(ck, name, buf, first, shape)
             ck.restore(step=self.step, from_level=self.from_level)
             restored = ck.last_restore()
             self.bytes_read = ck.last_stats().get("bytes_read")
@@ -159,14 +168,17 @@ class BatonReader(StorageReader):
                 % (self.last_restore and self.last_restore["version_path"], restored["version_path"],
                    "; ".join(f["reason"] for f in restored["fallbacks"]) or "none", restored["version_path"]))
         self.last_restore = restored
+        # Everything that can refuse is done before the first byte reaches a target: the bytes
+        # entries read (DCP's planners torch.load them with weights_only=False, so they get only
+        # what weights_only=True read, saved again: baton.dcp.safe_unpickle) and the pieces' shapes.
+        byte_values, copies = {}, []
         for name, items in wanted.items():
             buf, first = buffers[name]
-            if name in direct_targets:
-                planner.commit_tensor(items[0], direct_targets[name])
-                continue
             for item in items:
                 if item.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(item, io.BytesIO(buf.numpy().tobytes()))
+                    byte_values[id(item)] = safe_unpickle.resaved(
+                        buf.numpy().tobytes(), "%s: the bytes entry %r (array %r of %s)"
+                        % (self.path, item.dest_index.fqn, name, restored["version_path"]))
                     continue
                 src = stored_piece(buf, first, item)
                 target = planner.resolve_tensor(item).detach()
@@ -174,8 +186,14 @@ class BatonReader(StorageReader):
                     raise _baton.InvalidArgument(
                         "BatonReader: %r: the target piece has shape %s, the stored piece %s"
                         % (item.dest_index.fqn, tuple(target.size()), tuple(src.size())))
-                target.copy_(src)
-                planner.commit_tensor(item, target)
+                copies.append((item, target, src))
+        for name, items in wanted.items():
+            for item in items:
+                if item.type == LoadItemType.BYTE_IO:
+                    planner.load_bytes(item, byte_values[id(item)])
+        for item, target, src in copies:
+            target.copy_(src)
+            planner.commit_tensor(item, target)
         future = Future()
         future.set_result(None)
         return future
@@ -185,30 +203,6 @@ class BatonReader(StorageReader):
         return False
 
     # --- helpers ----------------------------------------------------------------------------------------
-    def _direct_target(self, items, shape, dtype, planner):
-        """(target, first row) when the restore can read straight into DCP's target, else None.
-
-        So when this rank's only piece of the array is whole rows of it
-        (every dim after the first complete) and the target piece is a
-        contiguous tensor of the array's dtype: the usual case (a replicated
-        tensor, an FSDP2 shard read at the same or a multiple world size);
-        no staging buffer, no copy. Otherwise the rows are read into a
-        buffer and the pieces copied (a Shard(1) split at another size).
-        """
-        if len(items) != 1 or len(items[0].lengths) == 0:
-            return None
-        item = items[0]
-        if any(int(o) != 0 for o in item.storage_offsets[1:]) or tuple(int(n) for n in item.lengths[1:]) != shape[1:]:
-            return None
-        target = planner.resolve_tensor(item).detach()
-        if target.dtype != dtype or target.device.type != "cpu" or not target.is_contiguous():
-            return None
-        self._direct[self._name_of(item)] = target
-        return target, int(item.storage_offsets[0])
-
-    def _name_of(self, item):
-        return self._metadata.storage_data[item.storage_index]
-
     def _arrays(self, ck):
         """{name: (shape, torch dtype)} of every array of the version restore would take."""
         meta = self._version(ck)
@@ -221,8 +215,12 @@ class BatonReader(StorageReader):
         meta = ck.read_metadata(step=self.step)
         if meta is None:
             raise _baton.NotFound("BatonReader: %s holds no checkpoint version" % (ck.dir,))
-        if names.METADATA not in {a["name"] for a in meta["arrays"]}:
+        held = {a["name"] for a in meta["arrays"]}
+        if names.METADATA not in held:
+            # Which reader reads it: a state dict's version has the Checkpointer's marker array.
+            reader = "baton.Checkpointer(rt, dir=...).restore(state)" if "~baton.state_dict" in held else \
+                "baton.ArrayCheckpointer (restore(step=..., arrays=...))"
             raise _baton.InvalidArgument(
-                "BatonReader: %s (step %d) was not written through DCP (no %r array): restore it with "
-                "baton.Checkpointer" % (meta["version_path"], meta["step"], names.METADATA))
+                "BatonReader: %s (step %d) was not written through DCP (no %r array): restore it with %s"
+                % (meta["version_path"], meta["step"], names.METADATA, reader))
         return meta

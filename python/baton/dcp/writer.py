@@ -25,7 +25,7 @@ from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
 from baton import _baton
-from baton.dcp import names, runtime as runtimes
+from baton.dcp import names, stored_form, runtime as runtimes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,7 +173,8 @@ class BatonWriter(StorageWriter):
                     data = torch.empty((0,) + a.shape[1:], dtype=a.dtype)
                     if item is not None:
                         data = self._tensor_of(planner.resolve_data(item), a)
-                    ck.register_sharded(a.name, data, offset=0, global_shape=list(a.shape))
+                    # Every dtype DCP saves (complex, float8 variants): stored_form.
+                    stored_form.register(ck, a.name, data, 0, stored_form.stored_shape(a.shape, a.dtype))
                 held.append(data)
                 if item is not None:
                     results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=a.name))

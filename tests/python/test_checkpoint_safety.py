@@ -1,0 +1,276 @@
+"""What a checkpoint cannot do to the program that reads it (issue 46): run code
+(a planted __reduce__ in DCP's .metadata, a bytes entry, baton's dcp-metadata
+array) on any path that reads one, nor leave bytes that failed verification
+in the program's tensors. tests/python/run-pytest runs these on every rank;
+the commands (`baton ckpt import|export`) run on rank 0 as processes of
+their own, the loads on every rank."""
+import os
+import pickle
+import subprocess
+import traceback
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+dcp = pytest.importorskip("torch.distributed.checkpoint")
+from torch.distributed.checkpoint import FileSystemWriter  # noqa: E402
+
+import conftest  # noqa: E402
+import gloo_world  # noqa: E402
+import test_dcp_backend as backend  # noqa: E402  (its helpers; a module, so pytest does not collect its tests twice)
+
+from baton import _baton  # noqa: E402
+from baton.dcp import BatonReader, BatonWriter  # noqa: E402
+
+BATON_CLI = os.path.join(os.environ.get("BATON_BUILD_DIR", ""), "cli", "baton")
+
+
+class Planted:
+    """Unpickled by an unpickler that runs code, it creates the file `marker`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.fixture(scope="module")
+def dist():
+    d = gloo_world.world(conftest.RANK, conftest.SIZE, "test_checkpoint_safety")
+    yield d
+    gloo_world.close()
+
+
+def _cli(*args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    p = subprocess.run([BATON_CLI, "ckpt"] + [str(a) for a in args], capture_output=True, text=True, env=env,
+                       timeout=240)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _text(e):
+    return "".join(traceback.format_exception(e))
+
+
+def test_import_runs_no_code_from_a_dcp_directory(dist, shared_dir, rank):
+    """`baton ckpt import` of a DCP directory whose .metadata, or one of whose bytes entries, holds a planted
+    __reduce__: the command fails naming the entry, and the file the code would create does not exist."""
+    if rank == 0:
+        if not os.path.exists(BATON_CLI):
+            pytest.skip("the baton command is not built")
+        marker = os.path.join(shared_dir, "code-ran")
+        good = {"w": torch.arange(6.0)}
+        entry = os.path.join(shared_dir, "entry")
+        dcp.save({"w": torch.arange(6.0), "evil": Planted(marker)}, storage_writer=FileSystemWriter(entry),
+                 no_dist=True)
+        meta = os.path.join(shared_dir, "meta")
+        dcp.save(good, storage_writer=FileSystemWriter(meta), no_dist=True)
+        with open(os.path.join(meta, ".metadata"), "wb") as f:
+            pickle.dump(Planted(marker), f)
+        for source, named in ((entry, "the bytes entry 'evil'"), (meta, os.path.join(meta, ".metadata"))):
+            rc, out, err = _cli("import", source, os.path.join(shared_dir, "into-" + os.path.basename(source)))
+            assert rc != 0 and named in err and "refused to unpickle" in err, (source, rc, out, err)
+            assert not os.path.exists(marker), (source, err)
+    dist.barrier()
+
+
+def test_export_and_load_run_no_code_from_a_bytes_entry(dist, rt, shared_dir, rank):
+    """A bytes entry with a planted __reduce__ written through BatonWriter: dcp.load with BatonReader (every rank)
+    and `baton ckpt export` (both formats) fail naming the entry; nothing runs; the tensors keep their values."""
+    marker = os.path.join(shared_dir, "code-ran")
+    dcp.save({"w": torch.arange(6.0), "evil": Planted(marker)}, storage_writer=BatonWriter(shared_dir, runtime=rt))
+    target = {"w": torch.full((6,), 2.0), "evil": None}
+    with pytest.raises(BaseException) as info:  # DCP's CheckpointException is a BaseException
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
+    assert "the bytes entry 'evil'" in _text(info.value) and "refused to unpickle" in _text(info.value)
+    assert torch.equal(target["w"], torch.full((6,), 2.0)) and target["evil"] is None
+    assert not os.path.exists(marker)
+    dist.barrier()
+    if rank == 0 and os.path.exists(BATON_CLI):
+        for fmt in ("torch", "dcp"):
+            rc, out, err = _cli("export", shared_dir, os.path.join(shared_dir, "out-" + fmt), "--format", fmt)
+            assert rc != 0 and "the bytes entry 'evil'" in err, (fmt, rc, out, err)
+            assert not os.path.exists(marker) and not os.path.exists(os.path.join(shared_dir, "out-" + fmt))
+    dist.barrier()
+
+
+def test_read_metadata_runs_no_code_from_a_dcp_metadata_array(dist, rt, shared_dir):
+    """A dcp-metadata array anyone can write with ArrayCheckpointer, holding a planted __reduce__: read_metadata
+    refuses it naming the array; nothing runs."""
+    marker = os.path.join(shared_dir, "code-ran")
+    blob = np.frombuffer(bytearray(pickle.dumps(Planted(marker))), np.uint8)
+    ck = _baton.ArrayCheckpointer(rt, dir=shared_dir)
+    try:
+        ck.register_sharded("dcp-metadata", blob if rt.rank == 0 else blob[:0], offset=0, global_shape=[blob.size])
+        ck.save(1)
+    finally:
+        ck.close()
+    with pytest.raises(_baton.InvalidArgument) as info:
+        BatonReader(shared_dir, runtime=rt).read_metadata()
+    assert "'dcp-metadata' array" in str(info.value) and "refused to unpickle" in str(info.value), info.value
+    assert not os.path.exists(marker)
+
+
+def test_a_failed_load_leaves_the_tensors_as_they_were(dist, rt, shared_dir, rank):
+    """One version, a flipped byte: dcp.load with BatonReader fails (no older version to fall back to) and the
+    program's tensors hold exactly what they held (defect 1: they held 2.0000038)."""
+    dcp.save({"w": torch.full((1000,), 2.5), "b": torch.arange(8)}, storage_writer=BatonWriter(shared_dir, runtime=rt))
+    dist.barrier()
+    if rank == 0:
+        backend._flip_data_byte(backend._versions(shared_dir)[-1], "w@0")
+    dist.barrier()
+    target = {"w": torch.full((1000,), 2.0), "b": torch.zeros(8, dtype=torch.int64)}
+    with pytest.raises(BaseException) as info:
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
+    assert "could be restored" in _text(info.value) and "dataset w@0" in _text(info.value), _text(info.value)
+    assert torch.equal(target["w"], torch.full((1000,), 2.0)) and torch.equal(target["b"], torch.zeros(8, dtype=torch.int64))
+
+
+def _reseal(path):
+    """manifest.json made whole again after an edit (its last key, the xxh3 of every byte before it, recomputed
+    through libxxhash), as a hostile writer could."""
+    import ctypes
+
+    x = ctypes.CDLL("libxxhash.so.0")
+    x.XXH3_64bits.restype = ctypes.c_uint64
+    x.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    with open(path, "rb") as f:
+        t = f.read()
+    key = t.rindex(b'"manifest_xxh3": "')
+    with open(path, "wb") as f:
+        f.write(t[:key] + b'"manifest_xxh3": "%016x"\n}\n' % x.XXH3_64bits(t[:key], key))
+
+
+def _forge_shape(version, array, rows):
+    """Sets `array`'s first dimension in the version's manifest to `rows`, checksum recomputed."""
+    import re
+
+    path = os.path.join(version, "manifest.json")
+    with open(path, "rb") as f:
+        t = f.read()
+    at = t.index(b'"name": "%s"' % array.encode())
+    m = re.compile(rb'"shape": \[(\d+)').search(t, at)
+    with open(path, "wb") as f:
+        f.write(t[:m.start(1)] + str(rows).encode() + t[m.end(1):])
+    _reseal(path)
+
+
+def test_a_forged_size_falls_back_to_the_intact_version(dist, rt, shared_dir, rank):
+    """The newest version's manifest says dcp-metadata holds 32 TiB (checksum recomputed): the load restores the
+    older version and names the forged one, allocating nothing by it (defect 12: MemoryError)."""
+    dcp.save({"w": torch.arange(10.0)}, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    dcp.save({"w": torch.arange(10.0)}, storage_writer=BatonWriter(shared_dir, step=2, runtime=rt))
+    dist.barrier()
+    if rank == 0:
+        _forge_shape(backend._versions(shared_dir)[-1], "dcp-metadata", 1 << 45)
+    dist.barrier()
+    target = {"w": torch.zeros(10)}
+    reader = BatonReader(shared_dir, runtime=rt)
+    dcp.load(target, storage_reader=reader)
+    assert torch.equal(target["w"], torch.arange(10.0))
+    assert reader.last_restore["step"] == 1, reader.last_restore
+    (skipped,) = reader.last_restore["fallbacks"]
+    assert skipped["step"] == 2 and "forged or damaged manifest" in skipped["reason"], skipped
+
+
+def test_a_dcp_directory_is_named_not_taken_for_a_first_run(dist, rt, shared_dir, rank):
+    """A DCP FileSystemWriter directory: Checkpointer, BatonReader and `baton ckpt ls` refuse it naming what it is
+    and the command that imports it; nothing is written into it (defect 13: run, events, writer.lock)."""
+    import baton
+
+    d = os.path.join(shared_dir, "dcp")
+    if rank == 0:
+        dcp.save({"w": torch.arange(4.0)}, storage_writer=FileSystemWriter(d), no_dist=True)
+    dist.barrier()
+    before = sorted(os.listdir(d))
+    with pytest.raises(baton.InvalidArgument, match="holds a DCP checkpoint.*baton ckpt import"):
+        baton.Checkpointer(rt, dir=d)
+    with pytest.raises(BaseException) as info:
+        dcp.load({"w": torch.zeros(4)}, storage_reader=BatonReader(d, runtime=rt))
+    assert "holds a DCP checkpoint" in _text(info.value), _text(info.value)
+    assert sorted(os.listdir(d)) == before
+    assert baton.latest(d) is None
+    if rank == 0 and os.path.exists(BATON_CLI):
+        rc, out, err = _cli("ls", d)
+        assert rc != 0 and "holds no baton version" in err and "baton ckpt import" in err, (rc, out, err)
+    dist.barrier()
+
+
+def test_a_reader_creates_and_writes_nothing(dist, rt, shared_dir, rank):
+    """BatonReader on a mistyped path fails naming it and creates nothing; a load writes nothing into the directory
+    it reads (no lock taken, no event logged); baton.latest answers the step without an exception."""
+    import baton
+
+    typo = os.path.join(shared_dir, "no-such-dir")
+    with pytest.raises(BaseException) as info:
+        dcp.load({"w": torch.zeros(4)}, storage_reader=BatonReader(typo, runtime=rt))
+    assert "does not exist" in _text(info.value), _text(info.value)
+    assert not os.path.exists(typo)
+    d = os.path.join(shared_dir, "ck")
+    assert baton.latest(d) is None
+    dcp.save({"w": torch.arange(4.0)}, storage_writer=BatonWriter(d, step=6, runtime=rt))
+    dist.barrier()
+
+    def tree():
+        out = {}
+        for root, dirs, files in os.walk(d):
+            for n in dirs + files:
+                st = os.lstat(os.path.join(root, n))
+                out[os.path.join(root, n)] = (st.st_size, st.st_mtime_ns)
+        return out
+
+    before = tree()
+    target = {"w": torch.zeros(4)}
+    dcp.load(target, storage_reader=BatonReader(d, runtime=rt))
+    assert torch.equal(target["w"], torch.arange(4.0))
+    after = tree()
+    assert after == before, sorted(set(after.items()) ^ set(before.items()))
+    assert baton.latest(d) == 6
+    dist.barrier()
+
+
+def test_a_refusal_names_the_reader_that_reads_the_version(dist, rt, shared_dir):
+    """Checkpointer.restore of what BatonWriter wrote names BatonReader (it named ArrayCheckpointer); BatonReader
+    of what Checkpointer wrote names Checkpointer."""
+    import baton
+
+    a, b = os.path.join(shared_dir, "dcp"), os.path.join(shared_dir, "sd")
+    dcp.save({"w": torch.arange(4.0)}, storage_writer=BatonWriter(a, runtime=rt))
+    with baton.Checkpointer(rt, dir=a) as ck:
+        with pytest.raises(baton.InvalidArgument, match=r"BatonReader\(dir\).*baton ckpt export"):
+            ck.restore({"w": torch.zeros(4)})
+    with baton.Checkpointer(rt, dir=b) as ck:
+        ck.save({"w": torch.arange(4.0)}, 3)
+    with pytest.raises(BaseException) as info:
+        dcp.load({"w": torch.zeros(4)}, storage_reader=BatonReader(b, runtime=rt))
+    assert "restore it with baton.Checkpointer" in _text(info.value), _text(info.value)
+
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "format-2026-12-06")
+
+
+def test_versions_written_before_stay_readable(dist, rt, shared_dir, rank):
+    """The checked-in versions of 2026-12-06 (fixtures/make_format_fixture.py: a Checkpointer save at step 5, a
+    dcp.save with BatonWriter at step 3, one rank) restore at this launch's world size, exactly."""
+    import shutil
+
+    import baton
+    from fixtures import make_format_fixture as made
+
+    if rank == 0:
+        shutil.copytree(FIXTURE, os.path.join(shared_dir, "copy"))
+    dist.barrier()
+    want = made.state()
+    a, b = os.path.join(shared_dir, "copy", "checkpointer"), os.path.join(shared_dir, "copy", "dcp")
+    assert (baton.latest(a), baton.latest(b)) == (5, 3)
+    got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "epoch": None, "tag": None}
+    with baton.Checkpointer(rt, dir=a) as ck:
+        assert ck.restore(got) == 5
+    loaded = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "epoch": 0, "tag": ""}
+    dcp.load(loaded, storage_reader=BatonReader(b, runtime=rt))
+    for out in (got, loaded):
+        assert (out["epoch"], out["tag"]) == (want["epoch"], want["tag"])
+        for k, v in want["model"].items():
+            assert out["model"][k].dtype == v.dtype and torch.equal(out["model"][k], v), k
