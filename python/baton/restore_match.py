@@ -296,6 +296,8 @@ class _Matcher:
             if _plain(cur) and _plain_ck(ck):
                 return ck
             return self.conflict(cur, "a dict", path)
+        if self.strict and _other_optimizer(cur, ck, path, self.error):
+            return MISSING
         out = type(ck)()
         for k, v in ck.items():
             if k in cur:
@@ -343,6 +345,44 @@ def _needs_live(node):
     if isinstance(node, dict):
         return any(_needs_live(v) for v in node.values())
     return False
+
+
+def _optimizer_keys(sd):
+    """(per-parameter state keys, param_groups keys) of an optimizer's state dict; None for any other dict."""
+    if set(sd) != {"state", "param_groups"} or not isinstance(sd["state"], dict) or \
+            not isinstance(sd["param_groups"], (list, tuple)):
+        return None
+    state = sorted({str(k) for v in sd["state"].values() if isinstance(v, dict) for k in v})
+    groups = sorted({str(k) for g in sd["param_groups"] if isinstance(g, dict) for k in g} - {"params"})
+    return state, groups
+
+
+def _other_optimizer(cur, ck, path, error):
+    """True (the difference reported) where the checkpoint's optimizer state is another optimizer's.
+
+    Before, AdamW saved and SGD restoring through get_state_dict was blamed
+    on a missing get_state_dict (exp_avg, a DTensor, "in the checkpoint, not
+    in the state") when the program did use it (issue 46 defect 14). The
+    hyperparameter keys of param_groups tell one optimizer from another
+    whether or not either holds per-parameter state yet (SGD without
+    momentum never does), as the state keys do once both hold some: where
+    neither side's keys hold the other's. (One side's keys inside the
+    other's, an option a newer torch added or Adam's amsgrad, is left to
+    the key-by-key errors.)"""
+    saved, live = _optimizer_keys(ck), _optimizer_keys(cur)
+    if saved is None or live is None:
+        return False
+    (saved_state, saved_groups), (live_state, live_groups) = saved, live
+
+    def apart(a, b):  # neither holds the other: a torch release that adds an option to a group is not this
+        return not (set(a) <= set(b) or set(b) <= set(a))
+
+    if not apart(saved_groups, live_groups) and not (saved_state and live_state and apart(saved_state, live_state)):
+        return False
+    error(path, f"the optimizer's state keys differ: the checkpoint's per-parameter state holds {saved_state} and "
+                f"its param_groups {saved_groups}, the state's {live_state} and {live_groups} (another optimizer: "
+                "restore into the optimizer the checkpoint was saved with)")
+    return True
 
 
 def _with_meta(out, ck):

@@ -256,3 +256,26 @@ def test_strict_false_into_a_model_with_fewer_layers_through_get_state_dict(dist
     for k in got:
         assert torch.equal(got[k], want[k]), k
     ck.close()
+
+
+def test_another_optimizer_through_get_state_dict_is_named_as_such(dist, rt, shared_dir, size):
+    """Issue 46 defect 14: AdamW saved, SGD restoring through the documented Training(get_state_dict) object was
+    blamed on not using get_state_dict; the refusal names the optimizer's differing keys, and restores nothing."""
+    mesh = fs.mesh_of((size,))
+    model, optim = _mlp(mesh, 1)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"train": fs.Training(model, optim)}, 1)
+
+    model2, _ = _mlp(mesh, 1)
+    with torch.no_grad():
+        for p in model2.parameters():
+            p.zero_()
+    for sgd in (torch.optim.SGD(model2.parameters(), lr=0.1, momentum=0.9), torch.optim.SGD(model2.parameters(), lr=0.1)):
+        with pytest.raises(baton.InvalidArgument) as e:
+            ck.restore({"train": fs.Training(model2, sgd)})
+        text = str(e.value)
+        assert "'train/optim': the optimizer's state keys differ" in text, text
+        assert "'exp_avg', 'exp_avg_sq', 'step'" in text and "'betas'" in text and "'momentum'" in text, text
+        assert "get_state_dict makes" not in text and "in the checkpoint, not in the state" not in text, text
+    assert all(not p.full_tensor().any() for p in model2.parameters())  # nothing restored
+    ck.close()

@@ -30,9 +30,20 @@ def resolve(runtime):
 
 
 def check_world(runtime, what):
-    """The Runtime's world is torch.distributed's (when that is initialized): same size, same rank."""
+    """The Runtime's world is torch.distributed's: same size, same rank.
+
+    Over more than one rank torch.distributed must be initialized: without
+    it DCP plans each rank alone (no_dist), every rank claims every chunk,
+    and baton's collective save or restore then failed with "the ranks
+    registered different arrays" or "rows overlap" (issue 46 defect 14).
+    Refused here, on every rank alike, before anything collective."""
     import torch.distributed as dist
 
+    if runtime.size > 1 and not (dist.is_available() and dist.is_initialized()):
+        raise _baton.InvalidArgument(
+            "%s: torch.distributed is not initialized on rank %d of %d: DCP plans the ranks' chunks together "
+            "through it; call baton.init_process_group(runtime) (or torch.distributed.init_process_group) first"
+            % (what, runtime.rank, runtime.size))
     if dist.is_available() and dist.is_initialized():
         if (dist.get_world_size(), dist.get_rank()) != (runtime.size, runtime.rank):
             raise _baton.InvalidArgument(
