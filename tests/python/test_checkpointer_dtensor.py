@@ -270,7 +270,8 @@ def test_another_optimizer_through_get_state_dict_is_named_as_such(dist, rt, sha
     with torch.no_grad():
         for p in model2.parameters():
             p.zero_()
-    for sgd in (torch.optim.SGD(model2.parameters(), lr=0.1, momentum=0.9), torch.optim.SGD(model2.parameters(), lr=0.1)):
+    params = list(model2.parameters())
+    for sgd in (torch.optim.SGD(params, lr=0.1, momentum=0.9), torch.optim.SGD(params, lr=0.1)):
         with pytest.raises(baton.InvalidArgument) as e:
             ck.restore({"train": fs.Training(model2, sgd)})
         text = str(e.value)

@@ -225,7 +225,8 @@ def test_without_init_process_group_save_and_load_say_to_call_it(dist, rt, share
         dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
         _assert_equal(got, sd)
         return
-    for what, call in (("BatonWriter", lambda: dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=2, runtime=rt))),
+    for what, call in (("BatonWriter", lambda: dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=2,
+                                                                                        runtime=rt))),
                        ("BatonReader", lambda: dcp.load(_zeros_like(sd),
                                                         storage_reader=BatonReader(shared_dir, runtime=rt)))):
         with pytest.raises(BaseException) as e:
