@@ -126,7 +126,13 @@ Status OtherFileBytes(fs::Env* env, const std::string& version_dir, uint64_t* by
     if (name.compare(0, std::char_traits<char>::length(kManifestName), kManifestName) == 0) continue;
     if (fs::IsDurableTemporary(name)) continue;  // a write in progress or a crash's leftover (the manifest's)
     fs::FileInfo info;
-    if (!env->Stat(version_dir + "/" + name, &info).ok() || info.type != fs::FileType::kRegular) continue;
+    const Status s = env->Stat(version_dir + "/" + name, &info);
+    // Gone since the listing: not the version's. Any other failure (ESTALE, EIO) is
+    // the storage's, not the manifest's: passed on, so that the restore fails as
+    // transient instead of going on with a bound that left a file out.
+    if (s.code() == Code::kNotFound) continue;
+    BATON_RETURN_IF_ERROR(s);
+    if (info.type != fs::FileType::kRegular) continue;
     *bytes += info.size;
   }
   return Status::OK();
