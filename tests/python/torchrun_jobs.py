@@ -17,9 +17,13 @@ import pytest
 pytest.importorskip("torch.distributed.run")
 
 PROGRAM = """
+    import sys
     import baton
     rt = baton.Runtime()
-    print("rank", rt.rank, "of", rt.size, "started", flush=True)
+    # One write per line: print's pieces are separate writes where stdout is unbuffered
+    # (PYTHONUNBUFFERED), and mpirun forwards the two ranks' pieces interleaved.
+    sys.stdout.write("rank %d of %d started\n" % (rt.rank, rt.size))
+    sys.stdout.flush()
 """
 
 
