@@ -22,7 +22,7 @@ PROGRAM = """
     rt = baton.Runtime()
     # One write per line: print's pieces are separate writes where stdout is unbuffered
     # (PYTHONUNBUFFERED), and mpirun forwards the two ranks' pieces interleaved.
-    sys.stdout.write("rank %d of %d started\n" % (rt.rank, rt.size))
+    sys.stdout.write("rank %d of %d started\\n" % (rt.rank, rt.size))
     sys.stdout.flush()
 """
 
