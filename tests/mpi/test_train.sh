@@ -44,7 +44,11 @@ reference() {
 
 # The step of the newest committed version in DIR (none: "none").
 newest_committed() {
-  "$BATON" ckpt ls "$1" --json | perl -MJSON::PP -e '
+  local json rc=0
+  json=$("$BATON" ckpt ls "$1" --json) || rc=$?
+  # Exit 1 with an empty list: the directory holds no version yet (a kill before the first save).
+  if [ "$rc" -ne 0 ] && [ "$json" != "[]" ]; then fail "baton ckpt ls $1 --json: exit $rc: $json"; fi
+  printf '%s\n' "$json" | perl -MJSON::PP -e '
     my @c = sort { $a->{seq} <=> $b->{seq} } grep { $_->{status} eq "complete" } @{ decode_json(join "", <STDIN>) };
     print @c ? $c[-1]{step} : "none", "\n"'
 }
