@@ -178,40 +178,6 @@ def test_async_save(dist, rt, shared_dir):
     _assert_equal(got, want)
 
 
-def test_a_second_async_save_in_flight_is_refused_naming_the_first_future(dist, rt, shared_dir):
-    """Issue 46 defect 14: two async_saves in flight failed as "the ranks registered different arrays" or
-    "rows overlap"; the second is refused, saying to wait on the first future, and the first commits."""
-    import threading
-
-    second_started = threading.Event()
-
-    class First(BatonWriter):
-        def write_data(self, plan, planner):
-            assert second_started.wait(120)  # held in flight until the second save has begun on this rank
-            return super().write_data(plan, planner)
-
-    class Second(BatonWriter):
-        def set_up_storage_writer(self, *args, **kwargs):
-            second_started.set()
-            return super().set_up_storage_writer(*args, **kwargs)
-
-    sd = _state(5)
-    first = dcp.async_save(sd, storage_writer=First(shared_dir, step=1, runtime=rt))
-    second = dcp.async_save(_state(6), storage_writer=Second(shared_dir, step=2, runtime=rt))
-    first.result(timeout=120)
-    with pytest.raises(BaseException) as e:  # DCP's CheckpointException (a BaseException) on every rank
-        second.result(timeout=120)
-    text = str(e.value)
-    assert "a save is in flight" in text and "wait on the first future" in text, text
-    assert "different arrays" not in text and "overlap" not in text.replace("overlapped", ""), text
-    assert [os.path.basename(v).split("-")[1] for v in _versions(shared_dir)] == ["s1"]
-    # Once the first is done, the next save goes ahead.
-    dcp.async_save(_state(6), storage_writer=BatonWriter(shared_dir, step=2, runtime=rt)).result(timeout=120)
-    got = _zeros_like(_state(6))
-    dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
-    _assert_equal(got, _state(6))
-
-
 def test_without_init_process_group_save_and_load_say_to_call_it(dist, rt, shared_dir, monkeypatch, size):
     """Issue 46 defect 14: over several ranks, dcp.save/dcp.load without torch.distributed initialized failed
     as "rows overlap" or "the ranks registered different arrays"; now every rank is told to call

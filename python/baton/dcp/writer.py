@@ -15,7 +15,6 @@ import dataclasses
 import functools
 import io
 import pickle
-import threading
 
 import numpy as np
 import torch
@@ -53,48 +52,6 @@ def _merged_metadata(plans):
     if planner_data and all(isinstance(d, dict) for d in planner_data):
         md = dataclasses.replace(md, planner_data=functools.reduce(lambda a, b: {**a, **b}, planner_data))
     return md
-
-
-class _Save:
-    """One BatonWriter save under way in this process: the thread that runs it, and whether it is done."""
-
-    def __init__(self):
-        self.thread = threading.current_thread()
-        self.done = threading.Event()
-
-
-_saves_lock = threading.Lock()
-_last_save = None  # the _Save last started in this process
-
-
-def _start_save():
-    """(this save's _Save, or None where it overlaps one in flight; True where it does).
-
-    Two dcp.async_save calls in flight at once (the second made before the
-    first's future was done) ran their collectives interleaved on the same
-    process groups, and failed with "the ranks registered different arrays"
-    or "rows overlap" (issue 46 defect 14). The second waits here for the
-    first's thread to end (so nothing collective interleaves), then is
-    refused: every rank's plan says whether it overlapped, and the
-    coordinator refuses in prepare_global_plan, which DCP raises on every
-    rank alike, however each rank's timing went. A save on the main thread
-    (dcp.save) is never waited on: nothing else can start while it runs
-    there."""
-    global _last_save
-    me = threading.current_thread()
-    with _saves_lock:
-        prev = _last_save
-        overlaps = (prev is not None and prev.thread is not me and prev.thread is not threading.main_thread()
-                    and prev.thread.is_alive() and not prev.done.is_set())
-        save = None if overlaps else _Save()
-        if save is not None:
-            _last_save = save
-    if overlaps:
-        prev.thread.join()
-    return save, overlaps
-
-
-_OVERLAP = "baton: this rank started the save while another was in flight"
 
 
 def _agreed_lengths(rt, byte_names, blobs):
@@ -139,8 +96,6 @@ class BatonWriter(StorageWriter):
         self._options = dict(options, keep=keep, level2=level2, local_dir=local_dir)
         self._merged = None
         self._stored = None  # the Metadata this rank stored (coordinator), for finish's check
-        self._save = None  # this save's _Save (None: refused as overlapping one in flight)
-        self._overlaps = False
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
@@ -150,19 +105,11 @@ class BatonWriter(StorageWriter):
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         self.is_coordinator = is_coordinator
-        self._save, self._overlaps = _start_save()
 
     def prepare_local_plan(self, plan):
-        # The coordinator learns from the plans whether any rank overlapped (prepare_global_plan).
-        return dataclasses.replace(plan, storage_data=_OVERLAP if self._overlaps else None)
+        return plan
 
     def prepare_global_plan(self, plans):
-        overlapped = [rank for rank, p in enumerate(plans) if p.storage_data == _OVERLAP]
-        if overlapped:
-            raise _baton.InvalidArgument(
-                "BatonWriter(%r): a save is in flight: dcp.async_save was called again before the previous "
-                "save's future was done (seen on rank(s) %s); wait on the first future (future.result()) before "
-                "starting the next save; nothing of this one was written" % (self.path, overlapped))
         # Every rank registers every array of the version (its own with data,
         # the others with no rows): each plan carries the whole list.
         arrays, seen = [], {}
@@ -192,13 +139,6 @@ class BatonWriter(StorageWriter):
         for item in plan.items:
             mine[names.chunk_name(item.index.fqn, None if item.type == WriteItemType.BYTE_IO
                                   else item.tensor_data.chunk.offsets)] = item
-        try:
-            return self._write(plan, planner, arrays, mine)
-        finally:
-            if self._save is not None and not self.is_coordinator:
-                self._save.done.set()  # the coordinator's save ends in finish
-
-    def _write(self, plan, planner, arrays, mine):
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonWriter")
         # Bytes entries (every non-tensor value, and the DCP Metadata) are
@@ -255,8 +195,6 @@ class BatonWriter(StorageWriter):
     def finish(self, metadata, results):
         # The version is committed already (write_data's save): here the
         # coordinator only checks that what it stored is what DCP planned.
-        if self._save is not None:
-            self._save.done.set()
         if self._stored is not None and self._stored.state_dict_metadata != metadata.state_dict_metadata:
             raise _baton.InvalidArgument(
                 "BatonWriter: the planner's final Metadata differs from the one stored in step %s (a planner that "
