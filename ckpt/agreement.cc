@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,46 @@ Status Agree(MPI_Comm comm, const Status& local, Agreement* out, Code prefer) {
 
 Status AgreeAndSum(MPI_Comm comm, const Status& local, uint64_t* sums, int n, Code prefer) {
   return AgreeSumming(comm, local, nullptr, prefer, sums, n);
+}
+
+Status BcastOutcome(MPI_Comm comm, const Status& local, std::string* payload, int root) {
+  // A record of 256 bytes: what a version's name or a few offsets need.
+  constexpr size_t kInline = 232;
+  struct Record {
+    long long code, world_rank, length;
+    char text[kInline];
+  } record{};
+  static_assert(sizeof(Record) == 256);
+  int rank = 0;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+  std::string text;
+  if (rank == root) {
+    text = local.ok() ? *payload : local.message();
+    int world_rank = 0;
+    (void)BATON_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank));
+    record.code = static_cast<long long>(local.code());
+    record.world_rank = world_rank;
+    record.length = static_cast<long long>(text.size());
+    std::memcpy(record.text, text.data(), std::min(text.size(), kInline));
+  }
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&record, sizeof record, MPI_BYTE, root, comm)));
+  if (record.length > INT_MAX) {
+    return Status::Internal(log::kCkpt, "a text of " + std::to_string(record.length) + " bytes to broadcast");
+  }
+  const size_t length = static_cast<size_t>(record.length);
+  if (length > kInline) {
+    text.resize(length);
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, root, comm)));
+  } else {
+    text.assign(record.text, length);
+  }
+  const Code code = static_cast<Code>(record.code);
+  if (code == Code::kOk) {
+    *payload = std::move(text);
+    return Status::OK();
+  }
+  return MakeStatus(code, "rank " + std::to_string(record.world_rank) + ": " + text);
 }
 
 Status BcastString(MPI_Comm comm, std::string* s, int root) {

@@ -41,6 +41,16 @@ Status AgreeAndSum(MPI_Comm comm, const Status& local, uint64_t* sums, int n, Co
 // A Status of `code` (not kOk) with component ckpt and `message`.
 Status MakeStatus(Code code, std::string_view message);
 
+// Root's outcome on every rank of comm in one MPI_Bcast (a second one only
+// when its text passes 232 bytes), for a step that root alone performs
+// (making a version directory, writing a shard's metadata): the other ranks
+// did nothing that could fail, so this replaces Agree followed by a
+// broadcast of root's result. Returns root's status, as Agree words it
+// ("rank R: message", R root's rank in MPI_COMM_WORLD), on every rank; when
+// it is OK, *payload is root's *payload (a version's name, the offsets HDF5
+// allocated) on every rank. Collective over comm.
+Status BcastOutcome(MPI_Comm comm, const Status& local, std::string* payload, int root = 0);
+
 // Root's `s` on every rank of comm (its length first; up to INT_MAX bytes):
 // the text of a decision one rank made (a manifest, a version's name).
 Status BcastString(MPI_Comm comm, std::string* s, int root = 0);

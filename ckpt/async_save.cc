@@ -194,11 +194,9 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
     }
   }
   AsyncLap("create");
-  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step) + " asynchronously"));
-  int len = static_cast<int>(name.size());
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm_)));
-  name.resize(static_cast<size_t>(len));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(name.data(), len, MPI_CHAR, 0, comm_)));
+  // Rank 0's outcome and the name in one broadcast (ckpt/agreement.h).
+  BATON_RETURN_IF_ERROR(
+      BcastOutcome(comm_, local, &name).Annotate("saving step " + std::to_string(step) + " asynchronously"));
   p->vdir = dir_ + "/" + name;
   p->name = name;
   AsyncLap("agree");
@@ -303,11 +301,10 @@ Status CheckpointerImpl::CommitPending(const Status& written) {
   std::vector<uint64_t> record = p.indexed ? p.index_record : PendingShardRecord();
   Status local = p.indexed ? Status::OK() : IndexPendingShard(p.vdir, &record);
   AsyncLap("index");
-  agreed = Agree(comm_, local);
-  if (!agreed.ok()) return AbandonPending(agreed);
-  AsyncLap("commit_agree");
+  // The index's outcome rides in the records' gather (no agreement of its
+  // own); the commit's agreement below names a rank whose index failed.
   Manifest m;
-  local = GatherAndBuild(record, &m);
+  local = GatherAndBuild(record, &m, local);
   if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, m);
   AsyncLap("manifest");
   agreed = Agree(comm_, local);
@@ -348,17 +345,28 @@ Status CheckpointerImpl::IndexPendingShard(const std::string& vdir, std::vector<
   return WriteIndexOfShard(vdir, p.step, p.arrays, OwnShardGroups(), 1, rank_, p.entries, record);
 }
 
-Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m) {
+Status CheckpointerImpl::GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m, const Status& mine) {
   const PendingSave& p = *pending_;
   const size_t n = p.arrays.size();
-  const int per_rank = static_cast<int>(n + 4);
-  std::vector<uint64_t> mine = record;
-  mine.resize(n + 4);
-  std::vector<uint64_t> all(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
+  // [record (n + 4), failed]
+  const int per_rank = static_cast<int>(n + 5);
+  std::vector<uint64_t> sent = record;
+  sent.resize(n + 4);
+  sent.push_back(mine.ok() ? 0 : 1);
+  std::vector<uint64_t> all(rank_ == 0 ? static_cast<size_t>(size_) * (n + 5) : 0);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(
-      MPI_Gather(mine.data(), per_rank, MPI_UINT64_T, all.data(), per_rank, MPI_UINT64_T, 0, comm_)));
-  if (rank_ != 0) return Status::OK();
-  return BuildManifest(p.step, p.arrays, OwnShardGroups(), 1, p.blob, all, m);
+      MPI_Gather(sent.data(), per_rank, MPI_UINT64_T, all.data(), per_rank, MPI_UINT64_T, 0, comm_)));
+  if (rank_ != 0 || !mine.ok()) return mine;
+  std::vector<uint64_t> records;
+  records.reserve(static_cast<size_t>(size_) * (n + 4));
+  for (int k = 0; k < size_; ++k) {
+    const auto at = all.begin() + static_cast<ptrdiff_t>(k) * (n + 5);
+    if (at[static_cast<ptrdiff_t>(n + 4)] != 0) {
+      return Status::Aborted(log::kCkpt, "rank " + std::to_string(k) + " failed before the manifest");
+    }
+    records.insert(records.end(), at, at + static_cast<ptrdiff_t>(n + 4));
+  }
+  return BuildManifest(p.step, p.arrays, OwnShardGroups(), 1, p.blob, records, m);
 }
 
 // After an MPI failure (mpi_check.h) the save in flight can never be agreed

@@ -13,27 +13,50 @@
 namespace baton::ckpt {
 
 BackgroundWriter::~BackgroundWriter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  job_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void BackgroundWriter::Start(Job job, int nice) {
-  if (thread_.joinable()) thread_.join();  // a caller that skipped Join: never assign over a live thread
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // A caller that skipped Join: the job before runs to its end first.
+    done_cv_.wait(lock, [&] { return state_ != State::kRunning; });
     state_ = State::kRunning;
     result_ = Status::OK();
+    job_ = std::move(job);
+    nice_ = nice;
+    abandon_.store(false, std::memory_order_release);
   }
-  abandon_.store(false, std::memory_order_release);
-  thread_ = std::thread([this, nice, job = std::move(job)] {
-    if (nice > 0) {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+  job_cv_.notify_one();
+}
+
+void BackgroundWriter::Loop() {
+  int applied_nice = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    job_cv_.wait(lock, [&] { return stop_ || job_; });
+    if (!job_) return;  // stopped, nothing handed over
+    Job job = std::move(job_);
+    job_ = nullptr;
+    const int nice = nice_;
+    lock.unlock();
+    if (nice != applied_nice) {
       (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice);
+      applied_nice = nice;
     }
     Status s = job(abandon_);
-    std::lock_guard<std::mutex> lock(mu_);
+    job = nullptr;  // what the job holds goes before its end is published
+    lock.lock();
     result_ = std::move(s);
     state_ = result_.ok() ? State::kSucceeded : State::kFailed;
     done_cv_.notify_all();
-  });
+  }
 }
 
 bool BackgroundWriter::WaitUntil(double deadline) {
@@ -48,8 +71,8 @@ bool BackgroundWriter::WaitUntil(double deadline) {
 }
 
 Status BackgroundWriter::Join() {
-  if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return state_ != State::kRunning; });
   Status s = std::move(result_);
   result_ = Status::OK();
   state_ = State::kIdle;

@@ -332,8 +332,13 @@ class CheckpointerImpl : public Checkpointer {
   // Writes this rank's shard index into `vdir` (completing *record).
   Status IndexPendingShard(const std::string& vdir, std::vector<uint64_t>* record);
   // Collective: the shard records gathered to rank 0, which builds the
-  // version's manifest into *m.
-  Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m);
+  // version's manifest into *m. `mine`: this rank's outcome of the step
+  // before (its index written), carried in the same gather instead of an
+  // agreement of its own: rank 0 builds only when every rank's is OK, else
+  // returns kAborted naming the first failed rank; the other ranks return
+  // `mine`. The caller's next Agree (it must make one) then names the rank
+  // that failed.
+  Status GatherAndBuild(const std::vector<uint64_t>& record, Manifest* m, const Status& mine = Status::OK());
 
   // level3_commit.cc: the pending save's level-3 copy (each rank's shard,
   // unless its writer copied it; its index), and rank 0's commit of the

@@ -44,17 +44,22 @@ Status CheckpointerImpl::WriteMyShardIndex(const std::string& vdir, int64_t step
   // My entries, the digests from WriteMyShard (hashed as the rows were
   // written); their number varies with the rows: counts first.
   const std::vector<uint64_t> entries = ShardEntries(mine, digests);
-  const int count = static_cast<int>(entries.size());
-  std::vector<int> counts(group_rank == 0 ? static_cast<size_t>(group_size) : 0), displs;
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, group_)));
-  size_t total = 0;
-  for (int c : counts) {
-    displs.push_back(static_cast<int>(total));
-    total += static_cast<size_t>(c);
+  std::vector<uint64_t> group_entries;
+  if (group_size == 1) {
+    group_entries = entries;  // a group of one (group_size 1, one rank on its node): nothing to gather
+  } else {
+    const int count = static_cast<int>(entries.size());
+    std::vector<int> counts(group_rank == 0 ? static_cast<size_t>(group_size) : 0), displs;
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, group_)));
+    size_t total = 0;
+    for (int c : counts) {
+      displs.push_back(static_cast<int>(total));
+      total += static_cast<size_t>(c);
+    }
+    group_entries.resize(total);
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gatherv(entries.data(), count, MPI_UINT64_T, group_entries.data(),
+                                                      counts.data(), displs.data(), MPI_UINT64_T, 0, group_)));
   }
-  std::vector<uint64_t> group_entries(total);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gatherv(entries.data(), count, MPI_UINT64_T, group_entries.data(),
-                                                    counts.data(), displs.data(), MPI_UINT64_T, 0, group_)));
   record->resize(n + 2);  // [bytes, meta_xxh3, offsets...]
   if (group_rank != 0) {
     record->insert(record->end(), {0, 0});

@@ -42,9 +42,10 @@ Status CheckpointerImpl::CommitLevel3(const Manifest* level2) {
                             &bytes, nullptr, commit_deadline_);
   }
   if (local.ok()) local = IndexPendingShard(p.vdir, &record);
-  BATON_RETURN_IF_ERROR(Agree(comm_, local));
+  // Copied and indexed everywhere: agreed within the records' gather (rank
+  // 0 commits only then) and named by the agreement after the commit.
   Manifest m;
-  local = GatherAndBuild(record, &m);
+  local = GatherAndBuild(record, &m, local);
   if (level2 != nullptr && rank_ == 0) m.time = level2->time;
   if (local.ok() && rank_ == 0) local = CommitManifest(p.vdir, m);
   BATON_RETURN_IF_ERROR(Agree(comm_, local));

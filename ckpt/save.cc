@@ -13,9 +13,10 @@
 //      every rank that wrote into it fsyncs it; agreed; Env::Mark("agreed");
 //   4. each group's first rank gathers its group's chunk records (first
 //      row, rows, the xxh3 of the rows from step 3) and writes the shard's
-//      index (shard-NNNNN.json, fsynced; ckpt/commit.cc); agreed; rank 0
+//      index (shard-NNNNN.json, fsynced; ckpt/commit.cc); rank 0
 //      gathers each shard's size, metadata checksum, data offsets and
-//      index size and xxh3, fsyncs the version directory, writes
+//      index size and xxh3 with each rank's outcome of its index (no
+//      commit unless every index was written), fsyncs the version directory, writes
 //      manifest.json durably (ckpt/fs/durable_write.h: a temporary,
 //      fsync, rename, directory fsync), fsyncs the checkpoint directory; agreed (the commit);
 //   5. rank 0 applies retention (PlanRetention, RemoveTree).
@@ -153,6 +154,7 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   wo.file_mode = options_.file_mode;
   wo.env = env_;
   wo.clock = clock;
+  wo.caller_agrees = true;  // SaveNow agrees over the world right after
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
@@ -321,8 +323,9 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
     if (local.ok()) local = CreateVersionDir(step, &name);
   }
   clock.Lap("create");
-  BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate("saving step " + std::to_string(step)));
-  BATON_RETURN_IF_ERROR(BcastString(comm_, &name));
+  // Only rank 0 did anything that could fail: its outcome and the name in
+  // one broadcast (ckpt/agreement.h).
+  BATON_RETURN_IF_ERROR(BcastOutcome(comm_, local, &name).Annotate("saving step " + std::to_string(step)));
   const std::string vdir = dir_ + "/" + name;
   stats_.version_path = vdir;
   clock.Lap("agree");
@@ -349,22 +352,38 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
   // 4. Each group's first rank writes its shard's index (ckpt/commit.cc);
   // agreed; rank 0 commits the top-level manifest (the shards' records:
   // one MPI_Gather).
+  // The indexes are not agreed on in a round of their own: each rank's
+  // outcome rides in its record to rank 0 (the last word), which commits
+  // only when every index was written, and the commit's agreement names
+  // the rank whose index failed (its own failure ranks before rank 0's
+  // kAborted, ckpt/agreement.h).
   local = WriteMyShardIndex(vdir, step, mine, digests, &record);
   clock.Lap("manifest");
-  agreed = Agree(comm_, local);
-  if (!agreed.ok()) return abandon(agreed);
-  const int per_rank = static_cast<int>(n + 4);
-  std::vector<uint64_t> shard_records(rank_ == 0 ? static_cast<size_t>(size_) * (n + 4) : 0);
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, shard_records.data(),
+  record.resize(n + 4);
+  record.push_back(local.ok() ? 0 : 1);
+  const int per_rank = static_cast<int>(n + 5);
+  std::vector<uint64_t> gathered(rank_ == 0 ? static_cast<size_t>(size_) * (n + 5) : 0);
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(record.data(), per_rank, MPI_UINT64_T, gathered.data(),
                                                    per_rank, MPI_UINT64_T, 0, comm_)));
   clock.Lap("agree");
-  local = Status::OK();
-  if (rank_ == 0) {
-    ckpt::Manifest m;
-    std::vector<ckpt::ArrayMeta> arrays;
-    for (const auto& [name, r] : arrays_) arrays.push_back(r.meta);
-    local = BuildManifest(step, arrays, group_of_, options_.group_size, blob_, shard_records, &m);
-    if (local.ok()) local = CommitManifest(vdir, m);
+  if (rank_ == 0 && local.ok()) {
+    std::vector<uint64_t> shard_records;
+    shard_records.reserve(static_cast<size_t>(size_) * (n + 4));
+    int failed = -1;
+    for (int k = 0; k < size_; ++k) {
+      const auto at = gathered.begin() + static_cast<ptrdiff_t>(k) * (n + 5);
+      if (at[static_cast<ptrdiff_t>(n + 4)] != 0 && failed < 0) failed = k;
+      shard_records.insert(shard_records.end(), at, at + static_cast<ptrdiff_t>(n + 4));
+    }
+    if (failed >= 0) {
+      local = Status::Aborted(log::kCkpt, "rank " + std::to_string(failed) + " could not write its shard's index");
+    } else {
+      ckpt::Manifest m;
+      std::vector<ckpt::ArrayMeta> arrays;
+      for (const auto& [name, r] : arrays_) arrays.push_back(r.meta);
+      local = BuildManifest(step, arrays, group_of_, options_.group_size, blob_, shard_records, &m);
+      if (local.ok()) local = CommitManifest(vdir, m);
+    }
   }
   clock.Lap("manifest");
   agreed = Agree(comm_, local);

@@ -4,6 +4,7 @@
 #include <semaphore.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -247,14 +248,16 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
 // waits on ompio's per-name semaphore, and the other members do not wait
 // through a collective create. The file is the same: the datasets, their
 // attributes and their offsets are those the collective create made.
+// `created`: the first member's creation of the file (through the Env, with
+// its mode); the metadata is written only when it succeeded, and one
+// broadcast from the first member carries both outcomes and the offsets.
 Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
-                          const std::vector<MemberRows>& all_rows, int me, int members, PhaseClock* clock,
-                          std::vector<std::pair<uint64_t, uint64_t>>* extents, std::vector<uint64_t>* offsets,
-                          std::vector<MyRows>* mine) {
+                          const std::vector<MemberRows>& all_rows, int me, int members, Status created,
+                          PhaseClock* clock, std::vector<std::pair<uint64_t, uint64_t>>* extents,
+                          std::vector<uint64_t>* offsets, std::vector<MyRows>* mine) {
   const size_t n = arrays.size();
   std::vector<uint64_t> at(n, UINT64_MAX);
-  Status created;
-  if (me == 0) {
+  if (me == 0 && created.ok()) {
     created = [&]() -> Status {
       Hid fapl, file;
       BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -281,8 +284,17 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
     }();
   }
   clock->Lap("create");
-  BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(at.data(), static_cast<int>(n), MPI_UINT64_T, 0, group)));
+  // Only the first member did anything that could fail (ckpt/agreement.h).
+  std::string payload(reinterpret_cast<const char*>(at.data()), n * sizeof(uint64_t));
+  Status outcome = BcastOutcome(group, created, &payload);
+  if (!outcome.ok()) {
+    return me == 0 ? created : Status::Aborted(log::kCkpt, "shard group member failed: " + outcome.message());
+  }
+  if (payload.size() != n * sizeof(uint64_t)) {
+    return Status::Internal(log::kCkpt, "the offsets of " + path + ": " + std::to_string(payload.size()) +
+                                            " bytes received for " + std::to_string(n) + " arrays");
+  }
+  std::memcpy(at.data(), payload.data(), payload.size());
   clock->Lap("agree");
   offsets->assign(n, UINT64_MAX);
   mine->assign(n, MyRows());
@@ -408,15 +420,19 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   clock->Lap("agree");
 
   // The first member creates the file with its mode; nobody opens it before.
+  const bool collective = options.transfer == Transfer::kCollective;
   Status created;
   if (me == 0) {
-    if (options.transfer == Transfer::kCollective) RemoveStaleOmpioSemaphore(path);
+    if (collective) RemoveStaleOmpioSemaphore(path);
     std::unique_ptr<fs::WritableFile> f;
     created = env->NewWritableFile(path, options.file_mode, &f);
     if (created.ok()) created = f->Close();
   }
   clock->Lap("create");
-  BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
+  // Collective transfers: every member opens the file next (H5Fcreate over
+  // MPI-IO). Independent ones: the first member alone goes on to write the
+  // metadata, and its one broadcast after it carries both outcomes.
+  if (collective) BATON_RETURN_IF_ERROR(AgreeInGroup(group, created));
   clock->Lap("agree");
 
   std::vector<std::pair<uint64_t, uint64_t>> extents;
@@ -426,46 +442,53 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   for (size_t i = 0; i < n; ++i) {  // rows of no bytes (a dimension of 0): chunks that hash nothing
     if (arrays[i].rows * arrays[i].row_bytes == 0) result->xxh3[i] = ChunkDigests(nullptr, arrays[i].rows, 0);
   }
-  if (options.transfer == Transfer::kCollective) {
+  if (collective) {
     for (size_t i = 0; i < n; ++i) result->xxh3[i] = ChunkDigests(arrays[i].data, arrays[i].rows, arrays[i].row_bytes);
     clock->Lap("hash");
   }
-  Status written = options.transfer == Transfer::kCollective
-                       ? WriteFile(env, group, path, arrays, all, me, members, options.transfer, clock, &extents,
-                                   &result->offsets, &mine_rows)
-                       : WriteMetadataAlone(env, group, path, arrays, all, me, members, clock, &extents, &result->offsets,
-                                            &mine_rows);
+  // WriteMetadataAlone's result is already the group's (one broadcast);
+  // WriteFile's is agreed here, and so is the check of what its close wrote.
+  Status written = collective ? WriteFile(env, group, path, arrays, all, me, members, options.transfer, clock, &extents,
+                                          &result->offsets, &mine_rows)
+                              : WriteMetadataAlone(env, group, path, arrays, all, me, members, created, clock, &extents,
+                                                   &result->offsets, &mine_rows);
   // What the reservation held past HDF5's end of file (the file is closed
   // on every member: the close is collective).
-  if (me == 0 && options.transfer == Transfer::kCollective) env->ReleaseUnused(path);
+  if (me == 0 && collective) env->ReleaseUnused(path);
   if (!written.ok()) written = written.Annotate("writing " + path);
-  BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
-  clock->Lap("agree");
-  if (me == 0 && options.transfer == Transfer::kCollective) {
-    written = CheckMetadataReachedFile(path, arrays, result->offsets);
-    if (!written.ok()) written = written.Annotate("the HDF5 metadata written at the close of " + path + " did not reach the file (a write MPI-IO did not report)");
-  }
-  clock->Lap("verify");
-  BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
-  clock->Lap("agree");
-  if (options.transfer == Transfer::kCollective) {
+  if (collective) {
+    BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+    clock->Lap("agree");
+    if (me == 0) {
+      written = CheckMetadataReachedFile(path, arrays, result->offsets);
+      if (!written.ok()) written = written.Annotate("the HDF5 metadata written at the close of " + path + " did not reach the file (a write MPI-IO did not report)");
+    }
+    clock->Lap("verify");
+    BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
+    clock->Lap("agree");
     written = ReadBackRows(env, path, arrays, mine_rows, result->xxh3, clock);
     if (!written.ok()) written = written.Annotate("writing " + path);
     BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
     clock->Lap("agree");
   } else {
+    BATON_RETURN_IF_ERROR(written);
+    // No agreement between this write and the fsync below: both are this
+    // member's own, and the one after the fsync reports either.
     written = WriteRowsAt(env, path, arrays, mine_rows, clock, &result->xxh3);
     if (!written.ok()) written = written.Annotate("writing " + path);
-    BATON_RETURN_IF_ERROR(AgreeInGroup(group, written));
-    clock->Lap("agree");
   }
   // Every member that wrote bytes syncs the file (the first member wrote
   // the metadata): a member on another node has its own dirty pages of it,
-  // which only its own fsync makes durable. Agreed, then the size.
-  Status synced;
-  if (me == 0 || result->bytes_written > 0) synced = env->SyncFile(path);
+  // which only its own fsync makes durable. Agreed (by the caller, with
+  // caller_agrees), then the size.
+  Status synced = written;
+  if (synced.ok() && (me == 0 || result->bytes_written > 0)) synced = env->SyncFile(path);
   clock->Lap("sync");
-  BATON_RETURN_IF_ERROR(AgreeInGroup(group, synced));
+  if (options.caller_agrees) {
+    BATON_RETURN_IF_ERROR(synced);
+  } else {
+    BATON_RETURN_IF_ERROR(AgreeInGroup(group, synced));
+  }
   clock->Lap("agree");
   if (me == 0) {
     fs::FileInfo info;

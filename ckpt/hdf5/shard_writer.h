@@ -90,6 +90,14 @@ struct ShardWriteOptions {
   bool drop_cache = true;
   // Laps create, write, close, sync, meta_hash and agree; null: untimed. Not owned.
   PhaseClock* clock = nullptr;
+  // The caller agrees on WriteShard's result over a communicator that holds
+  // the group (the Checkpointer's save: over the world, before anything
+  // builds on the shard), so the group's own agreement after the fsync is
+  // left out: nothing of the group's follows it (the first member's size
+  // and metadata checksum read only what it wrote itself). False: the
+  // result is the group's agreed one (but for the first member's own
+  // failure of those reads, which only it returns).
+  bool caller_agrees = false;
 };
 
 struct ShardWriteResult {

@@ -1,17 +1,23 @@
 #!/opt/baton-venv/bin/python
-"""The MPI collectives of one small save (or load), per rank, counted.
+"""What one small save (or load) costs beyond its bytes, per rank, counted.
 
-    mpicc -shared -fPIC -O1 -o /tmp/libmpicount.so python/bench/mpi_call_counter.c
+    mpicc -shared -fPIC -O1 -o /tmp/libmpicount.so python/bench/mpi_call_counter.c -ldl
     PYTHONPATH=_build/python LD_PRELOAD=/tmp/libmpicount.so tests/lib/mpirun-ranks 2 -x LD_PRELOAD \\
         /opt/baton-venv/bin/python python/bench/count_save_calls.py --dir /tmp/count --what baton-dcp
 
 --what: baton-dcp (dcp.save with BatonWriter), baton-dcp-load (dcp.load
 with BatonReader), baton (baton.Checkpointer.save), dcp-fs (dcp.save with
 FileSystemWriter: DCP's own collectives go through gloo, not MPI, and are
-not counted here). Two saves of 6 Linear(512) layers + AdamW (19 MiB, DDP:
+not counted here); the C++ core through its thin binding, baton.ArrayCheckpointer
+(one replicated and one sharded array, 4 MiB per rank, one checkpointer open
+across the calls): array-save (save), array-restore (restore of what a save
+wrote), array-async (save_async, the second call completing the first), and
+array-open (opening and closing the checkpointer). Two saves of 6 Linear(512) layers + AdamW (19 MiB, DDP:
 every rank the whole state); the second is the steady state (the first
-also opens what a process opens once). Counting, not timing: it holds on
-a loaded machine.
+also opens what a process opens once); the array-* modes count three calls.
+Counted (python/bench/mpi_call_counter.c): MPI collectives by kind, fsyncs,
+files created, JSON files read (one parse each), renames, directory
+listings, threads started. Counting, not timing: it holds on a loaded machine.
 """
 import argparse
 import ctypes
@@ -30,10 +36,59 @@ import baton
 from baton.dcp import BatonReader, BatonWriter
 
 
+ARRAY_MODES = ("array-save", "array-restore", "array-async", "array-open")
+
+
+def count_array_checkpointer(what, d, comm, counter):
+    """The C++ ArrayCheckpointer's fixed costs: three calls, each counted."""
+    import numpy as np
+    rank, size = comm.Get_rank(), comm.Get_size()
+    rt = baton.Runtime()
+    rows = 1024  # of 1 KiB: 1 MiB replicated, 3 MiB sharded per rank
+    w = np.arange(rows * 256, dtype=np.float32).reshape(rows, 256)
+    emb = np.full((3 * rows, 256), rank, dtype=np.float32)
+
+    def open_ck():
+        ck = baton.ArrayCheckpointer(rt, dir=os.path.join(d, "a"), keep=2)
+        ck.register_replicated("w", w)
+        ck.register_sharded("emb", emb, offset=3 * rows * rank, global_shape=(3 * rows * size, 256))
+        return ck
+
+    if what == "array-open":
+        for s in (1, 2, 3):
+            comm.Barrier()
+            counter.mpicount_reset()
+            open_ck().close()
+            counter.mpicount_dump(("%s %d" % (what, s)).encode())
+            comm.Barrier()
+        rt.close()
+        return
+    ck = open_ck()
+    if what == "array-restore":
+        ck.save(1)
+    for s in (1, 2, 3):
+        comm.Barrier()
+        counter.mpicount_reset()
+        if what == "array-save":
+            ck.save(s)
+        elif what == "array-async":
+            ck.save_async(s)
+        else:
+            ck.restore()
+        counter.mpicount_dump(("%s %d" % (what, s)).encode())
+        comm.Barrier()
+    if what == "array-async":
+        counter.mpicount_reset()
+        ck.wait()
+        counter.mpicount_dump(("%s wait" % what).encode())
+    ck.close()
+    rt.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True, help="a directory for the checkpoints (emptied first)")
-    parser.add_argument("--what", choices=("baton-dcp", "baton-dcp-load", "baton", "dcp-fs"), required=True)
+    parser.add_argument("--what", choices=ARRAY_MODES + ("baton-dcp", "baton-dcp-load", "baton", "dcp-fs"), required=True)
     args = parser.parse_args()
     try:
         counter = ctypes.CDLL(None)
@@ -47,6 +102,9 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
     comm.Barrier()
+    if args.what in ARRAY_MODES:
+        count_array_checkpointer(args.what, d, comm, counter)
+        return
     dist.init_process_group("gloo", init_method="file://" + os.path.join(d, ".store"), rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=120))
     rt = baton.Runtime()
