@@ -36,6 +36,9 @@ class WritableFile {
   // Writes all n bytes (retrying short writes and EINTR) or fails.
   virtual Status Append(const void* data, size_t n) = 0;
   virtual Status Sync() = 0;   // fsync
+  // The next Append writes at `offset` (a shard's rows of its next array,
+  // through the one descriptor the first OpenForWriteAt opened).
+  virtual Status Seek(uint64_t offset) = 0;
   // Starts the write-back of what was appended since the last call, without
   // waiting for it: a hint, never durability (only Sync makes bytes
   // durable). A shard written in pieces, each handed to the disk as soon

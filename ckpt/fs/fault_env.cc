@@ -51,6 +51,11 @@ class FaultEnv::File : public WritableFile {
     return Status::OK();
   }
 
+  Status Seek(uint64_t offset) override {
+    if (env_->crashed()) return Dead("lseek", path_);
+    return target_->Seek(offset);
+  }
+
   // A hint that makes nothing durable: forwarded, and an unsynced write
   // stays droppable (Sync alone records a sync).
   void StartWriteback() override {

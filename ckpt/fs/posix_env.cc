@@ -103,6 +103,14 @@ class PosixWritableFile : public WritableFile {
     return Status::OK();
   }
 
+  Status Seek(uint64_t offset) override {
+    if (fd_ < 0) return Status::IOError("ckpt", "lseek(" + path_ + "): file is closed");
+    StartWriteback();  // what was appended before keeps its hint
+    BATON_RETURN_IF_ERROR(BATON_SYSCALL("lseek", path_, ::lseek(fd_, static_cast<off_t>(offset), SEEK_SET)));
+    offset_ = handed_ = offset;
+    return Status::OK();
+  }
+
   void StartWriteback() override {
     if (fd_ < 0 || offset_ == handed_) return;
     // SYNC_FILE_RANGE_WRITE alone: queue the dirty pages of the range for

@@ -316,14 +316,20 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
 }
 
 // Independent transfers: this member's rows, written into the closed file
-// at the offsets HDF5 allocated, each piece hashed just before its write.
+// at the offsets HDF5 allocated, each piece hashed just before its write;
+// the file opened once for all its arrays (a state of many small tensors
+// opened it once per tensor).
 Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<ShardArray>& arrays,
                    const std::vector<MyRows>& mine, PhaseClock* clock, std::vector<std::vector<uint64_t>>* xxh3) {
+  std::unique_ptr<fs::WritableFile> f;
   for (size_t i = 0; i < mine.size(); ++i) {
     const MyRows& m = mine[i];
     if (m.bytes == 0) continue;
-    std::unique_ptr<fs::WritableFile> f;
-    BATON_RETURN_IF_ERROR(env->OpenForWriteAt(path, m.offset, &f));
+    if (f == nullptr) {
+      BATON_RETURN_IF_ERROR(env->OpenForWriteAt(path, m.offset, &f));
+    } else {
+      BATON_RETURN_IF_ERROR(f->Seek(m.offset));
+    }
     clock->Lap("create");
     ChunkHasher sum(arrays[i].rows, arrays[i].row_bytes);
     for (uint64_t at = 0; at < m.bytes; at += kWritePieceBytes) {
@@ -335,9 +341,9 @@ Status WriteRowsAt(fs::Env* env, const std::string& path, const std::vector<Shar
       clock->Lap("write");
     }
     (*xxh3)[i] = sum.Finish();
-    BATON_RETURN_IF_ERROR(f->Close());
-    clock->Lap("write");
   }
+  if (f != nullptr) BATON_RETURN_IF_ERROR(f->Close());
+  clock->Lap("write");
   return Status::OK();
 }
 

@@ -26,12 +26,14 @@
 // fails the group instead of hanging it. With independent transfers (the
 // default) no MPI-IO is involved: the group's first rank alone creates
 // and closes the file with sec2 (metadata only; the datasets' space is
-// allocated, never filled; agreed, the offsets broadcast: a failed
-// metadata write is reported, where ompio's collective path dropped it or
-// HDF5's collective metadata flush hung), and each member writes its rows with plain
-// sequential writes (Env::OpenForWriteAt) at the offsets HDF5 allocated,
-// in pieces of 4 MiB, each hashed (xxh3) just before its write copies it,
-// so the user's buffer is read from memory once; then the group agrees.
+// allocated, never filled; its outcome and the offsets in one broadcast,
+// BcastOutcome: a failed metadata write is reported, where ompio's
+// collective path dropped it or HDF5's collective metadata flush hung),
+// and each member writes its rows with plain sequential writes (one
+// Env::OpenForWriteAt, then WritableFile::Seek per array) at the offsets
+// HDF5 allocated, in pieces of 4 MiB, each hashed (xxh3) just before its
+// write copies it, so the user's buffer is read from memory once, and
+// fsyncs; then the group agrees once (or, with caller_agrees, the caller).
 // The file is the same HDF5 file byte for byte; MPI-IO's independent path
 // (ompio) wrote the same bytes 6x slower on one node (docs/benchmarks.md).
 // After H5Fclose every member that

@@ -48,6 +48,7 @@ class SlowPartnerEnv : public ckpt::fs::EnvWrapper {
       return f_->Append(data, n);
     }
     Status Sync() override { return f_->Sync(); }
+    Status Seek(uint64_t offset) override { return f_->Seek(offset); }
     Status Close() override { return f_->Close(); }
 
    private:

@@ -63,6 +63,28 @@ TEST_F(CkptPosixEnv, OpenForWriteAtWritesFromTheOffsetAndNeitherCreatesNorTrunca
   EXPECT_FALSE(env->OpenForWriteAt(dir / "d", 0, &f).ok());
 }
 
+// A member's rows of several arrays through one descriptor: Seek moves the
+// next Append, before or after what was written (issue 48).
+TEST_F(CkptPosixEnv, SeekMovesTheNextAppend) {
+  const std::string p = dir / "a";
+  ASSERT_TRUE(WriteWholeFile(env, p, "0123456789").ok());
+  std::unique_ptr<WritableFile> f;
+  ASSERT_TRUE(env->OpenForWriteAt(p, 6, &f).ok());
+  ASSERT_TRUE(f->Append("xy", 2).ok());
+  f->StartWriteback();
+  ASSERT_TRUE(f->Seek(1).ok());
+  ASSERT_TRUE(f->Append("ab", 2).ok());
+  ASSERT_TRUE(f->Seek(11).ok());
+  ASSERT_TRUE(f->Append("z", 1).ok());
+  ASSERT_TRUE(f->Close().ok());
+  std::string back;
+  ASSERT_TRUE(env->ReadFile(p, 100, &back).ok());
+  EXPECT_EQ(back, std::string("0ab345xy89\0z", 12));
+  Status s = f->Seek(0);
+  EXPECT_EQ(s.code(), Code::kIOError) << s;
+  EXPECT_NE(s.message().find(p), std::string::npos) << s;
+}
+
 // StartWriteback between pieces (the shard writer's use) changes no byte,
 // from offset 0 or from an offset, and is harmless on a closed file. Its
 // effect, the disk writing during the copy, is measured by baton bench ckpt.
