@@ -149,7 +149,7 @@ void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
   const bool can_tell = size_ == 1 || ro.heartbeats;
   const double settle = size_ == 1 ? 0 : 3 * ro.heartbeat_interval + 0.5;
   auto every_rank_answers = [this, can_tell] { return can_tell && runtime_.silent_ranks().empty(); };
-  attempt_watch_ = std::make_unique<StopWatch>([this] {
+  attempt_watch_.Arm([this] {
     Attempt& a = *attempt_;
     Status ended = EndRestoreAttempt(env_, a.version, a.token, nullptr);
     a.token.clear();  // a corruption found later is still recorded (RecordRestoreFailure)
@@ -166,7 +166,7 @@ void CheckpointerImpl::BeginAttempt(const VersionInfo& v) {
 }
 
 void CheckpointerImpl::EndAttempt(const std::string* failure, Status* recorded) {
-  attempt_watch_.reset();  // joined: it touches attempt_ no more
+  attempt_watch_.Disarm();  // waited for: it touches attempt_ no more
   if (recorded != nullptr) *recorded = Status::OK();
   if (!attempt_) return;
   const Attempt a = std::move(*attempt_);

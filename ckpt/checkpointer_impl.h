@@ -374,7 +374,7 @@ class CheckpointerImpl : public Checkpointer {
   };
   std::optional<Attempt> attempt_;  // rank 0: the restore attempt marked and not yet ended
   // Rank 0, while attempt_ holds a mark: removes it when a stop signal arrives.
-  std::unique_ptr<StopWatch> attempt_watch_;
+  StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
 
   // async_save.cc: the save in flight (SaveAsync to its commit).

@@ -4,8 +4,8 @@
 // libbaton.so's calls resolve to them (an executable's definitions come
 // before the shared libraries'); each counts the calls of the thread that
 // records and forwards. Pins the collectives of one steady-state Save
-// (19 before issue 48, at any group size) and that SaveAsync in a loop
-// starts no thread per save. Run at 3 ranks (ckpt-calls-np3.sh): one shard
+// (19 before issue 48, at any group size) and that SaveAsync and Restore in
+// a loop start no thread per call. Run at 3 ranks (ckpt-calls-np3.sh): one shard
 // group of three (the default on one node), and groups of one.
 #include <dlfcn.h>
 #include <mpi.h>
@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,6 +194,20 @@ TEST_P(CkptCalls, SaveAsyncInALoopStartsNoThreadPerSave) {
   ASSERT_EQ(g_threads_started.exchange(0), 1);
   for (int step = 2; step <= 4; ++step) ASSERT_TRUE(ck_->SaveAsync(step).ok());
   ASSERT_TRUE(ck_->Wait().ok());
+  EXPECT_EQ(g_threads_started.load(), 0);
+}
+
+// Restore in a loop: rank 0's watch over its attempt mark (ckpt/stop_watch.h)
+// keeps one thread, started by the first restore.
+TEST_P(CkptCalls, RestoreInALoopStartsNoThreadPerRestore) {
+  ASSERT_TRUE(ck_->Save(1).ok());
+  std::optional<int64_t> step;
+  ASSERT_TRUE(ck_->Restore(&step).ok());
+  Recording rec;
+  for (int i = 0; i < 3; ++i) {
+    Status s = ck_->Restore(&step);
+    ASSERT_TRUE(s.ok()) << s;
+  }
   EXPECT_EQ(g_threads_started.load(), 0);
 }
 
