@@ -10,7 +10,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +27,7 @@
 #include "base/events/step_end.h"
 #include "base/launch/allocation_nodes.h"
 #include "base/launch/decimal.h"
+#include "base/launch/lost_nodes.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_queries.h"
 #include "base/launch/step_verdict.h"
@@ -339,10 +339,9 @@ int RunCommand(const std::vector<std::string>& args) {
 
   std::unique_ptr<launch::SlurmQueries> slurm =
       launch::WithDeadline(launch::Libslurm(), kSlurmLimit, "the controller must answer for baton run");
-  // libslurm without its configuration gives up the process, not a Status.
-  struct stat st;
   const std::string conf = get("SLURM_CONF");
-  const bool conf_missing = !conf.empty() && ::stat(conf.c_str(), &st) != 0;
+  const Status conf_status = launch::SlurmConfPresent(conf, "run");
+  const bool conf_missing = !conf_status.ok();
 
   std::string cause = restart == "0" ? "start" : "requeue (restart " + restart + ")";
   bool said_term = false, said_usr2 = false;
@@ -353,8 +352,7 @@ int RunCommand(const std::vector<std::string>& args) {
     request.min = static_cast<size_t>(o.min_nodes);
     launch::Allocation allocation;
     std::vector<std::string> nodes, unusable;
-    Status s = conf_missing ? Status::Unavailable("run", "SLURM_CONF=" + launch::Quoted(conf) + " names no file")
-                            : slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation);
+    Status s = conf_missing ? conf_status : slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation);
     if (s.ok()) s = launch::ChooseStepNodes(allocation, request, &nodes, &unusable);
     std::string list;
     if (s.ok()) s = slurm->CompressHostlist(nodes, &list);
@@ -423,16 +421,8 @@ int RunCommand(const std::vector<std::string>& args) {
     end.said = said;
     launch::JobRecord state;
     bool job_ending = false;
-    if (conf_missing) {
-      end.slurm_error = "SLURM_CONF=" + launch::Quoted(conf) + " names no file";
-    } else {
-      launch::Allocation now;
-      if (Status a = slurm->AllocationNodes(static_cast<uint32_t>(job), &now); a.ok()) {
-        end.lost = events::LostNodes(now, nodes);
-      } else {
-        end.slurm_error = ErrorText(a);
-      }
-    }
+    if (Status a = launch::AskLostNodes(*slurm, conf, "run", static_cast<uint32_t>(job), nodes, &end.lost); !a.ok())
+      end.slurm_error = ErrorText(a);
     if (!dir.empty())
       if (Status w = AppendBatchRecord(dir, job_text, events::StepEndLine(end, NowSeconds())); !w.ok())
         say("could not record how the step ended: " + ErrorText(w));
