@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "base/events/event_log.h"
+#include "base/events/event_reader.h"
 #include "base/events/step_end.h"
 #include "base/launch/allocation_nodes.h"
 #include "base/launch/decimal.h"
@@ -119,10 +120,18 @@ RankRecords CountRankRecords(const std::string& dir, const std::string& job) {
     if (!in) break;  // ranks are numbered from 0 without gaps
     std::string line;
     while (std::getline(in, line)) {
-      if (line.find("\"ev\":\"stop\"") != std::string::npos) ++c.stops;
-      if (line.find("\"ev\":\"failure\"") == std::string::npos) continue;
-      if (line.find("\"what\":\"uncaught ") != std::string::npos) ++c.uncaught;
-      if (line.find("\"what\":\"refused ") != std::string::npos) ++c.refused;
+      // Only the lines that can be a stop or a failure are parsed: a log holds a record per step.
+      if (line.find("\"ev\":\"stop\"") == std::string::npos && line.find("\"ev\":\"failure\"") == std::string::npos)
+        continue;
+      events::Event e;
+      if (!events::ParseEventLine(line, &e).ok()) continue;  // a line cut by a crash
+      if (e.kind == "stop") ++c.stops;
+      if (e.kind != "failure") continue;
+      switch (launch::ClassifyFailure(e.failure_kind, e.what)) {
+        case launch::FailureRecord::kUncaught: ++c.uncaught; break;
+        case launch::FailureRecord::kRefused: ++c.refused; break;
+        case launch::FailureRecord::kOther: break;
+      }
     }
   }
   return c;
