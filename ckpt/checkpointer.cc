@@ -291,12 +291,20 @@ Status CheckpointerImpl::Init() {
       if (local.ok()) local = OpenRun(env_, dir_, options_.run_id, options_.file_mode, &run_);
     }
   }
-  BATON_RETURN_IF_ERROR(Agree(runtime_.world_comm(), local));
-  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &read_only_));
   // Every rank uses rank 0's resolved directory and knows the run id
-  // (run_id()); only rank 0 its sequence.
-  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &dir_));
-  BATON_RETURN_IF_ERROR(BcastString(runtime_.world_comm(), &run_.run_id));
+  // (run_id()) and whether the directory is read-only; only rank 0 its
+  // sequence. Rank 0 alone did the work: its outcome and the three texts
+  // in one broadcast (ckpt/agreement.h), NUL-separated (no path, reason or
+  // run id holds a NUL).
+  std::string opened = read_only_ + '\0' + dir_ + '\0' + run_.run_id;
+  BATON_RETURN_IF_ERROR(BcastOutcome(runtime_.world_comm(), local, &opened));
+  const size_t a = opened.find('\0'), b = a == std::string::npos ? a : opened.find('\0', a + 1);
+  if (b == std::string::npos) {
+    return Status::Internal(log::kCkpt, "the opened directory's texts from rank 0 lack their separators");
+  }
+  read_only_ = opened.substr(0, a);
+  dir_ = opened.substr(a + 1, b - a - 1);
+  run_.run_id = opened.substr(b + 1);
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_dup(runtime_.world_comm(), &comm_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN)));
   group_of_ = ckpt::ShardGroups(runtime_.topology(), options_.group_size);

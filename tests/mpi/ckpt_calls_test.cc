@@ -4,8 +4,8 @@
 // libbaton.so's calls resolve to them (an executable's definitions come
 // before the shared libraries'); each counts the calls of the thread that
 // records and forwards. Pins the collectives of one steady-state Save
-// (19 before issue 48, at any group size) and that SaveAsync and Restore in
-// a loop start no thread per call. Run at 3 ranks (ckpt-calls-np3.sh): one shard
+// (19 before issue 48, at any group size) and of opening a checkpointer,
+// and that SaveAsync and Restore in a loop start no thread per call. Run at 3 ranks (ckpt-calls-np3.sh): one shard
 // group of three (the default on one node), and groups of one.
 #include <dlfcn.h>
 #include <mpi.h>
@@ -209,6 +209,23 @@ TEST_P(CkptCalls, RestoreInALoopStartsNoThreadPerRestore) {
     ASSERT_TRUE(s.ok()) << s;
   }
   EXPECT_EQ(g_threads_started.load(), 0);
+}
+
+// Opening a checkpointer: rank 0's outcome with the directory, the run id
+// and whether it is read-only in one broadcast (an agreement and three
+// texts' broadcasts before issue 48: 8 collectives), beside the
+// communicators it makes.
+TEST_P(CkptCalls, OpeningACheckpointerMakesThreeCollectives) {
+  CheckpointOptions o;
+  o.dir = root_ + "/ck";
+  o.group_size = GetParam();
+  o.lock_wait_seconds = 0;
+  ck_.reset();  // one Checkpointer per directory
+  Recording rec;
+  Status s = Checkpointer::Create(*g_runtime, o, &ck_);
+  const int calls = rec.total();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(calls, 3) << rec.summary();
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupSizes, CkptCalls, ::testing::Values(0, 1));
