@@ -593,10 +593,12 @@ class Checkpointer:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
             if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # baton.dcp.names.METADATA (no torch import here)
                 raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) "
-                                             "was written through torch.distributed.checkpoint (BatonWriter or "
-                                             "`baton ckpt import`); load it with dcp.load(state_dict, "
-                                             "storage_reader=baton.dcp.BatonReader(dir)), or convert it with "
-                                             "`baton ckpt export`")
+                                             "was written by a BatonWriter of before 2026-12-07 (DCP's pickled "
+                                             "Metadata, which only BatonReader reads): load it with "
+                                             "dcp.load(state_dict, storage_reader=baton.dcp.BatonReader(dir)), or "
+                                             "convert it once into today's form, which every reader reads: "
+                                             "`baton ckpt export DIR OUT --step N && baton ckpt import OUT NEWDIR "
+                                             "--step N`")
             raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) was "
                                          f"not saved from a state dict (its arrays: {names}); restore it with "
                                          "baton.ArrayCheckpointer (restore(step=..., arrays=...))")
