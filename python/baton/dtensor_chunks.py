@@ -157,7 +157,8 @@ def _boxes(global_shape, mesh_shape, mesh_ranks, placements):
 
 
 class Reads:
-    """What a restore reads of a saved DTensor into the live one at ``path``.
+    """What a restore reads of a saved DTensor into the live one at ``path`` (or into a whole tensor; or of a
+    tensor saved whole, one box, into a DTensor).
 
     ``saved_chunks``: the checkpoint's boxes ([array name, offsets, sizes],
     ArrayNode.dtensor["chunks"]); ``live``: the state's DTensor (its own
@@ -173,13 +174,17 @@ class Reads:
         from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, TensorProperties, TensorStorageMetadata
         from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
 
-        for p in live.placements:
-            placement_text(p, path)
         self.path = path
-        self.local = local_tensor(live)
+        if is_dtensor(live):
+            for p in live.placements:
+                placement_text(p, path)
+            self.local = local_tensor(live)
+            sizes, offsets = _live_box(live)
+        else:  # a whole tensor (every rank's copy): its box is all of it
+            self.local = live
+            sizes, offsets = tuple(int(n) for n in live.shape), (0,) * live.dim()
         self.chunks = [Chunk(name, off, sizes, None) for name, off, sizes in saved_chunks]
         global_shape = tuple(int(n) for n in live.shape)
-        sizes, offsets = _live_box(live)
         self.items = []
         if self.local.numel() > 0 and self.chunks:
             md = TensorStorageMetadata(properties=TensorProperties(dtype=self.local.dtype),

@@ -29,7 +29,7 @@ from baton import dtensor_chunks, metadata, tensors
 from baton.errors import with_context
 from baton.metadata import path_text
 from baton.names import array_name
-from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, SHARDED, VALUE, classify
+from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, REPLICATED, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
 PICKLE = "$pickle"  # baton.dcp.state_tree.PICKLE (not imported here: it imports torch's DCP lazily, this does not)
@@ -215,12 +215,13 @@ class _Matcher:
             if ck.sharded:
                 self.error(path, "a sharded array the state lacks (baton cannot tell this rank's rows)")
                 return MISSING
+            one_row = list(saved["shape"]) == [1] and list(ck.shape) == []  # a 0-d tensor DCP's writer stored
             try:
-                new = tensors.allocate(ck.lib, ck.dtype, saved["shape"], path)
+                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else saved["shape"], path)
             except (ValueError, ImportError) as e:
                 self.error(path, str(e))
                 return MISSING
-            self.plan.targets[ck.name] = (path, new)
+            self.plan.targets[ck.name] = (path, new.reshape(1) if one_row else new)
             return new
         kind = classify(cur)
         if kind not in ARRAY_KINDS:
@@ -258,18 +259,28 @@ class _Matcher:
         return cur
 
     def dtensor(self, cur, ck, path):
-        """A saved DTensor into the state's DTensor, resharded to its mesh and placements."""
-        if ck.dtensor is None:
-            self.error(path, "a DTensor in the state, a tensor saved without a mesh in the checkpoint")
-            return MISSING
+        """A saved DTensor into the state's DTensor, resharded to its mesh and placements; or the boxes of one
+        into a whole tensor, or a tensor saved whole into a DTensor's shard (one box intersection:
+        dtensor_chunks.Reads)."""
         if cur is MISSING:
             self.error(path, "a DTensor the state lacks (baton cannot tell its mesh and placements; "
                              "torch.distributed.checkpoint.state_dict.get_state_dict makes the optimizer's state "
                              "before the first step)")
             return MISSING
-        if classify(cur) != DTENSOR:
-            return self.conflict(cur, "a DTensor", path)
-        chunks = ck.dtensor["chunks"]
+        kind = classify(cur)
+        if kind not in (DTENSOR, REPLICATED) or (kind == REPLICATED and not tensors.is_tensor(cur)):
+            return self.conflict(cur, "a DTensor" if ck.dtensor is not None else "a tensor", path)
+        if ck.dtensor is None:
+            # A tensor saved whole (or a Sharded's rows: its array is the whole tensor too): one box.
+            saved = self.arrays.get(ck.name)
+            if saved is None or list(saved["shape"]) != list(ck.shape):
+                self.error(path, f"array {ck.name!r} is not the whole tensor of shape {tuple(ck.shape)} in the "
+                                 "checkpoint's arrays")
+                return MISSING
+            ck_chunks = [[ck.name, [0] * len(ck.shape), list(ck.shape)]]
+        else:
+            ck_chunks = ck.dtensor["chunks"]
+        chunks = ck_chunks
         absent = [c[0] for c in chunks if c[0] not in self.arrays]
         if absent:
             self.error(path, f"the DTensor's arrays {absent[:3]} are named in the checkpoint's metadata but not in "
@@ -278,7 +289,7 @@ class _Matcher:
         item = self.local.items.get(array_name(path))
         try:
             if item is None or item.path != path:  # in an object's state dict, not walked as a leaf
-                value = dtensor_chunks.local_tensor(cur)
+                value = dtensor_chunks.local_tensor(cur) if kind == DTENSOR else cur
                 tensors.check_keepable(value, path)
                 _, _, baton_dtype = tensors.describe(value, path)
             else:

@@ -35,8 +35,10 @@ from baton.names import MARKER
 from baton.restore_match import decode_tree
 from baton.dcp import safe_unpickle, state_tree
 from baton.dtensor_chunks import row_span, stored_piece
-from baton.dcp import names, stored_form, runtime as runtimes
+from baton.dcp import stored_form, runtime as runtimes
 
+# The array of a version BatonWriter wrote before 2026-12-07: DCP's Metadata, pickled (read by safe_unpickle only).
+_LEGACY_METADATA = "dcp-metadata"
 # baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
 _TORCH_DTYPES = {
     "f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16,
@@ -134,14 +136,14 @@ class BatonReader(StorageReader):
 
     def _read_legacy(self, ck, meta):
         """The DCP Metadata pickled in a version BatonWriter wrote before 2026-12-07 (its dcp-metadata array)."""
-        blob = np.zeros(self._shapes(ck)[names.METADATA][0], np.uint8)
-        ck.register_sharded(names.METADATA, blob, offset=0, global_shape=[blob.size])
-        ck.restore(step=self.step, arrays=[names.METADATA], from_level=self.from_level)
+        blob = np.zeros(self._shapes(ck)[_LEGACY_METADATA][0], np.uint8)
+        ck.register_sharded(_LEGACY_METADATA, blob, offset=0, global_shape=[blob.size])
+        ck.restore(step=self.step, arrays=[_LEGACY_METADATA], from_level=self.from_level)
         self.last_restore = ck.last_restore()
         raw = blob.tobytes()
         # Read without running code: whoever can write the directory wrote this pickle (baton.dcp.safe_unpickle).
         self._metadata = safe_unpickle.metadata(raw, "%s: the %r array of %s" % (
-            self.path, names.METADATA, self.last_restore and self.last_restore["version_path"]))
+            self.path, _LEGACY_METADATA, self.last_restore and self.last_restore["version_path"]))
         self._values, self._form = None, "dcp"
         return raw
 
@@ -197,8 +199,8 @@ class BatonReader(StorageReader):
             if self._form == "tree":
                 ck.register_replicated(MARKER, marker, dtype="i64")
             else:
-                blob = torch.empty(arrays[names.METADATA][0], dtype=torch.uint8)
-                buffers[names.METADATA] = (blob, 0)
+                blob = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8)
+                buffers[_LEGACY_METADATA] = (blob, 0)
             for name, (shape, dtype) in arrays.items():
                 if name == MARKER and self._form == "tree":
                     continue
@@ -218,7 +220,7 @@ class BatonReader(StorageReader):
             planned_on = ck.user_blob if self._form == "tree" else blob.numpy().tobytes()
         finally:
             ck.close()
-        buffers.pop(names.METADATA, None)
+        buffers.pop(_LEGACY_METADATA, None)
         if planned_on != self._planned:
             raise _baton.CorruptCheckpointError(
                 "BatonReader: the load was planned on %s and restored %s (a newer one failed to verify: %s), whose "
@@ -278,7 +280,7 @@ class BatonReader(StorageReader):
         if meta is None:
             raise _baton.NotFound("BatonReader: %s holds no checkpoint version" % (ck.dir,))
         held = {a["name"] for a in meta["arrays"]}
-        if MARKER not in held and names.METADATA not in held:
+        if MARKER not in held and _LEGACY_METADATA not in held:
             raise _baton.InvalidArgument(
                 "BatonReader: %s (step %d) was not saved from a state dict (its arrays: %s): restore it with "
                 "baton.ArrayCheckpointer (restore(step=..., arrays=...))"

@@ -132,7 +132,7 @@ def decode_pickle(node, path):
         raw = base64.b64decode(text, validate=True)
     except ValueError as e:
         raise metadata.FormatError(f"'{metadata.path_text(path)}': malformed {PICKLE}: {e}") from None
-    return safe_unpickle.torch_object(raw, f"the value at '{metadata.path_text(path)}'")
+    return safe_unpickle.torch_object(raw, f"the value at '{metadata.path_text(path)}' (a bytes entry of DCP's)")
 
 
 class View:
