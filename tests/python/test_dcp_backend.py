@@ -5,6 +5,7 @@ over one gloo process group)."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import traceback
@@ -97,6 +98,11 @@ def test_save_load_round_trip(dist, rt, shared_dir, rank):
             assert out.returncode == 0, (cmd, out.stdout, out.stderr)
             outs[cmd] = out.stdout
         assert "model:w" in outs["inspect"] and "dcp-metadata" not in outs["inspect"], outs["inspect"]
+        # Whole tensors by their state-dict paths, beside the arrays (issue 46: inspect showed boxes only).
+        assert re.search(r"\nmodel\.w +float32 +\[7, 5\] +model:w\n", outs["inspect"]), outs["inspect"]
+        got = json.loads(subprocess.run([BATON_CLI, "ckpt", "inspect", shared_dir, "--json"], capture_output=True,
+                                        text=True, timeout=120, check=True).stdout)
+        assert {"path": "model.w", "dtype": "float32", "shape": [7, 5], "arrays": ["model:w"]} in got["tensors"]
 
 
 def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt, shared_dir, monkeypatch):
