@@ -5,7 +5,7 @@
 namespace baton::ckpt {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // the tree's own order (the state dict's)
 
 constexpr int kMaxDepth = 200;  // deeper than any state dict; a forged tree stops here, not on the stack
 

@@ -11,7 +11,7 @@ namespace {
 
 TEST(StateDictTree, TensorsByPathWithTheirBoxes) {
   // As Checkpointer writes it: an object's state in place of the object, a $dict with int keys, a DTensor.
-  const std::string blob = R"({"format": "baton.state_dict", "version": 1, "tree": {
+  const std::string blob = R"json({"format": "baton.state_dict", "version": 1, "tree": {
     "model": {"$object": "Linear", "module": true, "state": {
       "weight": {"$array": "model:weight", "lib": "torch", "dtype": "float32", "shape": [4, 3], "sharded": false},
       "d": {"$array": "model:d", "lib": "torch", "dtype": "bfloat16", "shape": [4], "sharded": true,
@@ -20,7 +20,7 @@ TEST(StateDictTree, TensorsByPathWithTheirBoxes) {
     "optim": {"state": {"$dict": [[0, {"step": {"$array": "optim:state:0:step", "lib": "torch",
                                                   "dtype": "float32", "shape": [], "sharded": false}}]],
                         "ordered": false}},
-    "epoch": 3, "lrs": [0.1, {"$float": "nan"}], "rng": {"$per_rank": "rng"}}})";
+    "epoch": 3, "lrs": [0.1, {"$float": "nan"}], "rng": {"$per_rank": "rng"}}})json";
   bool is = false;
   std::vector<StateDictTensor> t;
   ASSERT_TRUE(StateDictTensors(blob, &is, &t).ok());
