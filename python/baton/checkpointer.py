@@ -591,10 +591,10 @@ class Checkpointer:
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
-            if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # baton.dcp.names.METADATA (no torch import here)
+            if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # reader.py's _LEGACY_METADATA (no torch here)
                 raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) "
-                                             "was written by a BatonWriter of before 2026-12-07 (DCP's pickled "
-                                             "Metadata, which only BatonReader reads): load it with "
+                                             "was written by a BatonWriter of before the one format (2026-12-06: "
+                                             "DCP's pickled Metadata, which only BatonReader reads): load it with "
                                              "dcp.load(state_dict, storage_reader=baton.dcp.BatonReader(dir)), or "
                                              "convert it once into today's form, which every reader reads: "
                                              "`baton ckpt export DIR OUT --step N && baton ckpt import OUT NEWDIR "

@@ -37,7 +37,7 @@ from baton.dcp import safe_unpickle, state_tree
 from baton.dtensor_chunks import row_span, stored_piece
 from baton.dcp import stored_form, runtime as runtimes
 
-# The array of a version BatonWriter wrote before 2026-12-07: DCP's Metadata, pickled (read by safe_unpickle only).
+# The array of a version BatonWriter wrote before the one format (2026-12-06): DCP's Metadata, pickled (read by safe_unpickle only).
 _LEGACY_METADATA = "dcp-metadata"
 # baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
 _TORCH_DTYPES = {
@@ -79,7 +79,7 @@ class BatonReader(StorageReader):
         self._metadata = None
         self._planned = None  # what the plan was made on: the version's tree (user blob), or its pickled Metadata
         self._values = None   # the tree's values by fqn (DCP's bytes entries)
-        self._form = None     # "tree", or "dcp" (a version BatonWriter wrote before 2026-12-07)
+        self._form = None     # "tree", or "dcp" (a version BatonWriter wrote before the one format (2026-12-06))
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
@@ -135,7 +135,7 @@ class BatonReader(StorageReader):
         return blob
 
     def _read_legacy(self, ck, meta):
-        """The DCP Metadata pickled in a version BatonWriter wrote before 2026-12-07 (its dcp-metadata array)."""
+        """The DCP Metadata pickled in a version BatonWriter wrote before the one format (2026-12-06) (its dcp-metadata array)."""
         blob = np.zeros(self._shapes(ck)[_LEGACY_METADATA][0], np.uint8)
         ck.register_sharded(_LEGACY_METADATA, blob, offset=0, global_shape=[blob.size])
         ck.restore(step=self.step, arrays=[_LEGACY_METADATA], from_level=self.from_level)
@@ -236,7 +236,7 @@ class BatonReader(StorageReader):
             buf, first = buffers[name]
             for item in items:
                 if item.type == LoadItemType.BYTE_IO:
-                    byte_values[id(item)] = safe_unpickle.resaved(  # a version of before 2026-12-07
+                    byte_values[id(item)] = safe_unpickle.resaved(  # a version of before the one format (2026-12-06)
                         buf.numpy().tobytes(), "%s: the bytes entry %r (array %r of %s)"
                         % (self.path, item.dest_index.fqn, name, restored["version_path"]))
                     continue
