@@ -136,9 +136,23 @@ class Layout:
 
 
 def _box(global_shape, mesh_shape, coordinate, placements):
-    from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
-    sizes, offsets = _compute_local_shape_and_global_offset(global_shape, mesh_shape, list(coordinate), placements)
-    return tuple(int(s) for s in sizes), tuple(int(o) for o in offsets) or (0,) * len(global_shape)
+    """(sizes, offsets) of the box at mesh ``coordinate``: each Shard(d) splits dim d of what the mesh dims before
+    it left, as torch.chunk does (pieces of ceil(n / parts), the last ones shorter or empty); Replicate() splits
+    nothing. torch's own helper for any coordinate (_compute_local_shape_and_global_offset) is private and
+    missing from torch 2.5; Layout checks the result against the rank's own local shard."""
+    shard = sys.modules["torch.distributed.tensor"].Shard
+    sizes, offsets = list(global_shape), [0] * len(global_shape)
+    for mesh_dim, placement in enumerate(placements):
+        if type(placement) is not shard:
+            continue
+        d = placement.dim % len(sizes)
+        parts, k = mesh_shape[mesh_dim], coordinate[mesh_dim]
+        full = -(-sizes[d] // parts)
+        start = min(k * full, sizes[d])
+        end = min(start + full, sizes[d])
+        offsets[d] += start
+        sizes[d] = end - start
+    return tuple(int(s) for s in sizes), tuple(int(o) for o in offsets)
 
 
 @functools.lru_cache(maxsize=4096)
