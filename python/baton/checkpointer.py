@@ -715,7 +715,7 @@ class Checkpointer:
             text = (f"refused to go on at {size} ranks: step {step} was saved by {saved_at} ranks and "
                     f"{which} goes back only to the same ranks; restore(state, "
                     f"drop_rank_state_on_resize=True) goes on without it")
-            _baton.Runtime.record_failure(text)  # `baton run` reads it: a refusal, not a bug
+            _baton.Runtime.record_failure(text, kind="refused")  # `baton run` reads it: a refusal, not a bug
             if self._runtime.rank == 0:
                 sys.stderr.write(f"baton rank 0 on {self._runtime.host}: {text} (baton.ResizeRefused: exit "
                                  f"{_baton.EXIT_REQUEUE} unless caught, to be requeued onto {saved_at} ranks)\n")
