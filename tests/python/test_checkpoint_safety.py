@@ -263,6 +263,15 @@ def test_every_reader_reads_every_writer(dist, rt, shared_dir):
     dcp.load(sd, storage_reader=BatonReader(b, runtime=rt))
     m3.load_state_dict(sd["model"])
     assert sd["epoch"] == 9 and all(torch.equal(v, m3.state_dict()[k]) for k, v in model.state_dict().items())
+    # `baton ckpt export` of what Checkpointer wrote (it refused: "was not written through DCP").
+    dist.barrier()
+    if rt.rank == 0 and os.path.exists(BATON_CLI):
+        out = os.path.join(shared_dir, "out.pt")
+        rc, so, err = _cli("export", b, out, "--format", "torch")
+        assert rc == 0, (rc, so, err)
+        back = torch.load(out, weights_only=True)
+        assert back["epoch"] == 9 and torch.equal(back["model"]["0.weight"], model.state_dict()["0.weight"]), back
+    dist.barrier()
 
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "format-2026-12-06")
