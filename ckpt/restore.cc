@@ -88,10 +88,10 @@ Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vecto
       diffs.push_back(shown + ": shape " + ShapeText(r.meta.shape) + " registered, " + ShapeText(a.shape) +
                       " in the checkpoint");
     }
-    if (a.replicated != r.meta.replicated) {
-      diffs.push_back(shown + std::string(": registered ") + (r.meta.replicated ? "replicated" : "sharded") +
-                      ", " + (a.replicated ? "replicated" : "sharded") + " in the checkpoint");
-    }
+    // Replicated or sharded is how the rows were spread over the ranks at the save, not what they hold: a
+    // replicated registration reads every row of an array the save wrote sharded (Python's one format: a
+    // tensor a DCP plan gave one rank to write, restored into every rank's copy), a sharded one its own rows
+    // of an array saved replicated. The rows are found through the manifest either way (PlanRead).
     index_of->push_back(it->second);
     in_manifest.erase(it);
   }

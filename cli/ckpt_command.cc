@@ -34,6 +34,7 @@
 #include "ckpt/retention.h"
 #include "ckpt/run.h"
 #include "ckpt/slurm_job_life.h"
+#include "ckpt/state_dict_tree.h"
 #include "ckpt/verify.h"
 #include "ckpt/version_removal.h"
 #include "ckpt/writer_lock.h"
@@ -394,6 +395,12 @@ int Inspect(const std::vector<std::string>& args) {
   if (Status s = ckpt::ListVersions(env, c.dir, c.max_failures, &versions); !s.ok()) return Fail("inspect", s);
   if (Status s = PickVersion(versions, c, &v); !s.ok()) return Fail("inspect", s);
   if (Status s = LoadManifest(env, v, &m, /*whole=*/true); !s.ok()) return Fail("inspect", s);
+  // A version saved from a state dict (Python's one format): its whole tensors by path, beside the arrays
+  // that hold their boxes.
+  bool state_dict = false;
+  std::vector<ckpt::StateDictTensor> tensors;
+  if (Status s = ckpt::StateDictTensors(m.user_blob, &state_dict, &tensors); !s.ok())
+    return Fail("inspect", s.Annotate(v.path));
   if (c.json) {
     nlohmann::json o = {{"step", m.step},        {"path", v.path},        {"run_id", m.run_id},
                         {"time", m.time},        {"world_size", m.world_size},
@@ -406,6 +413,11 @@ int Inspect(const std::vector<std::string>& args) {
                              {"dtype", std::string(DTypeName(a.dtype))},
                              {"shape", a.shape},
                              {"replicated", a.replicated}});
+    if (state_dict) {
+      o["tensors"] = nlohmann::json::array();
+      for (const ckpt::StateDictTensor& t : tensors)
+        o["tensors"].push_back({{"path", t.path}, {"dtype", t.dtype}, {"shape", t.shape}, {"arrays", t.arrays}});
+    }
     o["shards"] = nlohmann::json::array();
     for (const ckpt::ShardMeta& sh : m.shards)
       o["shards"].push_back(
@@ -426,6 +438,17 @@ int Inspect(const std::vector<std::string>& args) {
     for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape[i]);
     std::printf("%-32s  %-6s  %-10s  %s]\n", Printable(a.name).c_str(), std::string(DTypeName(a.dtype)).c_str(),
                 a.replicated ? "replicated" : "sharded", shape.c_str());
+  }
+  if (state_dict) {
+    std::printf("\n%-32s  %-10s  %-16s  %s\n", "TENSOR", "DTYPE", "SHAPE", "ARRAYS");
+    for (const ckpt::StateDictTensor& t : tensors) {
+      std::string shape = "[";
+      for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
+      const std::string arrays =
+          t.arrays.size() == 1 ? Printable(t.arrays[0]) : std::to_string(t.arrays.size()) + " boxes";
+      std::printf("%-32s  %-10s  %-16s  %s\n", Printable(t.path).c_str(), Printable(t.dtype).c_str(),
+                  (shape + "]").c_str(), arrays.c_str());
+    }
   }
   std::printf("\n%-24s  %14s  %8s  %s\n", "SHARD", "BYTES", "DATASETS", "RANKS");
   for (const ckpt::ShardMeta& sh : m.shards) {

@@ -591,12 +591,14 @@ class Checkpointer:
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
-            if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # baton.dcp.names.METADATA (no torch import here)
+            if "dcp-metadata" in {a["name"] for a in md["arrays"]}:  # reader.py's _LEGACY_METADATA (no torch here)
                 raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) "
-                                             "was written through torch.distributed.checkpoint (BatonWriter or "
-                                             "`baton ckpt import`); load it with dcp.load(state_dict, "
-                                             "storage_reader=baton.dcp.BatonReader(dir)), or convert it with "
-                                             "`baton ckpt export`")
+                                             "was written by a BatonWriter of before the one format (2026-12-06: "
+                                             "DCP's pickled Metadata, which only BatonReader reads): load it with "
+                                             "dcp.load(state_dict, storage_reader=baton.dcp.BatonReader(dir)), or "
+                                             "convert it once into today's form, which every reader reads: "
+                                             "`baton ckpt export DIR OUT --step N && baton ckpt import OUT NEWDIR "
+                                             "--step N`")
             raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) was "
                                          f"not saved from a state dict (its arrays: {names}); restore it with "
                                          "baton.ArrayCheckpointer (restore(step=..., arrays=...))")
@@ -713,7 +715,7 @@ class Checkpointer:
             text = (f"refused to go on at {size} ranks: step {step} was saved by {saved_at} ranks and "
                     f"{which} goes back only to the same ranks; restore(state, "
                     f"drop_rank_state_on_resize=True) goes on without it")
-            _baton.Runtime.record_failure(text)  # `baton run` reads it: a refusal, not a bug
+            _baton.Runtime.record_failure(text, kind="refused")  # `baton run` reads it: a refusal, not a bug
             if self._runtime.rank == 0:
                 sys.stderr.write(f"baton rank 0 on {self._runtime.host}: {text} (baton.ResizeRefused: exit "
                                  f"{_baton.EXIT_REQUEUE} unless caught, to be requeued onto {saved_at} ranks)\n")

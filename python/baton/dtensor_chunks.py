@@ -136,9 +136,23 @@ class Layout:
 
 
 def _box(global_shape, mesh_shape, coordinate, placements):
-    from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
-    sizes, offsets = _compute_local_shape_and_global_offset(global_shape, mesh_shape, list(coordinate), placements)
-    return tuple(int(s) for s in sizes), tuple(int(o) for o in offsets) or (0,) * len(global_shape)
+    """(sizes, offsets) of the box at mesh ``coordinate``: each Shard(d) splits dim d of what the mesh dims before
+    it left, as torch.chunk does (pieces of ceil(n / parts), the last ones shorter or empty); Replicate() splits
+    nothing. torch's own helper for any coordinate (_compute_local_shape_and_global_offset) is private and
+    missing from torch 2.5; Layout checks the result against the rank's own local shard."""
+    shard = sys.modules["torch.distributed.tensor"].Shard
+    sizes, offsets = list(global_shape), [0] * len(global_shape)
+    for mesh_dim, placement in enumerate(placements):
+        if type(placement) is not shard:
+            continue
+        d = placement.dim % len(sizes)
+        parts, k = mesh_shape[mesh_dim], coordinate[mesh_dim]
+        full = -(-sizes[d] // parts)
+        start = min(k * full, sizes[d])
+        end = min(start + full, sizes[d])
+        offsets[d] += start
+        sizes[d] = end - start
+    return tuple(int(s) for s in sizes), tuple(int(o) for o in offsets)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -157,7 +171,8 @@ def _boxes(global_shape, mesh_shape, mesh_ranks, placements):
 
 
 class Reads:
-    """What a restore reads of a saved DTensor into the live one at ``path``.
+    """What a restore reads of a saved DTensor into the live one at ``path`` (or into a whole tensor; or of a
+    tensor saved whole, one box, into a DTensor).
 
     ``saved_chunks``: the checkpoint's boxes ([array name, offsets, sizes],
     ArrayNode.dtensor["chunks"]); ``live``: the state's DTensor (its own
@@ -173,13 +188,17 @@ class Reads:
         from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, TensorProperties, TensorStorageMetadata
         from torch.distributed.checkpoint.planner_helpers import create_read_items_for_chunk_list
 
-        for p in live.placements:
-            placement_text(p, path)
         self.path = path
-        self.local = local_tensor(live)
+        if is_dtensor(live):
+            for p in live.placements:
+                placement_text(p, path)
+            self.local = local_tensor(live)
+            sizes, offsets = _live_box(live)
+        else:  # a whole tensor (every rank's copy): its box is all of it
+            self.local = live
+            sizes, offsets = tuple(int(n) for n in live.shape), (0,) * live.dim()
         self.chunks = [Chunk(name, off, sizes, None) for name, off, sizes in saved_chunks]
         global_shape = tuple(int(n) for n in live.shape)
-        sizes, offsets = _live_box(live)
         self.items = []
         if self.local.numel() > 0 and self.chunks:
             md = TensorStorageMetadata(properties=TensorProperties(dtype=self.local.dtype),

@@ -29,9 +29,10 @@ from baton import dtensor_chunks, metadata, tensors
 from baton.errors import with_context
 from baton.metadata import path_text
 from baton.names import array_name
-from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, SHARDED, VALUE, classify
+from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, REPLICATED, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
+PICKLE = "$pickle"  # baton.dcp.state_tree.PICKLE (not imported here: it imports torch's DCP lazily, this does not)
 
 
 class ArrayNode:
@@ -71,6 +72,14 @@ class ObjectNode:
         self.state = metadata.decode(node["state"], path, on_tag)
 
 
+class _SavedStateDict:
+    """A state dict saved as a plain dict (dcp.save's form), restoring into the object it came from."""
+    __slots__ = ("type", "state")
+
+    def __init__(self, state):
+        self.type, self.state = "a state dict", state
+
+
 class PerRankNode:
     __slots__ = ("key",)
 
@@ -90,6 +99,9 @@ def decode_tree(tree):
             return ObjectNode(node, path, on_tag)
         if tag == metadata.PER_RANK:
             return PerRankNode(node, path)
+        if tag == PICKLE:  # a value DCP pickled (BatonWriter): read as torch.load(weights_only=True) reads
+            from baton.dcp.state_tree import decode_pickle
+            return decode_pickle(node, path)
         raise metadata.FormatError(f"'{path_text(path)}': unknown tag {tag!r} (baton never loads "
                                    "code or pickles from a checkpoint)")
 
@@ -150,7 +162,12 @@ class _Matcher:
         if isinstance(ck, ArrayNode):
             return self.array(cur, ck, path)
         if isinstance(ck, ObjectNode):
+            if isinstance(cur, dict):  # an object's state saved, a state dict of it restoring (dcp.load's form)
+                return self.mapping(cur, ck.state, path, create, live)
             return self.object(cur, ck, path)
+        if isinstance(ck, dict) and cur is not MISSING and not isinstance(cur, dict) and classify(cur) == OBJECT:
+            # A state dict saved (dcp.save's form: BatonWriter), the object itself restoring.
+            return self.object(cur, _SavedStateDict(ck), path)
         if isinstance(ck, PerRankNode):
             if cur is MISSING or classify(cur) != PER_RANK:
                 return self.conflict(cur, "per-rank state (RNGState, PerRank)", path)
@@ -198,12 +215,13 @@ class _Matcher:
             if ck.sharded:
                 self.error(path, "a sharded array the state lacks (baton cannot tell this rank's rows)")
                 return MISSING
+            one_row = list(saved["shape"]) == [1] and list(ck.shape) == []  # a 0-d tensor DCP's writer stored
             try:
-                new = tensors.allocate(ck.lib, ck.dtype, saved["shape"], path)
+                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else saved["shape"], path)
             except (ValueError, ImportError) as e:
                 self.error(path, str(e))
                 return MISSING
-            self.plan.targets[ck.name] = (path, new)
+            self.plan.targets[ck.name] = (path, new.reshape(1) if one_row else new)
             return new
         kind = classify(cur)
         if kind not in ARRAY_KINDS:
@@ -231,24 +249,38 @@ class _Matcher:
         else:
             if ck.sharded:
                 self.error(path, "a replicated tensor in the state, a baton.Sharded array in the checkpoint")
+            if tuple(value.shape) == () and shape == (1,) and list(ck.shape) == []:
+                # A 0-d tensor that DCP's writer stored as one row (its arrays have a dim 0): read through a view.
+                self.plan.targets[ck.name] = (path, value.reshape(1))
+                return cur
             if tuple(value.shape) != shape:
                 self.error(path, f"shape {tuple(value.shape)} in the state, {shape} in the checkpoint")
         self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
         return cur
 
     def dtensor(self, cur, ck, path):
-        """A saved DTensor into the state's DTensor, resharded to its mesh and placements."""
-        if ck.dtensor is None:
-            self.error(path, "a DTensor in the state, a tensor saved without a mesh in the checkpoint")
-            return MISSING
+        """A saved DTensor into the state's DTensor, resharded to its mesh and placements; or the boxes of one
+        into a whole tensor, or a tensor saved whole into a DTensor's shard (one box intersection:
+        dtensor_chunks.Reads)."""
         if cur is MISSING:
             self.error(path, "a DTensor the state lacks (baton cannot tell its mesh and placements; "
                              "torch.distributed.checkpoint.state_dict.get_state_dict makes the optimizer's state "
                              "before the first step)")
             return MISSING
-        if classify(cur) != DTENSOR:
-            return self.conflict(cur, "a DTensor", path)
-        chunks = ck.dtensor["chunks"]
+        kind = classify(cur)
+        if kind not in (DTENSOR, REPLICATED) or (kind == REPLICATED and not tensors.is_tensor(cur)):
+            return self.conflict(cur, "a DTensor" if ck.dtensor is not None else "a tensor", path)
+        if ck.dtensor is None:
+            # A tensor saved whole (or a Sharded's rows: its array is the whole tensor too): one box.
+            saved = self.arrays.get(ck.name)
+            if saved is None or list(saved["shape"]) != list(ck.shape):
+                self.error(path, f"array {ck.name!r} is not the whole tensor of shape {tuple(ck.shape)} in the "
+                                 "checkpoint's arrays")
+                return MISSING
+            ck_chunks = [[ck.name, [0] * len(ck.shape), list(ck.shape)]]
+        else:
+            ck_chunks = ck.dtensor["chunks"]
+        chunks = ck_chunks
         absent = [c[0] for c in chunks if c[0] not in self.arrays]
         if absent:
             self.error(path, f"the DTensor's arrays {absent[:3]} are named in the checkpoint's metadata but not in "
@@ -257,7 +289,7 @@ class _Matcher:
         item = self.local.items.get(array_name(path))
         try:
             if item is None or item.path != path:  # in an object's state dict, not walked as a leaf
-                value = dtensor_chunks.local_tensor(cur)
+                value = dtensor_chunks.local_tensor(cur) if kind == DTENSOR else cur
                 tensors.check_keepable(value, path)
                 _, _, baton_dtype = tensors.describe(value, path)
             else:
@@ -280,6 +312,8 @@ class _Matcher:
             return self.conflict(cur, f"an object ({ck.type}) with state_dict()/load_state_dict()", path)
         sd = self.local.state_dicts[path] if path in self.local.state_dicts else cur.state_dict()
         restored = self.node(sd, ck.state, path, create=not tensors.is_module(cur), live=False)
+        if isinstance(ck, _SavedStateDict):
+            restored = _optimizer_ids(cur, restored)
         if restored is not MISSING:
             self.plan.actions.append(_LoadStateDict(cur, restored, path))
         return cur
@@ -299,15 +333,21 @@ class _Matcher:
         if self.strict and _other_optimizer(cur, ck, path, self.error):
             return MISSING
         out = type(ck)()
+        # DCP's flattening keeps every key as its str ("state.0.exp_avg"): a saved "0" is the live 0.
+        as_text = {str(k): k for k in cur if not isinstance(k, str)}
+        matched = set()
         for k, v in ck.items():
+            if k not in cur and isinstance(k, str) and k in as_text:
+                k = as_text[k]
             if k in cur:
+                matched.add(k)
                 r = self.node(cur[k], v, path + (k,), create=create, live=live)
             else:
                 r = self.missing(v, path + (k,), create)
             if r is not MISSING:
                 out[k] = r
         for k in cur:
-            if k not in ck:
+            if k not in matched:
                 if self.strict:
                     self.error(path + (k,), "in the state, not in the checkpoint (strict=False keeps it)")
                 out[k] = cur[k]
@@ -383,6 +423,21 @@ def _other_optimizer(cur, ck, path, error):
                 f"its param_groups {saved_groups}, the state's {live_state} and {live_groups} (another optimizer: "
                 "restore into the optimizer the checkpoint was saved with)")
     return True
+
+
+def _optimizer_ids(obj, restored):
+    """An optimizer's state dict as dcp.save flattened it ("state": {"0": ...}) with the parameter ids back as
+    ints: its param_groups list them as ints, and load_state_dict would keep a "0" as a parameter of its own."""
+    if not (hasattr(obj, "param_groups") and isinstance(restored, dict) and isinstance(restored.get("state"), dict)
+            and isinstance(restored.get("param_groups"), list)):
+        return restored
+    ids = {p for g in restored["param_groups"] if isinstance(g, dict) for p in g.get("params", ())}
+    state = restored["state"]
+    if not all(isinstance(k, str) and k.isdigit() and int(k) in ids for k in state):
+        return restored
+    out = type(restored)(restored)
+    out["state"] = type(state)((int(k), v) for k, v in state.items())
+    return out
 
 
 def _with_meta(out, ck):

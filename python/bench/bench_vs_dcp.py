@@ -238,6 +238,17 @@ def main():
                     rss = [row[k][1] for row in rows if row[k][1] is not None]
                     print(f"| {k} | {statistics.median(t):.3f} | {min(t):.3f}-{max(t):.3f} | "
                           f"{(max(rss) / mib if rss else float('nan')):.1f} MiB |")
+        # The ratios the goals are stated in (issue 48): each of baton's two front ends (one format since
+        # 2026-12-06: the same versions) over DCP's FileSystemWriter/Reader and over torch.save/torch.load
+        # (below 1: baton faster), medians of the same run.
+        med = {k: statistics.median(row[k][0] for row in rows) for k in keys}
+        print("\n| op | baton / dcp-fs | baton-dcp / dcp-fs | baton / torch | baton-dcp / torch |")
+        print("| --- | --- | --- | --- | --- |")
+        for op in ("save", "async blocked", "async total", "restore"):
+            def ratio(a, b):
+                return f"{med[a] / med[b]:.2f}" if a in med and b in med and med[b] > 0 else "-"
+            print(f"| {op} | {ratio('baton ' + op, 'dcp-fs ' + op)} | {ratio('baton-dcp ' + op, 'dcp-fs ' + op)} | "
+                  f"{ratio('baton ' + op, 'torch ' + op)} | {ratio('baton-dcp ' + op, 'torch ' + op)} |")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"kind": args.kind, "ranks": size, "state_bytes": state_bytes, "rounds": rows}, f, indent=1)

@@ -1,6 +1,7 @@
 """The pure modules of the package, without MPI (tests/python/pure-modules.sh: one
 pytest process, no mpirun, no Runtime): baton.dcp.safe_unpickle (what a checkpoint's
-pickles may name and do), baton.latest (the listing), baton.dcp.names."""
+pickles may name and do), baton.latest (the listing), baton.dcp.state_tree (the one format's
+tree of a DCP plan and DCP's view of a tree), dtensor_chunks.Reads (the one box intersection)."""
 import io
 import os
 import pickle
@@ -14,7 +15,9 @@ from torch.distributed.checkpoint import FileSystemWriter  # noqa: E402
 
 import baton  # noqa: E402
 from baton.dcp import safe_unpickle  # noqa: E402
-from baton.dcp import names  # noqa: E402
+from baton.dcp import state_tree  # noqa: E402
+from baton.restore_match import decode_tree  # noqa: E402
+from baton import metadata  # noqa: E402
 
 
 class Planted:
@@ -114,9 +117,83 @@ def test_latest_answers_from_the_listing_and_creates_nothing(tmp_path):
     assert sorted(os.listdir(d)) == before
 
 
-def test_chunk_names_are_one_rule_and_fit_hdf5():
-    assert names.chunk_name("model.w", (0, 4)) == "model.w@0,4"
-    assert names.chunk_name("a/b", None) == "a%2Fb@b"
-    assert names.chunk_name(".hidden", (0,)) == "%2Ehidden@0"
-    long = names.chunk_name("x" * 400, (0,))
-    assert len(long.encode()) <= 255 and long.endswith("@0") and "#" in long
+def _chunk(fqn, path, offsets, sizes, shape, shard, dtype=None):
+    return state_tree.Chunk(fqn, path, offsets, sizes, shape, dtype or torch.float32, shard)
+
+
+def test_a_dcp_plan_becomes_the_checkpointers_tree_named_by_one_rule():
+    """A whole tensor is named as Checkpointer names the leaf (path keys joined by ':'), a DTensor's box with its
+    offsets after '~@'; values are JSON; int path keys make lists; the tree reads back through decode_tree."""
+    chunks = [_chunk("model.w", ("model", "w"), (0, 0), (3, 2), (3, 2), False),
+              _chunk("model.d", ("model", "d"), (2, 0), (2, 4), (4, 4), True),
+              _chunk("model.d", ("model", "d"), (0, 0), (2, 4), (4, 4), True),
+              _chunk("groups.0.x", ("groups", 0, "x"), (), (), (), False, torch.int64)]
+    values = {("epoch",): 7, ("groups", 0, "lr"): 0.5, ("groups", 1, "lr"): {"$float": "inf"}}
+    tree = state_tree.tree_of_plan(chunks, values)
+    assert [c.name for c in chunks] == ["model:w", "model:d~@2,0", "model:d~@0,0", "groups:0:x"]
+    assert tree["model"]["w"] == {"$array": "model:w", "lib": "torch", "dtype": "float32", "shape": [3, 2],
+                                  "sharded": False}
+    assert tree["model"]["d"]["dtensor"]["chunks"] == [["model:d~@0,0", [0, 0], [2, 4]], ["model:d~@2,0", [2, 0], [2, 4]]]
+    assert isinstance(tree["groups"], list) and tree["groups"][1] == {"lr": {"$float": "inf"}}
+    decoded = decode_tree(metadata.loads(metadata.dumps(tree), "the tree"))
+    assert decoded["epoch"] == 7 and decoded["groups"][1]["lr"] == float("inf")
+
+
+def test_the_dcp_view_of_a_tree_flattens_as_dcp_does():
+    """dcp_view: DCP's rule (dict keys as str, lists holding a tensor or a dict walked, others one value; an
+    object's state in its place), a chunk per box naming its array, planner_data the paths."""
+    tree = {"model": {"$object": "Linear", "module": True,
+                      "state": {"w": {"$array": "model:w", "lib": "torch", "dtype": "bfloat16", "shape": [2, 3],
+                                      "sharded": False}}},
+            "optim": {"state": {"$dict": [[0, {"step": {"$array": "optim:state:0:step", "lib": "torch",
+                                                         "dtype": "float32", "shape": [], "sharded": False}}]],
+                                "ordered": False},
+                      "param_groups": [{"lr": 0.1, "params": [0]}]},
+            "lrs": [0.1, 0.01], "rng": {"$per_rank": "rng"}, "empty": {}}
+    arrays = {"model:w": {"dtype": "bf16", "shape": [2, 3]}, "optim:state:0:step": {"dtype": "f32", "shape": []}}
+    view = state_tree.dcp_view(decode_tree(tree), arrays)
+    md = view.metadata
+    assert sorted(md.state_dict_metadata) == ["lrs", "model.w", "optim.param_groups.0.lr",
+                                              "optim.param_groups.0.params", "optim.state.0.step"]
+    w = md.state_dict_metadata["model.w"]
+    assert w.properties.dtype == torch.bfloat16 and list(w.size) == [2, 3] and len(w.chunks) == 1
+    assert md.planner_data["optim.state.0.step"] == ("optim", "state", "0", "step")
+    assert view.values == {"lrs": [0.1, 0.01], "optim.param_groups.0.lr": 0.1, "optim.param_groups.0.params": [0]}
+    assert set(md.storage_data.values()) == {"model:w", "optim:state:0:step"}
+    with pytest.raises(metadata.FormatError, match="not in its arrays"):
+        state_tree.dcp_view(decode_tree(tree), {"model:w": arrays["model:w"]})
+
+
+def test_a_pickled_value_is_read_as_weights_only_reads_it(tmp_path):
+    """A value JSON cannot hold is kept as DCP pickled it, under $pickle, and read back by safe_unpickle: a
+    torch.Size comes back; a planted __reduce__ is refused naming the value, and runs nothing."""
+    buf = io.BytesIO()
+    torch.save(torch.Size([2, 3]), buf)
+    node = state_tree.encode_value("s", ("s",), torch.Size([2, 3]), lambda: buf.getvalue())
+    assert set(node) == {"$pickle"}
+    assert decode_tree({"s": node})["s"] == torch.Size([2, 3])
+    marker = tmp_path / "ran"
+    evil = io.BytesIO()
+    torch.save(Planted(str(marker)), evil)
+    node = state_tree.encode_value("e", ("e",), Planted(str(marker)), lambda: evil.getvalue())
+    with pytest.raises(baton.InvalidArgument, match="the value at 'e'.*refused to unpickle"):
+        decode_tree({"e": node})
+    assert not marker.exists()
+
+
+def test_one_box_intersection_reads_boxes_into_a_whole_tensor_and_back():
+    """dtensor_chunks.Reads, the one intersection of saved boxes and a live box: two saved row boxes into a whole
+    tensor (every row read once), and a tensor saved whole (one box) into the same."""
+    from baton.dtensor_chunks import Reads
+
+    live = torch.zeros(4, 3)
+    reads = Reads(("t",), [["t~@0,0", [0, 0], [2, 3]], ["t~@2,0", [2, 0], [2, 3]]], live)
+    assert [(c.name, first, tuple(buf.shape)) for c, buf, first in reads.buffers] == [
+        ("t~@0,0", 0, (2, 3)), ("t~@2,0", 0, (2, 3))]
+    for c, buf, _ in reads.buffers:
+        buf.copy_(torch.arange(6.0).reshape(2, 3) + 10 * c.offsets[0])
+    reads.copy()
+    assert torch.equal(live, torch.cat([torch.arange(6.0).reshape(2, 3), torch.arange(6.0).reshape(2, 3) + 20]))
+    whole = Reads(("t",), [["t", [0, 0], [4, 3]]], torch.zeros(4, 3))
+    assert [(c.name, first, tuple(buf.shape)) for c, buf, first in whole.buffers] == [("t", 0, (4, 3))]
+

@@ -436,6 +436,7 @@ def test_at_fewer_ranks_the_per_rank_state_is_dropped_with_a_warning_and_a_refus
             "('rng', 'cursor')") in out, out[-3000:]
     events = _events(ckpt)
     assert events.count('"what":"refused to go on at 2 ranks') == 2, events[-3000:]
+    assert events.count('"kind":"refused"') == 2, events[-3000:]  # what `baton run` decides by
     assert '"what":"uncaught ' not in events, events[-3000:]
     # The default at 1 and 2 ranks: the replicated state is restored, the per-rank state keeps this
     # run's values, and rank 0 (only) warns naming it.

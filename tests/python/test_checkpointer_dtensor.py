@@ -153,25 +153,26 @@ def test_partial_and_strided_placements_are_refused_naming_path_and_placement(di
     ck.close()
 
 
-def test_restore_refuses_a_plain_tensor_for_a_saved_dtensor(dist, rt, shared_dir, size):
-    """A saved DTensor into a plain tensor, another global shape, or a saved plain tensor into a DTensor:
-    InvalidArgument naming the path, nothing restored."""
+def test_a_dtensor_and_a_whole_tensor_restore_into_each_other(dist, rt, shared_dir, size):
+    """One box intersection (issue 46, one format): a saved DTensor restores into a plain tensor (every rank the
+    whole) and a saved plain tensor into a DTensor's shard, exactly; another global shape is refused naming the
+    path, nothing restored."""
     mesh = init_device_mesh("cpu", (size,))
+    full = torch.arange(size * 2.0).reshape(size, 2)
     ck = baton.Checkpointer(rt, dir=shared_dir)
-    ck.save({"w": distribute_tensor(torch.ones(size, 2), mesh, [Shard(0)])}, 1)
+    ck.save({"w": distribute_tensor(full.clone(), mesh, [Shard(0)])}, 1)
     plain = {"w": torch.zeros(size, 2)}
-    with pytest.raises(_baton.InvalidArgument, match=r"'w': the checkpoint holds a DTensor, the state a Tensor"):
-        ck.restore(plain)
-    assert torch.equal(plain["w"], torch.zeros(size, 2))
+    assert ck.restore(plain) == 1 and torch.equal(plain["w"], full)
     other = {"w": distribute_tensor(torch.zeros(size, 3), mesh, [Shard(0)])}
     with pytest.raises(_baton.InvalidArgument, match=r"'w': global shape \(%d, 3\) in the state" % size):
         ck.restore(other)
+    assert torch.equal(other["w"].full_tensor(), torch.zeros(size, 3))
+    with pytest.raises(_baton.InvalidArgument, match=r"'w': global shape \(%d, 3\) in the state" % size):
+        ck.restore({"w": torch.zeros(size, 3)})
     # And the reverse: a plain tensor saved, a DTensor in the state.
-    ck.save({"w": torch.ones(size, 2)}, 2)
-    dt = {"w": distribute_tensor(torch.zeros(size, 2), mesh, [Shard(0)])}
-    with pytest.raises(_baton.InvalidArgument, match=r"'w': a DTensor in the state, a tensor saved without a mesh"):
-        ck.restore(dt)
-    assert torch.equal(dt["w"].full_tensor(), torch.zeros(size, 2))
+    ck.save({"w": full + 1}, 2)
+    dt = {"w": distribute_tensor(torch.zeros(size, 2), mesh, [Shard(1)])}
+    assert ck.restore(dt) == 2 and torch.equal(dt["w"].full_tensor(), full + 1)
     ck.close()
 
 

@@ -5,6 +5,7 @@ over one gloo process group)."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import traceback
@@ -84,17 +85,24 @@ def test_save_load_round_trip(dist, rt, shared_dir, rank):
     assert reader.last_restore["step"] == 5 and reader.last_restore["fallbacks"] == []
     (version,) = _versions(shared_dir)
     arrays = {a["name"]: a for a in _manifest(version)["arrays"]}
-    assert arrays["model.w@0,0"]["shape"] == [7, 5] and arrays["model.w@0,0"]["dtype"] == "f32"
-    assert arrays["model.b16@0,0"]["dtype"] == "bf16"
-    assert arrays["model.scalar@"]["shape"] == [1]
-    assert "extra.epoch@b" in arrays and "extra.name@b" in arrays and "dcp-metadata" in arrays
+    # One format (issue 46): each tensor is the array baton.Checkpointer names the same leaf by; the values are
+    # JSON in the tree beside the marker, no array of their own, and no pickled DCP Metadata.
+    assert arrays["model:w"]["shape"] == [7, 5] and arrays["model:w"]["dtype"] == "f32"
+    assert arrays["model:b16"]["dtype"] == "bf16"
+    assert arrays["model:scalar"]["shape"] == [1]
+    assert set(arrays) == {"model:w", "model:b16", "model:ids", "model:scalar", "~baton.state_dict"}, sorted(arrays)
     if rank == 0 and os.path.exists(BATON_CLI):
         outs = {}
         for cmd in ("ls", "verify", "inspect"):
             out = subprocess.run([BATON_CLI, "ckpt", cmd, shared_dir], capture_output=True, text=True, timeout=120)
             assert out.returncode == 0, (cmd, out.stdout, out.stderr)
             outs[cmd] = out.stdout
-        assert "model.w@0,0" in outs["inspect"] and "dcp-metadata" in outs["inspect"], outs["inspect"]
+        assert "model:w" in outs["inspect"] and "dcp-metadata" not in outs["inspect"], outs["inspect"]
+        # Whole tensors by their state-dict paths, beside the arrays (issue 46: inspect showed boxes only).
+        assert re.search(r"\nmodel\.w +float32 +\[7, 5\] +model:w\n", outs["inspect"]), outs["inspect"]
+        got = json.loads(subprocess.run([BATON_CLI, "ckpt", "inspect", shared_dir, "--json"], capture_output=True,
+                                        text=True, timeout=120, check=True).stdout)
+        assert {"path": "model.w", "dtype": "float32", "shape": [7, 5], "arrays": ["model:w"]} in got["tensors"]
 
 
 def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt, shared_dir, monkeypatch):
@@ -113,10 +121,10 @@ def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt
 
 
 def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch):
-    """A save agrees on every bytes entry's length (DCP's non-tensor values and
-    its Metadata) in one all-gather, and registers each with its global
-    shape: no per-entry agreement (one all-reduce each, the fixed cost of a
-    small save that docs/benchmarks.md counts)."""
+    """A save gathers every rank's non-tensor values (the tree's JSON) in one
+    all-gather and registers each tensor with its global shape: no
+    per-entry agreement (one all-reduce each, the fixed cost of a small save
+    that docs/benchmarks.md counts)."""
     gathers, unshaped = [], []
     real_gather, real_ck = _baton._allgather_bytes, _baton.ArrayCheckpointer
 
@@ -136,12 +144,18 @@ def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch
         def __getattr__(self, attr):
             return getattr(self._ck, attr)
 
+        def __setattr__(self, attr, value):  # user_blob
+            if attr == "_ck":
+                object.__setattr__(self, attr, value)
+            else:
+                setattr(self._ck, attr, value)
+
     monkeypatch.setattr(_baton, "_allgather_bytes", counting_gather)
     monkeypatch.setattr(_baton, "ArrayCheckpointer", Recording)
     sd = _state(4)
     dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
     monkeypatch.undo()
-    assert gathers == ["BatonWriter: agreeing on the bytes entries' lengths"]
+    assert gathers == ["BatonWriter: the state's non-tensor values"]
     assert unshaped == []
     got = _zeros_like(sd)
     dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
@@ -158,8 +172,8 @@ def test_dtensor_saved_by_shard_loaded_other_layout(dist, rt, shared_dir, size):
     sd = {"t": distribute_tensor(full, mesh, [Shard(0)])}
     dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
     (version,) = _versions(shared_dir)
-    arrays = [a for a in _manifest(version)["arrays"] if a["name"].startswith("t@")]
-    assert sorted(a["name"] for a in arrays) == sorted("t@%d,0" % (6 * r) for r in range(size))
+    arrays = [a for a in _manifest(version)["arrays"] if a["name"].startswith("t~@")]
+    assert sorted(a["name"] for a in arrays) == sorted("t~@%d,0" % (6 * r) for r in range(size))
     for placement in (Shard(1), Replicate()):
         target = {"t": distribute_tensor(torch.zeros_like(full), mesh, [placement])}
         dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
@@ -237,7 +251,7 @@ def test_flipped_byte_falls_back(dist, rt, shared_dir, rank):
     newest = _versions(shared_dir)[-1]
     dist.barrier()
     if rank == 0:
-        _flip_data_byte(newest, "model.w@0,0")
+        _flip_data_byte(newest, "model:w")
     dist.barrier()
     got = _zeros_like(_state(0))
     reader = BatonReader(shared_dir, runtime=rt)

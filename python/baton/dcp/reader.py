@@ -18,6 +18,8 @@ version's Metadata is used for the older one only when both Metadata are
 the same (the same state at the same world size), else the load fails
 naming both versions.
 """
+import io
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -27,11 +29,16 @@ from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
-from baton import _baton
-from baton.dcp import safe_unpickle
+from baton import _baton, metadata
+from baton.checkpointer import FORMAT, VERSION
+from baton.names import MARKER
+from baton.restore_match import decode_tree
+from baton.dcp import safe_unpickle, state_tree
 from baton.dtensor_chunks import row_span, stored_piece
-from baton.dcp import names, stored_form, runtime as runtimes
+from baton.dcp import stored_form, runtime as runtimes
 
+# The array of a version BatonWriter wrote before the one format (2026-12-06): DCP's Metadata, pickled (read by safe_unpickle only).
+_LEGACY_METADATA = "dcp-metadata"
 # baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
 _TORCH_DTYPES = {
     "f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16,
@@ -70,13 +77,15 @@ class BatonReader(StorageReader):
         self._runtime = runtime
         self._options = options
         self._metadata = None
-        self._metadata_bytes = None
+        self._planned = None  # what the plan was made on: the version's tree (user blob), or its pickled Metadata
+        self._values = None   # the tree's values by fqn (DCP's bytes entries)
+        self._form = None     # "tree", or "dcp" (a version BatonWriter wrote before the one format (2026-12-06))
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
             self.path = checkpoint_id
-        self._metadata = self._metadata_bytes = None
+        self._metadata = self._planned = self._values = self._form = None
 
     def _open(self):
         rt = runtimes.resolve(self._runtime)
@@ -91,19 +100,52 @@ class BatonReader(StorageReader):
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not
         ck = self._open()
         try:
-            shapes = self._shapes(ck)
-            blob = np.zeros(shapes[names.METADATA][0], np.uint8)
-            ck.register_sharded(names.METADATA, blob, offset=0, global_shape=[blob.size])
-            ck.restore(step=self.step, arrays=[names.METADATA], from_level=self.from_level)
-            self.last_restore = ck.last_restore()
+            meta = self._version(ck)
+            if MARKER in {a["name"] for a in meta["arrays"]}:
+                blob = self._read_tree(ck, meta)
+            else:
+                blob = self._read_legacy(ck, meta)
         finally:
             ck.close()
-        self._metadata_bytes = blob.tobytes()
-        self.metadata_bytes = len(self._metadata_bytes)
-        # Read without running code: whoever can write the directory wrote this pickle (baton.dcp.safe_unpickle).
-        self._metadata = safe_unpickle.metadata(self._metadata_bytes, "%s: the %r array of %s" % (
-            self.path, names.METADATA, self.last_restore and self.last_restore["version_path"]))
+        self._planned = blob
+        self.metadata_bytes = len(blob)
         return self._metadata
+
+    def _read_tree(self, ck, meta):
+        """The version's state-dict tree (every writer's form) as DCP Metadata (state_tree.dcp_view)."""
+        marker = np.zeros((), np.int64)
+        ck.register_replicated(MARKER, marker, dtype="i64")
+        ck.restore(step=self.step, arrays=[MARKER], from_level=self.from_level)
+        self.last_restore = ck.last_restore()
+        blob = ck.user_blob
+        where = self.last_restore["version_path"]
+        if os.path.basename(where.rstrip("/")) != os.path.basename(meta["version_path"].rstrip("/")):
+            meta = ck.read_metadata(step=self.last_restore["step"])  # a newer one failed: this one's arrays
+        try:
+            if int(marker) != VERSION:
+                raise metadata.FormatError("its state-dict form is version %d; this baton reads version %d"
+                                           % (int(marker), VERSION))
+            doc = metadata.loads(blob, "the user blob of %s" % where)
+            if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+                raise metadata.FormatError("its user blob is not baton's state-dict form")
+            view = state_tree.dcp_view(decode_tree(doc.get("tree")), {a["name"]: a for a in meta["arrays"]})
+        except metadata.FormatError as e:
+            raise _baton.CorruptCheckpointError("BatonReader: %s: %s" % (where, e)) from None
+        self._metadata, self._values, self._form = view.metadata, view.values, "tree"
+        return blob
+
+    def _read_legacy(self, ck, meta):
+        """The DCP Metadata pickled in a version BatonWriter wrote before the one format (2026-12-06) (its dcp-metadata array)."""
+        blob = np.zeros(self._shapes(ck)[_LEGACY_METADATA][0], np.uint8)
+        ck.register_sharded(_LEGACY_METADATA, blob, offset=0, global_shape=[blob.size])
+        ck.restore(step=self.step, arrays=[_LEGACY_METADATA], from_level=self.from_level)
+        self.last_restore = ck.last_restore()
+        raw = blob.tobytes()
+        # Read without running code: whoever can write the directory wrote this pickle (baton.dcp.safe_unpickle).
+        self._metadata = safe_unpickle.metadata(raw, "%s: the %r array of %s" % (
+            self.path, _LEGACY_METADATA, self.last_restore and self.last_restore["version_path"]))
+        self._values, self._form = None, "dcp"
+        return raw
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
         self._metadata = metadata
@@ -124,10 +166,12 @@ class BatonReader(StorageReader):
         # Per array: the rows of dim 0 this rank's items need (one range per array).
         wanted = defaultdict(list)
         for item in plan.items:
+            if self._form == "tree" and item.type == LoadItemType.BYTE_IO:
+                continue  # a value of the tree: no array (below)
             wanted[md.storage_data[item.storage_index]].append(item)
         ck = self._open()
         try:
-            arrays = self._arrays(ck)
+            arrays, baton_dtypes = self._arrays(ck)
             # Every array is read into scratch memory, never into DCP's targets: a restore that fails
             # verification (and a fallback that cannot be used) leaves the program's tensors as they were.
             buffers = {}
@@ -142,7 +186,7 @@ class BatonReader(StorageReader):
                     continue
                 sizes, dtype = chunk_sizes[(items[0].storage_index.fqn, tuple(items[0].storage_index.offset))]
                 logical = tuple(sizes) or (1,)
-                if shape != stored_form.stored_shape(logical, dtype):
+                if shape != stored_form.stored_shape(logical, dtype) and not (shape == () and sizes == ()):
                     raise _baton.CorruptCheckpointError(
                         "BatonReader: array %r has shape %s, its DCP chunk %s (%s)" % (name, shape, tuple(sizes), dtype))
                 first, end = row_span(items) if sizes else (0, 1)
@@ -150,18 +194,34 @@ class BatonReader(StorageReader):
             # The restore is collective and the ranks must register the same
             # arrays: every array of the version, with the rows this rank
             # needs (none for most), and the metadata in full to check it.
-            blob = torch.empty(arrays[names.METADATA][0], dtype=torch.uint8)
-            buffers[names.METADATA] = (blob, 0)
+            # and what the plan was made on, to check it is what was restored.
+            marker = np.zeros((), np.int64)
+            if self._form == "tree":
+                ck.register_replicated(MARKER, marker, dtype="i64")
+            else:
+                blob = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8)
+                buffers[_LEGACY_METADATA] = (blob, 0)
             for name, (shape, dtype) in arrays.items():
+                if name == MARKER and self._form == "tree":
+                    continue
                 buf, first = buffers.get(name) or (torch.empty((0,) + shape[1:], dtype=dtype), 0)
+                if shape == ():
+                    # A 0-d tensor a Checkpointer saved replicated (no dim 0 to take rows of): every rank
+                    # reads its one element.
+                    buf = buf.reshape(()) if buf.numel() == 1 else torch.empty((), dtype=dtype)
+                    ck.register_replicated(name, buf.view(torch.uint8) if buf.dtype.itemsize == 1 and
+                                           buf.dtype != torch.uint8 and buf.dtype != torch.int8 else buf,
+                                           dtype=baton_dtypes[name])
+                    continue
                 stored_form.register(ck, name, buf, first, shape)
             ck.restore(step=self.step, from_level=self.from_level)
             restored = ck.last_restore()
             self.bytes_read = ck.last_stats().get("bytes_read")
+            planned_on = ck.user_blob if self._form == "tree" else blob.numpy().tobytes()
         finally:
             ck.close()
-        del buffers[names.METADATA]
-        if blob.numpy().tobytes() != self._metadata_bytes:
+        buffers.pop(_LEGACY_METADATA, None)
+        if planned_on != self._planned:
             raise _baton.CorruptCheckpointError(
                 "BatonReader: the load was planned on %s and restored %s (a newer one failed to verify: %s), whose "
                 "DCP Metadata differs; load again (the plan is then made on %s)"
@@ -176,7 +236,7 @@ class BatonReader(StorageReader):
             buf, first = buffers[name]
             for item in items:
                 if item.type == LoadItemType.BYTE_IO:
-                    byte_values[id(item)] = safe_unpickle.resaved(
+                    byte_values[id(item)] = safe_unpickle.resaved(  # a version of before the one format (2026-12-06)
                         buf.numpy().tobytes(), "%s: the bytes entry %r (array %r of %s)"
                         % (self.path, item.dest_index.fqn, name, restored["version_path"]))
                     continue
@@ -187,10 +247,13 @@ class BatonReader(StorageReader):
                         "BatonReader: %r: the target piece has shape %s, the stored piece %s"
                         % (item.dest_index.fqn, tuple(target.size()), tuple(src.size())))
                 copies.append((item, target, src))
-        for name, items in wanted.items():
-            for item in items:
+        if self._form == "tree":
+            for item in plan.items:
                 if item.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(item, byte_values[id(item)])
+                    byte_values[id(item)] = _saved(self._values[item.storage_index.fqn])
+        for item in plan.items:
+            if item.type == LoadItemType.BYTE_IO:
+                planner.load_bytes(item, byte_values[id(item)])
         for item, target, src in copies:
             target.copy_(src)
             planner.commit_tensor(item, target)
@@ -206,7 +269,8 @@ class BatonReader(StorageReader):
     def _arrays(self, ck):
         """{name: (shape, torch dtype)} of every array of the version restore would take."""
         meta = self._version(ck)
-        return {a["name"]: (tuple(a["shape"]), _TORCH_DTYPES[a["dtype"]]) for a in meta["arrays"]}
+        return {a["name"]: (tuple(a["shape"]), _TORCH_DTYPES[a["dtype"]]) for a in meta["arrays"]}, \
+            {a["name"]: a["dtype"] for a in meta["arrays"]}
 
     def _shapes(self, ck):
         return {a["name"]: tuple(a["shape"]) for a in self._version(ck)["arrays"]}
@@ -216,11 +280,17 @@ class BatonReader(StorageReader):
         if meta is None:
             raise _baton.NotFound("BatonReader: %s holds no checkpoint version" % (ck.dir,))
         held = {a["name"] for a in meta["arrays"]}
-        if names.METADATA not in held:
-            # Which reader reads it: a state dict's version has the Checkpointer's marker array.
-            reader = "baton.Checkpointer(rt, dir=...).restore(state)" if "~baton.state_dict" in held else \
-                "baton.ArrayCheckpointer (restore(step=..., arrays=...))"
+        if MARKER not in held and _LEGACY_METADATA not in held:
             raise _baton.InvalidArgument(
-                "BatonReader: %s (step %d) was not written through DCP (no %r array): restore it with %s"
-                % (meta["version_path"], meta["step"], names.METADATA, reader))
+                "BatonReader: %s (step %d) was not saved from a state dict (its arrays: %s): restore it with "
+                "baton.ArrayCheckpointer (restore(step=..., arrays=...))"
+                % (meta["version_path"], meta["step"], ", ".join(sorted(held)[:8])))
         return meta
+
+
+def _saved(value):
+    """A BytesIO of torch.save(value): what DCP's planners torch.load for a bytes entry (the tree's own value)."""
+    buf = io.BytesIO()
+    torch.save(value, buf)
+    buf.seek(0)
+    return buf

@@ -1,8 +1,10 @@
 """Reading what DCP pickled without running code from it.
 
 DCP pickles two things: its Metadata (FileSystemWriter's ``.metadata``,
-baton's ``dcp-metadata`` array) with pickle protocol 4 or 5, and each
-non-tensor value of a state dict with torch.save (a "bytes entry"), which
+the ``dcp-metadata`` array of a BatonWriter version from before the one
+format) with pickle protocol 4 or 5, and each non-tensor value of a state
+dict with torch.save (a "bytes entry"; in baton's tree, a ``$pickle``
+value, state_tree.py), which
 its default planner loads with ``torch.load(weights_only=False)``. A
 checkpoint is data: whoever can write one must not be able to run code in
 the program that reads it. So every reader in this package goes through

@@ -3,67 +3,64 @@
     dcp.save(state_dict, storage_writer=baton.dcp.BatonWriter("/shared/ckpt"))
 
 DCP plans (which rank writes which chunk, replicated entries once) and
-baton writes: every WriteItem of the agreed plan becomes one baton array,
+baton writes: every tensor WriteItem of the agreed plan becomes one baton
+array, named by the rule baton.Checkpointer names the same leaf by,
 registered on the rank that owns it with its data and on every other rank
 with no rows, so one collective baton Save writes each rank's own chunks
-into the HDF5 shard files (an xxh3 per chunk), stores the DCP Metadata as
-an array beside them, and commits the version by renaming its manifest;
+into the HDF5 shard files (an xxh3 per chunk). The version is described as
+a Checkpointer's is (baton.dcp.state_tree: the state-dict tree, its values
+as JSON, in the version's user blob), so every reader reads it:
+dcp.load with BatonReader, Checkpointer.restore, the Lightning
+CheckpointIO, `baton ckpt export`. It is committed by renaming its manifest;
 retention (keep), level 2 (level2/local_dir) and every other
 baton.ArrayCheckpointer option apply as they do there.
 """
+import base64
 import dataclasses
-import functools
 import io
-import pickle
 
 import numpy as np
 import torch
-from torch.distributed.checkpoint.default_planner import create_default_global_save_plan
-from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex
-from torch.distributed.checkpoint.planner import SavePlan, WriteItemType
+from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
-from baton import _baton
-from baton.dcp import names, stored_form, runtime as runtimes
+from baton import _baton, metadata
+from baton.checkpointer import FORMAT, VERSION
+from baton.dcp import state_tree, stored_form, runtime as runtimes
+from baton.names import MARKER
+
+_NOT_LOOKED_UP = object()
 
 
 @dataclasses.dataclass(frozen=True)
-class _Array:
-    """One baton array of the version, as every rank registers it."""
-    name: str
-    index: MetadataIndex
-    dtype: object  # torch.dtype; None for bytes
-    shape: tuple   # the chunk's sizes ((1,) for a 0-d tensor); None for bytes (agreed in write_data)
+class _Shared:
+    """What every rank's plan carries (storage_data): every chunk of the version, named; the bytes entries."""
+    chunks: list
+    values: list
 
 
-def _array_of(item):
-    if item.type == WriteItemType.BYTE_IO:
-        return _Array(names.chunk_name(item.index.fqn, None), item.index, None, None)
-    chunk = item.tensor_data.chunk
-    shape = tuple(int(s) for s in chunk.sizes) or (1,)
-    return _Array(names.chunk_name(item.index.fqn, chunk.offsets), item.index, item.tensor_data.properties.dtype, shape)
-
-
-def _merged_metadata(plans):
-    """The global Metadata DCP's default planner makes, for planners that do not keep theirs."""
-    _, md = create_default_global_save_plan(plans, rewrite_index_hints=False)
-    planner_data = [p.planner_data for p in plans if p.planner_data]
-    if planner_data and all(isinstance(d, dict) for d in planner_data):
-        md = dataclasses.replace(md, planner_data=functools.reduce(lambda a, b: {**a, **b}, planner_data))
-    return md
-
-
-def _agreed_lengths(rt, byte_names, blobs):
-    """{name: its owner's length} for every bytes entry, in one all-gather.
-
-    Each rank sends a length per entry, 0 where it does not own it (the
-    plan writes each entry once), so the largest is the owner's."""
-    mine = np.array([len(blobs[n]) if n in blobs else 0 for n in byte_names], np.uint64)
-    got = _baton._allgather_bytes(rt, mine.tobytes(), "BatonWriter: agreeing on the bytes entries' lengths",
-                                  fixed=mine.nbytes)
-    most = np.max(np.stack([np.frombuffer(b, np.uint64) for b in got]), axis=0)
-    return {n: int(v) for n, v in zip(byte_names, most)}
+def _chunks_of(plans):
+    """Every rank's tensor WriteItems as state_tree.Chunk (named), and its bytes entries as (fqn, path, rank)."""
+    chunks, values, seen = [], [], {}
+    for rank, plan in enumerate(plans):
+        mappings = plan.planner_data
+        for item in plan.items:
+            fqn = item.index.fqn
+            path = state_tree.path_of(fqn, mappings)
+            if item.type == WriteItemType.BYTE_IO:
+                values.append((fqn, path, rank))
+                continue
+            td = item.tensor_data
+            c = state_tree.Chunk(fqn, path, td.chunk.offsets, td.chunk.sizes, td.size, td.properties.dtype,
+                                 item.type == WriteItemType.SHARD)
+            if c.name in seen:
+                raise _baton.InvalidArgument(
+                    "BatonWriter: ranks %d and %d both write %r (array %s): DCP's plan must write each chunk once"
+                    % (seen[c.name], rank, fqn, c.name))
+            seen[c.name] = rank
+            chunks.append(c)
+    return chunks, values
 
 
 class BatonWriter(StorageWriter):
@@ -94,14 +91,11 @@ class BatonWriter(StorageWriter):
         self.last_step = None
         self._runtime = runtime
         self._options = dict(options, keep=keep, level2=level2, local_dir=local_dir)
-        self._merged = None
-        self._stored = None  # the Metadata this rank stored (coordinator), for finish's check
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
             self.path = checkpoint_id
-        self._stored = None
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         self.is_coordinator = is_coordinator
@@ -111,75 +105,59 @@ class BatonWriter(StorageWriter):
 
     def prepare_global_plan(self, plans):
         # Every rank registers every array of the version (its own with data,
-        # the others with no rows): each plan carries the whole list.
-        arrays, seen = [], {}
-        for rank, plan in enumerate(plans):
-            for item in plan.items:
-                a = _array_of(item)
-                if a.name in seen:
-                    raise _baton.InvalidArgument(
-                        "BatonWriter: ranks %d and %d both write %r (chunk %s): DCP's plan must write each chunk once"
-                        % (seen[a.name], rank, item.index.fqn, a.name))
-                seen[a.name] = rank
-                arrays.append(a)
-        # Kept here (this is the coordinator's writer): for a planner without its own .metadata.
-        self._merged = _merged_metadata(plans)
-        return [dataclasses.replace(p, storage_data=arrays) for p in plans]
+        # the others with no rows): each plan carries the whole list, named
+        # and placed in the tree here once (the coordinator's plan is every
+        # rank's: DCP scatters it).
+        chunks, values = _chunks_of(plans)
+        return [dataclasses.replace(p, storage_data=_Shared(chunks, values)) for p in plans]
 
     def write_data(self, plan, planner):
-        arrays = plan.storage_data
-        if not isinstance(arrays, list):
+        shared = plan.storage_data
+        if not isinstance(shared, _Shared):
             # DefaultSavePlanner(enable_plan_caching=True) hands a cached plan
             # that never went through this writer's prepare_global_plan.
             raise _baton.InvalidArgument(
                 "BatonWriter: the plan carries no array list (storage_data %r): it did not come through "
                 "BatonWriter.prepare_global_plan; a planner that caches plans across saves "
-                "(enable_plan_caching=True) is not supported" % (type(arrays).__name__,))
-        mine = {}
-        for item in plan.items:
-            mine[names.chunk_name(item.index.fqn, None if item.type == WriteItemType.BYTE_IO
-                                  else item.tensor_data.chunk.offsets)] = item
+                "(enable_plan_caching=True) is not supported" % (type(shared).__name__,))
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonWriter")
-        # Bytes entries (every non-tensor value, and the DCP Metadata) are
-        # known in length only to their owner: one all-gather of every
-        # owner's lengths gives each its global shape, where registering
-        # them without one agrees on each in a collective of its own (one
-        # all-reduce per entry, 13 for an AdamW state).
-        blobs = {}
-        for a in arrays:
-            item = mine.get(a.name)
-            if a.shape is None and item is not None:
-                blobs[a.name] = np.frombuffer(bytearray(planner.resolve_data(item).getbuffer()), np.uint8)
-        if self.is_coordinator:
-            md = getattr(planner, "metadata", None)
-            if not isinstance(md, Metadata):
-                md = self._merged
-            md = dataclasses.replace(md, storage_data={a.index: a.name for a in arrays})
-            self._stored = md
-            blobs[names.METADATA] = np.frombuffer(bytearray(pickle.dumps(md)), np.uint8)
-        byte_names = [a.name for a in arrays if a.shape is None] + [names.METADATA]
-        lengths = _agreed_lengths(rt, byte_names, blobs)
+        names_of = {(c.fqn, c.offsets): c for c in shared.chunks}
+        mine, my_values = {}, []
+        for item in plan.items:
+            if item.type == WriteItemType.BYTE_IO:
+                my_values.append(self._value_node(item, planner, plan.planner_data))
+            else:
+                mine[names_of[(item.index.fqn, tuple(int(o) for o in item.tensor_data.chunk.offsets))].name] = item
+        # The values (JSON, or DCP's pickle where JSON cannot hold one) are known to their owner only: one
+        # all-gather gives every rank the whole tree, as every rank's Checkpointer has it.
+        got = _baton._allgather_bytes(rt, metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
+        values = {}
+        for r, raw in enumerate(got):
+            for path, node in metadata.loads(raw, "rank %d's values" % r):
+                values[tuple(path)] = node
+        blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": state_tree.tree_of_plan(shared.chunks,
+                                                                                                      values)})
         results = []
         ck = _baton.ArrayCheckpointer(rt, dir=self.path, **self._options)
         try:
             held = []  # the registered buffers stay alive until the save returns
-            for a in arrays:
-                item = mine.get(a.name)
-                if a.shape is None:
-                    data = blobs.get(a.name, np.zeros(0, np.uint8))
-                    ck.register_sharded(a.name, data, offset=0, global_shape=[lengths[a.name]])
-                else:
-                    data = torch.empty((0,) + a.shape[1:], dtype=a.dtype)
-                    if item is not None:
-                        data = self._tensor_of(planner.resolve_data(item), a)
-                    # Every dtype DCP saves (complex, float8 variants): stored_form.
-                    stored_form.register(ck, a.name, data, 0, stored_form.stored_shape(a.shape, a.dtype))
-                held.append(data)
+            for c in shared.chunks:
+                shape = c.sizes or (1,)
+                item = mine.get(c.name)
+                data = torch.empty((0,) + shape[1:], dtype=c.dtype)
                 if item is not None:
-                    results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=a.name))
-            blob = blobs.get(names.METADATA, np.zeros(0, np.uint8))
-            ck.register_sharded(names.METADATA, blob, offset=0, global_shape=[lengths[names.METADATA]])
+                    data = self._tensor_of(planner.resolve_data(item), c, shape)
+                # Every dtype DCP saves (complex, float8 variants): stored_form.
+                held.append(stored_form.register(ck, c.name, data, 0, stored_form.stored_shape(shape, c.dtype)))
+                if item is not None:
+                    results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=c.name))
+            marker = np.array(VERSION, dtype=np.int64)
+            ck.register_replicated(MARKER, marker, dtype="i64")
+            ck.user_blob = blob
+            for item in plan.items:
+                if item.type == WriteItemType.BYTE_IO:
+                    results.append(WriteResult(index=item.index, size_in_bytes=0, storage_data=None))
             step = self.step
             if step is None:
                 newest = ck.read_metadata()
@@ -193,12 +171,7 @@ class BatonWriter(StorageWriter):
         return future
 
     def finish(self, metadata, results):
-        # The version is committed already (write_data's save): here the
-        # coordinator only checks that what it stored is what DCP planned.
-        if self._stored is not None and self._stored.state_dict_metadata != metadata.state_dict_metadata:
-            raise _baton.InvalidArgument(
-                "BatonWriter: the planner's final Metadata differs from the one stored in step %s (a planner that "
-                "changes its metadata after create_global_plan is not supported)" % self.last_step)
+        pass  # the version was committed by write_data's save, its tree with it
 
     def storage_meta(self):
         return None
@@ -222,11 +195,23 @@ class BatonWriter(StorageWriter):
 
     # --- helpers ----------------------------------------------------------------------------------------
     @staticmethod
-    def _tensor_of(value, a):
+    def _value_node(item, planner, mappings):
+        """[path, node] of one bytes entry this rank owns: the object as JSON where it can be, else DCP's pickle."""
+        fqn = item.index.fqn
+        path = state_tree.path_of(fqn, mappings)
+        lookup = getattr(planner, "lookup_object", None)
+        obj = lookup(item.index) if callable(lookup) else _NOT_LOOKED_UP
+        if obj is _NOT_LOOKED_UP or isinstance(obj, io.BytesIO):
+            node = {state_tree.PICKLE: base64.b64encode(bytes(planner.resolve_data(item).getbuffer())).decode()}
+        else:
+            node = state_tree.encode_value(fqn, path, obj, lambda: planner.resolve_data(item).getbuffer())
+        return [list(path), node]
+
+    @staticmethod
+    def _tensor_of(value, c, shape):
         if not isinstance(value, torch.Tensor):
-            raise _baton.InvalidArgument("BatonWriter: %r resolved to %s, not a tensor" % (a.index.fqn, type(value)))
+            raise _baton.InvalidArgument("BatonWriter: %r resolved to %s, not a tensor" % (c.fqn, type(value)))
         t = value.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        t = t.contiguous().reshape(a.shape)
-        return t
+        return t.contiguous().reshape(shape)
