@@ -172,10 +172,10 @@ void CheckpointerImpl::EndAttempt(const std::string* failure, Status* recorded) 
   const Attempt a = std::move(*attempt_);
   attempt_.reset();
   if (!read_only_.empty()) {
-    if (failure != nullptr) {
-      BATON_LOG(kCkpt, warning) << "the failure of " << a.version.path << " is not recorded: " << dir_
-                                << " is read-only (" << read_only_ << ")";
-    }
+    // Nothing is written here: the caller says the failure is not counted
+    // (its reason ends with this), and so does its log line.
+    if (failure != nullptr && recorded != nullptr)
+      *recorded = Status::Unavailable(log::kCkpt, dir_ + " is read-only (" + read_only_ + "): nothing is recorded there");
     return;
   }
   Status s = !a.token.empty()     ? EndRestoreAttempt(env_, a.version, a.token, failure)

@@ -10,7 +10,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,9 +24,11 @@
 #include <thread>
 
 #include "base/events/event_log.h"
+#include "base/events/event_reader.h"
 #include "base/events/step_end.h"
 #include "base/launch/allocation_nodes.h"
 #include "base/launch/decimal.h"
+#include "base/launch/lost_nodes.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_queries.h"
 #include "base/launch/step_verdict.h"
@@ -119,10 +120,18 @@ RankRecords CountRankRecords(const std::string& dir, const std::string& job) {
     if (!in) break;  // ranks are numbered from 0 without gaps
     std::string line;
     while (std::getline(in, line)) {
-      if (line.find("\"ev\":\"stop\"") != std::string::npos) ++c.stops;
-      if (line.find("\"ev\":\"failure\"") == std::string::npos) continue;
-      if (line.find("\"what\":\"uncaught ") != std::string::npos) ++c.uncaught;
-      if (line.find("\"what\":\"refused ") != std::string::npos) ++c.refused;
+      // Only the lines that can be a stop or a failure are parsed: a log holds a record per step.
+      if (line.find("\"ev\":\"stop\"") == std::string::npos && line.find("\"ev\":\"failure\"") == std::string::npos)
+        continue;
+      events::Event e;
+      if (!events::ParseEventLine(line, &e).ok()) continue;  // a line cut by a crash
+      if (e.kind == "stop") ++c.stops;
+      if (e.kind != "failure") continue;
+      switch (launch::ClassifyFailure(e.failure_kind, e.what)) {
+        case launch::FailureRecord::kUncaught: ++c.uncaught; break;
+        case launch::FailureRecord::kRefused: ++c.refused; break;
+        case launch::FailureRecord::kOther: break;
+      }
     }
   }
   return c;
@@ -339,10 +348,9 @@ int RunCommand(const std::vector<std::string>& args) {
 
   std::unique_ptr<launch::SlurmQueries> slurm =
       launch::WithDeadline(launch::Libslurm(), kSlurmLimit, "the controller must answer for baton run");
-  // libslurm without its configuration gives up the process, not a Status.
-  struct stat st;
   const std::string conf = get("SLURM_CONF");
-  const bool conf_missing = !conf.empty() && ::stat(conf.c_str(), &st) != 0;
+  const Status conf_status = launch::SlurmConfPresent(conf, "run");
+  const bool conf_missing = !conf_status.ok();
 
   std::string cause = restart == "0" ? "start" : "requeue (restart " + restart + ")";
   bool said_term = false, said_usr2 = false;
@@ -353,8 +361,7 @@ int RunCommand(const std::vector<std::string>& args) {
     request.min = static_cast<size_t>(o.min_nodes);
     launch::Allocation allocation;
     std::vector<std::string> nodes, unusable;
-    Status s = conf_missing ? Status::Unavailable("run", "SLURM_CONF=" + launch::Quoted(conf) + " names no file")
-                            : slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation);
+    Status s = conf_missing ? conf_status : slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation);
     if (s.ok()) s = launch::ChooseStepNodes(allocation, request, &nodes, &unusable);
     std::string list;
     if (s.ok()) s = slurm->CompressHostlist(nodes, &list);
@@ -423,16 +430,8 @@ int RunCommand(const std::vector<std::string>& args) {
     end.said = said;
     launch::JobRecord state;
     bool job_ending = false;
-    if (conf_missing) {
-      end.slurm_error = "SLURM_CONF=" + launch::Quoted(conf) + " names no file";
-    } else {
-      launch::Allocation now;
-      if (Status a = slurm->AllocationNodes(static_cast<uint32_t>(job), &now); a.ok()) {
-        end.lost = events::LostNodes(now, nodes);
-      } else {
-        end.slurm_error = ErrorText(a);
-      }
-    }
+    if (Status a = launch::AskLostNodes(*slurm, conf, "run", static_cast<uint32_t>(job), nodes, &end.lost); !a.ok())
+      end.slurm_error = ErrorText(a);
     if (!dir.empty())
       if (Status w = AppendBatchRecord(dir, job_text, events::StepEndLine(end, NowSeconds())); !w.ok())
         say("could not record how the step ended: " + ErrorText(w));

@@ -6,13 +6,12 @@
 // a batch script of one's own that launches its steps.
 #include <boost/program_options.hpp>
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <iostream>
 
 #include "base/events/step_end.h"
 #include "base/launch/decimal.h"
+#include "base/launch/lost_nodes.h"
 #include "base/launch/quote.h"
 #include "base/launch/slurm_queries.h"
 #include "baton/identity.h"
@@ -81,18 +80,10 @@ int StepEndCommand(const std::vector<std::string>& args) {
   std::vector<std::string> step_nodes;
   if (Status s = slurm->ExpandHostlist(end.nodes, launch::kMaxNodes, &step_nodes); !s.ok())
     return Usage(desc, "--nodes: " + ErrorText(s));
-  struct stat st;
-  if (const std::string conf = get("SLURM_CONF"); !conf.empty() && stat(conf.c_str(), &st) != 0) {
-    // libslurm without its configuration gives up the process, not a Status.
-    end.slurm_error = "SLURM_CONF=" + launch::Quoted(conf) + " names no file";
-  } else {
-    launch::Allocation allocation;
-    if (Status s = slurm->AllocationNodes(static_cast<uint32_t>(job), &allocation); s.ok()) {
-      end.lost = events::LostNodes(allocation, step_nodes);
-    } else {
-      end.slurm_error = ErrorText(s);
-    }
-  }
+  if (Status s = launch::AskLostNodes(*slurm, get("SLURM_CONF"), "step-end", static_cast<uint32_t>(job), step_nodes,
+                                      &end.lost);
+      !s.ok())
+    end.slurm_error = ErrorText(s);
   if (!end.slurm_error.empty())
     std::cerr << "baton step-end: " << end.slurm_error << " (recorded without the nodes' state)\n";
   if (Status s = AppendBatchRecord(dir, end.job, events::StepEndLine(end, NowSeconds())); !s.ok()) {

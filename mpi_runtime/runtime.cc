@@ -279,8 +279,11 @@ void Runtime::RecordStart() {
   events::Emit(r);
 }
 
-void Runtime::RecordFailure(const std::string& what) {
-  events::Emit(events::Record("failure").Str("what", what), events::Flush::kNow);
+void Runtime::RecordFailure(const std::string& what) { RecordFailure(what, FailureKind::kOther); }
+
+void Runtime::RecordFailure(const std::string& what, FailureKind kind) {
+  const char* name = kind == FailureKind::kUncaught ? "uncaught" : kind == FailureKind::kRefused ? "refused" : "other";
+  events::Emit(events::Record("failure").Str("what", what).Str("kind", name), events::Flush::kNow);
 }
 
 Status Runtime::EndStep() { return EndStep(std::numeric_limits<double>::quiet_NaN()); }

@@ -82,6 +82,7 @@ Status ParseEventLine(std::string_view line, Event* out) {
   Get(j, "async", &e.async);
   Get(j, "ok", &e.ok);
   Get(j, "what", &e.what);
+  if (e.kind == "failure") Get(j, "kind", &e.failure_kind);
   Get(j, "rank", &e.rank);
   Get(j, "launch", &e.launch);
   Get(j, "world", &e.world);

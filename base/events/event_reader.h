@@ -26,6 +26,7 @@ struct Event {
   bool async = false;
   bool ok = true;
   std::string what;  // failure: as the rank saw it
+  std::string failure_kind;  // failure: its "kind" (uncaught, refused, other); "" in logs of older baton
   // step_end only (written by the batch script, `baton step-end`): how a
   // step ended as the script saw it
   std::optional<int> exit;                                // srun's exit status

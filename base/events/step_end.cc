@@ -6,22 +6,6 @@
 
 namespace baton::events {
 
-std::vector<std::pair<std::string, std::string>> LostNodes(const launch::Allocation& allocation,
-                                                           const std::vector<std::string>& step_nodes) {
-  std::vector<std::pair<std::string, std::string>> lost;
-  for (const std::string& host : step_nodes) {
-    const launch::NodeHealth* found = nullptr;
-    for (const launch::NodeHealth& n : allocation.nodes)
-      if (n.name == host) found = &n;
-    if (found == nullptr) {
-      lost.emplace_back(host, "left the allocation");
-    } else if (std::string why = launch::Unusable(*found); !why.empty()) {
-      lost.emplace_back(host, why);
-    }
-  }
-  return lost;
-}
-
 std::string StepEndLine(const StepEnd& end, double unix_seconds) {
   std::string lost = "[";
   for (const auto& [host, why] : end.lost)

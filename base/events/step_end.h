@@ -4,21 +4,13 @@
 // of the step's nodes Slurm no longer lets run a step (a node that died).
 // A rank's log cannot say this: a killed node writes nothing, and its peers
 // only see a silent peer. `baton report` names the interruption's cause
-// from it. MPI-free, pure: the node facts come from
-// SlurmQueries::AllocationNodes.
+// from it. MPI-free, pure: the node facts come from launch::AskLostNodes.
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "base/launch/allocation_nodes.h"
+#include "base/launch/lost_nodes.h"
 
 namespace baton::events {
-
-// The nodes of `step_nodes` that cannot run a step now, with why: Slurm's
-// state (Unusable), or "left the allocation" for a node Slurm took out of
-// the job (with --no-kill a failed node leaves the job's node list).
-std::vector<std::pair<std::string, std::string>> LostNodes(const launch::Allocation& allocation,
-                                                           const std::vector<std::string>& step_nodes);
 
 struct StepEnd {
   std::string job;
@@ -26,7 +18,7 @@ struct StepEnd {
   int exit = 0;                   // srun's exit status
   std::string nodes;              // the step's nodes, a Slurm host list
   std::string said;               // srun's error lines ("" if none)
-  std::vector<std::pair<std::string, std::string>> lost;
+  std::vector<launch::LostNode> lost;
   std::string slurm_error;        // the controller did not answer: the lost nodes are unknown
 };
 

@@ -25,6 +25,17 @@ Verdict RelaunchOrRequeue(const StepEnding& e, const std::string& what) {
 
 }  // namespace
 
+FailureRecord ClassifyFailure(std::string_view kind, std::string_view what) {
+  if (kind.empty()) {
+    if (what.substr(0, 9) == "uncaught ") return FailureRecord::kUncaught;
+    if (what.substr(0, 8) == "refused ") return FailureRecord::kRefused;
+    return FailureRecord::kOther;
+  }
+  if (kind == "uncaught") return FailureRecord::kUncaught;
+  if (kind == "refused") return FailureRecord::kRefused;
+  return FailureRecord::kOther;
+}
+
 Verdict DecideAfterStep(const StepEnding& e) {
   const std::string ended = "step ended with " + Status(e.exit);
   if (e.exit == 0) return {Next::kDone, 0, e.stop_asked ? ended + " after SIGTERM" : "done"};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace baton::launch {
 
@@ -45,6 +46,15 @@ struct Verdict {
 // relaunch until --max-restarts, then exit 75; any other status is the
 // program's own (1 an exception, 2 bad options, 3 a cap of its own).
 Verdict DecideAfterStep(const StepEnding& e);
+
+// How baton run counts a rank's failure record (StepEnding's uncaught and
+// refused): by the record's "kind" field (Runtime::RecordFailure); a record
+// without one (`kind` ""), written by a baton before the field existed or
+// by the runtime's own exit 75, by the start of its `what` ("uncaught ...",
+// "refused ..."), so that a job requeued across an upgrade is still read
+// right. A kind this baton does not know is kOther.
+enum class FailureRecord { kOther, kUncaught, kRefused };
+FailureRecord ClassifyFailure(std::string_view kind, std::string_view what);
 
 // Whether the step's status could be Slurm ending the job seen before Slurm's
 // SIGTERM reached baton run itself (the tasks are signalled by their own

@@ -182,6 +182,13 @@ class Runtime {
   // peers), and writes the log out. The log is the process's: a static, for
   // code that holds no Runtime. Any thread; call it before exiting.
   static void RecordFailure(const std::string& what);
+  // The same with the record's "kind", which `baton run` decides by (never
+  // by the text of `what`): kUncaught, a bug or bad input (the job ends with
+  // the program's status, no relaunch); kRefused, the program refused to go
+  // on at this world size (exit 75 once, to be requeued onto the allocation
+  // it was saved by); kOther (what the one-argument form writes), any other.
+  enum class FailureKind { kOther, kUncaught, kRefused };
+  static void RecordFailure(const std::string& what, FailureKind kind);
 
  private:
   Runtime() = default;

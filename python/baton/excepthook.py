@@ -104,6 +104,6 @@ def _hook(kind, value, tb):
         out.write("".join(tag + line for line in text.splitlines(True)))
         out.flush()
         _baton.Runtime.record_failure("uncaught %s on rank %d (%s): %s" % (kind.__name__, state.rank, state.host,
-                                                                            value))
+                                                                            value), kind="uncaught")
     finally:
         _baton._abort_job(1)

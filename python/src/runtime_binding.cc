@@ -249,9 +249,24 @@ its checkpointers and MPI alone and exits normally.)")
 `loss` (a float, optional) go into the job's event log beside the checkpoints,
 which `baton report` reads (docs/events.md). Every rank calls it equally often.)")
       .def_static(
-          "record_failure", [](const std::string& what) { Runtime::RecordFailure(what); }, py::arg("what"),
+          "record_failure",
+          [](const std::string& what, const std::string& kind) {
+            Runtime::FailureKind k = Runtime::FailureKind::kOther;
+            if (kind == "uncaught") {
+              k = Runtime::FailureKind::kUncaught;
+            } else if (kind == "refused") {
+              k = Runtime::FailureKind::kRefused;
+            } else if (kind != "other") {
+              throw py::value_error("record_failure: kind '" + kind + "' is none of 'other', 'uncaught', 'refused'");
+            }
+            Runtime::RecordFailure(what, k);
+          },
+          py::arg("what"), py::arg("kind") = "other",
           R"(Records in the event log the failure that ends this rank's run, as the
-program saw it, and writes the log out. Call it before exiting.)")
+program saw it, and writes the log out. Call it before exiting. `kind`, which
+`baton run` decides by: "uncaught" (a bug or bad input: the job ends with the
+program's status), "refused" (the program refused to go on at this world size:
+exit 75, to be requeued), "other" (anything else).)")
       .def(
           "should_stop",
           [](PyRuntime& r) {

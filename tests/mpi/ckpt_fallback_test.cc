@@ -171,6 +171,53 @@ TEST_F(CkptDamage, AFailureThatCannotBeRecordedIsNotClaimedCounted) {
   }
 }
 
+// A read-only open (CheckpointOptions::read_only: BatonReader, `baton ckpt`
+// commands) that meets a damaged version falls back as any restore does,
+// but records nothing: the result and the log say "not counted", never
+// "recorded toward its quarantine" (they did), and no restore-failures file
+// appears. A damaged shard (restore.cc) and a damaged manifest (candidates.cc).
+TEST_F(CkptDamage, AReadOnlyOpenSaysItsFallbackIsNotCounted) {
+  for (const bool manifest : {false, true}) {
+    SaveTwo();
+    ck_.reset();
+    if (Rank() == 0) {
+      if (manifest) {
+        std::string text = Slurp(newest_ + "/manifest.json");
+        text[text.size() / 2] ^= 0x20;
+        std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
+      } else {
+        stdfs::resize_file(newest_ + "/shard-0.h5", 100);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CheckpointOptions o = Options(1);
+    o.read_only = true;
+    ck_ = MakeCheckpointer(o);
+    ASSERT_TRUE(AllRanks(RegisterAll(ck_.get(), &arrays_).ok()));
+    ZeroAll(&arrays_);
+    RestoreResult result;
+    Status s = ck_->Restore(RestoreOptions(), &result);
+    ASSERT_TRUE(AllRanks(s.ok())) << s;
+    EXPECT_EQ(result.step, std::optional<int64_t>(1));
+    EXPECT_EQ(CheckAll(arrays_, 1), "");
+    ASSERT_EQ(result.fallbacks.size(), 1u);
+    const SkippedVersion& skipped = result.fallbacks[0];
+    EXPECT_FALSE(skipped.counted) << (manifest ? "manifest" : "shard");
+    EXPECT_EQ(skipped.reason.code(), Code::kCorruption) << skipped.reason;
+    EXPECT_NE(skipped.reason.message().find("so it is not counted: " + root_ + " is read-only (opened to read)"),
+              std::string::npos)
+        << skipped.reason;
+    ck_.reset();
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (Rank() == 0) {
+      EXPECT_FALSE(stdfs::exists(newest_ + "/" + ckpt::kRestoreFailuresName)) << "a read-only open recorded";
+      std::error_code ec;
+      stdfs::remove_all(root_, ec);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 // A manifest written by a newer baton: InvalidArgument saying so, no
 // fallback to the older version (that would silently go back in time),
 // nothing recorded, the buffers untouched.

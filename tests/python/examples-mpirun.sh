@@ -78,13 +78,13 @@ else
   "$baton_cli" report "$base/parts"
 fi
 
-# 2. A bug on one rank: exit 1 (baton's excepthook), recorded as uncaught in the event log.
+# 2. A bug on one rank: exit 1 (baton's excepthook), recorded as uncaught (its kind) in the event log.
 rc=0
 ddp bug --steps 20 --ckpt-every 5 --ckpt-dir "$base/bug" --inject bug@7 || rc=$?
 # The traceback is on the job's output too, each line "[rank1]: ", although
 # torch's init_process_group wrapped the hook (baton writes to the process's
 # own stderr, not the buffer torch's wrapper swaps in).
-if [ "$rc" = 1 ] && cat "$base/bug/events/"*.jsonl | grep -q '"what":"uncaught ZeroDivisionError on rank 1' &&
+if [ "$rc" = 1 ] && cat "$base/bug/events/"*.jsonl | grep -q '"what":"uncaught ZeroDivisionError on rank 1.*"kind":"uncaught"' &&
   grep -q '^\[rank1\]: Traceback (most recent call last):' "$base/bug.out" &&
   grep -q '^\[rank1\]: ZeroDivisionError' "$base/bug.out"; then
   row PASS "ddp: a bug exits 1 and is recorded as a bug" ""

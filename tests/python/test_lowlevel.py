@@ -219,6 +219,12 @@ def test_event_log_steps_loss_and_failure(rt, shared_dir):
     rt.end_step()  # no loss
     ck.save(4)  # a save writes the log out
     _baton.Runtime.record_failure("test: a named \x1b failure")
+    # The kind `baton run` decides by, whatever the text says.
+    _baton.Runtime.record_failure("uncaught-looking text of a program's own failure")
+    _baton.Runtime.record_failure("x", kind="uncaught")
+    _baton.Runtime.record_failure("y", kind="refused")
+    with pytest.raises(ValueError, match="kind 'bug' is none of 'other', 'uncaught', 'refused'"):
+        _baton.Runtime.record_failure("z", kind="bug")
     files = glob.glob(os.path.join(shared_dir, "events", "*-r%d.jsonl" % rt.rank))
     assert len(files) == 1, files
     with open(files[0]) as f:
@@ -229,7 +235,9 @@ def test_event_log_steps_loss_and_failure(rt, shared_dir):
     saves = [r for r in recs if r["ev"] == "save"]
     assert len(saves) == 1 and saves[0]["step"] == 4
     failures = [r for r in recs if r["ev"] == "failure"]
-    assert [r["what"] for r in failures] == ["test: a named \x1b failure"]
+    assert [(r["what"], r["kind"]) for r in failures] == [
+        ("test: a named \x1b failure", "other"), ("uncaught-looking text of a program's own failure", "other"),
+        ("x", "uncaught"), ("y", "refused")]
     # Out of order: named, and nothing written.
     with pytest.raises(_baton.InvalidArgument, match="EndStep without BeginStep"):
         rt.end_step()

@@ -293,7 +293,7 @@ TEST(Goodput, TheBatchScriptsStepEndNamesTheLostNode) {
   launch::Allocation allocation;
   allocation.nodes.push_back({"n1", launch::kNodeAllocated, ""});
   allocation.nodes.push_back({"n3", launch::kNodeIdle, ""});
-  end.lost = LostNodes(allocation, {"n1", "n2"});
+  end.lost = launch::LostNodes(allocation, {"n1", "n2"});
   ASSERT_EQ(end.lost.size(), 1u);
   EXPECT_EQ(end.lost[0].first, "n2");
   EXPECT_EQ(end.lost[0].second, "left the allocation");
@@ -351,7 +351,7 @@ TEST(StepEnd, SlurmsStateNamesAnUnusableNodeStillInTheAllocation) {
   launch::Allocation allocation;
   allocation.nodes.push_back({"n1", launch::kNodeAllocated, ""});
   allocation.nodes.push_back({"n2", launch::kNodeDown | launch::kNodeNoRespondFlag, "Not responding"});
-  const auto lost = LostNodes(allocation, {"n1", "n2"});
+  const auto lost = launch::LostNodes(allocation, {"n1", "n2"});
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].first, "n2");
   EXPECT_EQ(lost[0].second, "DOWN+NOT_RESPONDING: Not responding");

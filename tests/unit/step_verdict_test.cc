@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/events/event_reader.h"
+
 namespace baton::launch {
 namespace {
 
@@ -107,6 +109,44 @@ TEST(StepVerdict, OnlyASilentSigtermOrExit75MayBeSlurmEndingTheJob) {
   stopped.stops = 1;  // already decided: a stop
   EXPECT_FALSE(MayBeSlurmEndingTheJob(lost));
   EXPECT_FALSE(MayBeSlurmEndingTheJob(stopped));
+}
+
+// The record's kind decides, not its text: a program's own failure whose
+// message happens to start "uncaught " or "refused " is neither (it was read
+// as a bug, or as a refusal to be requeued, while `what` was matched).
+FailureRecord Classified(const std::string& line) {
+  events::Event e;
+  EXPECT_TRUE(events::ParseEventLine(line, &e).ok()) << line;
+  return ClassifyFailure(e.failure_kind, e.what);
+}
+
+TEST(StepVerdict, AFailureRecordIsCountedByItsKind) {
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"uncaught ValueError on rank 1 (n1): x","kind":"uncaught"})"),
+            FailureRecord::kUncaught);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"refused to go on at 2 ranks: ...","kind":"refused"})"),
+            FailureRecord::kRefused);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"uncaught input in shard 3, skipped","kind":"other"})"),
+            FailureRecord::kOther);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"refused connection to the data server","kind":"other"})"),
+            FailureRecord::kOther);
+  // The text does not matter once there is a kind, nor does a kind this baton does not know.
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"ZeroDivisionError","kind":"uncaught"})"),
+            FailureRecord::kUncaught);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"uncaught x","kind":"later-kind"})"), FailureRecord::kOther);
+}
+
+TEST(StepVerdict, AFailureRecordWithoutKindIsReadByItsTextAsOlderBatonWroteIt) {
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"uncaught ZeroDivisionError on rank 1 (n2): division by zero"})"),
+            FailureRecord::kUncaught);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"refused to go on at 2 ranks: step 30 was saved by 3 ranks"})"),
+            FailureRecord::kRefused);
+  EXPECT_EQ(Classified(R"j({"ev":"failure","t":5,"what":"Timeout [runtime] ranks not answering heartbeats: 0 (n1)","exit":75})j"),
+            FailureRecord::kOther);
+  EXPECT_EQ(Classified(R"({"ev":"failure","t":5,"what":"uncaughtish"})"), FailureRecord::kOther);
+  // Only a failure record has a failure kind: another record's "kind" is not read as one.
+  events::Event e;
+  ASSERT_TRUE(events::ParseEventLine(R"({"ev":"stop","t":5,"kind":"uncaught"})", &e).ok());
+  EXPECT_EQ(e.failure_kind, "");
 }
 
 }  // namespace
