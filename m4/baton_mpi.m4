@@ -8,6 +8,8 @@
 # Option:   --with-mpi=PATH   Open MPI prefix containing bin/mpicxx (its
 #                             wrapper then, not pkg-config; MPICXX=... honoured)
 # AC_SUBST: MPIRUN MPI_CFLAGS MPI_LIBS
+# Defines:  BATON_OMPI_SYSCONFDIR (string: Open MPI's sysconfdir from `ompi_info --path sysconfdir`,
+#           empty when ompi_info is not found; mpi_runtime/open_mpi_mtl.h reads its parameter files)
 # Shell:    BATON_MPI_PC (ompi-c when pkg-config gave the flags, for baton.pc's
 #           Requires; empty otherwise), baton_summary_mpi  e.g. "Open MPI 4.1.4 (via pkg-config ompi-c)"
 AC_DEFUN([BATON_CHECK_MPI], [
@@ -83,6 +85,16 @@ AC_COMPUTE_INT([baton_ompi_major], [OMPI_MAJOR_VERSION], [[#include <mpi.h>]], [
 AC_COMPUTE_INT([baton_ompi_minor], [OMPI_MINOR_VERSION], [[#include <mpi.h>]], [baton_ompi_minor=?])
 AC_COMPUTE_INT([baton_ompi_release], [OMPI_RELEASE_VERSION], [[#include <mpi.h>]], [baton_ompi_release=?])
 CPPFLAGS=$baton_save_CPPFLAGS LDFLAGS=$baton_save_LDFLAGS LIBS=$baton_save_LIBS
+dnl Where this Open MPI reads its parameter files (mpi_runtime/open_mpi_mtl.h):
+dnl the ompi_info beside the mpirun found, else on the PATH.
+AC_PATH_PROGS([OMPI_INFO], [ompi_info], [], [`AS_DIRNAME(["${MPIRUN:-/nonexistent/mpirun}"])`$PATH_SEPARATOR$baton_mpi_path$PATH_SEPARATOR$PATH])
+baton_ompi_sysconfdir=
+AS_IF([test -n "$OMPI_INFO"],
+  [baton_ompi_sysconfdir=`$OMPI_INFO --path sysconfdir --parsable 2>/dev/null | sed -n 's/^path:sysconfdir://p'`])
+AC_MSG_CHECKING([for Open MPI's sysconfdir])
+AC_MSG_RESULT([${baton_ompi_sysconfdir:-unknown (no ompi_info): baton leaves Open MPI's mtl setting alone}])
+AC_DEFINE_UNQUOTED([BATON_OMPI_SYSCONFDIR], ["$baton_ompi_sysconfdir"],
+  [Open MPI's sysconfdir (its parameter files), empty when unknown.])
 baton_summary_mpi="Open MPI $baton_ompi_major.$baton_ompi_minor.$baton_ompi_release (via $baton_mpi_where)"
 AC_SUBST([MPIRUN])
 ])

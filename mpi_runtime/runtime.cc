@@ -21,6 +21,7 @@
 #include "mpi_runtime/heartbeat.h"
 #include "mpi_runtime/mpi/watchdog.h"
 #include "mpi_runtime/mpi_check.h"
+#include "mpi_runtime/open_mpi_mtl.h"
 #include "mpi_runtime/setup_guard.h"
 
 namespace baton {
@@ -111,14 +112,17 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   // deadline), and a read of a reallocated environ can crash instead of
   // exiting 75.
   (void)CurrentIdentity();
+  int initialized = 0, provided = MPI_THREAD_SINGLE;
+  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Initialized(&initialized)));
+  // Before the watchdog's thread exists, for the reason above; only before
+  // MPI_Init (Open MPI reads its parameters then, and its threads run after).
+  const std::string mtl = initialized ? "" : mpi::SkipAbsentPsm();
   if (rt->options_.on_timeout == OnTimeout::kExit) {
     Runtime* self = rt.get();
     rt->watchdog_ = std::make_unique<mpi::Watchdog>(seconds, [self, seconds](const mpi::CallInfo& info) {
       mpi::ExitForRequeue(mpi::TimeoutStatus(self, mpi::Describe(info), seconds));
     });
   }
-  int initialized = 0, provided = MPI_THREAD_SINGLE;
-  BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Initialized(&initialized)));
   if (!initialized) {
     // MPI_Init waits for every process of the job (its PMIx fence) and has
     // no way back: past the deadline the process exits 75 whatever
@@ -152,6 +156,10 @@ Status Runtime::Create(int* argc, char*** argv, const RuntimeOptions& options, s
   }
   BATON_RETURN_IF_ERROR(s);
   rt->RecordStart();
+  if (!mtl.empty()) {
+    BATON_LOG(kRuntime, debug) << "runtime: OMPI_MCA_mtl=" << mtl
+                               << " (no Omni-Path or TrueScale adapter here: mpi_runtime/open_mpi_mtl.h)";
+  }
   BATON_LOG(kRuntime, debug) << "runtime: " << rt->size_ << " ranks on " << rt->num_nodes() << " nodes; node "
                              << rt->node_rank() << ", local rank " << rt->local_rank_ << " of " << rt->local_size_;
   *out = std::move(rt);

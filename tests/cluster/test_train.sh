@@ -239,12 +239,16 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   for k in 1 2; do
     [ -f "$d/inalloc.$k" ] && echo "in-allocation fault $k: $(awk '{ printf "%.2f", $2 - $1 }' "$d/inalloc.$k") s from the fault to the first resumed step"
   done
-  check_launch_records "$job" "$d" "start" "node failure: $node (" "step ended with 137" "requeue (restart 1)"
+  # The step of the rank killed at the cap ends with its 137, or with a peer's 141: when srun ends
+  # the step, a rank still writing to its output (now closed) can die of SIGPIPE before slurmstepd's
+  # SIGKILL reaches it (seen once in 12 runs, 2026-12-06); either is a relaunch cause.
+  check_launch_records "$job" "$d" "start" "node failure: $node (" "~^step ended with 1(37|41) " "requeue (restart 1)"
 }
 
 # check_launch_records JOB DIR CAUSE...: baton run recorded every launch in
 # the job's event log (docs/events.md, step_launch), the K-th with a cause
-# that starts with the K-th CAUSE, and a step_end after every launch.
+# that starts with the K-th CAUSE (or matches it: a CAUSE written "~ERE"), and
+# a step_end after every launch.
 check_launch_records() {
   local job=$1 d=$2 batch k=0 want got
   shift 2
@@ -255,7 +259,11 @@ check_launch_records() {
   for want in "$@"; do
     k=$((k + 1))
     got=$(grep '"ev":"step_launch"' "$batch" | sed -n "${k}p" | perl -MJSON::PP -ne 'print decode_json($_)->{cause}')
-    [[ $got == "$want"* ]] || fail "launch $k's recorded cause is '$got', not '$want...'"
+    if [[ $want == "~"* ]]; then  # "~ERE": the cause matches the extended regular expression
+      [[ $got =~ ${want#"~"} ]] || fail "launch $k's recorded cause is '$got', not /${want#"~"}/"
+    else
+      [[ $got == "$want"* ]] || fail "launch $k's recorded cause is '$got', not '$want...'"
+    fi
   done
 }
 
