@@ -242,7 +242,7 @@ test_in_allocation_spare_then_two_in_a_row_then_the_cap_and_a_node_that_comes_ba
   # The step of the rank killed at the cap ends with its 137, or with a peer's 141: when srun ends
   # the step, a rank still writing to its output (now closed) can die of SIGPIPE before slurmstepd's
   # SIGKILL reaches it (seen once in 12 runs, 2026-12-06); either is a relaunch cause.
-  check_launch_records "$job" "$d" "start" "node failure: $node (" "~^step ended with 1(37|41) " "requeue (restart 1)"
+  check_launch_records "$job" "$d" "start" "node failure: $node (" "~^step ended with 1(37|41)([^0-9]|$)" "requeue (restart 1)"
 }
 
 # check_launch_records JOB DIR CAUSE...: baton run recorded every launch in
