@@ -169,13 +169,13 @@ def test_a_pickled_value_is_read_as_weights_only_reads_it(tmp_path):
     torch.Size comes back; a planted __reduce__ is refused naming the value, and runs nothing."""
     buf = io.BytesIO()
     torch.save(torch.Size([2, 3]), buf)
-    node = state_tree.encode_value("s", ("s",), torch.Size([2, 3]), lambda: buf.getvalue())
+    node = state_tree.encode_value(("s",), torch.Size([2, 3]), lambda: buf.getvalue())
     assert set(node) == {"$pickle"}
     assert decode_tree({"s": node})["s"] == torch.Size([2, 3])
     marker = tmp_path / "ran"
     evil = io.BytesIO()
     torch.save(Planted(str(marker)), evil)
-    node = state_tree.encode_value("e", ("e",), Planted(str(marker)), lambda: evil.getvalue())
+    node = state_tree.encode_value(("e",), Planted(str(marker)), lambda: evil.getvalue())
     with pytest.raises(baton.InvalidArgument, match="the value at 'e'.*refused to unpickle"):
         decode_tree({"e": node})
     assert not marker.exists()

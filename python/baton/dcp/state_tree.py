@@ -56,7 +56,12 @@ def path_of(fqn, mappings):
     return tuple(path) if path else (fqn,)
 
 
-def encode_value(fqn, path, obj, pickled):
+def pickled_node(raw):
+    """The ``$pickle`` node of the bytes DCP's planner pickled for a value."""
+    return {PICKLE: base64.b64encode(bytes(raw)).decode("ascii")}
+
+
+def encode_value(path, obj, pickled):
     """The tree node of a non-tensor value: its JSON, or ``pickled()`` (DCP's bytes of it) under ``$pickle``."""
     def refuse(value, at):
         raise TypeError(f"not JSON: {type(value).__name__} at '{metadata.path_text(at)}'")
@@ -64,7 +69,7 @@ def encode_value(fqn, path, obj, pickled):
     try:
         return metadata.encode(obj, path, refuse)
     except TypeError:
-        return {PICKLE: base64.b64encode(bytes(pickled())).decode("ascii")}
+        return pickled_node(pickled())
 
 
 def tree_of_plan(chunks, values):

@@ -15,7 +15,6 @@ CheckpointIO, `baton ckpt export`. It is committed by renaming its manifest;
 retention (keep), level 2 (level2/local_dir) and every other
 baton.ArrayCheckpointer option apply as they do there.
 """
-import base64
 import dataclasses
 import io
 
@@ -35,21 +34,19 @@ _NOT_LOOKED_UP = object()
 
 @dataclasses.dataclass(frozen=True)
 class _Shared:
-    """What every rank's plan carries (storage_data): every chunk of the version, named; the bytes entries."""
+    """What every rank's plan carries (storage_data): every tensor chunk of the version, named."""
     chunks: list
-    values: list
 
 
 def _chunks_of(plans):
-    """Every rank's tensor WriteItems as state_tree.Chunk (named), and its bytes entries as (fqn, path, rank)."""
-    chunks, values, seen = [], [], {}
+    """Every rank's tensor WriteItems as state_tree.Chunk (named); its bytes entries are gathered in write_data."""
+    chunks, seen = [], {}
     for rank, plan in enumerate(plans):
         mappings = plan.planner_data
         for item in plan.items:
             fqn = item.index.fqn
             path = state_tree.path_of(fqn, mappings)
             if item.type == WriteItemType.BYTE_IO:
-                values.append((fqn, path, rank))
                 continue
             td = item.tensor_data
             c = state_tree.Chunk(fqn, path, td.chunk.offsets, td.chunk.sizes, td.size, td.properties.dtype,
@@ -60,7 +57,7 @@ def _chunks_of(plans):
                     % (seen[c.name], rank, fqn, c.name))
             seen[c.name] = rank
             chunks.append(c)
-    return chunks, values
+    return chunks
 
 
 class BatonWriter(StorageWriter):
@@ -108,8 +105,8 @@ class BatonWriter(StorageWriter):
         # the others with no rows): each plan carries the whole list, named
         # and placed in the tree here once (the coordinator's plan is every
         # rank's: DCP scatters it).
-        chunks, values = _chunks_of(plans)
-        return [dataclasses.replace(p, storage_data=_Shared(chunks, values)) for p in plans]
+        chunks = _chunks_of(plans)
+        return [dataclasses.replace(p, storage_data=_Shared(chunks)) for p in plans]
 
     def write_data(self, plan, planner):
         shared = plan.storage_data
@@ -202,9 +199,9 @@ class BatonWriter(StorageWriter):
         lookup = getattr(planner, "lookup_object", None)
         obj = lookup(item.index) if callable(lookup) else _NOT_LOOKED_UP
         if obj is _NOT_LOOKED_UP or isinstance(obj, io.BytesIO):
-            node = {state_tree.PICKLE: base64.b64encode(bytes(planner.resolve_data(item).getbuffer())).decode()}
+            node = state_tree.pickled_node(planner.resolve_data(item).getbuffer())
         else:
-            node = state_tree.encode_value(fqn, path, obj, lambda: planner.resolve_data(item).getbuffer())
+            node = state_tree.encode_value(path, obj, lambda: planner.resolve_data(item).getbuffer())
         return [list(path), node]
 
     @staticmethod
