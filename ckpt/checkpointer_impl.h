@@ -121,6 +121,7 @@ class CheckpointerImpl : public Checkpointer {
                             const std::vector<uint64_t>& shape) override;
   Status RegisterSharded(const std::string& name, void* data, DType dtype, const std::vector<uint64_t>& global_shape,
                          uint64_t first_row, uint64_t rows) override;
+  Status Unregister(const std::string& name) override;
   Status SetUserBlob(std::string bytes) override;
   const std::string& user_blob() const override { return blob_; }
   Status SetRankState(std::string bytes) override;

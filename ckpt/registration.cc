@@ -90,6 +90,20 @@ Status CheckpointerImpl::RegisterSharded(const std::string& name, void* data, DT
   return Register(std::move(r));
 }
 
+Status CheckpointerImpl::Unregister(const std::string& name) {
+  if (arrays_.count(name) == 0 || IsReservedName(name)) {
+    return Status::NotFound(log::kCkpt, "unregister: array \"" + name + "\" is not registered");
+  }
+  if (pending_) {
+    return Status::Unavailable(log::kCkpt, "unregister(\"" + name + "\"): save_async(" +
+                                               std::to_string(pending_->step) +
+                                               ") is not yet committed and uses the registrations it staged; "
+                                               "wait() for it first");
+  }
+  arrays_.erase(name);
+  return Status::OK();
+}
+
 // One MPI_Allreduce (MAX) of [h, ~h, failed, v, ~v, flag0, flag1]: h
 // hashes the call and the registrations, so a rank whose h differs sees
 // max(h) != h, and the rank holding the largest h sees max(~h) != ~h; the

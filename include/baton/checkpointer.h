@@ -471,6 +471,15 @@ class Checkpointer {
     return RegisterSharded(name, Span<T>(data), global_shape, first_row, rows);
   }
 
+  // Drops the registration of `name`: later calls neither save nor restore
+  // it, and its memory is no longer referenced (a front end that registers
+  // each save's arrays anew on one open checkpointer drops the last ones;
+  // before, only a new Checkpointer dropped them). Local, like the
+  // registrations: every rank unregisters the same names. NotFound when
+  // `name` is not registered; Unavailable while a SaveAsync is not yet
+  // committed (its commit and Rollback use the registrations it staged).
+  virtual Status Unregister(const std::string& name) = 0;
+
   // Job-wide bytes saved with the next Save (rank 0's are kept) and given
   // back to every rank by Restore. At most 64 MiB.
   virtual Status SetUserBlob(std::string bytes) = 0;

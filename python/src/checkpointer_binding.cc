@@ -17,6 +17,7 @@
 #include "mpi_runtime/deadline.h"
 #include "mpi_runtime/mpi_check.h"
 #include "python/src/array_view.h"
+#include "python/src/deadline_collectives.h"
 #include "python/src/errors.h"
 #include "python/src/results.h"
 #include "python/src/runtime_binding.h"
@@ -66,17 +67,20 @@ class PyArrayCheckpointer : public RuntimeUser {
       s = Checkpointer::Create(rt, options, &ck_);
     }
     Check(s);
-    // A communicator of its own for close()'s agreement (CloseKeepingRuntime):
-    // no other collective of the runtime or the checkpointer can meet it.
+    // A communicator of its own for the binding's collectives (close()'s
+    // agreement, _allgather_bytes): no other collective of the runtime or
+    // of the C++ checkpointer can meet them, so another thread (DCP's
+    // async_save) may call this checkpointer while the program's thread
+    // runs collectives on the runtime's world (MPI_THREAD_MULTIPLE).
     {
       py::gil_scoped_release release;
       MPI_Request request = MPI_REQUEST_NULL;
-      s = BATON_MPI_CHECK(MPI_Comm_idup(rt.world_comm(), &close_comm_, &request));
+      s = BATON_MPI_CHECK(MPI_Comm_idup(rt.world_comm(), &own_comm_, &request));
       if (s.ok()) s = mpi::Deadline(rt.options().collective_timeout).Wait(&request, 1);
     }
     if (!s.ok()) {
       if (s.code() == Code::kTimeout) mpi::MarkAbandoned();
-      close_comm_ = MPI_COMM_NULL;  // left to MPI (in flight, or failed)
+      own_comm_ = MPI_COMM_NULL;  // left to MPI (in flight, or failed)
       py::gil_scoped_release release;
       ck_.reset();
     }
@@ -264,6 +268,20 @@ class PyArrayCheckpointer : public RuntimeUser {
     return MetadataDict(*meta);
   }
 
+  void Unregister(const std::string& name) {
+    Busy busy(*this, "unregister");
+    Check(get().Unregister(name));
+    arrays_.erase(name);  // the exporter, with the GIL: the array's memory is no longer held
+  }
+
+  // Every rank's `data` over this checkpointer's own communicator (not the
+  // runtime's world): for a caller on another thread than the program's.
+  py::list AllgatherOwn(const py::bytes& data, const std::string& what, std::optional<size_t> fixed) {
+    Busy busy(*this, "_allgather_bytes");
+    get();  // closed: InvalidArgument
+    return AllgatherBytesOn(runtime_->get(), own_comm_, data, what, fixed);
+  }
+
   py::object LastRestore() const {
     if (!last_restore_) return py::none();
     return RestoreDict(*last_restore_);
@@ -316,13 +334,13 @@ class PyArrayCheckpointer : public RuntimeUser {
           // still write it.
           auto* buf = new int[2]{1, 0};
           MPI_Request request = MPI_REQUEST_NULL;
-          s = BATON_MPI_CHECK(MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_INT, MPI_MIN, close_comm_, &request));
+          s = BATON_MPI_CHECK(MPI_Iallreduce(&buf[0], &buf[1], 1, MPI_INT, MPI_MIN, own_comm_, &request));
           if (s.ok()) s = mpi::Deadline(deadline).Wait(&request, 1);
           if (s.code() == Code::kTimeout) {
             // Left in flight: MPI_Finalize would wait for the absent rank
-            // (the process exits without it) and close_comm_ stays.
+            // (the process exits without it) and own_comm_ stays.
             mpi::MarkAbandoned();
-            close_comm_ = MPI_COMM_NULL;
+            own_comm_ = MPI_COMM_NULL;
             timed_out = true;
             s = mpi::TimeoutStatus(&rt, what + " (not committed; abandoned): waiting for every rank to close",
                                    deadline);
@@ -338,12 +356,12 @@ class PyArrayCheckpointer : public RuntimeUser {
     } else if (ck_) {
       (void)ck_.release();  // a forked child: the parent's objects, left as they are
     }
-    if (close_comm_ != MPI_COMM_NULL && !Foreign()) {
+    if (own_comm_ != MPI_COMM_NULL && !Foreign()) {
       int finalized = 0;
       MPI_Finalized(&finalized);
-      if (!finalized && !mpi::Failed()) MPI_Comm_free(&close_comm_);
+      if (!finalized && !mpi::Failed()) MPI_Comm_free(&own_comm_);
     }
-    close_comm_ = MPI_COMM_NULL;
+    own_comm_ = MPI_COMM_NULL;
     if (!held_dir_.empty() && !Foreign()) {
       auto it = DirsHeldHere().find(held_dir_);
       if (it != DirsHeldHere().end() && --it->second == 0) DirsHeldHere().erase(it);
@@ -386,7 +404,7 @@ class PyArrayCheckpointer : public RuntimeUser {
   py::object runtime_obj_;  // keeps the Runtime alive while this is open
   PyRuntime* runtime_ = nullptr;
   long pid_;              // the process that made it (a forked child's copy is not its own)
-  MPI_Comm close_comm_ = MPI_COMM_NULL;  // close()'s agreement (a dup of the runtime's world)
+  MPI_Comm own_comm_ = MPI_COMM_NULL;  // close()'s agreement, _allgather_bytes (a dup of the runtime's world)
   std::string held_dir_;  // its key in DirsHeldHere
   std::unique_ptr<Checkpointer> ck_;
   std::map<std::string, ArrayView> arrays_;
@@ -549,6 +567,18 @@ raised on every rank. Returns within about timeout plus one 64 MiB slab.)")
 "written" (waits for the next collective call to commit) or "failed" (every
 rank learns it at the next call). Local: no MPI, no waiting (baton.Unavailable
 while another thread is in a call of this checkpointer).)")
+      .def("unregister", &PyArrayCheckpointer::Unregister, py::arg("name"),
+           R"(Drops array `name`'s registration: later calls neither save nor restore
+it, and the array is no longer referenced. Not collective, but every rank
+unregisters the same names. baton.NotFound when it is not registered;
+baton.Unavailable while a save_async is not yet committed (wait() first).)")
+      .def("_allgather_bytes", &PyArrayCheckpointer::AllgatherOwn, py::arg("data"), py::arg("what"),
+           py::arg("fixed") = py::none(),
+           R"(Every rank's `data` (bytes), in rank order, over this checkpointer's own
+communicator (a duplicate of the runtime's world), under the runtime's
+collective_timeout as baton._baton._allgather_bytes. Collective. For a thread
+other than the program's (baton.dcp.BatonWriter under dcp.async_save): its
+collectives never meet the program's on the runtime's world.)")
       .def(
           "rollback",
           [](PyArrayCheckpointer& c) {

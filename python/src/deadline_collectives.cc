@@ -31,7 +31,7 @@ Status WaitOrExit(Runtime& rt, const mpi::Deadline& deadline, MPI_Request* reque
 
 // Every rank's `fixed` bytes: one MPI_Iallgather (a digest: no lengths to
 // exchange first).
-py::list AllgatherFixed(Runtime& rt, const std::string& mine, const std::string& what) {
+py::list AllgatherFixed(Runtime& rt, MPI_Comm comm, const std::string& mine, const std::string& what) {
   const size_t size = static_cast<size_t>(rt.size());
   std::vector<char> all(std::max<size_t>(size * mine.size(), 1));
   Status s;
@@ -40,7 +40,7 @@ py::list AllgatherFixed(Runtime& rt, const std::string& mine, const std::string&
     const mpi::Deadline deadline(rt.options().collective_timeout);
     MPI_Request request = MPI_REQUEST_NULL;
     s = BATON_MPI_CHECK(MPI_Iallgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                                       static_cast<int>(mine.size()), MPI_BYTE, rt.world_comm(), &request));
+                                       static_cast<int>(mine.size()), MPI_BYTE, comm, &request));
     if (s.ok()) s = WaitOrExit(rt, deadline, &request, what);
   }
   Check(s.Annotate(what));
@@ -49,13 +49,10 @@ py::list AllgatherFixed(Runtime& rt, const std::string& mine, const std::string&
   return out;
 }
 
-// One MPI_Iallgather of the lengths, then one MPI_Iallgatherv of the bytes,
-// on the runtime's world communicator, under one collective deadline.
-// `fixed`: every rank gives that many bytes (the caller's promise, checked
-// here on this rank): one all-gather.
-py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::string& what,
-                        std::optional<size_t> fixed) {
-  Runtime& rt = runtime.get();
+}  // namespace
+
+py::list AllgatherBytesOn(Runtime& rt, MPI_Comm comm, const py::bytes& data, const std::string& what,
+                          std::optional<size_t> fixed) {
   const size_t size = static_cast<size_t>(rt.size());
   const std::string mine = data;
   if (mine.size() > (static_cast<size_t>(1) << 30))
@@ -63,7 +60,7 @@ py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::st
   if (fixed) {
     if (mine.size() != *fixed)
       ThrowInvalid(what + ": " + std::to_string(mine.size()) + " bytes, not the fixed " + std::to_string(*fixed));
-    return AllgatherFixed(rt, mine, what);
+    return AllgatherFixed(rt, comm, mine, what);
   }
   // On the heap and never freed when the process exits at the deadline:
   // MPI may still write them until then.
@@ -77,7 +74,7 @@ py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::st
     const mpi::Deadline deadline(rt.options().collective_timeout);
     MPI_Request request = MPI_REQUEST_NULL;
     s = BATON_MPI_CHECK(
-        MPI_Iallgather(&(*lengths)[size], 1, MPI_INT, lengths->data(), 1, MPI_INT, rt.world_comm(), &request));
+        MPI_Iallgather(&(*lengths)[size], 1, MPI_INT, lengths->data(), 1, MPI_INT, comm, &request));
     if (s.ok()) s = WaitOrExit(rt, deadline, &request, what);
     if (s.ok()) {
       size_t total = 0;
@@ -90,7 +87,7 @@ py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::st
       } else {
         all.resize(std::max<size_t>(total, 1));
         s = BATON_MPI_CHECK(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                                            lengths->data(), displs.data(), MPI_BYTE, rt.world_comm(), &request));
+                                            lengths->data(), displs.data(), MPI_BYTE, comm, &request));
         if (s.ok()) s = WaitOrExit(rt, deadline, &request, what);
       }
     }
@@ -101,6 +98,16 @@ py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::st
     out.append(py::bytes(all.data() + displs[r], static_cast<size_t>((*lengths)[r])));
   delete lengths;
   return out;
+}
+
+namespace {
+
+// _allgather_bytes: on the runtime's world communicator, for the calls the
+// program's own thread makes (the plans' agreement).
+py::list AllgatherBytes(PyRuntime& runtime, const py::bytes& data, const std::string& what,
+                        std::optional<size_t> fixed) {
+  Runtime& rt = runtime.get();
+  return AllgatherBytesOn(rt, rt.world_comm(), data, what, fixed);
 }
 
 // MPI_Ibcast of a writable buffer's bytes from `root`, in pieces of at

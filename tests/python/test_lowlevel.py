@@ -192,6 +192,57 @@ def test_registration_copies_nothing(rt, shared_dir):
     ck.close()
 
 
+def test_unregister_drops_an_array_and_its_memory(rt, shared_dir):
+    """unregister(name): later saves leave the array out and the checkpointer no longer holds it (before,
+    only a new checkpointer dropped a registration); an unknown name is NotFound, and a save_async not yet
+    committed is not changed under it (Unavailable)."""
+    import sys
+    a, b = np.full(10, 1.0), np.full(4, 2.0)
+    unheld = sys.getrefcount(b)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("a", a)
+    ck.register_replicated("b", b)
+    assert sys.getrefcount(b) > unheld
+    ck.save(1)
+    ck.save_async(2)
+    with pytest.raises(_baton.Unavailable, match=r"save_async\(2\) is not yet committed"):
+        ck.unregister("b")
+    ck.wait()
+    ck.unregister("b")
+    assert ck.registered == ["a"] and sys.getrefcount(b) == unheld
+    with pytest.raises(_baton.NotFound, match=r'array "b" is not registered'):
+        ck.unregister("b")
+    ck.save(3)
+    assert [x["name"] for x in ck.read_metadata()["arrays"]] == ["a"]
+    ck.close()
+
+
+def test_allgather_on_the_checkpointers_own_communicator(rt, shared_dir, rank, size):
+    """ArrayCheckpointer._allgather_bytes runs on the checkpointer's own communicator: a thread gathering there
+    while the program's thread gathers on the Runtime's world, many times, never meets the other's rounds."""
+    ck = ckpt(rt, shared_dir)
+    seen, failures = [], []
+
+    def other_thread():
+        try:
+            for i in range(50):
+                seen.append(ck._allgather_bytes(b"ck%d:%d" % (rank, i) * (1 + i % 5), "the thread's gather"))
+        except BaseException as e:  # noqa: B902 (reported by the assertion below)
+            failures.append(e)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    for i in range(50):
+        got = _baton._allgather_bytes(rt, b"rt%d:%d" % (rank, i), "the program's gather")
+        assert got == [b"rt%d:%d" % (r, i) for r in range(size)]
+    t.join(120)
+    assert not t.is_alive() and failures == []
+    assert seen == [[b"ck%d:%d" % (r, i) * (1 + i % 5) for r in range(size)] for i in range(50)]
+    ck.close()
+    with pytest.raises(_baton.InvalidArgument, match="closed"):
+        ck._allgather_bytes(b"x", "after close")
+
+
 def test_save_async_saves_the_bytes_at_the_call(rt, shared_dir):
     a = np.arange(1 << 20, dtype=np.float64)  # 8 MiB: the write outlasts the changes below
     ck = ckpt(rt, shared_dir)
