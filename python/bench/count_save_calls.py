@@ -5,7 +5,8 @@
     PYTHONPATH=_build/python LD_PRELOAD=/tmp/libmpicount.so tests/lib/mpirun-ranks 2 -x LD_PRELOAD \\
         /opt/baton-venv/bin/python python/bench/count_save_calls.py --dir /tmp/count --what baton-dcp
 
---what: baton-dcp (dcp.save with BatonWriter), baton-dcp-load (dcp.load
+--what: baton-dcp (dcp.save with BatonWriter), baton-dcp-async (dcp.async_save
+with BatonWriter, until its future completes), baton-dcp-load (dcp.load
 with BatonReader), baton (baton.Checkpointer.save), dcp-fs (dcp.save with
 FileSystemWriter: DCP's own collectives go through gloo, not MPI, and are
 not counted here); the C++ core through its thin binding, baton.ArrayCheckpointer
@@ -88,7 +89,7 @@ def count_array_checkpointer(what, d, comm, counter):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True, help="a directory for the checkpoints (emptied first)")
-    parser.add_argument("--what", choices=ARRAY_MODES + ("baton-dcp", "baton-dcp-load", "baton", "dcp-fs"), required=True)
+    parser.add_argument("--what", choices=ARRAY_MODES + ("baton-dcp", "baton-dcp-async", "baton-dcp-load", "baton", "dcp-fs"), required=True)
     args = parser.parse_args()
     try:
         counter = ctypes.CDLL(None)
@@ -124,6 +125,9 @@ def main():
         counter.mpicount_reset()
         if args.what == "baton-dcp":
             dcp.save(state(), storage_writer=BatonWriter(os.path.join(d, "b"), step=s, keep=2, runtime=rt))
+        elif args.what == "baton-dcp-async":
+            dcp.async_save(state(), storage_writer=BatonWriter(os.path.join(d, "b"), step=s, keep=2,
+                                                               runtime=rt)).result()
         elif args.what == "baton-dcp-load":
             if s == 1:
                 dcp.save(state(), storage_writer=BatonWriter(os.path.join(d, "b"), step=s, keep=2, runtime=rt))

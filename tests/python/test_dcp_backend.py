@@ -122,14 +122,15 @@ def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt
 
 def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch):
     """A save gathers every rank's non-tensor values (the tree's JSON) in one
-    all-gather and registers each tensor with its global shape: no
-    per-entry agreement (one all-reduce each, the fixed cost of a small save
-    that docs/benchmarks.md counts)."""
-    gathers, unshaped = [], []
+    all-gather, on the checkpointer's own communicator (not the Runtime's
+    world: under dcp.async_save it runs on DCP's thread), and registers each
+    tensor with its global shape: no per-entry agreement (one all-reduce
+    each, the fixed cost of a small save that docs/benchmarks.md counts)."""
+    gathers, runtime_gathers, unshaped = [], [], []
     real_gather, real_ck = _baton._allgather_bytes, _baton.ArrayCheckpointer
 
     def counting_gather(runtime, data, what, **kw):
-        gathers.append(what)
+        runtime_gathers.append(what)
         return real_gather(runtime, data, what, **kw)
 
     class Recording:
@@ -140,6 +141,10 @@ def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch
             if global_shape is None:
                 unshaped.append(name)
             return self._ck.register_sharded(name, array, offset=offset, global_shape=global_shape, **kw)
+
+        def _allgather_bytes(self, data, what, **kw):
+            gathers.append(what)
+            return self._ck._allgather_bytes(data, what, **kw)
 
         def __getattr__(self, attr):
             return getattr(self._ck, attr)
@@ -155,7 +160,7 @@ def test_bytes_entries_agree_in_one_collective(dist, rt, shared_dir, monkeypatch
     sd = _state(4)
     dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
     monkeypatch.undo()
-    assert gathers == ["BatonWriter: the state's non-tensor values"]
+    assert gathers == ["BatonWriter: the state's non-tensor values"] and runtime_gathers == []
     assert unshaped == []
     got = _zeros_like(sd)
     dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))

@@ -49,8 +49,9 @@ def import_checkpoint(source, directory, step=None, runtime=None, keep=3, **opti
     convert_checks.check_import(source, directory)
     sd = _read_source(source)
     os.makedirs(directory, exist_ok=True)
-    writer = BatonWriter(directory, step=step, runtime=runtime, keep=keep, **options)
-    _save_state_dict(sd, storage_writer=writer, no_dist=True)
+    # Closed at once: a writer keeps the directory's checkpointer (its lock) open across saves.
+    with BatonWriter(directory, step=step, runtime=runtime, keep=keep, **options) as writer:
+        _save_state_dict(sd, storage_writer=writer, no_dist=True)
     return writer.last_step
 
 

@@ -14,19 +14,26 @@ dcp.load with BatonReader, Checkpointer.restore, the Lightning
 CheckpointIO, `baton ckpt export`. It is committed by renaming its manifest;
 retention (keep), level 2 (level2/local_dir) and every other
 baton.ArrayCheckpointer option apply as they do there.
+
+The checkpointer stays open across saves (baton.dcp.open_checkpointers:
+one per directory per process, opened on the program's thread); under
+dcp.async_save, DCP's background thread calls MPI only through it, on its
+own communicators.
 """
 import dataclasses
 import io
+import threading
 
 import numpy as np
 import torch
 from torch.distributed.checkpoint.planner import WriteItemType
+from torch.distributed.checkpoint.staging import AsyncStager
 from torch.distributed.checkpoint.storage import StorageWriter, WriteResult
 from torch.futures import Future
 
 from baton import _baton, metadata
 from baton.checkpointer import FORMAT, VERSION
-from baton.dcp import state_tree, stored_form, runtime as runtimes
+from baton.dcp import open_checkpointers, state_tree, stored_form, runtime as runtimes
 from baton.names import MARKER
 
 _NOT_LOOKED_UP = object()
@@ -60,26 +67,49 @@ def _chunks_of(plans):
     return chunks
 
 
-class BatonWriter(StorageWriter):
+class BatonWriter(StorageWriter, AsyncStager):
     """A torch.distributed.checkpoint StorageWriter that writes baton versions.
 
     BatonWriter(path=None, *, step=None, runtime=None, keep=3, level2=False,
                 local_dir=None, **options)
 
     path: the baton checkpoint directory (None: $BATON_CKPT_DIR); dcp.save's
-      checkpoint_id, when given, replaces it.
+      checkpoint_id, when given, replaces it (dcp.async_save's must name the
+      same directory: the checkpointer is opened before DCP hands it over).
     step: the version's step (training steps completed); None: one more
       than the newest version's (0 in an empty directory).
     runtime: a baton.Runtime over the same processes as torch.distributed
       (None: one per process, made on first use).
     keep, level2, local_dir and the other options: baton.ArrayCheckpointer's.
 
-    Works with dcp.save and dcp.async_save (whose background thread runs the
-    whole save, baton's commit included); async_save's
-    async_checkpointer_type=PROCESS is refused (its future raises
-    baton.InvalidArgument naming THREAD): its process is no MPI rank. After a save, `last_step` is the
-    step written.
+    The directory's checkpointer stays open across saves, for every
+    BatonWriter of this process on it (its lock held: another
+    baton.Checkpointer or ArrayCheckpointer of this process on the directory
+    is refused until close()); BatonReader on the directory closes it first,
+    and so do the Runtime's close and the interpreter's exit. close() (or a
+    with block) closes it now, after the save in flight.
+
+    Works with dcp.save and dcp.async_save. Under async_save the writer is
+    also DCP's stager: stage(), on the calling thread, opens the checkpointer
+    there and copies the state to new CPU memory (later changes never reach
+    the version); DCP's background thread then plans, writes and commits,
+    its MPI calls on the checkpointer's own communicators only, never on
+    the Runtime's world where the program's collectives run. A second save
+    on a directory while one is in flight (a dcp.async_save, or a dcp.save,
+    by this or another BatonWriter) waits, at its call, until the first has
+    ended: every rank waits for its own first save, which ends on every
+    rank alike, so all ranks go on together. Refusing instead would need
+    the ranks to agree whether their first save had ended (rank 0's may
+    have while rank 1's has not) and would refuse on some ranks only; before,
+    the two saves' collectives met in another order on each rank and failed
+    as "the ranks registered different arrays" or "rows overlap" (issue 46
+    item 14). async_checkpointer_type=PROCESS is refused (its future raises
+    baton.InvalidArgument naming THREAD): its process is no MPI rank.
+    After a save, `last_step` is the step written.
     """
+
+    # stage() copies before it returns: nothing for DCP to synchronize after.
+    _synchronize_after_execute = False
 
     def __init__(self, path=None, *, step=None, runtime=None, keep=3, level2=False, local_dir=None, **options):
         super().__init__()
@@ -88,14 +118,55 @@ class BatonWriter(StorageWriter):
         self.last_step = None
         self._runtime = runtime
         self._options = dict(options, keep=keep, level2=level2, local_dir=local_dir)
+        self._lock = threading.Lock()
+        self._staged = None  # the InFlight of an async save staged here and not yet begun on DCP's thread
+        self._local = threading.local()  # the save on this thread: its checkpoint_id, Entry and InFlight
+
+    # --- DCP's stager (dcp.async_save, on the calling thread) ---------------------------------------------
+    def stage(self, state_dict):
+        """Opens the directory's checkpointer on this (the program's) thread, after the save in flight on it
+        ended, and returns a copy of `state_dict` in new CPU memory for DCP's background thread to save."""
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+
+        entry = self._open_here("dcp.async_save")
+        staged = _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict), type_check=False)
+        in_flight = open_checkpointers.InFlight(entry, self.step)
+        entry.in_flight = in_flight
+        with self._lock:
+            self._staged = in_flight
+        return staged
+
+    def synchronize_staging(self):
+        pass  # stage() copied before it returned
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
+        self._local.checkpoint_id = checkpoint_id
+        staged = self._staged
+        if checkpoint_id is not None and (staged is None or staged.staged_by is threading.current_thread()):
             self.path = checkpoint_id
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
+        # The first call of DCP's save on every rank, before its first collective.
         self.is_coordinator = is_coordinator
+        checkpoint_id, self._local.checkpoint_id = getattr(self._local, "checkpoint_id", None), None
+        with self._lock:
+            staged = self._staged
+            if staged is not None and staged.staged_by is not threading.current_thread():
+                self._staged = None  # DCP's background thread, beginning the save stage() staged
+            else:
+                staged = None
+        if staged is not None:
+            staged.begin()
+            self._local.entry, self._local.in_flight = staged.entry, staged
+            if checkpoint_id is not None and open_checkpointers.directory_key(checkpoint_id) != staged.entry.key:
+                raise _baton.InvalidArgument(
+                    "BatonWriter: dcp.async_save(checkpoint_id=%r) names another directory than the writer's %s: "
+                    "the checkpointer is opened in stage(), on the calling thread, before DCP hands checkpoint_id "
+                    "to its background thread; give the directory to BatonWriter(path)"
+                    % (checkpoint_id, staged.entry.key))
+            return
+        self._local.entry, self._local.in_flight = self._open_here("dcp.save"), None
 
     def prepare_local_plan(self, plan):
         return plan
@@ -117,55 +188,36 @@ class BatonWriter(StorageWriter):
                 "BatonWriter: the plan carries no array list (storage_data %r): it did not come through "
                 "BatonWriter.prepare_global_plan; a planner that caches plans across saves "
                 "(enable_plan_caching=True) is not supported" % (type(shared).__name__,))
-        rt = runtimes.resolve(self._runtime)
-        runtimes.check_world(rt, "BatonWriter")
-        names_of = {(c.fqn, c.offsets): c for c in shared.chunks}
-        mine, my_values = {}, []
-        for item in plan.items:
-            if item.type == WriteItemType.BYTE_IO:
-                my_values.append(self._value_node(item, planner, plan.planner_data))
-            else:
-                mine[names_of[(item.index.fqn, tuple(int(o) for o in item.tensor_data.chunk.offsets))].name] = item
-        # The values (JSON, or DCP's pickle where JSON cannot hold one) are known to their owner only: one
-        # all-gather gives every rank the whole tree, as every rank's Checkpointer has it.
-        got = _baton._allgather_bytes(rt, metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
-        values = {}
-        for r, raw in enumerate(got):
-            for path, node in metadata.loads(raw, "rank %d's values" % r):
-                values[tuple(path)] = node
-        blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": state_tree.tree_of_plan(shared.chunks,
-                                                                                                      values)})
-        results = []
-        ck = _baton.ArrayCheckpointer(rt, dir=self.path, **self._options)
-        try:
-            held = []  # the registered buffers stay alive until the save returns
-            for c in shared.chunks:
-                shape = c.sizes or (1,)
-                item = mine.get(c.name)
-                data = torch.empty((0,) + shape[1:], dtype=c.dtype)
-                if item is not None:
-                    data = self._tensor_of(planner.resolve_data(item), c, shape)
-                # Every dtype DCP saves (complex, float8 variants): stored_form.
-                held.append(stored_form.register(ck, c.name, data, 0, stored_form.stored_shape(shape, c.dtype)))
-                if item is not None:
-                    results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=c.name))
-            marker = np.array(VERSION, dtype=np.int64)
-            ck.register_replicated(MARKER, marker, dtype="i64")
-            ck.user_blob = blob
-            for item in plan.items:
-                if item.type == WriteItemType.BYTE_IO:
-                    results.append(WriteResult(index=item.index, size_in_bytes=0, storage_data=None))
-            step = self.step
-            if step is None:
-                newest = ck.read_metadata()
-                step = 0 if newest is None else newest["step"] + 1
-            ck.save(step)
-            self.last_step = step
-        finally:
-            ck.close()
+        entry = getattr(self._local, "entry", None)
+        if entry is None:
+            raise _baton.InvalidArgument("BatonWriter: write_data without set_up_storage_writer on this thread (%s): "
+                                         "DCP's save calls it first" % threading.current_thread().name)
+        self._local.entry = self._local.in_flight = None
+        with entry.lock:
+            if not entry.open():
+                raise _baton.InvalidArgument(
+                    "BatonWriter: the checkpointer of %s was closed while this save was in flight (the Runtime's "
+                    "close? BatonWriter.close() waits for the save): nothing was written" % entry.key)
+            results = self._save(entry, plan, planner, shared)
         future = Future()
         future.set_result(results)
         return future
+
+    def close(self):
+        """Closes the directory's checkpointer (shared by this process's BatonWriters on it), after the save in
+        flight on it ended; the next save opens it again. On the program's thread; closing twice is harmless."""
+        try:
+            path = self.path
+            open_checkpointers.release(path, "BatonWriter(%r).close()" % (path,))
+        finally:
+            with self._lock:
+                self._staged = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def finish(self, metadata, results):
         pass  # the version was committed by write_data's save, its tree with it
@@ -184,6 +236,11 @@ class BatonWriter(StorageWriter):
         # MPI_Finalize and left with 75, a requeue of a program that had
         # finished (issue 46 item 10). Refused when DCP sends it, on every
         # rank alike: the save's future raises this, nothing is written.
+        # The save stage() staged never begins: no later save waits for it.
+        with self._lock:
+            staged, self._staged = self._staged, None
+        if staged is not None and staged.entry.in_flight is staged:
+            staged.entry.in_flight = None
         raise _baton.InvalidArgument(
             "BatonWriter(%r): dcp.async_save(..., async_checkpointer_type=AsyncCheckpointerType.PROCESS) is not "
             "supported: the writer would run in a process outside the MPI job, where baton cannot reach the other "
@@ -191,6 +248,70 @@ class BatonWriter(StorageWriter):
             "the version" % (self.path,))
 
     # --- helpers ----------------------------------------------------------------------------------------
+    def _open_here(self, call):
+        """The directory's open checkpointer, for a save whose MPI calls this thread makes (or hands on)."""
+        rt = runtimes.resolve(self._runtime)
+        runtimes.check_world(rt, "BatonWriter")
+        return open_checkpointers.open_for_save(self.path, rt, self._options,
+                                                "BatonWriter: %s into %r" % (call, self.path))
+
+    def _save(self, entry, plan, planner, shared):
+        """Registers this save's arrays on the open checkpointer, saves them (collective, on its own
+        communicators) and drops the registrations again: the next save registers its own, and no
+        staged copy stays referenced between saves."""
+        ck = entry.ck
+        names_of = {(c.fqn, c.offsets): c for c in shared.chunks}
+        mine, my_values = {}, []
+        for item in plan.items:
+            if item.type == WriteItemType.BYTE_IO:
+                my_values.append(self._value_node(item, planner, plan.planner_data))
+            else:
+                mine[names_of[(item.index.fqn, tuple(int(o) for o in item.tensor_data.chunk.offsets))].name] = item
+        # The values (JSON, or DCP's pickle where JSON cannot hold one) are known to their owner only: one
+        # all-gather gives every rank the whole tree, as every rank's Checkpointer has it. On the
+        # checkpointer's own communicator: this may be DCP's background thread.
+        got = ck._allgather_bytes(metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
+        values = {}
+        for r, raw in enumerate(got):
+            for path, node in metadata.loads(raw, "rank %d's values" % r):
+                values[tuple(path)] = node
+        blob = metadata.dumps({"format": FORMAT, "version": VERSION, "tree": state_tree.tree_of_plan(shared.chunks,
+                                                                                                      values)})
+        results = []
+        held = []  # the registered buffers stay alive until the save returns
+        try:
+            for c in shared.chunks:
+                shape = c.sizes or (1,)
+                item = mine.get(c.name)
+                data = torch.empty((0,) + shape[1:], dtype=c.dtype)
+                if item is not None:
+                    data = self._tensor_of(planner.resolve_data(item), c, shape)
+                # Every dtype DCP saves (complex, float8 variants): stored_form.
+                held.append(stored_form.register(ck, c.name, data, 0, stored_form.stored_shape(shape, c.dtype)))
+                if item is not None:
+                    results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=c.name))
+            marker = np.array(VERSION, dtype=np.int64)
+            ck.register_replicated(MARKER, marker, dtype="i64")
+            ck.user_blob = blob
+            for item in plan.items:
+                if item.type == WriteItemType.BYTE_IO:
+                    results.append(WriteResult(index=item.index, size_in_bytes=0, storage_data=None))
+            step, known = self.step, entry.newest_step
+            if step is None:
+                if known is None:
+                    newest = ck.read_metadata()
+                    known = -1 if newest is None else newest["step"]
+                step = known + 1
+            entry.newest_step = None
+            ck.save(step)
+            # The newest step while this process holds the directory's lock: no other writer can commit one.
+            entry.newest_step = step if self.step is None or (known is not None and step > known) else None
+            self.last_step = step
+        finally:
+            for name in ck.registered:
+                ck.unregister(name)
+        return results
+
     @staticmethod
     def _value_node(item, planner, mappings):
         """[path, node] of one bytes entry this rank owns: the object as JSON where it can be, else DCP's pickle."""
