@@ -49,12 +49,30 @@ std::string HeldDirKey(const std::string& dir) {
   return ec ? d : p.string();
 }
 
+// The checkpointer baton.dcp's BatonWriter keeps open on `key` between
+// saves (python/baton/dcp/open_checkpointers.py), closed so that another
+// opener of this process (a Checkpointer, an ArrayCheckpointer, a
+// BatonReader) gets the directory instead of "held by another open
+// checkpointer": the writer opens it again at its next save. Every rank
+// does the same at the same call, as the writer's opens and closes happen
+// on the program's thread in program order. Whether one was closed; its
+// failure (a save in flight that did not end) is raised.
+bool YieldedByDcpWriter(const std::string& key) {
+  py::object module = py::module_::import("sys").attr("modules").attr("get")("baton.dcp.open_checkpointers");
+  if (module.is_none()) return false;  // no BatonWriter in this process
+  return module.attr("yield_directory")(key).cast<bool>();
+}
+
 class PyArrayCheckpointer : public RuntimeUser {
  public:
   PyArrayCheckpointer(py::object runtime, const CheckpointOptions& options)
       : runtime_obj_(std::move(runtime)), runtime_(runtime_obj_.cast<PyRuntime*>()), pid_(::getpid()) {
     Runtime& rt = runtime_->get();
     const std::string key = HeldDirKey(options.dir);
+    if (!key.empty() && DirsHeldHere().count(key) != 0 && YieldedByDcpWriter(key)) {
+      // baton.dcp's BatonWriter keeps a checkpointer open between saves;
+      // it gave the directory up (closed after its save in flight).
+    }
     if (!key.empty() && DirsHeldHere().count(key) != 0)
       throw StatusError(Status::Unavailable(
           kComponent, "ArrayCheckpointer: checkpoint directory " + key +

@@ -210,7 +210,10 @@ def test_a_reader_creates_and_writes_nothing(dist, rt, shared_dir, rank):
     assert not os.path.exists(typo)
     d = os.path.join(shared_dir, "ck")
     assert baton.latest(d) is None
-    dcp.save({"w": torch.arange(4.0)}, storage_writer=BatonWriter(d, step=6, runtime=rt))
+    # Closed before the reader comes (a writer keeps the directory's lock between saves; a reader would close
+    # it, and the lock's release is the writer's write, not the reader's).
+    with BatonWriter(d, step=6, runtime=rt) as writer:
+        dcp.save({"w": torch.arange(4.0)}, storage_writer=writer)
     dist.barrier()
 
     def tree():

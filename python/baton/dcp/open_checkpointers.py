@@ -9,9 +9,11 @@ Runtime's world communicator beside the program's own collectives on it
 
 - one checkpointer per directory stays open across saves, for every
   BatonWriter of the process on that directory (a program often makes a
-  writer per save), until BatonWriter.close(), a BatonReader on the same
-  directory, the Runtime's close or the interpreter's exit (the extension
-  closes it with its Runtime, before MPI_Finalize);
+  writer per save), until BatonWriter.close(), another opener of the
+  directory in this process (a BatonReader, a baton.Checkpointer, an
+  ArrayCheckpointer: the extension asks yield_directory first), the
+  Runtime's close or the interpreter's exit (the extension closes it with
+  its Runtime, before MPI_Finalize);
 - it is opened and closed on the program's thread only: the caller of
   dcp.save, or of dcp.async_save (in BatonWriter.stage(), which DCP calls
   there); DCP's background thread only uses it, and the checkpointer's
@@ -135,9 +137,21 @@ def open_for_save(path, runtime, options, what):
     return entry
 
 
+def yield_directory(key):
+    """Closes this process's writer checkpointer on directory `key` (after its save in flight) so that another
+    opener gets the directory; whether one was open. The extension calls it (ArrayCheckpointer's constructor)
+    when the directory is held."""
+    with _table_lock:
+        entry = _open.get(directory_key(key))
+    if entry is None or not entry.open():
+        return False  # not ours (ours is closed while open_for_save opens it: the holder is another checkpointer)
+    release(entry.key, "opening another checkpointer on %s" % entry.key)
+    return True
+
+
 def release(path, what):
     """Closes the directory's checkpointer, if this process keeps one (on the program's thread), after its save
-    in flight ended: BatonWriter.close(), and a reader about to open the directory itself."""
+    in flight ended: BatonWriter.close(), and another opener of the directory (yield_directory)."""
     try:
         key = directory_key(path)
     except _baton.InvalidArgument:

@@ -35,7 +35,7 @@ from baton.names import MARKER
 from baton.restore_match import decode_tree
 from baton.dcp import safe_unpickle, state_tree
 from baton.dtensor_chunks import row_span, stored_piece
-from baton.dcp import open_checkpointers, stored_form, runtime as runtimes
+from baton.dcp import stored_form, runtime as runtimes
 
 # The array of a version BatonWriter wrote before the one format (2026-12-06): DCP's Metadata, pickled (read by safe_unpickle only).
 _LEGACY_METADATA = "dcp-metadata"
@@ -95,9 +95,6 @@ class BatonReader(StorageReader):
         options = dict(self._options)
         if not (options.get("level2") or options.get("local_dir")):
             options.setdefault("read_only", True)
-        # The checkpointer a BatonWriter of this process keeps open on the directory (its lock, one per
-        # directory) is closed first, after its save in flight: the load reads what that save committed.
-        open_checkpointers.release(self.path, "BatonReader(%r)" % (self.path,))
         return _baton.ArrayCheckpointer(rt, dir=self.path, **options)
 
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not

@@ -83,11 +83,11 @@ class BatonWriter(StorageWriter, AsyncStager):
     keep, level2, local_dir and the other options: baton.ArrayCheckpointer's.
 
     The directory's checkpointer stays open across saves, for every
-    BatonWriter of this process on it (its lock held: another
-    baton.Checkpointer or ArrayCheckpointer of this process on the directory
-    is refused until close()); BatonReader on the directory closes it first,
-    and so do the Runtime's close and the interpreter's exit. close() (or a
-    with block) closes it now, after the save in flight.
+    BatonWriter of this process on it (the directory's writer lock held).
+    close() (or a with block) closes it, after the save in flight; so do
+    another opener of the directory in this process (a BatonReader, a
+    baton.Checkpointer, an ArrayCheckpointer: it gets the directory), the
+    Runtime's close and the interpreter's exit. The next save opens it again.
 
     Works with dcp.save and dcp.async_save. Under async_save the writer is
     also DCP's stager: stage(), on the calling thread, opens the checkpointer
