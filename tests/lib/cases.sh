@@ -45,6 +45,7 @@ run_case() {
     esac
   fi
   echo "--- [$label] $fn: $status ($((SECONDS - t0)) s)" >&2
+  [ "$status" != FAIL ] || case_after_failure
   printf '%s\t%s\t%s\t%s\n' "$status" "$label" "$fn" "$detail" >> "$BATON_TEST_RESULTS/$label.tsv"
   rm -f "$out" "$out.timeout"
 }
@@ -63,6 +64,10 @@ case_time_limit() {
 # case_timeout_context: what a timed-out case's output gains; the cluster
 # suites' lib.sh redefines it (the queue, the nodes and why they are down).
 case_timeout_context() { :; }
+
+# case_after_failure: what follows a failed case before the next one; the
+# cluster suites' lib.sh redefines it (cancels the case's jobs).
+case_after_failure() { :; }
 
 # run_cases LABEL FILE: every function named test_* in FILE, in file order.
 run_cases() {
