@@ -13,7 +13,7 @@ from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
 from baton.state_walk import REPLICATED, PlanItem, walk
-from baton.tensors import Binding, identity, torch_module
+from baton.tensors import Binding, identity, stored_shape, stored_view, torch_module
 
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
@@ -537,8 +537,9 @@ class Checkpointer:
     def _bind_reads(self, reads, baton_dtype):
         """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
         for chunk, buf, first in reads.buffers:
-            binding = Binding(buf, baton_dtype)
-            self._register(chunk.name, binding, first, list(chunk.array_shape), reads.path)
+            # In the stored form (complex as float pairs: a view of buf, which reads.copy() then reads).
+            binding = Binding(stored_view(buf), baton_dtype)
+            self._register(chunk.name, binding, first, list(stored_shape(chunk.array_shape, buf.dtype)), reads.path)
             self._bindings[chunk.name] = (binding, None)  # the next save registers the state's own
 
     def _bind_marker(self):

@@ -279,17 +279,13 @@ class _Matcher:
         if ck.dtensor is None:
             # A tensor saved whole (or a Sharded's rows: its array is the whole tensor too): one box.
             saved = self.arrays.get(ck.name)
-            if saved is None or list(saved["shape"]) != list(ck.shape):
+            if saved is None or list(saved["shape"]) != list(tensors.stored_shape(ck.shape, ck.dtype)):
                 self.error(path, f"array {ck.name!r} is not the whole tensor of shape {tuple(ck.shape)} in the "
                                  "checkpoint's arrays")
                 return MISSING
             ck_chunks = [[ck.name, [0] * len(ck.shape), list(ck.shape)]]
         else:
             ck_chunks = ck.dtensor["chunks"]
-        if tensors.stored_shape((), ck.dtype):
-            self.error(path, f"a {ck.dtype} tensor saved in boxes (a DTensor) restores through dcp.load with "
-                             "baton.dcp.BatonReader, not into a DTensor or a whole tensor here")
-            return MISSING
         chunks = ck_chunks
         absent = [c[0] for c in chunks if c[0] not in self.arrays]
         if absent:
@@ -307,6 +303,11 @@ class _Matcher:
             saved = {self.arrays[c[0]]["dtype"] for c in chunks}
             if saved and saved != {baton_dtype}:
                 self.error(path, f"dtype {baton_dtype} in the state, {', '.join(sorted(saved))} in the checkpoint")
+                return MISSING
+            value = dtensor_chunks.local_tensor(cur) if kind == DTENSOR else cur
+            if not tensors.same_stored_dtype(value, ck.lib, ck.dtype):
+                self.error(path, f"dtype {str(value.dtype).replace('torch.', '')} in the state, {ck.dtype} in the "
+                                 "checkpoint")
                 return MISSING
             if list(cur.shape) != list(ck.shape):
                 self.error(path, f"global shape {tuple(cur.shape)} in the state, {tuple(ck.shape)} in the checkpoint")

@@ -96,9 +96,6 @@ class PlanItem:
         self.lib, self.dtype, self.baton_dtype = tensors.describe(self.value, path)
         self.logical_shape = tuple(self.global_shape)  # the tree's (DCP's) shape: the tensor's own
         if self.lib == "torch" and tensors.is_reinterpreted(self.value.dtype):
-            if kind == DTENSOR and self.value.dtype.is_complex:
-                raise TypeError(f"baton: cannot keep '{path_text(path)}': a complex DTensor (its boxes would "
-                                "need a last dimension of 2); save it with dcp.save and baton.dcp.BatonWriter")
             # One stored form with BatonWriter's (tensors.stored_view): the same bytes, another dtype's name.
             self.value = tensors.stored_view(self.value)
             self.global_shape = tensors.stored_shape(self.global_shape, self.dtype)
@@ -135,8 +132,9 @@ class PlanItem:
         if self.kind == SHARDED:
             return [(self.name, self.value, self.offset, self.global_shape)]
         mine = self.layout.mine
-        return [(c.name, self.value.reshape(c.array_shape) if mine is c and c.owner == self.layout.rank else None,
-                 0, c.array_shape) for c in self.layout.chunks]
+        pairs = self.global_shape[len(self.logical_shape):]  # a complex box's stored last dim (2,), else ()
+        return [(c.name, self.value.reshape(c.array_shape + pairs) if mine is c and c.owner == self.layout.rank
+                 else None, 0, c.array_shape + pairs) for c in self.layout.chunks]
 
     def array_names(self):
         return [r[0] for r in self.registrations()] if self.kind == DTENSOR else [self.name]
