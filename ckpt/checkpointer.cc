@@ -187,8 +187,14 @@ Status CheckpointerImpl::Restore(const RestoreOptions& options, RestoreResult* r
   r.Num("dur", Now() - t0).Bool("ok", s.ok());
   if (result->step) r.Int("step", *result->step).Int("level", result->level);
   r.Int("fallbacks", static_cast<int64_t>(result->fallbacks.size()));
-  // The event log is the process's (another Checkpointer may have opened it): a read-only open writes nothing.
-  if (read_only_.empty()) events::Emit(r, events::Flush::kNow);
+  // The event log is the process's, opened by a writable Checkpointer only:
+  // a read-only one (BatonReader, the CLI) writes no file of its own, and its
+  // record waits in the process's buffer until the program's writer opens
+  // the log (docs/events.md). So the restore of a job that resumes through a
+  // reader (the FSDP2 example: dcp.load, then BatonWriter saves) is in its
+  // log, and `baton report` can say where it resumed; a process that opens
+  // no log (the CLI: BATON_EVENTS=0) writes nothing.
+  events::Emit(r, events::Flush::kNow);
   return s;
 }
 

@@ -119,6 +119,25 @@ settle_cluster() {
   echo "settle_cluster: after $label, still after 120 s: $left" >&2
   printf 'FAIL\t%s\t%s\t%s\n' "$label" "the cluster left idle after $label" \
     "$(tr '\t\n' '  ' <<<"$left")" >>"$BATON_TEST_RESULTS/$label.tsv"
+  put_cluster_right
+}
+
+# case_after_failure (run_case's hook): a failed case's jobs are cancelled
+# and its nodes put right before the next case, with no row of its own (the
+# case already failed). Left running, such a job shares the nodes with the
+# next cases (OverSubscribe=FORCE) and fails them too: a time-limit case that
+# failed in CI left its job requeueing itself through the next case.
+case_after_failure() {
+  [ -n "$(cluster_unsettled)" ] || return 0
+  echo "after the failure: cancelling what the case left: $(cluster_unsettled | tr '\t\n' '  ')" >&2
+  put_cluster_right
+}
+
+# put_cluster_right: cancels every job, restarts a node whose slurmd is not
+# responding, resumes a down or drained one, and waits up to 60 s for an idle
+# cluster (saying so when it is not).
+put_cluster_right() {
+  local t0 left
   scancel --full --signal=KILL --user=root 2>/dev/null || true
   scancel -u baton-test 2>/dev/null || true
   local node state

@@ -227,3 +227,23 @@ JOB
   expect_eq "$(job_field "$job" Restarts)" 1 "Restarts"
   ! grep -q 'DUE TO TIME LIMIT' "$d/out" || fail "the job reached its time limit instead of requeueing"
 }
+
+# A cluster case that fails leaves no job for the next case (run_case's
+# case_after_failure): its job would share the nodes with the next cases
+# and could fail them too.
+inner_case_that_fails() {  # run by the case below, through run_case
+  sbatch --parsable -N1 -o /dev/null --wrap 'sleep 600' >"$INNER_DIR/job"
+  wait_for 30 "the inner job to run" job_state_is "$(cat "$INNER_DIR/job")" RUNNING
+  fail "on purpose, with its job running"
+}
+
+test_a_failed_case_leaves_no_job_behind() {
+  local d row
+  d=$(case_dir)
+  INNER_DIR=$d BATON_TEST_RESULTS=$d run_case inner inner_case_that_fails 2>"$d/log" || true
+  cat "$d/log"
+  row=$(cut -f1,3 "$d/inner.tsv")
+  expect_eq "$row" "$(printf 'FAIL\tinner_case_that_fails')" "the inner case's row"
+  grep -q 'cancelling what the case left' "$d/log" || fail "nothing was cancelled after the failure"
+  expect_eq "$(squeue -h -j "$(cat "$d/job")" -o %T 2>/dev/null)" "" "the failed case's job in the queue"
+}

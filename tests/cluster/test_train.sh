@@ -126,11 +126,16 @@ test_time_limit_signal_stops_saves_and_requeues() {
   local d job steps=250 k=0 r run stop
   d=$(case_dir)
   reference "$steps" >/dev/null
-  # USR2 50 s before a 1-minute limit: 2-25 s into each run here (slurmctld
-  # checks limits periodically). Every run that gets it stops at an agreed
-  # step; 40 s of work take two or three runs.
+  # USR2 50 s before a 1-minute limit: 10-40 s into each run (slurmctld
+  # checks limits every 30 s, its PERIODIC_TIMEOUT; 23-25 s measured here).
+  # Every run that gets it stops at an agreed step; 40 s of work take two or
+  # three runs. The wait for the stop counts from the run's start: a job
+  # submitted as the previous case's jobs end may start only after their
+  # epilogs, and a 60 s wait from the submission once missed a signal
+  # that came 40 s into the run.
   submit "$d" "$steps" --time=1 --signal=B:USR2@50 -- --step-ms 150
   job=$JOB
+  wait_for 60 "job $job's first run to start" grep -qs '^\[baton run .* restart 0\] start on' "$d/out"
   wait_for 60 "the first agreed stop" grep -q '^stop agreed at step' "$d/out"
   # The run stops and is requeued within a second: the fault's run and
   # restart come from the output, not from a Restarts read too late.

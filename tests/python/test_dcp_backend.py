@@ -333,6 +333,56 @@ def test_import_export_tool(dist, shared_dir, rank):
     dist.barrier()
 
 
+_RESUME_THROUGH_A_READER = r"""
+import json, os, sys
+import torch
+import torch.distributed.checkpoint as dcp
+import baton
+from baton.dcp import BatonReader, BatonWriter
+d, launch = sys.argv[1], sys.argv[2]
+rt = baton.Runtime()
+sd = {"w": torch.zeros(4)}
+if launch == "resume":  # as examples/train_fsdp.py does: dcp.load through a reader, then saves through a writer
+    reader = BatonReader(d, runtime=rt)
+    dcp.load(sd, storage_reader=reader)
+    assert torch.equal(sd["w"], torch.full((4,), 3.0)), sd
+    print("resumed from", reader.last_restore["step"], flush=True)
+else:
+    sd["w"].fill_(3.0)
+dcp.save(sd, storage_writer=BatonWriter(d, runtime=rt))
+rt.close()
+"""
+
+
+def test_a_restore_through_a_reader_is_in_the_jobs_event_log(rank, shared_dir):
+    """Before: a BatonReader opens read-only and its restore wrote no record, so `baton report` said nothing of
+    where the FSDP2 example resumed. Now the record waits in the process's log buffer and reaches the job's log
+    when the program's BatonWriter opens it; the reader itself still writes no file. One process per launch (a
+    world of one, rank 0 here), two launches of job 4243 (the second resumes)."""
+    if rank != 0:
+        return
+    d = os.path.join(shared_dir, "events-resume")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    env.update(SLURM_JOB_ID="4243", SLURM_PROCID="0")
+    env.pop("BATON_EVENTS", None)
+    for launch in ("first", "resume"):
+        p = subprocess.run([sys.executable, "-c", _RESUME_THROUGH_A_READER, d, launch], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert p.returncode == 0, (launch, p.stdout, p.stderr[-3000:])
+    assert "resumed from 0" in p.stdout, p.stdout
+    records = [json.loads(line) for line in open(os.path.join(d, "events", "4243-r0.jsonl"))]
+    starts = [i for i, r in enumerate(records) if r["ev"] == "start"]
+    assert len(starts) == 2, records
+    second = [r for r in records[starts[1]:] if r["ev"] in ("restore", "save")]
+    restores = [r for r in second if r["ev"] == "restore"]
+    assert restores and all(r["ok"] for r in restores), second
+    assert restores[-1]["step"] == 0, second
+    saves = [r for r in second if r["ev"] == "save"]
+    assert saves and saves[0]["step"] == 1 and second.index(saves[0]) > second.index(restores[-1]), second
+    first = [r["ev"] for r in records[:starts[1]]]
+    assert "restore" not in first, first  # the first launch found nothing to restore and read nothing
+
+
 def test_level2_where_asked(dist, rt, shared_dir):
     """level2=True with a node-local directory: the save is kept there too and the load is served from it."""
     shared, local = os.path.join(shared_dir, "shared"), os.path.join(shared_dir, "local")

@@ -37,6 +37,8 @@ test_a_failure_on_one_rank_of_one_launch_fails_the_case_and_names_the_launch() {
   expect_eq "$rc" 1 "tally's exit code"
   expect_eq "$(tail -n 1 <<<"$out")" "1 passed, 1 failed, 0 skipped" "summary"
   grep -q 'failed in: mpi-np3 (ran in mpi-np3,mpi-np8)' <<<"$out" || fail "the failing launch is not named"
+  # The name again just above the summary: a CI log read from its tail shows it.
+  expect_eq "$(tail -n 2 <<<"$out" | head -n 1)" "failed: T.x" "the failed case's name above the summary"
   rm -rf "$d"
 }
 
