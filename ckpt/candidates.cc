@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "base/printable.h"
 #include "baton/log.h"
 #include "baton/runtime.h"
 #include "ckpt/agreement.h"
@@ -69,7 +70,11 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   for (size_t i = 0; i < o.arrays.size(); ++i) *call += (i ? "," : "") + o.arrays[i];
   *call += o.arrays.empty() ? "all" : "";
   *call += std::string(", drop_rank_state_on_resize=") + (o.drop_rank_state_on_resize ? "true" : "false") +
-           ", from_level=" + std::to_string(o.from_level) + ")";
+           ", from_level=" + std::to_string(o.from_level);
+  // Agreed with the rest of the call: every rank pins the same version.
+  if (!o.version.empty()) *call += ", version=" + Printable(o.version);
+  if (!o.older_than.empty()) *call += ", older_than=" + Printable(o.older_than);
+  *call += ")";
   if (o.from_level != 0 && o.from_level != 3) {
     return Status::InvalidArgument(log::kCkpt, *call + ": from_level " + std::to_string(o.from_level) +
                                                    " (0: the fastest level holding the version, 3: the shared "
@@ -77,6 +82,15 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   }
   if (o.step && *o.step < 0) {
     return Status::InvalidArgument(log::kCkpt, *call + ": step " + std::to_string(*o.step) + " is negative");
+  }
+  for (const auto& [field, name] : {std::pair<const char*, const std::string*>{"version", &o.version},
+                                    {"older_than", &o.older_than}}) {
+    uint64_t seq = 0;
+    int64_t step = 0;
+    if (!name->empty() && !ParseVersionName(*name, &seq, &step)) {
+      return Status::InvalidArgument(log::kCkpt, *call + ": " + field + " '" + Printable(*name) +
+                                                     "' is not a version's name (such as v00000012-s400)");
+    }
   }
   for (size_t i = 0; i < o.arrays.size(); ++i) {
     if (arrays_.count(o.arrays[i]) == 0) {
@@ -91,6 +105,15 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   return Status::OK();
 }
 
+bool Selects(const RestoreOptions& o, const std::string& name) {
+  if (!o.version.empty() && name != o.version) return false;
+  if (o.older_than.empty()) return true;
+  uint64_t seq = 0, limit = 0;
+  int64_t step = 0;
+  // Both parse: the name was listed, older_than was checked (CheckRestoreOptions).
+  return ParseVersionName(name, &seq, &step) && ParseVersionName(o.older_than, &limit, &step) && seq < limit;
+}
+
 Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates,
                                         int* quarantined, std::vector<std::string>* quarantined_names,
                                         std::string* step_missing) {
@@ -100,6 +123,7 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
   std::string newest;
   for (const VersionInfo& v : versions) {
     if (v.status == VersionStatus::kIncomplete) continue;
+    if (!Selects(o, v.name)) continue;
     newest = std::to_string(v.step);
     if (o.step && v.step != *o.step) continue;
     ++of_step;
@@ -111,9 +135,17 @@ Status CheckpointerImpl::ListCandidates(const RestoreOptions& o, std::vector<Ver
                                 << " failed restores";
     }
   }
-  if (o.step && of_step == 0) {
-    Status none = Status::NotFound(log::kCkpt, "no committed version of step " + std::to_string(*o.step) + " in " +
-                                                   dir_ + (newest.empty() ? " (it holds none)" : " (the newest is step " + newest + ")"));
+  if (!o.version.empty() && of_step == 0) {
+    Status none = Status::NotFound(log::kCkpt, "no committed version " + Printable(o.version) +
+                                                   (o.step ? " of step " + std::to_string(*o.step) : "") + " in " +
+                                                   dir_);
+    if (step_missing == nullptr || !local_.on() || o.from_level == 3) return none;
+    *step_missing = none.message();
+  } else if (o.step && of_step == 0) {
+    Status none = Status::NotFound(log::kCkpt, "no committed version of step " + std::to_string(*o.step) +
+                                                   (o.older_than.empty() ? "" : " older than " + Printable(o.older_than)) +
+                                                   " in " + dir_ +
+                                                   (newest.empty() ? " (it holds none)" : " (the newest is step " + newest + ")"));
     // Level 2 may hold a step level 3 does not (shared_every > 1, or level
     // 3 not reached yet): the caller asks level 2 before it fails.
     if (step_missing == nullptr || !local_.on() || o.from_level == 3) return none;

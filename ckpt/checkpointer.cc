@@ -400,5 +400,15 @@ Status Checkpointer::Create(Runtime& runtime, const CheckpointOptions& options, 
   return Status::OK();
 }
 
-}  // namespace baton
+// The listing of ckpt/catalog.h, for front ends (include/baton/checkpointer.h).
+Status ListCommittedVersions(const std::string& dir, std::vector<CommittedVersion>* out) {
+  out->clear();
+  std::vector<ckpt::VersionInfo> versions;
+  BATON_RETURN_IF_ERROR(ckpt::ListVersions(ckpt::fs::Env::Default(), dir, /*max_restore_failures=*/0, &versions));
+  for (const ckpt::VersionInfo& v : versions) {
+    if (v.status != ckpt::VersionStatus::kIncomplete) out->push_back(CommittedVersion{v.name, v.step});
+  }
+  return Status::OK();
+}
 
+}  // namespace baton

@@ -102,6 +102,9 @@ std::string ShardFileName(int group);
 // restore fails with it, same code, saying why no older version was
 // taken (restore.cc).
 Status TransientRestoreError(const Status& s, const std::string& version_path);
+// Whether the version named `name` is one RestoreOptions `o` allows
+// (its `version` and `older_than`; the step is checked apart).
+bool Selects(const RestoreOptions& o, const std::string& name);
 // What a skipped version's reason gets when its failure could not be
 // recorded (EndAttempt's Status): the restore says so instead of claiming
 // it counted toward the quarantine (candidates.cc).

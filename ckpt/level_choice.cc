@@ -115,11 +115,11 @@ Status CheckpointerImpl::ChooseLevel2(const RestoreOptions& options, const std::
     BATON_LOG(kCkpt, warning) << "level 2: rank " << rank_ << " cannot list " << local_.root() << ": " << listed;
     held.clear();
   }
-  if (options.step) {
-    held.erase(std::remove_if(held.begin(), held.end(),
-                              [&](const NodeLocalLevel::Held& h) { return h.step != *options.step; }),
-               held.end());
-  }
+  held.erase(std::remove_if(held.begin(), held.end(),
+                            [&](const NodeLocalLevel::Held& h) {
+                              return (options.step && h.step != *options.step) || !Selects(options, h.name);
+                            }),
+             held.end());
   const std::string mine = Encode(held);
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));

@@ -340,6 +340,22 @@ struct RestoreOptions {
   // removed from `dir` (`baton ckpt gc`, rm -r: a rollback) never comes
   // back from level 2 (docs/recovery.md).
   int from_level = 0;
+  // A restore pinned to one version, or kept to the versions older than
+  // one: the name of a version directory ("v00000012-s400", the last part
+  // of RestoreResult::version_path at either level). A front end that plans
+  // against one version's arrays (Python's Checkpointer, whose state may
+  // hold other arrays at another step) reads the version it planned on,
+  // and after that version failed to verify asks for the next older one
+  // here, so that which version comes next is decided in one place (this
+  // listing, through the Env) and never by a listing of its own.
+  // `version`: that version only (its failure fails the Restore: NotFound
+  // with the reason; a version not committed: NotFound naming it).
+  // `older_than`: only versions committed before that one, newest first,
+  // falling back as usual (none: as a first run, nothing restored). Each
+  // with `step`: the versions of that step among those. "" (default): any.
+  // Not a version name: InvalidArgument.
+  std::string version;
+  std::string older_than;
 };
 
 // A version that a restore skipped, newest first.
@@ -399,6 +415,22 @@ struct CheckpointMetadata {
   uint64_t user_blob_bytes = 0;
   bool has_rank_state = false;     // per-rank state was saved (SetRankState)
 };
+
+// A committed version of a checkpoint directory (its directory holds its
+// manifest: complete, or quarantined after failed restores).
+struct CommittedVersion {
+  std::string name;  // "v00000012-s400"
+  int64_t step = 0;
+};
+
+// The committed versions of `dir`, oldest first (the order of their
+// commits, which a restore takes newest first): the one listing and the
+// one version-name rule (docs/checkpoint-format.md) for every front end
+// that asks which steps a directory holds (Python's baton.latest, the
+// Lightning CheckpointIO). No MPI; nothing is created, locked or written,
+// no manifest is read or verified. NotFound when `dir` does not exist; an
+// error of the listing with its path.
+Status ListCommittedVersions(const std::string& dir, std::vector<CommittedVersion>* out);
 
 class Checkpointer {
  public:

@@ -1,7 +1,6 @@
 """baton.Checkpointer: checkpoints of state dicts (the registered-array form is baton.ArrayCheckpointer)."""
 
 import os
-import re
 import sys
 import warnings
 
@@ -14,29 +13,17 @@ from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
 from baton.state_walk import REPLICATED, PlanItem, walk
-from baton.tensors import Binding, identity, torch_module
+from baton.tensors import Binding, identity, stored_shape, stored_view, torch_module
 
 FORMAT = "baton.state_dict"
 RANK_FORMAT = "baton.rank_state"
 VERSION = 1  # of the JSON below; the marker array holds it too
-_MAX_PASSES = 8  # restore(state): versions tried one after the other when tensors fail to verify
 REPLICAS = ("verify", "rank0")
 
 
-_VERSION = re.compile(r"^v(\d+)-s(\d+)$")  # a version directory (docs/checkpoint-format.md)
-
-
 def _version_name(path):
+    """The version's name ("v00000012-s400") from its path at either level: what the extension's restore pins."""
     return os.path.basename(str(path).rstrip("/"))
-
-
-def _version_seq(path):
-    m = _VERSION.match(_version_name(path))
-    return int(m.group(1)) if m else None
-
-
-def _version_step(path):
-    return int(_VERSION.match(_version_name(path)).group(2))
 
 
 class _Unverified(Exception):
@@ -45,7 +32,7 @@ class _Unverified(Exception):
     def __init__(self, version_path, step, error):
         super().__init__(version_path)
         self.error = error
-        reason = str(error) if error is not None else "another version of the step was read"
+        reason = str(error)
         self.record = {"path": version_path, "step": step, "reason": reason,
                        "code": getattr(error, "code", "Corruption"), "counted": False}
 
@@ -550,8 +537,9 @@ class Checkpointer:
     def _bind_reads(self, reads, baton_dtype):
         """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
         for chunk, buf, first in reads.buffers:
-            binding = Binding(buf, baton_dtype)
-            self._register(chunk.name, binding, first, list(chunk.array_shape), reads.path)
+            # In the stored form (complex as float pairs: a view of buf, which reads.copy() then reads).
+            binding = Binding(stored_view(buf), baton_dtype)
+            self._register(chunk.name, binding, first, list(stored_shape(chunk.array_shape, buf.dtype)), reads.path)
             self._bindings[chunk.name] = (binding, None)  # the next save registers the state's own
 
     def _bind_marker(self):
@@ -562,32 +550,47 @@ class Checkpointer:
     def _restore_state(self, state, local, step, strict, options):
         # A pass reads a version's JSON (with the marker array only), plans
         # against it, then reads the planned tensors into scratch, pinned to
-        # that version's step: the extension never switches to a version
-        # the plan did not see. A version whose tensors fail to verify is
-        # left (the scratch dropped, the state untouched) for the next older
-        # one, planned anew from its own JSON in a pass of its own (it may
-        # hold other arrays); last_restore() lists what every pass skipped.
+        # that version (the extension's restore(version=...)): it never
+        # switches to a version the plan did not see. A version whose
+        # tensors fail to verify is left (the scratch dropped, the state
+        # untouched) for the next older one, which the extension's own
+        # listing names (restore(older_than=...): the one place that orders
+        # versions, through its file layer); it is planned anew from its own
+        # JSON (it may hold other arrays). Each pass goes to an older
+        # version, so the passes end; last_restore() lists what every pass
+        # skipped.
         self._earlier_fallbacks = []
-        asked = step
-        for _ in range(_MAX_PASSES):
+        older_than, failed = "", None
+        while True:
             try:
-                return self._restore_pass(state, local, step, strict, options)
-            except _Unverified as failed:
-                self._earlier_fallbacks.append(failed.record)
-                if asked is not None:  # that step or nothing, as the extension's restore(step=...)
-                    raise failed.error or _baton.NotFound(f"restore(state, step={asked}): {failed.record['reason']}")
-                step = self._next_older(failed.record["path"])
-                if step is None:
-                    raise _baton.NotFound(
-                        f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): no version can "
-                        f"be restored: {len(self._earlier_fallbacks)} failed to verify (last_restore() lists "
-                        "them), none is older") from failed.error
-        raise _baton.NotFound(f"baton (rank {self._runtime.rank}, {self._runtime.host}): restore(state): "
-                              f"{_MAX_PASSES} versions in a row failed to verify (last_restore() lists them)")
+                found = self._restore_pass(state, local, step, strict, options, older_than)
+            except _Unverified as e:
+                self._earlier_fallbacks.append(e.record)
+                older_than, failed = _version_name(e.record["path"]), e
+                continue
+            except _baton.NotFound as e:
+                if failed is None:
+                    raise
+                raise self._none_older(step, failed, e) from failed.error
+            if found is None and failed is not None:
+                raise self._none_older(step, failed, None) from failed.error
+            return found
 
-    def _restore_pass(self, state, local, step, strict, options):
-        """The step restored (None on a first run); _Unverified when the version's tensors fail to verify."""
-        md = self._low.read_metadata(step)
+    def _none_older(self, step, failed, why):
+        """baton.NotFound after ``failed`` (the last _Unverified): no older version restores (``why``: the extension's word)."""
+        which = "restore(state)" if step is None else f"restore(state, step={step})"
+        reasons = "; ".join(f"{r['path']}: {r['reason']}" for r in self._earlier_fallbacks)
+        older = f"none older could be restored ({why})" if why is not None else "none is older"
+        return _baton.NotFound(f"baton (rank {self._runtime.rank}, {self._runtime.host}): {which}: no version can be "
+                               f"restored: {len(self._earlier_fallbacks)} failed to verify ({reasons}), {older}")
+
+    def _restore_pass(self, state, local, step, strict, options, older_than):
+        """The step restored (None on a first run); _Unverified when the version's tensors fail to verify.
+
+        ``older_than``: a version's name; only versions committed before it
+        (the extension's restore(older_than=...)), "" for any.
+        """
+        md = self._low.read_metadata(step, older_than=older_than)
         self._bind_marker()
         if md is not None and MARKER not in {a["name"] for a in md["arrays"]}:
             names = ", ".join(a["name"] for a in md["arrays"][:8])
@@ -602,7 +605,7 @@ class Checkpointer:
             raise invalid(self._runtime, f"restore(state): version {md['version_path']} (step {md['step']}) was "
                                          f"not saved from a state dict (its arrays: {names}); restore it with "
                                          "baton.ArrayCheckpointer (restore(step=..., arrays=...))")
-        found = self._low.restore(step=step, arrays=[MARKER], **options)
+        found = self._low.restore(step=step, arrays=[MARKER], older_than=older_than, **options)
         if found is None:
             return None
         self._earlier_fallbacks += list(self._low.last_restore().get("fallbacks") or [])
@@ -611,8 +614,9 @@ class Checkpointer:
                                          f"{int(self._marker)}; this baton reads version {VERSION} (a newer "
                                          "baton wrote it)")
         version_path = self._low.last_restore()["version_path"]
-        if md is None or _version_name(md["version_path"]) != _version_name(version_path):
-            md = self._low.read_metadata(found)
+        pinned = _version_name(version_path)
+        if md is None or _version_name(md["version_path"]) != pinned:
+            md = self._low.read_metadata(version=pinned)
         arrays = {a["name"]: a for a in md["arrays"]}
         # Matching the state (its plain keys too, which the agreed plan does
         # not hold) and registering the scratch are this rank's own work:
@@ -639,12 +643,10 @@ class Checkpointer:
             self._resize(plan, found, saved_at)
         if names:
             try:
-                self._low.restore(step=found, arrays=names, **options)
+                # Pinned: the version planned on, or nothing (no fallback inside: the next pass plans the next).
+                self._low.restore(step=found, arrays=names, version=pinned, **options)
             except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
                 raise _Unverified(version_path, found, e) from e
-            if _version_name(self._low.last_restore()["version_path"]) != _version_name(version_path):
-                # Another version of the same step (saved again later): not what was planned.
-                raise _Unverified(version_path, found, None)
         for binding in bindings:
             binding.after_restore()
         for _, reads, _ in plan.dtensors.values():
@@ -670,21 +672,6 @@ class Checkpointer:
                     self._bind(item)
                 except (TypeError, ValueError, _baton.Error):
                     pass
-
-    def _next_older(self, version_path):
-        """The step of the version just older than ``version_path`` (None: none), as rank 0 lists the directory.
-
-        Rank 0's answer is everybody's (one all-gather under the deadline):
-        the ranks' listings of a shared directory may differ for a moment.
-        """
-        answer = None
-        if self._runtime.rank == 0:
-            seq = _version_seq(version_path)
-            older = [(_version_seq(e), _version_step(e)) for e in os.listdir(self._low.dir) if _VERSION.match(e)]
-            older = [v for v in older if seq is None or v[0] < seq]
-            answer = max(older)[1] if older else None
-        got = _baton._allgather_bytes(self._runtime, metadata.dumps(answer), "restore(state): the next older version")
-        return metadata.loads(got[0], "rank 0's next older version")
 
     def _match(self, state, local, arrays, strict, found, version_path):
         where = f"step {found}, {version_path}"

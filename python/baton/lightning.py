@@ -66,7 +66,6 @@ from lightning.pytorch.plugins.io import CheckpointIO as _LightningCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy as _LightningDDPStrategy
 
 from baton import _baton
-from baton.checkpointer import _VERSION, _version_step
 from baton.rng import RNGState
 
 _POINTER_KEYS = ("baton_dir", "step")
@@ -309,11 +308,7 @@ def _read_pointer(path):
 
 def _steps_held(baton_dir):
     """The steps of the committed versions in ``baton_dir`` (their directories, docs/checkpoint-format.md)."""
-    try:
-        names = os.listdir(baton_dir)
-    except FileNotFoundError:
-        return set()
-    return {_version_step(n) for n in names if _VERSION.match(n)}
+    return {step for _, step in _baton._committed_versions(baton_dir)}
 
 
 # A pointer is a few dozen bytes; a larger file is not one (a real Lightning checkpoint, left by another run).

@@ -216,8 +216,9 @@ class _Matcher:
                 self.error(path, "a sharded array the state lacks (baton cannot tell this rank's rows)")
                 return MISSING
             one_row = list(saved["shape"]) == [1] and list(ck.shape) == []  # a 0-d tensor DCP's writer stored
+            shape = saved["shape"][:-1] if tensors.stored_shape((), ck.dtype) else saved["shape"]  # complex: pairs
             try:
-                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else saved["shape"], path)
+                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else shape, path)
             except (ValueError, ImportError) as e:
                 self.error(path, str(e))
                 return MISSING
@@ -240,12 +241,17 @@ class _Matcher:
                 return MISSING
         if baton_dtype != saved["dtype"]:
             self.error(path, f"dtype {baton_dtype} in the state, {saved['dtype']} in the checkpoint")
+        elif not tensors.same_stored_dtype(value, ck.lib, ck.dtype):
+            # The same stored bytes under another dtype (complex64 and float32 pairs, a float8 variant and uint8).
+            self.error(path, f"dtype {str(value.dtype).replace('torch.', '')} in the state, {ck.dtype} in the "
+                             "checkpoint")
         shape = tuple(saved["shape"])
         if sharded:
             if not ck.sharded:
                 self.error(path, "a baton.Sharded in the state, a replicated array in the checkpoint")
-            if tuple(cur.global_shape) != shape:
-                self.error(path, f"global shape {tuple(cur.global_shape)} in the state, {shape} in the checkpoint")
+            if tensors.stored_shape(cur.global_shape, value.dtype) != shape:
+                self.error(path, f"global shape {tuple(cur.global_shape)} in the state, {tuple(ck.shape)} in the "
+                                 "checkpoint")
         else:
             if ck.sharded:
                 self.error(path, "a replicated tensor in the state, a baton.Sharded array in the checkpoint")
@@ -253,8 +259,8 @@ class _Matcher:
                 # A 0-d tensor that DCP's writer stored as one row (its arrays have a dim 0): read through a view.
                 self.plan.targets[ck.name] = (path, value.reshape(1))
                 return cur
-            if tuple(value.shape) != shape:
-                self.error(path, f"shape {tuple(value.shape)} in the state, {shape} in the checkpoint")
+            if tensors.stored_shape(value.shape, value.dtype) != shape:
+                self.error(path, f"shape {tuple(value.shape)} in the state, {tuple(ck.shape)} in the checkpoint")
         self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
         return cur
 
@@ -273,7 +279,7 @@ class _Matcher:
         if ck.dtensor is None:
             # A tensor saved whole (or a Sharded's rows: its array is the whole tensor too): one box.
             saved = self.arrays.get(ck.name)
-            if saved is None or list(saved["shape"]) != list(ck.shape):
+            if saved is None or list(saved["shape"]) != list(tensors.stored_shape(ck.shape, ck.dtype)):
                 self.error(path, f"array {ck.name!r} is not the whole tensor of shape {tuple(ck.shape)} in the "
                                  "checkpoint's arrays")
                 return MISSING
@@ -297,6 +303,11 @@ class _Matcher:
             saved = {self.arrays[c[0]]["dtype"] for c in chunks}
             if saved and saved != {baton_dtype}:
                 self.error(path, f"dtype {baton_dtype} in the state, {', '.join(sorted(saved))} in the checkpoint")
+                return MISSING
+            value = dtensor_chunks.local_tensor(cur) if kind == DTENSOR else cur
+            if not tensors.same_stored_dtype(value, ck.lib, ck.dtype):
+                self.error(path, f"dtype {str(value.dtype).replace('torch.', '')} in the state, {ck.dtype} in the "
+                                 "checkpoint")
                 return MISSING
             if list(cur.shape) != list(ck.shape):
                 self.error(path, f"global shape {tuple(cur.shape)} in the state, {tuple(ck.shape)} in the checkpoint")

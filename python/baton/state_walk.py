@@ -70,7 +70,7 @@ class PlanItem:
     """An array leaf of the state, as saved or restored."""
 
     __slots__ = ("name", "path", "kind", "value", "offset", "shape", "global_shape", "lib", "dtype",
-                 "baton_dtype", "layout")
+                 "baton_dtype", "layout", "logical_shape")
 
     def __init__(self, path, leaf, kind=None):
         kind = kind or classify(leaf)
@@ -93,8 +93,13 @@ class PlanItem:
             self.global_shape = tuple(leaf.shape)
         else:
             raise ValueError(f"baton: '{path_text(path)}': a {kind} is not an array leaf")
-        self.shape = tuple(self.value.shape)
         self.lib, self.dtype, self.baton_dtype = tensors.describe(self.value, path)
+        self.logical_shape = tuple(self.global_shape)  # the tree's (DCP's) shape: the tensor's own
+        if self.lib == "torch" and tensors.is_reinterpreted(self.value.dtype):
+            # One stored form with BatonWriter's (tensors.stored_view): the same bytes, another dtype's name.
+            self.value = tensors.stored_view(self.value)
+            self.global_shape = tensors.stored_shape(self.global_shape, self.dtype)
+        self.shape = tuple(self.value.shape)
 
     @property
     def sharded(self):
@@ -102,7 +107,7 @@ class PlanItem:
 
     def ref(self):
         """The leaf's node in the job-wide tree (a DTensor's with its layout: the saved boxes' arrays)."""
-        node = {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.global_shape),
+        node = {metadata.ARRAY: self.name, "lib": self.lib, "dtype": self.dtype, "shape": list(self.logical_shape),
                 "sharded": self.kind != REPLICATED}
         if self.layout is not None:
             node["dtensor"] = self.layout.ref()
@@ -127,8 +132,9 @@ class PlanItem:
         if self.kind == SHARDED:
             return [(self.name, self.value, self.offset, self.global_shape)]
         mine = self.layout.mine
-        return [(c.name, self.value.reshape(c.array_shape) if mine is c and c.owner == self.layout.rank else None,
-                 0, c.array_shape) for c in self.layout.chunks]
+        pairs = self.global_shape[len(self.logical_shape):]  # a complex box's stored last dim (2,), else ()
+        return [(c.name, self.value.reshape(c.array_shape + pairs) if mine is c and c.owner == self.layout.rank
+                 else None, 0, c.array_shape + pairs) for c in self.layout.chunks]
 
     def array_names(self):
         return [r[0] for r in self.registrations()] if self.kind == DTENSOR else [self.name]

@@ -11,32 +11,94 @@ import numpy as np
 
 from baton.metadata import path_text
 
-# baton's dtypes are the C++ library's (baton/dtype.h): a NumPy or torch dtype
-# maps to a name by the rule the extension's array view uses (float, signed,
-# unsigned and its bits; bool; bf16; the two 8-bit floats), and the name
-# counts only where baton._baton._parse_dtype accepts it, so the one table is
-# the extension's and a type baton learns is kept here at once.
-_CANDIDATES = ("f32", "f64", "bf16", "f16", "i32", "i64", "u8", "bool", "i8", "i16", "u16", "u32", "u64",
-               "f8e4m3", "f8e5m2")
+# baton's dtypes are the C++ library's (base/dtype.cc, the one table:
+# baton._baton._dtypes()): a NumPy or torch dtype maps to a name by the rule
+# the extension's array view uses (float, signed, unsigned and its bits;
+# bool; bf16; the two 8-bit floats), and the name counts only where the
+# extension has it, so a type baton learns is kept here at once.
+#
+# The dtypes DCP saves that baton has no type of are stored as the same
+# bytes under one it has (one stored form for every front end: the
+# Checkpointer's walk and BatonWriter, docs/checkpoint-format.md), the true
+# dtype being in the state-dict tree's node:
+# - complex64 / complex128: f32 / f64 with a last dimension of 2
+#   (torch.view_as_real: the real and imaginary parts);
+# - float8_e4m3fn / float8_e5m2: f8e4m3 / f8e5m2, registered as their bytes
+#   (the extension's array view has no DLPack code for them);
+# - any other 1-byte float (float8_e4m3fnuz, float8_e5m2fnuz,
+#   float8_e8m0fnu): u8.
 _FLOAT8 = {"float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}  # torch's names: exported as raw bytes
-_known = {}
+_STORED_AS_BYTES = "u8"
+_names = None
 
 
 def baton_has(name):
-    """Whether the extension has the baton dtype ``name`` (its ParseDType)."""
-    if name not in _known:
-        from baton import _baton
-        try:
-            _baton._parse_dtype(name)
-            _known[name] = True
-        except _baton.InvalidArgument:
-            _known[name] = False
-    return _known[name]
+    """Whether the extension has the baton dtype ``name``."""
+    return name in _dtype_sizes()
 
 
 def baton_dtypes():
     """The baton dtype names the extension has, for messages."""
-    return [n for n in _CANDIDATES if baton_has(n)]
+    return list(_dtype_sizes())
+
+
+def _dtype_sizes():
+    global _names
+    if _names is None:
+        from baton import _baton
+        _names = dict(_baton._dtypes())
+    return _names
+
+
+def torch_dtype(name):
+    """The torch dtype of baton dtype ``name`` (the naming rule read backwards), or None."""
+    torch = _torch()
+    if name in ("bool", "bf16"):
+        return {"bool": torch.bool, "bf16": torch.bfloat16}[name]
+    for text, baton in _FLOAT8.items():
+        if baton == name:
+            return getattr(torch, text, None)
+    words = {"f": "float", "i": "int", "u": "uint"}
+    if name[:1] in words and name[1:].isdigit():
+        dt = getattr(torch, words[name[0]] + name[1:], None)
+        return dt if isinstance(dt, torch.dtype) and _torch_name(dt) == name and baton_has(name) else None
+    return None
+
+
+def is_reinterpreted(dtype):
+    """Whether torch dtype ``dtype`` is stored under another dtype's name (complex, 1-byte floats baton lacks)."""
+    text = str(dtype).replace("torch.", "")
+    return dtype.is_complex or (dtype.itemsize == 1 and text.startswith("float") and text not in _FLOAT8)
+
+
+def stored_view(value):
+    """The tensor or array a leaf is registered as: itself, or a view of its bytes (no copy) in its stored form."""
+    if isinstance(value, np.ndarray) or not is_reinterpreted(value.dtype):
+        return value
+    if value.dtype.is_complex:
+        return _torch().view_as_real(value)
+    return value.view(_torch().uint8)
+
+
+def same_stored_dtype(value, lib, saved):
+    """Whether a state's tensor or array may take the bytes of a tree node of ``lib`` and dtype name ``saved``.
+
+    Where either side is stored under another dtype's name (is_reinterpreted),
+    the names must be the same: complex64's pairs are not a float32 tensor's.
+    """
+    if isinstance(value, np.ndarray) or lib != "torch":
+        return True
+    torch = _torch()
+    node = getattr(torch, str(saved), None)
+    mine = is_reinterpreted(value.dtype)
+    theirs = isinstance(node, torch.dtype) and is_reinterpreted(node)
+    return not (mine or theirs) or node == value.dtype
+
+
+def stored_shape(shape, dtype):
+    """The stored array's shape of a tensor of ``shape`` and torch or NumPy dtype (or its name) ``dtype``."""
+    text = str(dtype).replace("torch.", "")
+    return tuple(shape) + ((2,) if text.startswith("complex") else ())
 
 
 def _numpy_name(dtype):
@@ -56,10 +118,16 @@ def _torch_name(dtype):
         return "bf16"
     if text in _FLOAT8:
         return _FLOAT8[text]
-    if dtype.is_complex or text.startswith(("float8", "qu", "qi", "float4")) or dtype.itemsize * 8 not in (8, 16, 32, 64):
-        return None
+    if dtype.is_complex:
+        return {8: "f32", 16: "f64"}.get(dtype.itemsize)  # stored_view: view_as_real
+    if is_reinterpreted(dtype):
+        return _STORED_AS_BYTES
     kind = "f" if dtype.is_floating_point else ("i" if dtype.is_signed else "u")
-    return f"{kind}{dtype.itemsize * 8}"
+    bits = dtype.itemsize * 8
+    # Only the plain types (float32, int8, uint16...): not quantized, bits8 or sub-byte ints that share a size.
+    if text != {"f": "float", "i": "int", "u": "uint"}[kind] + str(bits):
+        return None
+    return f"{kind}{bits}"
 
 
 def torch_module():

@@ -243,9 +243,12 @@ class PyArrayCheckpointer : public RuntimeUser {
   }
 
   std::optional<int64_t> Restore(std::optional<int64_t> step, const std::optional<std::vector<std::string>>& arrays,
-                                 bool drop_rank_state_on_resize, int from_level) {
+                                 bool drop_rank_state_on_resize, int from_level, const std::string& version,
+                                 const std::string& older_than) {
     RestoreOptions options;
     options.step = step;
+    options.version = version;
+    options.older_than = older_than;
     if (arrays) options.arrays = *arrays;
     options.drop_rank_state_on_resize = drop_rank_state_on_resize;
     options.from_level = from_level;
@@ -255,9 +258,11 @@ class PyArrayCheckpointer : public RuntimeUser {
     return result.step;
   }
 
-  py::object ReadMetadata(std::optional<int64_t> step) {
+  py::object ReadMetadata(std::optional<int64_t> step, const std::string& version, const std::string& older_than) {
     RestoreOptions options;
     options.step = step;
+    options.version = version;
+    options.older_than = older_than;
     std::optional<CheckpointMetadata> meta;
     Run("read_metadata", [&](Checkpointer& ck) { return ck.ReadMetadata(options, &meta); });
     if (!meta) return py::none();
@@ -401,6 +406,23 @@ std::string PathText(const py::object& path) {
 }  // namespace
 
 void BindCheckpointer(py::module_& m) {
+  m.def(
+      "_committed_versions",
+      [](const std::string& dir) {
+        std::vector<CommittedVersion> versions;
+        Status s;
+        {
+          py::gil_scoped_release unlocked;  // a listing of a shared file system may wait
+          s = ListCommittedVersions(dir, &versions);
+        }
+        if (s.code() != Code::kNotFound) Check(s);
+        py::list out;
+        for (const CommittedVersion& v : versions) out.append(py::make_tuple(v.name, v.step));
+        return out;
+      },
+      py::arg("dir"),
+      "[(name, step)] of dir's committed versions, oldest first ([] when dir does not exist): the listing "
+      "and version-name rule a restore uses (baton::ListCommittedVersions). No MPI; nothing written.");
   py::class_<PyArrayCheckpointer>(m, "ArrayCheckpointer", R"(Atomically committed, verified checkpoints of NumPy arrays and tensors.
 
 ArrayCheckpointer(runtime, dir=None, local_dir=None, group_size=0, keep=3,
@@ -560,7 +582,8 @@ while another thread is in a call of this checkpointer).)")
 arrays, with no I/O (a NaN loss); returns its step. Collective. baton.NotFound
 when there is none.)")
       .def("restore", &PyArrayCheckpointer::Restore, py::arg("step") = py::none(), py::arg("arrays") = py::none(),
-           py::arg("drop_rank_state_on_resize") = false, py::arg("from_level") = 0,
+           py::arg("drop_rank_state_on_resize") = false, py::arg("from_level") = 0, py::kw_only(),
+           py::arg("version") = "", py::arg("older_than") = "",
            R"(Restores the newest version every rank can read and verify into the
 registered arrays (in place), the user blob and the rank state; returns its
 step, or None when the directory holds no version (a first run).
@@ -571,14 +594,18 @@ arrays: names to restore (a partial restore); None: every registered array,
 drop_rank_state_on_resize: at another world size, restore without the rank
   state instead of raising InvalidArgument.
 from_level: 0 the fastest level that holds the version, 3 the shared dir only.
+version: that version only (a name such as 'v00000012-s400', the last part of
+  last_restore()['version_path']): its failure raises, no fallback.
+older_than: only versions committed before that one (None when there is none).
 A version that fails verification is skipped for the next older one
 (last_restore()['fallbacks']). Collective.)")
       .def("last_restore", &PyArrayCheckpointer::LastRestore,
            R"(What the last restore() did, or None before one: {step, version_path,
 level (2 node-local, 3 shared, 0 nothing), fallbacks [{path, step, reason,
 code, counted}], quarantined, rank_state_dropped}.)")
-      .def("read_metadata", &PyArrayCheckpointer::ReadMetadata, py::arg("step") = py::none(),
-           R"(The metadata of the version restore(step) would try first, read from its
+      .def("read_metadata", &PyArrayCheckpointer::ReadMetadata, py::arg("step") = py::none(), py::kw_only(),
+           py::arg("version") = "", py::arg("older_than") = "",
+           R"(The metadata of the version restore(step, version=, older_than=) would try first, read from its
 manifest, or None: {step, version_path, world_size, time, arrays [{name, dtype
 (a baton name), shape (tuple), replicated}], user_blob_bytes, has_rank_state}.
 For allocating arrays before registering them. Collective.)")

@@ -33,6 +33,15 @@ PYBIND11_MODULE(_baton, m) {
       },
       py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
   m.def(
+      "_dtypes",
+      [] {
+        py::list out;
+        for (baton::DType d : baton::kAllDTypes) out.append(py::make_tuple(std::string(baton::DTypeName(d)), baton::DTypeSize(d)));
+        return out;
+      },
+      "[(name, element bytes)] of every baton dtype: the one dtype table (base/dtype.cc), which Python's "
+      "dtype rule (baton/tensors.py) reads.");
+  m.def(
       "_abort_job", [](int code) { baton::python::PyRuntime::AbortJob(code); }, py::arg("code"),
       "Ends the whole job with `code` (MPI_Abort), or this process where MPI is not running in it; does not "
       "return (baton/excepthook.py).");

@@ -4,6 +4,8 @@ array) on any path that reads one, nor leave bytes that failed verification
 in the program's tensors. tests/python/run-pytest runs these on every rank;
 the commands (`baton ckpt import|export`) run on rank 0 as processes of
 their own, the loads on every rank."""
+import glob
+import json
 import os
 import pickle
 import subprocess
@@ -200,7 +202,10 @@ def test_a_dcp_directory_is_named_not_taken_for_a_first_run(dist, rt, shared_dir
 
 def test_a_reader_creates_and_writes_nothing(dist, rt, shared_dir, rank):
     """BatonReader on a mistyped path fails naming it and creates nothing; a load writes nothing into the directory
-    it reads (no lock taken, no event logged); baton.latest answers the step without an exception."""
+    it reads (no lock taken, no run file, no event log of its own); baton.latest answers the step without an
+    exception. The one change allowed: the program's own event log, which its BatonWriter opened in that
+    directory, gains the load's restore records (the process's log records its restores, so that `baton
+    report` says where a job resumed)."""
     import baton
 
     typo = os.path.join(shared_dir, "no-such-dir")
@@ -221,12 +226,21 @@ def test_a_reader_creates_and_writes_nothing(dist, rt, shared_dir, rank):
                 out[os.path.join(root, n)] = (st.st_size, st.st_mtime_ns)
         return out
 
-    before = tree()
+    logs = set(glob.glob(os.path.join(d, "events", "*.jsonl")))  # every rank's own, opened by its BatonWriter
+    mine = [p for p in logs if p.endswith("-r%d.jsonl" % rank)]
+    assert len(mine) == 1 and len(logs) == conftest.SIZE, logs
+    log_before = open(mine[0], "rb").read()
+    before = {k: v for k, v in tree().items() if k not in logs}
     target = {"w": torch.zeros(4)}
     dcp.load(target, storage_reader=BatonReader(d, runtime=rt))
     assert torch.equal(target["w"], torch.arange(4.0))
-    after = tree()
+    after = {k: v for k, v in tree().items() if k not in logs}
     assert after == before, sorted(set(after.items()) ^ set(before.items()))
+    log_after = open(mine[0], "rb").read()
+    assert log_after.startswith(log_before), (log_before, log_after)
+    added = [json.loads(line) for line in log_after[len(log_before):].splitlines()]
+    assert added and {r["ev"] for r in added} == {"restore"}, added
+    assert added[-1]["ok"] and added[-1]["step"] == 6, added
     assert baton.latest(d) == 6
     dist.barrier()
 
@@ -271,6 +285,47 @@ def test_every_reader_reads_every_writer(dist, rt, shared_dir):
         assert rc == 0, (rc, so, err)
         back = torch.load(out, weights_only=True)
         assert back["epoch"] == 9 and torch.equal(back["model"]["0.weight"], model.state_dict()["0.weight"]), back
+    dist.barrier()
+
+
+def test_every_reader_reads_every_writer_in_every_dtype(dist, rt, shared_dir):
+    """Issue 46 item 5: complex64/128 and the float8 variants, saved by either front end in the one stored form
+    (complex as float pairs, float8 variants as bytes), are read bit for bit by Checkpointer.restore, dcp.load
+    with BatonReader and `baton ckpt export`; before, Checkpointer refused complex tensors and the float8
+    variants baton has no dtype of."""
+    import baton
+
+    g = torch.Generator().manual_seed(46)
+    base = torch.randn(6, 4, generator=g)
+    want = {"c64": torch.complex(base, -base), "c128": torch.complex(base, base * 2).to(torch.complex128),
+            "e4m3": base.to(torch.float8_e4m3fn), "f32": base}
+    for name in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
+        if hasattr(torch, name):
+            want[name] = base.abs().to(getattr(torch, name))
+
+    def same(got):
+        for k, v in want.items():
+            assert got[k].dtype == v.dtype and got[k].shape == v.shape, (k, got[k].dtype, got[k].shape)
+            assert torch.equal(got[k].reshape(-1).view(torch.uint8), v.reshape(-1).view(torch.uint8)), k
+
+    a, b = os.path.join(shared_dir, "dcp"), os.path.join(shared_dir, "sd")
+    dcp.save(dict(want), storage_writer=BatonWriter(a, step=1, runtime=rt))
+    with baton.Checkpointer(rt, dir=b) as ck:
+        ck.save(dict(want), 2)
+    for d, step in ((a, 1), (b, 2)):
+        got = {k: torch.zeros_like(v) for k, v in want.items()}
+        with baton.Checkpointer(rt, dir=d) as ck:
+            assert ck.restore(got) == step
+        same(got)
+        got = {k: torch.zeros_like(v) for k, v in want.items()}
+        dcp.load(got, storage_reader=BatonReader(d, runtime=rt))
+        same(got)
+    dist.barrier()
+    if rt.rank == 0 and os.path.exists(BATON_CLI):
+        out = os.path.join(shared_dir, "out.pt")
+        rc, so, err = _cli("export", b, out, "--format", "torch")
+        assert rc == 0, (rc, so, err)
+        same(torch.load(out, weights_only=True))
     dist.barrier()
 
 

@@ -176,6 +176,30 @@ def test_a_dtensor_and_a_whole_tensor_restore_into_each_other(dist, rt, shared_d
     ck.close()
 
 
+def test_a_complex_dtensor_reshards_and_is_read_by_every_reader(dist, rt, shared_dir, size):
+    """Issue 46 item 5: a complex64 DTensor, stored as float pairs (BatonWriter's form), reshards Shard(0) ->
+    Shard(1), restores into a whole tensor, and dcp.load with BatonReader reads it, bit for bit; a whole complex
+    tensor saved restores into a DTensor's shard."""
+    from torch.distributed import checkpoint as dcp
+    from baton.dcp import BatonReader
+
+    mesh = init_device_mesh("cpu", (size,))
+    full = torch.complex(torch.arange(size * 4.0).reshape(size, 4), -torch.arange(size * 4.0).reshape(size, 4))
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    ck.save({"w": distribute_tensor(full.clone(), mesh, [Shard(0)])}, 1)
+    resharded = {"w": distribute_tensor(torch.zeros(size, 4, dtype=torch.complex64), mesh, [Shard(1)])}
+    assert ck.restore(resharded) == 1 and torch.equal(resharded["w"].full_tensor(), full)
+    plain = {"w": torch.zeros(size, 4, dtype=torch.complex64)}
+    assert ck.restore(plain) == 1 and torch.equal(plain["w"], full)
+    ck.save({"w": full + 1}, 2)
+    dt = {"w": distribute_tensor(torch.zeros(size, 4, dtype=torch.complex64), mesh, [Shard(0)])}
+    assert ck.restore(dt) == 2 and torch.equal(dt["w"].full_tensor(), full + 1)
+    ck.close()
+    loaded = {"w": torch.zeros(size, 4, dtype=torch.complex64)}
+    dcp.load(loaded, storage_reader=BatonReader(shared_dir, step=1, runtime=rt))
+    assert torch.equal(loaded["w"], full)
+
+
 def test_a_dtensor_inside_sharded_is_refused(dist, rt, shared_dir, size):
     mesh = init_device_mesh("cpu", (size,))
     dt = distribute_tensor(torch.ones(size, 2), mesh, [Shard(0)])

@@ -290,6 +290,43 @@ def bad(rt, shared_dir, register, match):
     return str(e.value)
 
 
+def test_restore_pinned_to_a_version_or_older_than_one(rt, shared_dir):
+    """Issue 46 item 2: the one listing answers 'this version' and 'the next older one' for every front end."""
+    a = np.zeros(4, np.float32)
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("a", a)
+    for step in (1, 2, 3):
+        a[:] = step
+        ck.save(step)
+    names = [name for name, _ in _baton._committed_versions(shared_dir)]
+    assert [s for _, s in _baton._committed_versions(shared_dir)] == [1, 2, 3]
+    assert ck.restore(version=names[1]) == 2 and a[0] == 2
+    assert ck.last_restore()["version_path"].endswith(names[1])
+    assert ck.restore(older_than=names[1]) == 1 and a[0] == 1
+    assert ck.restore(older_than=names[0]) is None  # none older
+    assert ck.read_metadata(older_than=names[2])["step"] == 2
+    with pytest.raises(_baton.NotFound, match="no committed version of step 3 older than " + names[2]):
+        ck.read_metadata(3, older_than=names[2])
+    ck.close()
+
+
+def test_restore_pinned_refuses_what_it_cannot_pin(rt, shared_dir):
+    ck = ckpt(rt, shared_dir)
+    ck.register_replicated("a", np.zeros(4, np.float32))
+    ck.save(5)
+    (only, _), = _baton._committed_versions(shared_dir)
+    with pytest.raises(_baton.InvalidArgument, match="version 'x/../v1' is not a version's name"):
+        ck.restore(version="x/../v1")
+    with pytest.raises(_baton.InvalidArgument, match="older_than 'v1' is not a version's name"):
+        ck.restore(older_than="v1")
+    with pytest.raises(_baton.NotFound, match="no committed version v00000009-s5 "):
+        ck.restore(version="v00000009-s5")
+    with pytest.raises(_baton.NotFound, match="no committed version of step 5 older than " + only):
+        ck.restore(step=5, older_than=only)
+    assert _baton._committed_versions(os.path.join(shared_dir, "absent")) == []
+    ck.close()
+
+
 def test_bad_non_contiguous(rt, shared_dir):
     a = np.zeros((4, 6), dtype=np.float32)
     bad(rt, shared_dir, lambda ck: ck.register_replicated("strided", a[:, ::2]), "array 'strided' is not C-contiguous")

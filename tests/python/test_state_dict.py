@@ -146,8 +146,11 @@ def test_bf16_model_round_trip(rt, shared_dir):
     ck2.close()
 
 
+# Every dtype DCP saves (issue 46 item 5): complex and the float8 variants baton has no dtype of are stored
+# as the same bytes under one it has (baton.tensors.stored_view), as BatonWriter stores them.
 TORCH_DTYPES = ["float32", "float64", "bfloat16", "float16", "int32", "int64", "uint8", "bool", "int8", "int16",
-                "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"]
+                "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "complex64", "complex128"] + \
+    [n for n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu") if hasattr(torch, n)]
 
 
 def _bits(t):
@@ -161,6 +164,10 @@ def test_every_torch_dtype_round_trips(rt, shared_dir, dtype):
     gen = torch.Generator().manual_seed(11)
     if dt == torch.bool:
         t = torch.rand(5, 3, generator=gen) > 0.5
+    elif dt.is_complex:
+        t = torch.complex(torch.randn(5, 3, generator=gen), torch.randn(5, 3, generator=gen)).to(dt)
+    elif dtype.startswith("float8"):
+        t = torch.randn(5, 3, generator=gen).abs().to(dt)  # e8m0 holds powers of two only: no sign
     elif dt.is_floating_point:
         t = torch.randn(5, 3, generator=gen).to(dt)
     else:
@@ -180,6 +187,24 @@ def test_every_torch_dtype_round_trips(rt, shared_dir, dtype):
     assert back.dtype == dt and torch.equal(_bits(back), _bits(t))
     assert torch.equal(_bits(scalar.reshape(1)), _bits(t[0, 0].reshape(1)))
     ck2.close()
+
+
+def test_the_same_stored_bytes_under_another_dtype_are_refused(rt, shared_dir):
+    """Issue 46 item 5: complex64 is stored as float32 pairs, float8_e4m3fnuz as uint8; a state whose tensor has
+    the stored dtype and shape (not the saved one) is refused naming both, not filled with reinterpreted bytes."""
+    ck = baton.Checkpointer(rt, dir=shared_dir)
+    ck.save({"c": torch.complex(torch.ones(4), -torch.ones(4)), "u": torch.arange(4, dtype=torch.uint8)}, 1)
+    ck.close()
+    pairs, odd = torch.zeros(4, 2), torch.zeros(4, dtype=torch.uint8)
+    state = {"c": pairs, "u": odd}
+    if hasattr(torch, "float8_e4m3fnuz"):
+        state["u"] = odd = torch.zeros(4, dtype=torch.float8_e4m3fnuz)
+    with baton.Checkpointer(rt, dir=shared_dir) as ck2, pytest.raises(baton.InvalidArgument) as e:
+        ck2.restore(state)
+    assert "'c': dtype float32 in the state, complex64 in the checkpoint" in str(e.value), e.value
+    if odd.dtype != torch.uint8:
+        assert "'u': dtype float8_e4m3fnuz in the state, uint8 in the checkpoint" in str(e.value), e.value
+    assert torch.equal(pairs, torch.zeros(4, 2))
 
 
 def test_strict_refuses_naming_paths_and_strict_false_restores_the_rest(rt, shared_dir):

@@ -15,7 +15,16 @@ import baton  # noqa: E402  (after the torch check)
 
 def _flip_a_bit_of(directory, suffix, pattern):
     """Flips one bit inside the first copy of ``pattern`` in the .h5 files of version ``*-s<suffix>``."""
-    version = next(e for e in os.listdir(directory) if e.endswith(f"-s{suffix}"))
+    return _flip_a_bit_in(directory, next(e for e in os.listdir(directory) if e.endswith(f"-s{suffix}")), pattern)
+
+
+def _versions(directory):
+    """The version directories' names, oldest first (their seq is zero-padded)."""
+    return sorted(e for e in os.listdir(directory) if e.startswith("v"))
+
+
+def _flip_a_bit_in(directory, version, pattern):
+    """Flips one bit inside the first copy of ``pattern`` in the .h5 files of ``version``."""
     for root, _, files in os.walk(os.path.join(directory, version)):
         for name in sorted(files):
             path = os.path.join(root, name)
@@ -51,6 +60,81 @@ def test_a_damaged_version_with_other_arrays_gives_the_older_version_whole(rt, s
     assert torch.equal(w2.detach(), torch.full((4096,), 1.25)), (w2 == -3.5).sum()
     assert optim2.state_dict()["state"] == {}
     assert [f["step"] for f in ck2.last_restore()["fallbacks"]] == [2]
+    ck2.close()
+
+
+def test_the_next_older_version_is_the_extensions_answer_past_a_crashed_save(rt, shared_dir, rank, monkeypatch):
+    """Issue 46 item 2: after the newest version fails to verify, the next older one is the extension's answer
+    (committed versions only, listed through its file layer), planned anew with its own arrays; Python lists no
+    directory (os.listdir and os.scandir refuse during the restore). Before, Python's own listing took the
+    crashed save's directory for a version and the restore failed with NotFound for its step."""
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": torch.full((4096,), 1.25)}, 1)
+    ck.save({"w": torch.full((4096,), 2.5), "b": torch.full((64,), 7.0)}, 2)
+    ck.save({"w": torch.full((4096,), -3.5), "b": torch.full((64,), 9.0), "c": torch.ones(3)}, 3)
+    ck.close()
+    names = _versions(shared_dir)
+    if rank == 0:  # before the restore's first collective call
+        crashed = os.path.join(shared_dir, names[1])  # step 2 as a save that died before its commit
+        os.rename(os.path.join(crashed, "manifest.json"), os.path.join(crashed, "manifest.json.lost"))
+        _flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    state = {"w": torch.zeros(4096), "b": torch.full((64,), -1.0), "c": torch.full((3,), -1.0)}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"Python listed a directory during restore(state): {args!r}")
+
+    monkeypatch.setattr(os, "listdir", refuse)
+    monkeypatch.setattr(os, "scandir", refuse)
+    found = ck2.restore(state, strict=False)
+    monkeypatch.undo()
+    assert found == 1
+    assert torch.equal(state["w"], torch.full((4096,), 1.25))
+    # Step 1 holds neither: they keep the program's values, nothing of step 3's read stayed.
+    assert torch.equal(state["b"], torch.full((64,), -1.0)) and torch.equal(state["c"], torch.full((3,), -1.0))
+    fallbacks = ck2.last_restore()["fallbacks"]
+    assert [os.path.basename(f["path"]) for f in fallbacks] == [names[2]], fallbacks
+    assert "checksum" in fallbacks[0]["reason"] or "xxh3" in fallbacks[0]["reason"], fallbacks
+    ck2.close()
+
+
+def test_a_step_saved_twice_falls_back_by_version_not_by_step(rt, shared_dir, rank):
+    """Issue 46 item 2: v1-s10, v2-s20, v3-s10 (back to step 10, then saved again); v3 and v2 damaged. The
+    restore goes to v1, the version older than v2, never again to v3 (the newest copy of 'step 10')."""
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": torch.full((4096,), 1.25)}, 10)
+    ck.save({"w": torch.full((4096,), 2.5)}, 20)
+    ck.save({"w": torch.full((4096,), -3.5)}, 10)
+    ck.close()
+    names = _versions(shared_dir)
+    if rank == 0:
+        _flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
+        _flip_a_bit_in(shared_dir, names[1], np.full(4, 2.5, dtype=np.float32).tobytes())
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    w = torch.zeros(4096)
+    assert ck2.restore({"w": w}) == 10
+    assert torch.equal(w, torch.full((4096,), 1.25))
+    info = ck2.last_restore()
+    assert os.path.basename(info["version_path"]) == names[0]
+    assert [os.path.basename(f["path"]) for f in info["fallbacks"]] == [names[2], names[1]], info["fallbacks"]
+    ck2.close()
+
+
+def test_no_older_version_names_every_failure_and_leaves_the_state(rt, shared_dir, rank):
+    """Issue 46 item 2: the only version fails to verify: NotFound naming it and its reason, the state untouched."""
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": torch.full((4096,), -3.5)}, 4)
+    ck.close()
+    names = _versions(shared_dir)
+    if rank == 0:
+        _flip_a_bit_in(shared_dir, names[0], np.full(4, -3.5, dtype=np.float32).tobytes())
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    w = torch.full((4096,), 2.0)
+    for step in (None, 4):
+        with pytest.raises(baton.NotFound) as e:
+            ck2.restore({"w": w}, step=step)
+        assert names[0] in str(e.value) and "none" in str(e.value), e.value
+        assert torch.equal(w, torch.full((4096,), 2.0))
     ck2.close()
 
 
@@ -126,6 +210,7 @@ def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
 
 def test_after_a_restore_the_state_is_registered_and_the_scratch_freed(rt, shared_dir):
     """The restore's scratch is replaced by the state's own tensors: the next save registers nothing again."""
+    torch.manual_seed(0)  # the same weights on every rank (replicas='verify'), whatever earlier tests drew
     model = torch.nn.Linear(4, 3)
     state = {"model": model}
     ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)

@@ -29,7 +29,7 @@ from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
-from baton import _baton, metadata
+from baton import _baton, metadata, tensors
 from baton.checkpointer import FORMAT, VERSION
 from baton.names import MARKER
 from baton.restore_match import decode_tree
@@ -39,13 +39,6 @@ from baton.dcp import stored_form, runtime as runtimes
 
 # The array of a version BatonWriter wrote before the one format (2026-12-06): DCP's Metadata, pickled (read by safe_unpickle only).
 _LEGACY_METADATA = "dcp-metadata"
-# baton's dtype names (ArrayCheckpointer.read_metadata) as torch dtypes.
-_TORCH_DTYPES = {
-    "f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16,
-    "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
-    "u8": torch.uint8, "u16": torch.uint16, "u32": torch.uint32, "u64": torch.uint64, "bool": torch.bool,
-    "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2,
-}
 
 
 class BatonReader(StorageReader):
@@ -133,7 +126,7 @@ class BatonReader(StorageReader):
         blob = ck.user_blob
         where = self.last_restore["version_path"]
         if os.path.basename(where.rstrip("/")) != os.path.basename(meta["version_path"].rstrip("/")):
-            meta = ck.read_metadata(step=self.last_restore["step"])  # a newer one failed: this one's arrays
+            meta = ck.read_metadata(version=os.path.basename(where.rstrip("/")))  # a newer one failed: this one's arrays
         try:
             if int(marker) != VERSION:
                 raise metadata.FormatError("its state-dict form is version %d; this baton reads version %d"
@@ -284,7 +277,7 @@ class BatonReader(StorageReader):
     def _arrays(self, ck):
         """{name: (shape, torch dtype)} of every array of the version restore would take."""
         meta = self._version(ck)
-        return {a["name"]: (tuple(a["shape"]), _TORCH_DTYPES[a["dtype"]]) for a in meta["arrays"]}, \
+        return {a["name"]: (tuple(a["shape"]), tensors.torch_dtype(a["dtype"])) for a in meta["arrays"]}, \
             {a["name"]: a["dtype"] for a in meta["arrays"]}
 
     def _shapes(self, ck):
