@@ -88,6 +88,7 @@ CheckpointerImpl::~CheckpointerImpl() {
   // After an MPI failure (mpi/mpi_check.h) MPI is not called again: leaked.
   if (mpi::Failed()) return;
   if (group_ != MPI_COMM_NULL) MPI_Comm_free(&group_);
+  if (replicated_comm_ != MPI_COMM_NULL && replicated_comm_ != comm_) MPI_Comm_free(&replicated_comm_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -320,6 +321,16 @@ Status CheckpointerImpl::Init() {
   }
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_split(comm_, group_of_[rank_], rank_, &group_)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(group_, MPI_ERRORS_RETURN)));
+  const ckpt::ReplicatedReadPlan replicated = ckpt::PlanReplicatedRead(runtime_.topology(), rank_);
+  replicated_parts_ = replicated.parts;
+  replicated_part_ = replicated.part;
+  if (replicated.parts == size_) {
+    replicated_comm_ = comm_;  // a part per rank: the parts go over the world
+  } else if (replicated.parts > 1) {
+    BATON_RETURN_IF_ERROR(
+        BATON_MPI_CHECK(MPI_Comm_split(comm_, replicated.color, replicated.key, &replicated_comm_)));
+    BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_set_errhandler(replicated_comm_, MPI_ERRORS_RETURN)));
+  }
   double peer_timeout = 0;
   BATON_RETURN_IF_ERROR(mpi::ResolveCollectiveTimeout(
       options_.peer_timeout > 0 ? options_.peer_timeout : runtime_.options().collective_timeout, &peer_timeout));

@@ -273,14 +273,21 @@ class CheckpointerImpl : public Checkpointer {
                              std::vector<int>* index_of) const;
   Status CheckRankState(const Manifest& m, const RestoreOptions& o, bool* restore_it) const;
   // Loads the shard indexes that hold my rows into m (format 3) first.
-  Status ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+  // `level`: 3 reads replicated arrays in a part per node, 2 in a part per
+  // rank (a node-local copy holds its rank's own rows only): ReplicatedSplit.
+  Status ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                     bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
-  Status GatherReplicated(const Manifest& m, const std::vector<int>& index_of);
+  Status GatherReplicated(int level, const Manifest& m, const std::vector<int>& index_of);
+  struct ReplicatedSplit {
+    int parts, part;
+    MPI_Comm comm;  // the parts go over it (MPI_COMM_NULL: one part)
+  };
+  ReplicatedSplit SplitReplicated(int level) const;
   // Collective, both levels: the restore-read mark, ReadMyRows, and the
   // agreement on it (a corruption preferred); *mine, when given: this
   // rank's own outcome; *total_bytes, when given: *bytes summed over the
   // ranks in the same round (for FinishRestore).
-  Status ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+  Status ReadAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                       bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
                       Status* mine = nullptr, uint64_t* total_bytes = nullptr);
   // Collective, both levels: the end of a restore that read version `vdir`
@@ -363,6 +370,11 @@ class CheckpointerImpl : public Checkpointer {
   MPI_Comm comm_ = MPI_COMM_NULL;   // a dup of the world: ckpt's messages stay apart
   MPI_Comm group_ = MPI_COMM_NULL;  // this rank's shard group
   std::vector<int> group_of_;       // shard group of every world rank
+  // How a restore reads replicated arrays (ckpt/layout.h): this rank's part
+  // of `replicated_parts_`, gathered over replicated_comm_ (comm_ itself
+  // when the parts are the world's ranks; MPI_COMM_NULL at one part).
+  int replicated_parts_ = 1, replicated_part_ = 0;
+  MPI_Comm replicated_comm_ = MPI_COMM_NULL;
   std::unique_ptr<fs::FileLock> lock_;  // rank 0: <dir>/writer.lock, held for the Checkpointer's life
   // Why dir_ is read-only (Env::ReadOnly; every rank): then no lock, no
   // level 2, no save, no restore attempt marks; "" when writable.

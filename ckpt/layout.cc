@@ -34,6 +34,25 @@ void ReplicatedRows(uint64_t rows, int world, int rank, uint64_t* first_row, uin
   *count = base + (r < extra ? 1 : 0);
 }
 
+ReplicatedReadPlan PlanReplicatedRead(const Topology& topology, int rank) {
+  ReplicatedReadPlan plan;
+  const int world = static_cast<int>(topology.node_of.size());
+  if (world <= 0 || rank < 0 || rank >= world) return plan;  // one part, read whole, nothing gathered
+  if (!topology.Uniform()) {
+    plan.parts = world;
+    plan.part = rank;
+    plan.key = rank;
+    return plan;
+  }
+  const int node = topology.node_of[static_cast<size_t>(rank)];
+  const std::vector<int> on = topology.RanksOn(node);
+  plan.parts = topology.num_nodes();
+  plan.part = node;
+  plan.color = static_cast<int>(std::find(on.begin(), on.end(), rank) - on.begin());
+  plan.key = node;
+  return plan;
+}
+
 Status PlanRead(const Manifest& m, uint32_t array, uint64_t first_row, uint64_t rows, std::vector<ReadPiece>* out) {
   out->clear();
   if (array >= m.arrays.size()) {

@@ -21,6 +21,28 @@ std::vector<int> ShardGroups(const Topology& topology, int group_size);
 // writes: an even split, the first rows % world ranks one row more.
 void ReplicatedRows(uint64_t rows, int world, int rank, uint64_t* first_row, uint64_t* count);
 
+// How a restore reads replicated arrays: the rows are cut into `parts`,
+// this rank reads part `part` (ReplicatedRows(rows, parts, part)), and the
+// parts travel between the ranks that read different parts, over a
+// communicator split by `color` and ordered by `key` (its rank is the part).
+// On a uniform topology a part per node: every rank of a node reads its
+// node's whole part (the shard files' pages are read from storage once
+// per node and shared through the node's page cache), and the parts go
+// between the nodes only, over the ranks of the same index on each node:
+// at one node nothing travels. Read in parts per rank and all-gathered
+// (parts = world) was measured slower on one node, where the gather copies
+// every byte twice through shared memory (docs/benchmarks.md, "Python:
+// Checkpointer and BatonWriter against DCP"). Nodes of different sizes
+// (no equal communicators across them): a part per rank, gathered over
+// the world (color 0, key rank).
+struct ReplicatedReadPlan {
+  int parts = 1;
+  int part = 0;
+  int color = 0;
+  int key = 0;
+};
+ReplicatedReadPlan PlanReplicatedRead(const Topology& topology, int rank);
+
 // A piece of global rows [first_row, first_row + rows) of one array that
 // lies inside one chunk of one shard.
 struct ReadPiece {

@@ -379,7 +379,7 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
   uint64_t bytes = 0;
   std::string state;
   Status read;
-  agreed = ReadAndAgree(vdir, m, index_of, with_state, clock, &bytes, &state, &read);
+  agreed = ReadAndAgree(2, vdir, m, index_of, with_state, clock, &bytes, &state, &read);
   if (!agreed.ok()) {
     // Own copies that failed (a checksum, a truncated file: the node's
     // disk, not the version) are replaced by their partner copies when
@@ -408,7 +408,7 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     if (mine != 0) {
       Manifest again;  // ReadMyRows loaded shard indexes into m
       read = ParseManifestJson(choice.text, &again);
-      if (read.ok()) read = ReadMyRows(vdir, again, index_of, with_state, clock, &bytes, &state);
+      if (read.ok()) read = ReadMyRows(2, vdir, again, index_of, with_state, clock, &bytes, &state);
     }
     clock->Lap("read");
     agreed = Agree(comm_, read, nullptr, Code::kCorruption);

@@ -5,7 +5,8 @@
 // against it, loads the shard indexes that hold its rows and keeps only its
 // chunks (ckpt/manifest_index.h), reads and verifies the chunks holding its
 // rows (ckpt/hdf5/shard_reader.h),
-// replicated arrays are read in parts and all-gathered; agreed, preferring
+// replicated arrays are read in a part per node (every rank of a node the
+// whole part) and the parts exchanged between the nodes; agreed, preferring
 // a corruption to other failures. A corruption (the bytes shown bad: a
 // checksum, a size, a format) is recorded beside the version (quarantine
 // after max_restore_failures), reported in RestoreResult::fallbacks, and
@@ -123,7 +124,12 @@ Status CheckpointerImpl::CheckRankState(const Manifest& m, const RestoreOptions&
                       "to restore without it");
 }
 
-Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+CheckpointerImpl::ReplicatedSplit CheckpointerImpl::SplitReplicated(int level) const {
+  if (level == 2) return ReplicatedSplit{size_, rank_, size_ > 1 ? comm_ : MPI_COMM_NULL};
+  return ReplicatedSplit{replicated_parts_, replicated_part_, replicated_comm_};
+}
+
+Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                     bool rank_state, PhaseClock* clock, uint64_t* bytes,
                                     std::string* state) {
   std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
@@ -137,6 +143,7 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
     char* base;
   };
   std::vector<Job> jobs;
+  const ReplicatedSplit split = SplitReplicated(level);
   size_t i = 0;
   for (const auto& [name, r] : arrays_) {
     const int index = index_of[i++];
@@ -145,7 +152,8 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
     if (r.meta.replicated) {
       first = 0;
       rows = r.meta.rows();
-      ReplicatedRows(r.meta.rows(), size_, rank_, &first, &rows);  // my part; the others' come by GatherReplicated
+      // My part (my node's, ckpt/layout.h); the others' come by GatherReplicated.
+      ReplicatedRows(r.meta.rows(), split.parts, split.part, &first, &rows);
     }
     jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
   }
@@ -211,24 +219,27 @@ Status CheckpointerImpl::ReadMyRows(const std::string& vdir, Manifest& m, const 
 }
 
 // Every rank read its part of each replicated array (ReadMyRows): the parts
-// to every rank (ckpt/replicated_gather.h), whatever the array's size.
-Status CheckpointerImpl::GatherReplicated(const Manifest& m, const std::vector<int>& index_of) {
+// to every rank (ckpt/replicated_gather.h), whatever the array's size. A
+// part per node: between the nodes only; at one node every rank read the
+// whole array and nothing travels.
+Status CheckpointerImpl::GatherReplicated(int level, const Manifest& m, const std::vector<int>& index_of) {
+  const ReplicatedSplit split = SplitReplicated(level);
   size_t i = 0;
   for (const auto& [name, r] : arrays_) {
     const int index = index_of[i++];
-    if (index < 0 || !r.meta.replicated) continue;
+    if (index < 0 || !r.meta.replicated || split.parts == 1) continue;
     const ArrayMeta& a = m.arrays[static_cast<size_t>(index)];
-    BATON_RETURN_IF_ERROR(GatherReplicatedRows(comm_, static_cast<char*>(r.data), a.rows(), a.row_bytes())
+    BATON_RETURN_IF_ERROR(GatherReplicatedRows(split.comm, static_cast<char*>(r.data), a.rows(), a.row_bytes())
                               .Annotate("gathering replicated array " + name));
   }
   return Status::OK();
 }
 
-Status CheckpointerImpl::ReadAndAgree(const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+Status CheckpointerImpl::ReadAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                       bool with_state, PhaseClock* clock, uint64_t* bytes,
                                       std::string* state, Status* mine, uint64_t* total_bytes) {
   env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-  Status read = ReadMyRows(vdir, m, index_of, with_state, clock, bytes, state);
+  Status read = ReadMyRows(level, vdir, m, index_of, with_state, clock, bytes, state);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");  // the user blob's check and what follows the last lap
   Status agreed;
@@ -246,7 +257,7 @@ Status CheckpointerImpl::FinishRestore(int level, const std::string& vdir, Manif
                                        const std::vector<int>& index_of, bool with_state,
                                        std::string state, uint64_t bytes, uint64_t fetched, PhaseClock* clock,
                                        RestoreResult* result, const uint64_t* total_bytes) {
-  BATON_RETURN_IF_ERROR(GatherReplicated(m, index_of));
+  BATON_RETURN_IF_ERROR(GatherReplicated(level, m, index_of));
   clock->Lap("gather");
   blob_ = std::move(m.user_blob);
   rank_state_ = std::move(state);
@@ -390,7 +401,7 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     uint64_t bytes = 0;
     std::string state;
     uint64_t total_bytes = 0;
-    Status agreed = ReadAndAgree(vdir, m, index_of, with_state, &clock, &bytes, &state, nullptr, &total_bytes);
+    Status agreed = ReadAndAgree(3, vdir, m, index_of, with_state, &clock, &bytes, &state, nullptr, &total_bytes);
     if (agreed.ok()) {
       BATON_RETURN_IF_ERROR(FinishRestore(3, vdir, m, index_of, with_state, std::move(state), bytes,
                                           /*fetched=*/0, &clock, result, &total_bytes));

@@ -33,6 +33,7 @@ ranks agree on the plan, so every rank raises and none waits.
 import functools
 import hashlib
 import sys
+import weakref
 
 import numpy as np
 
@@ -99,6 +100,26 @@ class Chunk:
         return self.sizes or (1,)
 
 
+# A DeviceMesh's ranks by mesh: torch computes mesh.mesh anew at every access (its layout
+# remapped to a tensor), 1,020 times in a restore of the 1 GiB FSDP2 state (0.24 s of 2.0 s
+# under cProfile, 2026-12-06). Weak keys: a mesh the program drops leaves the cache with it.
+_MESH_RANKS = weakref.WeakKeyDictionary()
+
+
+def mesh_ranks(mesh):
+    """The world ranks of ``mesh`` in its order (mesh.mesh flattened), computed once per mesh."""
+    try:
+        return _MESH_RANKS[mesh]
+    except (KeyError, TypeError):  # TypeError: a mesh that cannot be weakly referenced or hashed
+        pass
+    ranks = tuple(int(r) for r in mesh.mesh.flatten().tolist())
+    try:
+        _MESH_RANKS[mesh] = ranks
+    except TypeError:
+        pass
+    return ranks
+
+
 class Layout:
     """A DTensor's placements, mesh and saved boxes, the same on every rank.
 
@@ -111,7 +132,7 @@ class Layout:
         self.placements = tuple(placement_text(p, path) for p in dt.placements)
         mesh = dt.device_mesh
         self.mesh_shape = tuple(int(n) for n in mesh.shape)
-        self.mesh_ranks = tuple(int(r) for r in mesh.mesh.flatten().tolist())
+        self.mesh_ranks = mesh_ranks(mesh)
         self.global_shape = tuple(int(n) for n in dt.shape)
         self.text = (f"placements ({', '.join(self.placements)}) on a mesh of {'x'.join(map(str, self.mesh_shape))} "
                      f"(ranks {list(self.mesh_ranks)})")

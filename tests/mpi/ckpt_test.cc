@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -433,13 +434,17 @@ TEST_F(CkptTest, CommitOrderIsShardsAgreedManifestRenameDirectories) {
 
 // Format 3, at the world size that saved: every rank reads the top-level
 // manifest it is sent and its own group's shard index, no other (reading
-// any other fails here, and a failed read would fail the restore).
+// any other fails here, and a failed read would fail the restore). Sharded
+// arrays only: a replicated one is read in a part per node (ckpt/layout.h),
+// here one node, whose every rank reads it whole, from every shard.
 TEST_F(CkptTest, ARankReadsOnlyItsOwnShardIndex) {
   FaultEnv env;
   CheckpointOptions o = Options(1);
   o.env = &env;
   auto ck = MakeCheckpointer(o);
   auto arrays = MakeArrays(Size(), Rank());
+  arrays.erase(std::remove_if(arrays.begin(), arrays.end(), [](const TestArray& a) { return a.replicated; }),
+               arrays.end());
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   FillAll(&arrays, 4);
   ASSERT_TRUE(AllRanks(ck->Save(4).ok()));
@@ -1045,7 +1050,10 @@ TEST(Reshard, Restore) {
     const uint64_t total = a.replicated ? a.rows : a.shape[0];
     const uint64_t row_bytes = a.row_elems * DTypeSize(a.dtype);
     uint64_t lo = a.first_row, n = a.rows;
-    if (a.replicated) EvenSplit(total, Size(), Rank(), &lo, &n);  // its part of the rows, gathered after
+    if (a.replicated) {
+      // Its node's part of the rows (ckpt/layout.h: every rank of a node reads it), gathered between nodes.
+      EvenSplit(total, testing::g_runtime->num_nodes(), testing::g_runtime->node_rank(), &lo, &n);
+    }
     for (int k = 0; k < saved_by; ++k) {
       uint64_t first = 0, count = 0;
       EvenSplit(total, saved_by, k, &first, &count);

@@ -109,3 +109,30 @@ def test_restore_at_4(rt, rank, size):
     assert ck.restore(state_for(rank, size, emb, moments, w, job), step=10, drop_rank_state_on_resize=True) == 10
     check(rank, size, 10, emb, moments, w, job)
     ck.close()
+
+
+def test_replicated_by_node_at_4(rt, rank, size):
+    """Two nodes of two ranks (SLURM_NODEID from tests/python/state-dict-reshard.sh): a restore reads
+    each replicated tensor in a part per node, every rank of a node the whole part, and the parts go
+    between the nodes only (ckpt/layout.h, PlanReplicatedRead): every byte arrives, from either node."""
+    assert size == 4 and rt.num_nodes == 2 and rt.node == rank // 2, (rt.num_nodes, rt.node)
+    # Rows that do not split evenly over the nodes, fewer rows than nodes, a 0-d tensor, a wide one.
+    shapes = {"odd": (7, 3), "one": (1, 5), "scalar": (), "wide": (2049, 1024)}
+
+    def values(step):
+        return {k: torch.arange(int(np.prod(s)), dtype=torch.float32).reshape(s) + 0.5 * step
+                for k, s in shapes.items()}
+    state = values(3)
+    ck = baton.Checkpointer(rt, dir=os.path.join(directory(), "by-node"))
+    ck.save(state, 3)
+    for t in state.values():
+        t.zero_()
+    assert ck.restore(state) == 3
+    for k, t in values(3).items():
+        assert torch.equal(state[k], t), k
+    # This rank read its node's part of the wide tensor (about half of it), not the whole, nor a
+    # quarter (a part per rank): the rest came from the other node.
+    wide = 2049 * 1024 * 4
+    read = ck.last_stats()["bytes_read"]
+    assert 0.45 * wide < read < 0.55 * wide + 2**20, read
+    ck.close()

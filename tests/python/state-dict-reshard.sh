@@ -1,7 +1,9 @@
 #!/bin/sh
 # Resharding from Python (tests/python/reshard_state_dict.py): baton.Sharded
 # rows saved by 3 ranks, restored by 2 (which save again), restored by 4;
-# one launch per phase on one directory.
+# one launch per phase on one directory. Then 4 ranks as two nodes of two
+# (SLURM_NODEID set per rank: the Runtime's topology) restore replicated
+# tensors in a part per node.
 . "${srcdir:?set by make check}/tests/lib/suite.sh"
 here=$srcdir/tests/python
 if [ ! -e "$BATON_BUILD_DIR/python/baton/_baton.so" ]; then
@@ -23,4 +25,9 @@ for phase in save:3 restore:2 restore:4; do
     -m pytest -p no:cacheprovider -q -rs --rootdir="$here" -c /dev/null "$here/reshard_state_dict.py" \
     -k "test_${what}_at_$n" || rc=1
 done
+# shellcheck disable=SC2016  # expanded by each rank's own shell
+run_suite "python-reshard-by-node-4" 300 "$srcdir/tests/lib/mpirun-ranks" 4 sh -c \
+  'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "${BATON_PYTHON:-/usr/bin/python3}" \
+  -m pytest -p no:cacheprovider -q -rs --rootdir="$here" -c /dev/null "$here/reshard_state_dict.py" \
+  -k test_replicated_by_node_at_4 || rc=1
 exit $rc

@@ -105,6 +105,29 @@ def test_save_load_round_trip(dist, rt, shared_dir, rank):
         assert {"path": "model.w", "dtype": "float32", "shape": [7, 5], "arrays": ["model:w"]} in got["tensors"]
 
 
+def test_a_load_opens_the_directory_once_and_a_second_load_with_the_same_reader_works(dist, rt, shared_dir,
+                                                                                        monkeypatch):
+    """Issue 48 item 4 (fixed costs): a dcp.load opened a checkpointer for read_metadata and another for
+    read_data (each open collective); now read_data reads through the one read_metadata opened, and closes it."""
+    opened = []
+    real_open = BatonReader._open
+
+    def counting_open(self):
+        ck = real_open(self)
+        opened.append(ck)
+        return ck
+
+    monkeypatch.setattr(BatonReader, "_open", counting_open)
+    sd = _state(8)
+    dcp.save(sd, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    reader = BatonReader(shared_dir, runtime=rt)
+    for _ in range(2):
+        got = _zeros_like(sd)
+        dcp.load(got, storage_reader=reader)
+        _assert_equal(got, sd)
+    assert len(opened) == 2 and all(ck.closed for ck in opened), [ck.closed for ck in opened]
+
+
 def test_without_runtime_the_writer_and_reader_use_the_programs_runtime(dist, rt, shared_dir, monkeypatch):
     """Issue 46 item 11: before, a BatonWriter or BatonReader given no runtime= made a second Runtime beside the
     program's (its own communicators, heartbeat thread and excepthook)."""

@@ -39,6 +39,36 @@ TEST(CkptLayout, ReplicatedRowsSplitEvenlyFirstRanksOneMore) {
   EXPECT_EQ(count, 1u);
 }
 
+// A restore reads a replicated array in a part per node, every rank of a
+// node the whole part, exchanged between the ranks of the same index on
+// each node; nodes of unequal sizes: a part per rank over the world.
+TEST(CkptLayout, ReplicatedReadPartPerNodeOnUniformNodes) {
+  auto plans = [](std::vector<int> node_of) {
+    Topology t;
+    t.node_of = std::move(node_of);
+    std::vector<std::tuple<int, int, int, int>> out;
+    for (int r = 0; r < static_cast<int>(t.node_of.size()); ++r) {
+      const ReplicatedReadPlan p = PlanReplicatedRead(t, r);
+      out.emplace_back(p.parts, p.part, p.color, p.key);
+    }
+    return out;
+  };
+  using Plans = std::vector<std::tuple<int, int, int, int>>;
+  // One node: one part, read whole by every rank, nothing exchanged.
+  EXPECT_EQ(plans({0, 0, 0}), (Plans{{1, 0, 0, 0}, {1, 0, 1, 0}, {1, 0, 2, 0}}));
+  // Two nodes of two, ranks cyclic over the nodes: node k reads part k; the
+  // communicators are {0, 1} and {2, 3}, ordered by node.
+  EXPECT_EQ(plans({0, 1, 1, 0}), (Plans{{2, 0, 0, 0}, {2, 1, 0, 1}, {2, 1, 1, 1}, {2, 0, 1, 0}}));
+  // A rank per node: a part per rank, as the world's ranks.
+  EXPECT_EQ(plans({0, 1, 2}), (Plans{{3, 0, 0, 0}, {3, 1, 0, 1}, {3, 2, 0, 2}}));
+  // Unequal nodes: a part per rank, gathered over the world.
+  EXPECT_EQ(plans({0, 0, 1}), (Plans{{3, 0, 0, 0}, {3, 1, 0, 1}, {3, 2, 0, 2}}));
+  // A rank outside the topology reads the whole array and exchanges nothing.
+  Topology t;
+  t.node_of = {0, 1};
+  EXPECT_EQ(PlanReplicatedRead(t, 2).parts, 1);
+}
+
 // Every rank of the new world reads its even share of `array`: the pieces
 // lie inside their chunks, in row order, without gaps.
 void CheckReshard(const Manifest& m, uint32_t array, int new_world) {

@@ -73,12 +73,22 @@ class BatonReader(StorageReader):
         self._planned = None  # what the plan was made on: the version's tree (user blob), or its pickled Metadata
         self._values = None   # the tree's values by fqn (DCP's bytes entries)
         self._form = None     # "tree", or "dcp" (a version BatonWriter wrote before the one format (2026-12-06))
+        # The checkpointer read_metadata opened, kept for read_data: one open per load (an open is
+        # collective: the directory checked on rank 0, communicators duplicated). read_data closes it;
+        # a load that stops in between (DCP's planning failed) leaves it to the next reset or load.
+        self._ck = None
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
             self.path = checkpoint_id
+        self._close()
         self._metadata = self._planned = self._values = self._form = None
+
+    def _close(self):
+        ck, self._ck = self._ck, None
+        if ck is not None:
+            ck.close()
 
     def _open(self):
         rt = runtimes.resolve(self._runtime)
@@ -91,6 +101,7 @@ class BatonReader(StorageReader):
         return _baton.ArrayCheckpointer(rt, dir=self.path, **options)
 
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not
+        self._close()
         ck = self._open()
         try:
             meta = self._version(ck)
@@ -98,8 +109,10 @@ class BatonReader(StorageReader):
                 blob = self._read_tree(ck, meta)
             else:
                 blob = self._read_legacy(ck, meta)
-        finally:
+        except BaseException:
             ck.close()
+            raise
+        self._ck = ck
         self._planned = blob
         self.metadata_bytes = len(blob)
         return self._metadata
@@ -162,7 +175,9 @@ class BatonReader(StorageReader):
             if self._form == "tree" and item.type == LoadItemType.BYTE_IO:
                 continue  # a value of the tree: no array (below)
             wanted[md.storage_data[item.storage_index]].append(item)
-        ck = self._open()
+        ck, self._ck = self._ck, None
+        if ck is None or ck.closed:
+            ck = self._open()
         try:
             arrays, baton_dtypes = self._arrays(ck)
             # Every array is read into scratch memory, never into DCP's targets: a restore that fails
