@@ -93,8 +93,9 @@ class BatonReader(StorageReader):
     def _open(self):
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonReader")
-        # A reader creates nothing and writes nothing where it reads (no lock, run file, event log), unless
-        # it reads node-local copies (level 2, which keeps its own records).
+        # A reader creates nothing and writes nothing where it reads (no lock, run file, event log of its own),
+        # unless it reads node-local copies (level 2, which keeps its own records). Its restore record waits
+        # in the process's event log for the program's writer to open the log (docs/events.md).
         options = dict(self._options)
         if not (options.get("level2") or options.get("local_dir")):
             options.setdefault("read_only", True)
