@@ -1,7 +1,7 @@
 """Run by tests/install/test_pip_install.sh under mpirun (2 ranks) with the
 interpreter of a fresh virtual environment into which baton's wheel was
 pip-installed: a Checkpointer save and restore of a model and its optimizer,
-and dcp.save/dcp.load through baton.dcp, each restored state equal to the
+and dcp.save/async_save/dcp.load through baton.dcp, each restored state equal to the
 saved one bit for bit. argv: a checkpoint directory, the torch version expected."""
 import os
 import sys
@@ -44,6 +44,18 @@ dcp.save(sd, storage_writer=BatonWriter(os.path.join(ckpt_dir, "dcp")))
 loaded = {"model": {k: torch.zeros_like(v) for k, v in saved.items()}}
 dcp.load(loaded, storage_reader=BatonReader(os.path.join(ckpt_dir, "dcp")))
 assert all(torch.equal(loaded["model"][k], v) for k, v in saved.items())
+# dcp.async_save: BatonWriter is its own AsyncStager (stage() on this thread copies the state and opens the
+# directory's checkpointer; DCP's thread only writes through it), as torch of this environment calls it.
+writer = BatonWriter(os.path.join(ckpt_dir, "dcp"))
+future = dcp.async_save(sd, storage_writer=writer)
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(1.0)  # after the call: not in the version
+future.result()
+writer.close()
+loaded = {"model": {k: torch.zeros_like(v) for k, v in saved.items()}}
+dcp.load(loaded, storage_reader=BatonReader(os.path.join(ckpt_dir, "dcp")))
+assert all(torch.equal(loaded["model"][k], v) for k, v in saved.items()), "async_save"
 print(f"rank {rt.rank} of {rt.size}: Checkpointer and dcp round trips equal, torch {torch.__version__}, "
       f"baton {baton.__version__} from {os.path.dirname(baton.__file__)}", flush=True)
 # No destroy_process_group(): on torch 2.5.1 it deadlocks in about half the runs here, with
