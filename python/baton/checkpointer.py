@@ -29,12 +29,13 @@ def _version_name(path):
 class _Unverified(Exception):
     """A version whose planned tensors could not be read and verified (restore goes to the next older)."""
 
-    def __init__(self, version_path, step, error):
+    def __init__(self, version_path, step, error, record=None):
         super().__init__(version_path)
         self.error = error
-        reason = str(error)
-        self.record = {"path": version_path, "step": step, "reason": reason,
-                       "code": getattr(error, "code", "Corruption"), "counted": False}
+        # The extension's own record of the failure (whether it was counted toward quarantine) where it gave one.
+        self.record = dict(record) if record else {
+            "path": version_path, "step": step, "reason": str(error),
+            "code": getattr(error, "code", "Corruption"), "counted": False}
 
 
 def _is_step(value):
@@ -278,7 +279,14 @@ class Checkpointer:
         """The last restore's outcome: step, version_path, fallbacks, level, rank_state_dropped (dict)."""
         info = self._low.last_restore()
         if info is not None and self._earlier_fallbacks:
-            info = dict(info, fallbacks=self._earlier_fallbacks + list(info.get("fallbacks") or []))
+            # The last extension call's own fallbacks may repeat the last pass's failure (a restore that raised
+            # keeps its record): each version once, in the order skipped.
+            seen, fallbacks = set(), []
+            for f in self._earlier_fallbacks + list(info.get("fallbacks") or []):
+                if f["path"] not in seen:
+                    seen.add(f["path"])
+                    fallbacks.append(f)
+            info = dict(info, fallbacks=fallbacks)
         return info
 
     def last_stats(self):
@@ -646,7 +654,9 @@ class Checkpointer:
                 # Pinned: the version planned on, or nothing (no fallback inside: the next pass plans the next).
                 self._low.restore(step=found, arrays=names, version=pinned, **options)
             except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
-                raise _Unverified(version_path, found, e) from e
+                failed = (self._low.last_restore() or {}).get("fallbacks") or []
+                mine = [f for f in failed if _version_name(f["path"]) == pinned]
+                raise _Unverified(version_path, found, e, mine[-1] if mine else None) from e
         for binding in bindings:
             binding.after_restore()
         for _, reads, _ in plan.dtensors.values():

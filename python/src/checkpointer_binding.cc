@@ -275,7 +275,15 @@ class PyArrayCheckpointer : public RuntimeUser {
     options.drop_rank_state_on_resize = drop_rank_state_on_resize;
     options.from_level = from_level;
     RestoreResult result;
-    Run("restore", [&](Checkpointer& ck) { return ck.Restore(options, &result); });
+    // Kept when the restore raises too: the versions it skipped, and whether
+    // each failure was counted toward quarantine, are the caller's to report
+    // (a pinned restore's one failure was reported as "not counted").
+    try {
+      Run("restore", [&](Checkpointer& ck) { return ck.Restore(options, &result); });
+    } catch (...) {
+      last_restore_ = result;
+      throw;
+    }
     last_restore_ = result;
     return result.step;
   }
@@ -650,7 +658,8 @@ A version that fails verification is skipped for the next older one
       .def("last_restore", &PyArrayCheckpointer::LastRestore,
            R"(What the last restore() did, or None before one: {step, version_path,
 level (2 node-local, 3 shared, 0 nothing), fallbacks [{path, step, reason,
-code, counted}], quarantined, rank_state_dropped}.)")
+code, counted}], quarantined, rank_state_dropped}. After a restore that
+raised: what it tried (step None, the versions that failed).)")
       .def("read_metadata", &PyArrayCheckpointer::ReadMetadata, py::arg("step") = py::none(), py::kw_only(),
            py::arg("version") = "", py::arg("older_than") = "",
            R"(The metadata of the version restore(step, version=, older_than=) would try first, read from its

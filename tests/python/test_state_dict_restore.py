@@ -135,6 +135,11 @@ def test_no_older_version_names_every_failure_and_leaves_the_state(rt, shared_di
             ck2.restore({"w": w}, step=step)
         assert names[0] in str(e.value) and "none" in str(e.value), e.value
         assert torch.equal(w, torch.full((4096,), 2.0))
+        # The failure is listed once, as the extension recorded it: counted toward quarantine (before: "not
+        # counted", the extension's record of a restore that raised was lost).
+        failed = ck2.last_restore()["fallbacks"]
+        assert [os.path.basename(f["path"]) for f in failed] == [names[0]], failed
+        assert failed[0]["counted"] is True and failed[0]["code"] == "Corruption", failed
     ck2.close()
 
 
