@@ -6,11 +6,13 @@ Run under mpirun, at most one rank per core, on one node:
     tests/lib/mpirun-ranks 2 /opt/baton-venv/bin/python python/bench/bench_vs_dcp.py \\
         --dir /tmp/bench-dcp --mib 16 --kind ddp
 
-Two states (--kind), of --mib MiB in all (parameters + AdamW's exp_avg and
+Three states (--kind), of --mib MiB in all (parameters + AdamW's exp_avg and
 exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
   ddp    every rank holds the whole state, the same (DDP): plain tensors;
   fsdp2  fully_shard (FSDP2, gloo on CPU): DTensor parameters and optimizer
-         state, each rank 1/N of it (get_state_dict / set_state_dict).
+         state, each rank 1/N of it (get_state_dict / set_state_dict);
+  tiny   5,000 tensors of 64 floats (1,250 parameters, AdamW's three
+         tensors each), every rank the same: the cost per tensor.
 What each contender saves and restores, in the same run, the order rotated
 every round (--rounds):
   baton            baton.Checkpointer save / save_async / restore of
@@ -71,8 +73,26 @@ class Peak:
         return False
 
 
+class Tiny(torch.nn.Module):
+    """1,250 parameters of 64 floats: with AdamW's exp_avg, exp_avg_sq and step, 5,000 tensors (issue 48 item 5)."""
+
+    def __init__(self, count=1250, width=64):
+        super().__init__()
+        self.p = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(width)) for _ in range(count)])
+
+    def forward(self, x):
+        return sum((p * x).sum() for p in self.p)
+
+
 def make_state(mib, kind):
     torch.manual_seed(0)
+    if kind == "tiny":
+        model = Tiny()
+        optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        model(torch.randn(64)).square().backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        return model, optim
     width = 1024 if mib >= 192 else 512
     # parameters are a third of the state (AdamW keeps two more of the same size)
     layers = max(1, round((mib * 2**20 / 3) / (4 * (width * width + width))))
@@ -96,7 +116,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True, help="a directory for every checkpoint (emptied first)")
     parser.add_argument("--mib", type=int, default=16, help="MiB of state in all (default 16)")
-    parser.add_argument("--kind", choices=("ddp", "fsdp2"), default="ddp")
+    parser.add_argument("--kind", choices=("ddp", "fsdp2", "tiny"), default="ddp",
+                        help="tiny: 5,000 tensors of 64 floats, every rank the same (--mib ignored)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
     args = parser.parse_args()
