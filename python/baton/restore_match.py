@@ -28,7 +28,6 @@ read:
 from baton import dtensor_chunks, metadata, tensors
 from baton.errors import with_context
 from baton.metadata import path_text
-from baton.names import array_name
 from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, REPLICATED, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
@@ -229,8 +228,8 @@ class _Matcher:
             return self.conflict(cur, "a tensor", path)
         sharded = kind == SHARDED
         value = cur.tensor if sharded else cur
-        item = self.local.items.get(array_name(path))
-        if item is not None and item.path == path:
+        item = self.local.by_path.get(path)
+        if item is not None:
             baton_dtype = item.baton_dtype
         else:  # a tensor of an object's state dict that load_state_dict gets (not walked as a leaf)
             try:
@@ -292,9 +291,9 @@ class _Matcher:
             self.error(path, f"the DTensor's arrays {absent[:3]} are named in the checkpoint's metadata but not in "
                              "its arrays")
             return MISSING
-        item = self.local.items.get(array_name(path))
+        item = self.local.by_path.get(path)
         try:
-            if item is None or item.path != path:  # in an object's state dict, not walked as a leaf
+            if item is None:  # in an object's state dict, not walked as a leaf
                 value = dtensor_chunks.local_tensor(cur) if kind == DTENSOR else cur
                 tensors.check_keepable(value, path)
                 _, _, baton_dtype = tensors.describe(value, path)
@@ -312,7 +311,8 @@ class _Matcher:
             if list(cur.shape) != list(ck.shape):
                 self.error(path, f"global shape {tuple(cur.shape)} in the state, {tuple(ck.shape)} in the checkpoint")
                 return MISSING
-            self.plan.dtensors[ck.name] = (path, dtensor_chunks.Reads(path, chunks, cur), baton_dtype)
+            box = item.layout.my_box if item is not None and item.layout is not None else None
+            self.plan.dtensors[ck.name] = (path, dtensor_chunks.Reads(path, chunks, cur, box), baton_dtype)
         except (TypeError, ValueError) as e:
             self.error(path, str(e).removeprefix(f"baton: cannot keep '{path_text(path)}': "))
             return MISSING

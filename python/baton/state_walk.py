@@ -72,15 +72,16 @@ class PlanItem:
     __slots__ = ("name", "path", "kind", "value", "offset", "shape", "global_shape", "lib", "dtype",
                  "baton_dtype", "layout", "logical_shape")
 
-    def __init__(self, path, leaf, kind=None):
+    def __init__(self, path, leaf, kind=None, local=None):
+        """``local``: a DTensor's local shard, where the caller has it already."""
         kind = kind or classify(leaf)
         self.name = array_name(path)
         self.path = path
         self.kind = kind
         self.layout = None
         if kind == DTENSOR:
-            self.layout = dtensor_chunks.Layout(leaf, path)
-            self.value = dtensor_chunks.local_tensor(leaf)
+            self.value = dtensor_chunks.local_tensor(leaf) if local is None else local
+            self.layout = dtensor_chunks.Layout(leaf, path, self.value, self.name)
             self.offset = 0
             self.global_shape = self.layout.global_shape
         elif kind == SHARDED:
@@ -137,7 +138,7 @@ class PlanItem:
                  else None, 0, c.array_shape + pairs) for c in self.layout.chunks]
 
     def array_names(self):
-        return [r[0] for r in self.registrations()] if self.kind == DTENSOR else [self.name]
+        return [c.name for c in self.layout.chunks] if self.kind == DTENSOR else [self.name]
 
 
 class LocalPlan:
@@ -145,6 +146,7 @@ class LocalPlan:
 
     def __init__(self):
         self.items = {}        # array name -> PlanItem, in walk order
+        self.by_path = {}      # path -> PlanItem (restore_match finds a live leaf by its path, naming nothing again)
         self.per_rank = {}     # key -> encoded state
         self.state_dicts = {}  # path -> an object's state dict, as the walk got it
         self.tree = None
@@ -173,9 +175,9 @@ def walk(state):
     def on_other(value, path):
         kind = classify(value)
         if kind in ARRAY_KINDS:
-            tensors.check_keepable(value.tensor if kind == SHARDED else
-                                   dtensor_chunks.local_tensor(value) if kind == DTENSOR else value, path)
-            return _add_item(plan, PlanItem(path, value, kind))
+            local = dtensor_chunks.local_tensor(value) if kind == DTENSOR else None
+            tensors.check_keepable(value.tensor if kind == SHARDED else local if kind == DTENSOR else value, path)
+            return _add_item(plan, PlanItem(path, value, kind, local))
         if kind == PER_RANK:
             key = array_name(path)
             plan.per_rank[key] = metadata.encode(value.state_dict(), path, _no_arrays)
@@ -205,6 +207,7 @@ def _add_item(plan, item):
         raise ValueError(f"baton: '{path_text(other.path)}' and '{path_text(item.path)}' map to the same "
                          f"array name {item.name!r} (keys that differ only in type, such as 0 and '0'?)")
     plan.items[item.name] = item
+    plan.by_path[item.path] = item
     return item.ref()
 
 
