@@ -197,3 +197,24 @@ def test_one_box_intersection_reads_boxes_into_a_whole_tensor_and_back():
     whole = Reads(("t",), [["t", [0, 0], [4, 3]]], torch.zeros(4, 3))
     assert [(c.name, first, tuple(buf.shape)) for c, buf, first in whole.buffers] == [("t", 0, (4, 3))]
 
+
+
+def test_the_cached_read_pieces_follow_the_boxes():
+    """dtensor_chunks caches the pieces of a read by the saved boxes, the global shape and the rank's box alone:
+    another box, another split or another shape gets pieces of its own, equal to DCP's helper uncached."""
+    from baton import dtensor_chunks
+
+    saved = (((0, 0), (2, 3)), ((2, 0), (2, 3)))
+    cases = [((4, 3), saved, ((4, 3), (0, 0))), ((4, 3), saved, ((1, 3), (1, 0))), ((4, 3), saved, ((2, 2), (1, 1))),
+             ((4, 3), (((0, 0), (1, 3)), ((1, 0), (3, 3))), ((4, 3), (0, 0))),
+             ((5, 3), (((0, 0), (2, 3)), ((2, 0), (3, 3))), ((5, 3), (0, 0)))]
+
+    def fields(result):
+        pieces, spans, covered = result
+        return [(p.index, p.dest_offsets, p.storage_offsets, p.lengths) for p in pieces], spans, covered
+
+    got = [fields(dtensor_chunks._pieces(*c)) for c in cases]
+    assert got == [fields(dtensor_chunks._pieces.__wrapped__(*c)) for c in cases]
+    assert len({repr(g) for g in got}) == len(cases)
+    assert got[1] == ([(0, (0, 0), (1, 0), (1, 3))], {0: (1, 2)}, 3)
+

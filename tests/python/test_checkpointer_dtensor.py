@@ -305,3 +305,43 @@ def test_another_optimizer_through_get_state_dict_is_named_as_such(dist, rt, sha
         assert "get_state_dict makes" not in text and "in the checkpoint, not in the state" not in text, text
     assert all(not p.full_tensor().any() for p in model2.parameters())  # nothing restored
     ck.close()
+
+
+def test_the_cached_layout_follows_the_mesh_shape_and_placements(dist, rank, size):
+    """dtensor_chunks caches a DTensor's layout per (mesh, global shape, placements): a leaf whose placements,
+    shape or mesh change between two walks gets the layout computed afresh, equal to one computed uncached,
+    and a leaf of the same mesh, shape and placements at another path gets its own chunk names."""
+    from baton import dtensor_chunks
+    from baton.state_walk import walk
+
+    def layout(t, mesh, placements, key="t"):
+        return walk({key: distribute_tensor(t, mesh, placements)}).items[key].layout
+
+    def fresh(t, mesh, placements):
+        dt = distribute_tensor(t, mesh, placements)
+        m = dtensor_chunks._MeshLayout(tuple(dt.shape), tuple(dt.placements), mesh, ("t",))
+        return m.text, [(off, sizes, owner) for off, sizes, owner, _ in m.boxes], m.my_box
+
+    def seen(lay):
+        return lay.text, [(c.offsets, c.sizes, c.owner) for c in lay.chunks], lay.my_box
+
+    mesh = init_device_mesh("cpu", (size,))
+    wide = init_device_mesh("cpu", (1, size))
+    t = torch.arange(4 * size * 3, dtype=torch.float32).reshape(4 * size, 3)
+    cases = [(t, mesh, [Shard(0)]), (t, mesh, [Shard(1)]), (t, mesh, [Replicate()]),
+             (t[: 2 * size + 1], mesh, [Shard(0)]), (t, wide, [Replicate(), Shard(0)]), (t, wide, [Shard(0), Shard(1)])]
+    layouts = [seen(layout(*c)) for c in cases]
+    assert layouts == [fresh(*c) for c in cases]
+    assert len({lay[:2].__repr__() for lay in layouts}) == len(cases), layouts  # every change gave another layout
+    # Served from the cache the second time: the same, and the same _MeshLayout object.
+    assert [seen(layout(*c)) for c in cases] == layouts
+    assert dtensor_chunks.mesh_layout(distribute_tensor(t, mesh, [Shard(0)]), ("t",)) is \
+        dtensor_chunks.mesh_layout(distribute_tensor(t + 1, mesh, [Shard(0)]), ("u",))
+    # The chunk names are the path's own.
+    other = layout(t, mesh, [Shard(0)], key="u")
+    assert [c.name for c in other.chunks] == ["u~@%d,0" % (4 * r) for r in range(size)]
+    assert [c.name for c in layout(t, mesh, [Shard(0)]).chunks] == ["t~@%d,0" % (4 * r) for r in range(size)]
+    # A placement baton does not keep is refused every time (never cached).
+    for _ in range(2):
+        with pytest.raises(TypeError, match="Partial"):
+            dtensor_chunks.mesh_layout(DTensor.from_local(torch.ones(2), mesh, [Partial()]), ("p",))
