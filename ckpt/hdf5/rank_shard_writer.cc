@@ -14,6 +14,7 @@
 #include "baton/log.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/hdf5/metadata_cache.h"
 #include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
 
@@ -78,6 +79,7 @@ Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardA
   BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
+  BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
   BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   uint64_t data = 0;
   for (const ShardArray& a : arrays) data += a.rows * a.row_bytes;

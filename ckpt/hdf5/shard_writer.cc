@@ -15,6 +15,7 @@
 #include "ckpt/chunk_digests.h"
 #include "ckpt/hdf5/h5_check.h"
 #include "ckpt/hdf5/h5_types.h"
+#include "ckpt/hdf5/metadata_cache.h"
 #include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
 #include "mpi_runtime/mpi_check.h"
@@ -170,6 +171,7 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
     // HDF5 1.8's file format: superblock and object headers version 2,
     // which carry checksums of their own.
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
+    BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
     BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
     BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
     return BATON_H5_CHECK(H5Pset_dxpl_mpio(
@@ -265,6 +267,7 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
       // HDF5 1.8's file format: superblock and object headers version 2,
       // which carry checksums of their own.
       BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
+      BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
       BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
       for (size_t i = 0; i < n; ++i) {
         std::vector<MemberRows> members_rows(static_cast<size_t>(members));
