@@ -162,7 +162,9 @@ _LAYOUTS = weakref.WeakKeyDictionary()
 def mesh_layout(dt, path):
     """The _MeshLayout of DTensor ``dt`` (cached; TypeError naming ``path`` for a placement baton does not keep)."""
     mesh, placements = dt.device_mesh, tuple(dt.placements)
-    key = (tuple(int(n) for n in dt.shape), placements)
+    # The placements' types too: a placement may compare equal to another kind's (a Shard(0) and a
+    # _StridedShard of dim 0, which baton refuses) where only the kind tells them apart.
+    key = (tuple(int(n) for n in dt.shape), placements, tuple(type(p) for p in placements))
     try:
         per_mesh = _LAYOUTS.get(mesh)
     except TypeError:  # a mesh that cannot be weakly referenced or hashed: computed every time

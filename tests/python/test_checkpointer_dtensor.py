@@ -341,7 +341,14 @@ def test_the_cached_layout_follows_the_mesh_shape_and_placements(dist, rank, siz
     other = layout(t, mesh, [Shard(0)], key="u")
     assert [c.name for c in other.chunks] == ["u~@%d,0" % (4 * r) for r in range(size)]
     assert [c.name for c in layout(t, mesh, [Shard(0)]).chunks] == ["t~@%d,0" % (4 * r) for r in range(size)]
-    # A placement baton does not keep is refused every time (never cached).
+    # A placement baton does not keep is refused every time (never cached), also where an equal-comparing
+    # kept one of the same shape is cached: a _StridedShard of dim 0 after a Shard(0).
     for _ in range(2):
         with pytest.raises(TypeError, match="Partial"):
             dtensor_chunks.mesh_layout(DTensor.from_local(torch.ones(2), mesh, [Partial()]), ("p",))
+    from torch.distributed.tensor.placement_types import _StridedShard
+    dtensor_chunks.mesh_layout(DTensor.from_local(torch.ones(2, 2), mesh, [Shard(0)]), ("s",))
+    strided = DTensor.from_local(torch.ones(2, 2), mesh, [_StridedShard(0, split_factor=2)], run_check=False,
+                                 shape=(2 * size, 2), stride=(2, 1))
+    with pytest.raises(TypeError, match="_StridedShard"):
+        dtensor_chunks.mesh_layout(strided, ("s",))
