@@ -1,12 +1,11 @@
 """baton.Checkpointer: checkpoints of state dicts (the registered-array form is baton.ArrayCheckpointer)."""
 
-import os
 import sys
 import warnings
 
 import numpy as np
 
-from baton import _baton, metadata
+from baton import _baton, metadata, storage
 from baton.errors import ResizeRefused, in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
@@ -21,9 +20,7 @@ VERSION = 1  # of the JSON below; the marker array holds it too
 REPLICAS = ("verify", "rank0")
 
 
-def _version_name(path):
-    """The version's name ("v00000012-s400") from its path at either level: what the extension's restore pins."""
-    return os.path.basename(str(path).rstrip("/"))
+_version_name = storage.version_name
 
 
 class _Unverified(Exception):
@@ -160,7 +157,7 @@ class Checkpointer:
         self._replicas = replicas
         self._options = dict(options, dir=dir, local_dir=local_dir, verify_replicas=replicas == "verify")
         try:
-            self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+            self._low = storage.open_for_writing(runtime, **self._options)
         except _baton.Error as e:
             raise in_python_words(e) from None
         self._bindings = {}  # array name -> (Binding, registration key)
@@ -501,7 +498,7 @@ class Checkpointer:
             self._low.wait()
             self._low.close()
         try:
-            self._low = _baton.ArrayCheckpointer(self._runtime, **self._options)
+            self._low = storage.open_for_writing(self._runtime, **self._options)
         except _baton.Error as e:
             raise with_context(in_python_words(e), "baton: reopening the checkpoint directory (the next save "
                                                    "or restore tries again)") from None

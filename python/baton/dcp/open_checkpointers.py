@@ -31,7 +31,7 @@ import os
 import threading
 import time
 
-from baton import _baton
+from baton import _baton, storage
 
 _table_lock = threading.Lock()
 _open = {}  # directory key -> Entry
@@ -132,7 +132,7 @@ def open_for_save(path, runtime, options, what):
             entry.close()
         if not entry.open():
             entry.ck = None
-            entry.ck = _baton.ArrayCheckpointer(runtime, dir=key, **options)
+            entry.ck = storage.open_for_writing(runtime, dir=key, **options)
             entry.runtime, entry.options, entry.newest_step = runtime, dict(options), None
     return entry
 

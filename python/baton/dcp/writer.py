@@ -270,7 +270,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         # The values (JSON, or DCP's pickle where JSON cannot hold one) are known to their owner only: one
         # all-gather gives every rank the whole tree, as every rank's Checkpointer has it. On the
         # checkpointer's own communicator: this may be DCP's background thread.
-        got = ck._allgather_bytes(metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
+        got = ck.allgather_bytes(metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
         values = {}
         for r, raw in enumerate(got):
             for path, node in metadata.loads(raw, "rank %d's values" % r):
