@@ -65,14 +65,31 @@ class InFlight:
         self.staged_by = threading.current_thread()
         self.thread = None
         self.began = threading.Event()
+        self.handed_over = threading.Event()  # DCP's executor holds the save (handed())
+
+    def handed(self):
+        """Called on the staging thread once DCP's executor holds the save (BatonWriter.synchronize_staging,
+        which dcp.async_save calls after submitting it, before it returns)."""
+        self.handed_over.set()
 
     def begin(self):
-        """Called on DCP's thread when its save begins (BatonWriter.set_up_storage_writer)."""
+        """Called on DCP's thread when its save begins (BatonWriter.reset, DCP's first call of the writer
+        there, and again in set_up_storage_writer): from here the save has ended when that thread has."""
         self.thread = threading.current_thread()
         self.began.set()
 
+    def never_runs(self):
+        """Whether the dcp.async_save that staged this save raised before DCP's executor held it (asked on
+        the staging thread, which has left that call): then no thread will ever run the save."""
+        return threading.current_thread() is self.staged_by and not self.handed_over.is_set() and \
+            not self.began.is_set()
+
     def wait(self, timeout, what):
         """Waits until the save ended; baton.TimeoutError naming it past `timeout` seconds."""
+        if self.never_runs():
+            # Before, this waited `timeout` (collective_timeout, 600 s by default) for a save no thread would
+            # begin, then raised. Nothing of it was written: the save has ended.
+            return
         deadline = time.monotonic() + timeout
         if self.began.wait(timeout):
             while self.thread.is_alive() and time.monotonic() < deadline:
