@@ -22,7 +22,8 @@ Runtime's world communicator beside the program's own collectives on it
   makes two threads on two communicators legal);
 - a directory has at most one save in flight: a save (sync, or the
   staging of an async one) first waits, on the program's thread, until the
-  save before it on that directory has ended (see InFlight).
+  save before it on that directory has ended (see InFlight); not for a save
+  whose dcp.async_save raised before DCP's executor held it (it never runs).
 
 Threading: the table is guarded by one lock; an entry's checkpointer is
 used by one thread at a time (Entry.lock).
