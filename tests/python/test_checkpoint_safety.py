@@ -329,6 +329,15 @@ def test_every_reader_reads_every_writer_in_every_dtype(dist, rt, shared_dir):
         rc, so, err = _cli("export", b, out, "--format", "torch")
         assert rc == 0, (rc, so, err)
         same(torch.load(out, weights_only=True))
+        # inspect's columns line up whatever the dtype's name (float8_e4m3fnuz overran a fixed width before).
+        rc, so, err = _cli("inspect", b)
+        assert rc == 0, (rc, so, err)
+        table = so[so.index("\nTENSOR") + 1:].split("\n\n")[0].splitlines()
+        assert len(table) == 1 + len(want), so
+        rows = {line.split()[0]: line for line in table[1:]}
+        starts = {table[0].index("DTYPE")} | {rows[k].index(str(v.dtype)[6:], len(k)) for k, v in want.items()}
+        assert len(starts) == 1, so
+        assert len({table[0].index("SHAPE")} | {line.index("[") for line in table[1:]}) == 1, so
     dist.barrier()
 
 
