@@ -8,6 +8,7 @@
     s.restore(step, arrays=, version=, older_than=)                     # read planned arrays (collective)
     s.close()
     storage.committed_versions(dir)                                     # [(name, step)], no MPI
+    storage.foreign_entries(dir)                                        # what baton did not write there
 
 As DCP's planners reach their files only through a StorageWriter or
 StorageReader, every front end (baton.Checkpointer, baton.dcp's BatonWriter
@@ -28,6 +29,7 @@ word on each. Threading: one thread at a time calls a Storage (the
 extension refuses a second at once, baton.Unavailable).
 """
 import os
+import re
 
 from baton import _baton
 
@@ -200,3 +202,36 @@ class Storage:
     def __exit__(self, *exc):
         # While an exception unwinds the other ranks are not closing: the extension abandons the save in flight.
         return self._array_ck.__exit__(*exc)
+
+
+# What baton itself writes at a checkpoint directory's top: versions
+# ("v00000012-s400"), the run file and the writer's lock, the event logs,
+# and the durable writes' temporaries of these (NAME.tmp.XXXXXX, left by a
+# crash): ckpt/catalog.h, ckpt/run.h, ckpt/fs/durable_write.cc.
+_OWN = re.compile(r"(v[0-9]+-s[0-9]+|run|writer\.lock|events)(\.tmp\..*)?\Z", re.S)
+
+
+def foreign_entries(dir):
+    """The names at the top of ``dir`` that baton did not write, sorted; [] when ``dir`` is missing.
+
+    Empty directories do not count (a tool that makes its directory
+    before it writes, as Lightning's ModelCheckpoint does, holds nothing
+    yet). A restore that finds no version in a directory holding any of
+    these is not a first run: the program was pointed at somebody else's
+    files (issue 46 item 6). No MPI; reads nothing but the listing.
+    """
+    try:
+        entries = list(os.scandir(os.fspath(dir)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out = []
+    for e in entries:
+        if _OWN.match(e.name):
+            continue
+        try:
+            if e.is_dir(follow_symlinks=False) and not any(os.scandir(e.path)):
+                continue
+        except OSError:
+            pass  # unreadable: it holds something we cannot see, so it counts
+        out.append(e.name)
+    return sorted(out)
