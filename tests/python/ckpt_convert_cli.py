@@ -83,15 +83,14 @@ def _torch_save_object():
 
 
 def _tree(path, baton_dir):
-    """Every path under `path` with its size and mtime: what "nothing written" compares. Not the baton directory's
-    writer.lock: an export reads through a Checkpointer, which takes the lock. Its event log is compared: no
-    command of `baton ckpt` is a launch of the job, so none writes there."""
+    """Every path under `path` with its size and mtime: what "nothing written" compares, the baton directory's
+    writer.lock included (bad input is refused before import's Checkpointer opens DIR and takes it; an export
+    takes no lock). Its event log is compared: no command of `baton ckpt` is a launch of the job, so none
+    writes there."""
     out = {}
     for root, dirs, files in os.walk(path):
         for n in dirs + files:
             p = os.path.join(root, n)
-            if p == os.path.join(baton_dir, "writer.lock"):
-                continue
             st = os.lstat(p)
             out[p] = (st.st_size, st.st_mtime_ns)
     return out
