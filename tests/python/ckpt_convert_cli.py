@@ -141,6 +141,35 @@ def test_imported_versions_verify_list_and_inspect(converted):
     assert "dcp-metadata" not in arrays and "step@b" not in arrays, arrays
 
 
+def test_checkpointer_restores_an_imported_version(converted, tmp_path):
+    """Issue 46 item 1: a version `baton ckpt import` wrote is read by Checkpointer.restore (not only by the
+    exports), tensors and plain values equal to the DCP source's; in a process of its own (a Runtime), on a
+    copy (a Checkpointer is the directory's writer: its run file, lock and event log)."""
+    import sys
+    import textwrap
+
+    b = tmp_path / "copy"
+    shutil.copytree(str(converted["baton"]), str(b))
+    script = textwrap.dedent("""
+        import sys, torch, baton
+        rt = baton.Runtime()
+        state = {"model": {"layer": {"w": torch.zeros(5, 3), "b": torch.zeros(4, dtype=torch.int64)},
+                           "half": torch.zeros(2, 8, dtype=torch.bfloat16)},
+                 "scale": torch.tensor(0.0), "step": 0, "tag": "", "lrs": [0.0, 0.0]}
+        with baton.Checkpointer(rt, dir=sys.argv[1]) as ck:
+            assert ck.restore(state, step=10) == 10
+        torch.save(state, sys.argv[2])
+        rt.close()
+    """)
+    out = tmp_path / "restored.pt"
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    e["PYTHONPATH"] = os.path.join(BUILD, "python")
+    p = subprocess.run([sys.executable, "-c", script, str(b), str(out)], capture_output=True, text=True, env=e,
+                       timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-4000:])
+    same(torch.load(str(out), weights_only=True), converted["sd"])
+
+
 def test_export_of_a_torch_save_import_is_the_same_object(converted):
     back = torch.load(str(converted["dir"] / "out.pt"), weights_only=True)
     same(converted["obj"], back)
