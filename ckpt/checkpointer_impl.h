@@ -275,8 +275,19 @@ class CheckpointerImpl : public Checkpointer {
   // Loads the shard indexes that hold my rows into m (format 3) first.
   // `level`: 3 reads replicated arrays in a part per node, 2 in a part per
   // rank (a node-local copy holds its rank's own rows only): ReplicatedSplit.
+  // `pass`: kDirect reads each chunk into the registered arrays (verified
+  // before the next); kVerifyOnly (RestoreOptions::verify_before_write's
+  // first pass) reads and verifies every chunk, the per-rank state and the
+  // blob, and writes nothing registered; kCopyVerified (its second pass, m
+  // as the first left it) reads each chunk again and copies it into the
+  // registered arrays once verified (*bytes counts the rows of this pass).
+  enum class ReadPass { kDirect, kVerifyOnly, kCopyVerified };
   Status ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
+                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
+                    ReadPass pass = ReadPass::kDirect);
+  // verify_before_write's second pass (kCopyVerified) and its agreement, after the first was agreed on.
+  Status CopyVerifiedAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+                              PhaseClock* clock, uint64_t* bytes, uint64_t* total_bytes, Status* mine = nullptr);
   Status GatherReplicated(int level, const Manifest& m, const std::vector<int>& index_of);
   struct ReplicatedSplit {
     int parts, part;
@@ -287,6 +298,7 @@ class CheckpointerImpl : public Checkpointer {
   // agreement on it (a corruption preferred); *mine, when given: this
   // rank's own outcome; *total_bytes, when given: *bytes summed over the
   // ranks in the same round (for FinishRestore).
+  // With verify_before_write_: ReadMyRows's two passes, each agreed.
   Status ReadAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                       bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
                       Status* mine = nullptr, uint64_t* total_bytes = nullptr);
@@ -392,6 +404,7 @@ class CheckpointerImpl : public Checkpointer {
   // Rank 0, while attempt_ holds a mark: removes it when a stop signal arrives.
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
+  bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
 
   // async_save.cc: the save in flight (SaveAsync to its commit).
   struct PendingSave {

@@ -356,6 +356,24 @@ struct RestoreOptions {
   // Not a version name: InvalidArgument.
   std::string version;
   std::string older_than;
+  // Whether a restore that fails leaves every registered array as it was.
+  // false (default): each chunk's rows go into the registered arrays as it
+  // is read (every byte verified before Restore returns OK, but a failed
+  // restore, this rank's or another's, leaves them holding some rows of the
+  // failed version). true: every rank reads and verifies its chunks first
+  // (nothing written to the arrays), the ranks agree, and only then each
+  // chunk is read again into a buffer of the restore's own, verified again
+  // and copied into the arrays: a version that fails to verify, on any
+  // rank, leaves every array untouched, and no unverified byte is ever
+  // written to one. It reads the bytes twice (from the page cache, right
+  // after the first read) instead of into a second, whole-size copy of the
+  // state (Python's front ends: docs/benchmarks.md, 2026-12-06). Only a
+  // shard file that changes between the two reads (rewritten by another
+  // program during the restore) fails the second one: then the arrays hold
+  // verified rows of this version beside rows of before, the version is
+  // counted as damaged and the restore goes on to the next older version,
+  // which rewrites every array it restores.
+  bool verify_before_write = false;
 };
 
 // A version that a restore skipped, newest first.

@@ -627,8 +627,12 @@ class Checkpointer:
             md = self._low.read_metadata(version=pinned)
         arrays = {a["name"]: a for a in md["arrays"]}
         # Matching the state (its plain keys too, which the agreed plan does
-        # not hold) and registering the scratch are this rank's own work:
-        # their outcome is agreed on before the collective read.
+        # not hold) and registering its tensors are this rank's own work:
+        # their outcome is agreed on before the collective read. The state's
+        # own tensors are registered (the save's registrations, reused): the
+        # restore verifies every rank's rows before it writes any
+        # (verify_before_write), so a version that fails leaves them as they
+        # are, without a whole-size scratch copy of the state.
         plan, names, bindings, error = None, [], [], None
         try:
             plan = self._match(state, local, arrays, strict, found, version_path)
@@ -637,7 +641,7 @@ class Checkpointer:
                 path, cur = plan.targets[name]
                 item = PlanItem(path, cur)
                 item.name = name
-                bindings += self._bind(item, scratch=True)
+                bindings += self._bind(item)
             for _, reads, baton_dtype in plan.dtensors.values():
                 self._bind_reads(reads, baton_dtype)
                 names += [chunk.name for chunk, _, _ in reads.buffers]
@@ -652,7 +656,7 @@ class Checkpointer:
         if names:
             try:
                 # Pinned: the version planned on, or nothing (no fallback inside: the next pass plans the next).
-                self._low.restore(step=found, arrays=names, version=pinned, **options)
+                self._low.restore(step=found, arrays=names, version=pinned, verify_before_write=True, **options)
             except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
                 failed = (self._low.last_restore() or {}).get("fallbacks") or []
                 mine = [f for f in failed if _version_name(f["path"]) == pinned]

@@ -273,6 +273,8 @@ class Binding:
     def after_restore(self):
         """Copies the restored bytes into the leaf; a tensor's autograd version counter moves, as copy_ moves it."""
         if not self.mirror:
+            if not isinstance(self.leaf, np.ndarray):  # the extension wrote the leaf's memory itself
+                _torch().autograd.graph.increment_version(self.leaf)
             return
         if isinstance(self.leaf, np.ndarray):
             np.copyto(self.leaf, self.buffer)
