@@ -543,7 +543,12 @@ class Checkpointer:
             raise with_context(e, f"baton: '{path_text(path)}'") from e
 
     def _bind_reads(self, reads, baton_dtype):
-        """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
+        """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads).
+
+        Boxes that are whole rows of the live shard are read into it (the restore verifies every rank's
+        bytes before it writes any: verify_before_write), the others into buffers that copy() then reads.
+        """
+        reads.into_local()
         for chunk, buf, first in reads.buffers:
             # In the stored form (complex as float pairs: a view of buf, which reads.copy() then reads).
             binding = Binding(stored_view(buf), baton_dtype)

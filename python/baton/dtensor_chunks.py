@@ -221,6 +221,7 @@ class Reads:
         self.chunks = [Chunk(name, off, sizes, None) for name, off, sizes in saved_chunks]
         global_shape = tuple(int(n) for n in live.shape)
         self.items = []
+        self.in_place = set()  # saved boxes read straight into self.local (into_local)
         if self.local.numel() > 0 and self.chunks:
             md = TensorStorageMetadata(properties=TensorProperties(dtype=self.local.dtype),
                                        size=torch.Size(global_shape),
@@ -241,12 +242,41 @@ class Reads:
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint's chunks cover {covered} of the "
                              f"{self.local.numel()} elements of this rank's shard")
 
+    def into_local(self):
+        """Reads the saved boxes that are whole rows of the live local shard straight into it.
+
+        Only for a restore that writes nothing before every rank verified
+        every byte (ArrayCheckpointer.restore(verify_before_write=True)): a
+        saved chunk needed by one ReadItem whose rows are whole rows of the
+        shard (the same world size and sharding: every box) gets the shard's
+        own rows, a contiguous view, as its buffer, and copy() leaves it.
+        """
+        from torch.distributed._shard._utils import narrow_tensor_by_index
+        if not self.local.is_contiguous() or self.local.dim() == 0:
+            return
+        by_chunk = {}
+        for item in self.items:
+            by_chunk.setdefault(item.storage_index.index, []).append(item)
+        for idx, items in by_chunk.items():
+            c, buf, first = self.buffers[idx]
+            item = items[0]
+            whole_rows = (len(items) == 1 and tuple(int(n) for n in item.lengths[1:]) == tuple(self.local.shape[1:])
+                          and not any(int(o) for o in item.dest_offsets[1:]))
+            if whole_rows and tuple(buf.shape) == tuple(int(n) for n in item.lengths):
+                self.buffers[idx] = (c, narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths), first)
+                self.in_place.add(idx)
+
     def copy(self):
         """The pieces read, into the live local shard (after the restore verified them)."""
         from torch.distributed._shard._utils import narrow_tensor_by_index
         torch = sys.modules["torch"]
+        in_place = self.in_place
+        if in_place:  # written by the extension: the autograd version counter moves as copy_ moves it
+            torch.autograd.graph.increment_version(self.local)
         with torch.no_grad():
             for item in self.items:
+                if item.storage_index.index in in_place:
+                    continue
                 _, buf, first = self.buffers[item.storage_index.index]
                 dest = self.local
                 if item.lengths:
