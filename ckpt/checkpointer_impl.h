@@ -53,6 +53,9 @@
 #include "mpi_runtime/silence_watch.h"
 
 namespace baton::ckpt {
+namespace h5 {
+class ShardReader;  // ckpt/hdf5/shard_reader.h
+}  // namespace h5
 
 // The dataset of per-rank state (SetRankState): a sharded u8 array whose
 // rows are the ranks' bytes in rank order. Users' names cannot begin with
@@ -281,13 +284,20 @@ class CheckpointerImpl : public Checkpointer {
   // blob, and writes nothing registered; kCopyVerified (its second pass, m
   // as the first left it) reads each chunk again and copies it into the
   // registered arrays once verified (*bytes counts the rows of this pass).
+  // kVerifyOnly checks the rows of replicated arrays in a part per rank of
+  // the world, not per node: the second pass verifies again every chunk it
+  // copies, so the first only has to cover every chunk once over the ranks.
+  // `open`: the shard files opened (and checked) by a pass, for the next
+  // (null: this call's own).
   enum class ReadPass { kDirect, kVerifyOnly, kCopyVerified };
+  using ShardReaders = std::map<size_t, std::unique_ptr<h5::ShardReader>>;
   Status ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                     bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
-                    ReadPass pass = ReadPass::kDirect);
+                    ReadPass pass = ReadPass::kDirect, ShardReaders* open = nullptr);
   // verify_before_write's second pass (kCopyVerified) and its agreement, after the first was agreed on.
   Status CopyVerifiedAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                              PhaseClock* clock, uint64_t* bytes, uint64_t* total_bytes, Status* mine = nullptr);
+                              PhaseClock* clock, uint64_t* bytes, uint64_t* total_bytes, Status* mine = nullptr,
+                              ShardReaders* open = nullptr);
   Status GatherReplicated(int level, const Manifest& m, const std::vector<int>& index_of);
   struct ReplicatedSplit {
     int parts, part;

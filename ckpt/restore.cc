@@ -131,8 +131,9 @@ CheckpointerImpl::ReplicatedSplit CheckpointerImpl::SplitReplicated(int level) c
 
 Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                     bool rank_state, PhaseClock* clock, uint64_t* bytes,
-                                    std::string* state, ReadPass pass) {
-  std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
+                                    std::string* state, ReadPass pass, ShardReaders* open) {
+  ShardReaders own;
+  ShardReaders& readers = open != nullptr ? *open : own;
   // Reads and verifies whole chunks (ckpt/chunk_reader.h); the second pass copies a chunk out once verified.
   ChunkReader chunks(pass == ReadPass::kCopyVerified);
   // What to read: (array index in the manifest, the registration, the rows
@@ -143,6 +144,7 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
     uint64_t first, rows, buffer_first;
     char* base;
     bool own = false;  // the rank state: a buffer of the restore's own, kept in the first pass too
+    uint64_t replicated_rows = 0;  // a replicated array's rows (0: sharded)
   };
   std::vector<Job> jobs;
   const ReplicatedSplit split = SplitReplicated(level);
@@ -157,13 +159,23 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       // My part (my node's, ckpt/layout.h); the others' come by GatherReplicated.
       ReplicatedRows(r.meta.rows(), split.parts, split.part, &first, &rows);
     }
-    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
+    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data),
+                       false, r.meta.replicated ? r.meta.rows() : 0});
   }
   // Format 3: only the shard indexes that hold my rows (my own group's at
   // the same world size), holding only my chunks.
   if (pass != ReadPass::kCopyVerified) {  // the first pass loaded the indexes into m and read the rank state
     std::vector<RowRange> wants;
     for (const Job& job : jobs) wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
+    if (pass == ReadPass::kVerifyOnly) {
+      // The first pass of verify_before_write verifies my part of the world's rows of a replicated array
+      // (every chunk by some rank, ReadPass); its chunks are loaded beside those the second pass reads.
+      for (Job& job : jobs) {
+        if (job.replicated_rows == 0) continue;
+        ReplicatedRows(job.replicated_rows, size_, rank_, &job.first, &job.rows);
+        wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
+      }
+    }
     IndexLoadStats loaded;
     BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
                                               rank_state ? rank_ : -1, &m, &loaded));
@@ -251,7 +263,8 @@ Status CheckpointerImpl::ReadAndAgree(int level, const std::string& vdir, Manife
                                       std::string* state, Status* mine, uint64_t* total_bytes) {
   env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
   const ReadPass first = verify_before_write_ ? ReadPass::kVerifyOnly : ReadPass::kDirect;
-  Status read = ReadMyRows(level, vdir, m, index_of, with_state, clock, bytes, state, first);
+  ShardReaders open;  // the files the first pass opened and checked, read again by the second
+  Status read = ReadMyRows(level, vdir, m, index_of, with_state, clock, bytes, state, first, &open);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");  // the user blob's check and what follows the last lap
   Status agreed;
@@ -263,17 +276,17 @@ Status CheckpointerImpl::ReadAndAgree(int level, const std::string& vdir, Manife
   }
   clock->Lap("agree");
   if (!agreed.ok() || !verify_before_write_) return agreed;
-  return CopyVerifiedAndAgree(level, vdir, m, index_of, clock, bytes, total_bytes, mine);
+  return CopyVerifiedAndAgree(level, vdir, m, index_of, clock, bytes, total_bytes, mine, &open);
 }
 
 Status CheckpointerImpl::CopyVerifiedAndAgree(int level, const std::string& vdir, Manifest& m,
                                               const std::vector<int>& index_of, PhaseClock* clock, uint64_t* bytes,
-                                              uint64_t* total_bytes, Status* mine) {
+                                              uint64_t* total_bytes, Status* mine, ShardReaders* open) {
   // Every rank verified all it reads: only now is a registered array written.
   env_->Mark("restore-copy " + vdir);  // every rank, before its second read (a test changes a file here)
   std::string unused;
   Status read = ReadMyRows(level, vdir, m, index_of, /*rank_state=*/false, clock, bytes, &unused,
-                           ReadPass::kCopyVerified);
+                           ReadPass::kCopyVerified, open);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");
   Status agreed;
