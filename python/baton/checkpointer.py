@@ -210,9 +210,10 @@ class Checkpointer:
         state lacks, before anything is read; ``strict=False`` restores
         what both have (dtype and shape must still match).
 
-        The tensors are read into scratch memory and copied into the state
-        only once every one of them verified: a version that cannot be read
-        or verified is skipped for the next older one, planned anew from
+        Every rank reads and verifies every byte it restores before any
+        tensor of the state is written (then reads it again, verified, into
+        the state's own tensors): a version that cannot be read or verified
+        is skipped for the next older one, planned anew from
         its own JSON (last_restore() says which were skipped and why), and
         the state keeps nothing of it. Versions none of which can be
         restored raise baton.NotFound, never a silent first run.
@@ -507,25 +508,21 @@ class Checkpointer:
                                                    "or restore tries again)") from None
         self._must_reopen = False
 
-    def _bind(self, item, scratch=False):
+    def _bind(self, item):
         """The registrations of ``item`` (a list: a DTensor is one array per box), each reused while it is
-        the same tensor with the same memory.
-
-        ``scratch``: registers a buffer of the restore's own (the item's
-        tensor is written only after the version verified).
-        """
+        the same tensor with the same memory."""
         out = []
         for name, value, offset, global_shape in item.registrations():
             if value is None:  # a box another rank owns: registered with no rows
                 value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
                 key = ("none", value.dtype, offset, tuple(global_shape))
             else:
-                key = None if scratch else (identity(value), item.kind, offset, global_shape)
+                key = (identity(value), item.kind, offset, global_shape)
             known = self._bindings.get(name)
             if known is not None and key is not None and known[1] == key:
                 out.append(known[0])
                 continue
-            binding = Binding(value, item.baton_dtype, scratch=scratch,
+            binding = Binding(value, item.baton_dtype,
                               receive=self._replicas == "rank0" and item.kind == REPLICATED and self._runtime.rank != 0)
             self._register(name, binding, offset, global_shape, item.path)
             self._bindings[name] = (binding, key)
@@ -562,11 +559,10 @@ class Checkpointer:
 
     def _restore_state(self, state, local, step, strict, options):
         # A pass reads a version's JSON (with the marker array only), plans
-        # against it, then reads the planned tensors into scratch, pinned to
+        # against it, then reads the planned tensors (verified first), pinned to
         # that version (the extension's restore(version=...)): it never
         # switches to a version the plan did not see. A version whose
-        # tensors fail to verify is left (the scratch dropped, the state
-        # untouched) for the next older one, which the extension's own
+        # tensors fail to verify is left (the state untouched) for the next older one, which the extension's own
         # listing names (restore(older_than=...): the one place that orders
         # versions, through its file layer); it is planned anew from its own
         # JSON (it may hold other arrays). Each pass goes to an older
@@ -677,10 +673,10 @@ class Checkpointer:
         return found
 
     def _rebind_leaves(self, local, names):
-        """The state's own tensors registered again in place of the scratch, which is then freed.
+        """The state's own tensors registered again in place of a DTensor's read buffers, which are then freed.
 
         Only the walk's leaves (the program's tensors, which the next save
-        registers anyway); a registration that fails here leaves the scratch
+        registers anyway); a registration that fails here leaves the buffers
         registered until the next save replaces it (that save's walk sees
         another memory): nothing collective depends on it.
         """
