@@ -241,7 +241,8 @@ struct CheckpointStats {
   // Restore, this rank: bytes of array data read from shard files, rows
   // that are not its own included (a chunk is read whole to verify its
   // checksum: more than `bytes` when resharding cuts a chunk; each rank
-  // reads 1/world of a replicated array, the rest comes over MPI).
+  // reads 1/world of a replicated array, the rest comes over MPI). With
+  // RestoreOptions::verify_before_write, the bytes of both reads.
   uint64_t bytes_read = 0;
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
