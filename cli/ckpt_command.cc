@@ -37,6 +37,7 @@
 #include "ckpt/state_dict_tree.h"
 #include "ckpt/verify.h"
 #include "ckpt/version_removal.h"
+#include "cli/text_table.h"
 #include "ckpt/writer_lock.h"
 #include "cli/commands.h"
 
@@ -257,6 +258,14 @@ int ParseLevel(const char* sub, const std::string& text, const std::vector<Level
   return Usage(std::string(sub) + ": --level: invalid value '" + Printable(text) + "' (expected " + expected + ")");
 }
 
+// "[4096, 64]"
+template <typename Int>
+std::string ShapeText(const std::vector<Int>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 // "0-3,8,10-11": ranks in ascending runs.
 std::string RankRanges(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
@@ -432,30 +441,27 @@ int Inspect(const std::vector<std::string>& args) {
               Printable(m.time).c_str(), m.world_size, m.group_size, m.group_size == 0 ? " (one shard per node)" : "",
               Printable(m.baton_version).c_str(), static_cast<unsigned long long>(m.total_bytes()),
               m.user_blob.size());
-  std::printf("%-32s  %-6s  %-10s  %s\n", "ARRAY", "DTYPE", "KIND", "SHAPE");
-  for (const ckpt::ArrayMeta& a : m.arrays) {
-    std::string shape = "[";
-    for (size_t i = 0; i < a.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape[i]);
-    std::printf("%-32s  %-6s  %-10s  %s]\n", Printable(a.name).c_str(), std::string(DTypeName(a.dtype)).c_str(),
-                a.replicated ? "replicated" : "sharded", shape.c_str());
-  }
+  TextTable arrays({"ARRAY", "DTYPE", "KIND", "SHAPE"});
+  for (const ckpt::ArrayMeta& a : m.arrays)
+    arrays.AddRow({Printable(a.name), std::string(DTypeName(a.dtype)), a.replicated ? "replicated" : "sharded",
+                   ShapeText(a.shape)});
+  arrays.Print(stdout);
   if (state_dict) {
-    std::printf("\n%-32s  %-10s  %-16s  %s\n", "TENSOR", "DTYPE", "SHAPE", "ARRAYS");
-    for (const ckpt::StateDictTensor& t : tensors) {
-      std::string shape = "[";
-      for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.shape[i]);
-      const std::string arrays =
-          t.arrays.size() == 1 ? Printable(t.arrays[0]) : std::to_string(t.arrays.size()) + " boxes";
-      std::printf("%-32s  %-10s  %-16s  %s\n", Printable(t.path).c_str(), Printable(t.dtype).c_str(),
-                  (shape + "]").c_str(), arrays.c_str());
-    }
+    TextTable whole({"TENSOR", "DTYPE", "SHAPE", "ARRAYS"});
+    for (const ckpt::StateDictTensor& t : tensors)
+      whole.AddRow({Printable(t.path), Printable(t.dtype), ShapeText(t.shape),
+                    t.arrays.size() == 1 ? Printable(t.arrays[0]) : std::to_string(t.arrays.size()) + " boxes"});
+    std::printf("\n");
+    whole.Print(stdout);
   }
-  std::printf("\n%-24s  %14s  %8s  %s\n", "SHARD", "BYTES", "DATASETS", "RANKS");
-  for (const ckpt::ShardMeta& sh : m.shards) {
-    // Consecutive ranks print as a range, so a node of 64 ranks is one line.
-    std::printf("%-24s  %14llu  %8zu  %s\n", Printable(sh.file).c_str(), static_cast<unsigned long long>(sh.bytes),
-                sh.datasets.size(), RankRanges(sh.ranks).c_str());
-  }
+  // Consecutive ranks print as a range, so a node of 64 ranks is one line.
+  TextTable shards({"SHARD", "BYTES", "DATASETS", "RANKS"},
+                   {TextTable::Align::kLeft, TextTable::Align::kRight, TextTable::Align::kRight});
+  for (const ckpt::ShardMeta& sh : m.shards)
+    shards.AddRow({Printable(sh.file), std::to_string(sh.bytes), std::to_string(sh.datasets.size()),
+                   RankRanges(sh.ranks)});
+  std::printf("\n");
+  shards.Print(stdout);
   return 0;
 }
 

@@ -1,12 +1,11 @@
 """baton.Checkpointer: checkpoints of state dicts (the registered-array form is baton.ArrayCheckpointer)."""
 
-import os
 import sys
 import warnings
 
 import numpy as np
 
-from baton import _baton, metadata
+from baton import _baton, metadata, storage
 from baton.errors import ResizeRefused, in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
@@ -21,9 +20,7 @@ VERSION = 1  # of the JSON below; the marker array holds it too
 REPLICAS = ("verify", "rank0")
 
 
-def _version_name(path):
-    """The version's name ("v00000012-s400") from its path at either level: what the extension's restore pins."""
-    return os.path.basename(str(path).rstrip("/"))
+_version_name = storage.version_name
 
 
 class _Unverified(Exception):
@@ -160,7 +157,7 @@ class Checkpointer:
         self._replicas = replicas
         self._options = dict(options, dir=dir, local_dir=local_dir, verify_replicas=replicas == "verify")
         try:
-            self._low = _baton.ArrayCheckpointer(runtime, **self._options)
+            self._low = storage.open_for_writing(runtime, **self._options)
         except _baton.Error as e:
             raise in_python_words(e) from None
         self._bindings = {}  # array name -> (Binding, registration key)
@@ -216,7 +213,9 @@ class Checkpointer:
         is skipped for the next older one, planned anew from
         its own JSON (last_restore() says which were skipped and why), and
         the state keeps nothing of it. Versions none of which can be
-        restored raise baton.NotFound, never a silent first run.
+        restored raise baton.NotFound, never a silent first run; nor is a
+        directory with no version but files baton did not write (a
+        torch.save file): baton.InvalidArgument names them.
         At another world size than the version's, the per-rank state
         (RNGState, PerRank) cannot go back to its ranks: by default
         (``drop_rank_state_on_resize=True``) the restore goes on without it,
@@ -502,7 +501,7 @@ class Checkpointer:
             self._low.wait()
             self._low.close()
         try:
-            self._low = _baton.ArrayCheckpointer(self._runtime, **self._options)
+            self._low = storage.open_for_writing(self._runtime, **self._options)
         except _baton.Error as e:
             raise with_context(in_python_words(e), "baton: reopening the checkpoint directory (the next save "
                                                    "or restore tries again)") from None
@@ -583,7 +582,32 @@ class Checkpointer:
                 raise self._none_older(step, failed, e) from failed.error
             if found is None and failed is not None:
                 raise self._none_older(step, failed, None) from failed.error
+            if found is None:
+                self._refuse_foreign_files(step)
             return found
+
+    def _refuse_foreign_files(self, step):
+        """No version at all: a first run, unless the directory holds files baton did not write (collective).
+
+        Rank 0 looks (one listing of the shared directory, so the ranks
+        cannot see two different ones) and the ranks agree on its answer:
+        a program pointed at a directory of torch.save files or another
+        tool's output would otherwise start from scratch without a word.
+        """
+        error = None
+        if self._runtime.rank == 0:
+            found = storage.foreign_entries(self.dir)
+            if found:
+                shown = ", ".join(repr(n) for n in found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8
+                                                                 else "")
+                which = "restore(state)" if step is None else f"restore(state, step={step})"
+                error = invalid(self._runtime, f"{which}: {self.dir} holds no baton version but {len(found)} "
+                                               f"entr{'y' if len(found) == 1 else 'ies'} baton did not write "
+                                               f"({shown}): not taken for a first run; give the Checkpointer a "
+                                               "directory of its own (a new or empty one starts from scratch), "
+                                               "and to resume from a torch.save file or a DCP checkpoint, "
+                                               "convert it first: `baton ckpt import SOURCE NEWDIR`")
+        self._agree_local_step("restore", "first run", error)
 
     def _none_older(self, step, failed, why):
         """baton.NotFound after ``failed`` (the last _Unverified): no older version restores (``why``: the extension's word)."""

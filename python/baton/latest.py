@@ -12,13 +12,13 @@ no MPI is needed, and no manifest is read or verified (a restore still
 verifies, and may fall back to an older version; a version quarantined
 after failed restores is still counted here).
 """
-from baton import _baton
+from baton import _baton, storage
 
 
 def latest(dir):
     """The step of ``dir``'s newest committed version, or None (no such version, no such directory)."""
     try:
-        versions = _baton._committed_versions(str(dir))
+        versions = storage.committed_versions(str(dir))
     except _baton.InvalidArgument:  # not a directory
         return None
     return versions[-1][1] if versions else None

@@ -65,7 +65,7 @@ from lightning.pytorch.plugins.environments import ClusterEnvironment
 from lightning.pytorch.plugins.io import CheckpointIO as _LightningCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy as _LightningDDPStrategy
 
-from baton import _baton
+from baton import _baton, storage
 from baton.rng import RNGState
 
 _POINTER_KEYS = ("baton_dir", "step")
@@ -308,7 +308,7 @@ def _read_pointer(path):
 
 def _steps_held(baton_dir):
     """The steps of the committed versions in ``baton_dir`` (their directories, docs/checkpoint-format.md)."""
-    return {step for _, step in _baton._committed_versions(baton_dir)}
+    return {step for _, step in storage.committed_versions(baton_dir)}
 
 
 # A pointer is a few dozen bytes; a larger file is not one (a real Lightning checkpoint, left by another run).

@@ -54,7 +54,8 @@ def differences(docs):
         return lines or ["the plans differ"]
     per_array = {}
     for r in planned:
-        for name, path, kind, dtype, shape, *layout in docs[r]["arrays"]:  # layout: a DTensor's placements and mesh
+        # A rank-local step's document ({"call", "error"}: Checkpointer._agree_local_step) has no plan.
+        for name, path, kind, dtype, shape, *layout in docs[r].get("arrays", ()):  # layout: a DTensor's placements and mesh
             per_array.setdefault(name, {})[r] = (path, kind, dtype, tuple(shape), *layout)
     for name in sorted(per_array):
         held = per_array[name]
@@ -65,7 +66,7 @@ def differences(docs):
             lines.append(f"'{path}': " + "; ".join(
                 f"{_ranks(ranks)}: {'absent' if v is None else ' '.join(str(x) for x in v)}"
                 for v, ranks in groups.items()))
-    keys = {r: tuple(docs[r]["per_rank"]) for r in planned}
+    keys = {r: tuple(docs[r].get("per_rank", ())) for r in planned}
     all_keys = sorted(set().union(*keys.values()))
     for key in all_keys:
         groups = _groups({r: key in k for r, k in keys.items()})

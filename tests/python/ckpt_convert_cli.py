@@ -83,15 +83,14 @@ def _torch_save_object():
 
 
 def _tree(path, baton_dir):
-    """Every path under `path` with its size and mtime: what "nothing written" compares. Not the baton directory's
-    writer.lock: an export reads through a Checkpointer, which takes the lock. Its event log is compared: no
-    command of `baton ckpt` is a launch of the job, so none writes there."""
+    """Every path under `path` with its size and mtime: what "nothing written" compares, the baton directory's
+    writer.lock included (bad input is refused before import's Checkpointer opens DIR and takes it; an export
+    takes no lock). Its event log is compared: no command of `baton ckpt` is a launch of the job, so none
+    writes there."""
     out = {}
     for root, dirs, files in os.walk(path):
         for n in dirs + files:
             p = os.path.join(root, n)
-            if p == os.path.join(baton_dir, "writer.lock"):
-                continue
             st = os.lstat(p)
             out[p] = (st.st_size, st.st_mtime_ns)
     return out
@@ -140,6 +139,35 @@ def test_imported_versions_verify_list_and_inspect(converted):
     for name in ("model:layer:w", "model:half", "scale", "~baton.state_dict"):
         assert name in arrays, arrays
     assert "dcp-metadata" not in arrays and "step@b" not in arrays, arrays
+
+
+def test_checkpointer_restores_an_imported_version(converted, tmp_path):
+    """Issue 46 item 1: a version `baton ckpt import` wrote is read by Checkpointer.restore (not only by the
+    exports), tensors and plain values equal to the DCP source's; in a process of its own (a Runtime), on a
+    copy (a Checkpointer is the directory's writer: its run file, lock and event log)."""
+    import sys
+    import textwrap
+
+    b = tmp_path / "copy"
+    shutil.copytree(str(converted["baton"]), str(b))
+    script = textwrap.dedent("""
+        import sys, torch, baton
+        rt = baton.Runtime()
+        state = {"model": {"layer": {"w": torch.zeros(5, 3), "b": torch.zeros(4, dtype=torch.int64)},
+                           "half": torch.zeros(2, 8, dtype=torch.bfloat16)},
+                 "scale": torch.tensor(0.0), "step": 0, "tag": "", "lrs": [0.0, 0.0]}
+        with baton.Checkpointer(rt, dir=sys.argv[1]) as ck:
+            assert ck.restore(state, step=10) == 10
+        torch.save(state, sys.argv[2])
+        rt.close()
+    """)
+    out = tmp_path / "restored.pt"
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    e["PYTHONPATH"] = os.path.join(BUILD, "python")
+    p = subprocess.run([sys.executable, "-c", script, str(b), str(out)], capture_output=True, text=True, env=e,
+                       timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-4000:])
+    same(torch.load(str(out), weights_only=True), converted["sd"])
 
 
 def test_export_of_a_torch_save_import_is_the_same_object(converted):

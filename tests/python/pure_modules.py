@@ -197,3 +197,13 @@ def test_one_box_intersection_reads_boxes_into_a_whole_tensor_and_back():
     whole = Reads(("t",), [["t", [0, 0], [4, 3]]], torch.zeros(4, 3))
     assert [(c.name, first, tuple(buf.shape)) for c, buf, first in whole.buffers] == [("t", 0, (4, 3))]
 
+
+
+def test_the_differences_of_a_rank_local_step_name_the_failing_rank():
+    """Checkpointer._agree_local_step's documents ({"call", "error"}, no plan): with one rank failed and two
+    planned, the ranks' differences name the failure; they raised KeyError ('arrays') at 3 ranks before."""
+    from baton.plan_agreement import differences
+
+    ok = {"call": ["restore", "first run"], "error": None}
+    docs = [ok, {"call": ["restore", "first run"], "error": "InvalidArgument: holds 'epoch3.pt'"}, dict(ok)]
+    assert differences(docs) == ["rank 1 could not make the plan: InvalidArgument: holds 'epoch3.pt'"]

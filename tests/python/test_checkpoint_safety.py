@@ -200,6 +200,32 @@ def test_a_dcp_directory_is_named_not_taken_for_a_first_run(dist, rt, shared_dir
     dist.barrier()
 
 
+def test_a_directory_of_other_files_is_not_a_first_run(dist, rt, shared_dir, rank):
+    """Issue 46 item 6: Checkpointer.restore in a directory that holds files baton did not write (here a
+    torch.save file) and no version raises on every rank, naming them, where it returned None (a silent first
+    run from scratch); baton's own files of an earlier open and an empty directory made by another tool still
+    make a first run."""
+    import baton
+
+    d, fresh = os.path.join(shared_dir, "other"), os.path.join(shared_dir, "fresh")
+    if rank == 0:
+        os.makedirs(os.path.join(fresh, "lightning"))  # made before anything is written into it
+        os.makedirs(d)
+        torch.save({"w": torch.arange(4.0)}, os.path.join(d, "epoch3.pt"))
+    dist.barrier()
+    with baton.Checkpointer(rt, dir=d) as ck:
+        with pytest.raises(baton.InvalidArgument) as info:
+            ck.restore({"w": torch.zeros(4)})
+    text = _text(info.value)
+    assert "holds no baton version" in text and "not taken for a first run" in text, text
+    if rank == 0:
+        assert "'epoch3.pt'" in text and "baton ckpt import" in text, text
+    for _ in range(2):  # the second open finds the first one's run file, lock and event log: still a first run
+        with baton.Checkpointer(rt, dir=fresh) as ck:
+            assert ck.restore({"w": torch.zeros(4)}) is None
+    dist.barrier()
+
+
 def test_a_reader_creates_and_writes_nothing(dist, rt, shared_dir, rank):
     """BatonReader on a mistyped path fails naming it and creates nothing; a load writes nothing into the directory
     it reads (no lock taken, no run file, no event log of its own); baton.latest answers the step without an
@@ -329,6 +355,15 @@ def test_every_reader_reads_every_writer_in_every_dtype(dist, rt, shared_dir):
         rc, so, err = _cli("export", b, out, "--format", "torch")
         assert rc == 0, (rc, so, err)
         same(torch.load(out, weights_only=True))
+        # inspect's columns line up whatever the dtype's name (float8_e4m3fnuz overran a fixed width before).
+        rc, so, err = _cli("inspect", b)
+        assert rc == 0, (rc, so, err)
+        table = so[so.index("\nTENSOR") + 1:].split("\n\n")[0].splitlines()
+        assert len(table) == 1 + len(want), so
+        rows = {line.split()[0]: line for line in table[1:]}
+        starts = {table[0].index("DTYPE")} | {rows[k].index(str(v.dtype)[6:], len(k)) for k, v in want.items()}
+        assert len(starts) == 1, so
+        assert len({table[0].index("SHAPE")} | {line.index("[") for line in table[1:]}) == 1, so
     dist.barrier()
 
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -173,6 +174,55 @@ def test_async_save_into_another_directory_than_the_writers_is_refused(dist, rt,
         in str(e.value), str(e.value)
     writer.close()
     assert not os.path.exists(os.path.join(shared_dir, "b"))
+
+
+def _quick_save(sd, writer):
+    """dcp.save of `sd` through `writer`; the seconds it took."""
+    start = time.monotonic()
+    dcp.save(sd, storage_writer=writer)
+    return time.monotonic() - start
+
+
+def test_a_save_after_an_async_save_that_failed_before_its_thread_goes_on_at_once(dist, rt, shared_dir, monkeypatch):
+    """dcp.async_save that fails after BatonWriter.stage() and before DCP's executor has the save (here its
+    executor refuses the work, as after the interpreter's shutdown began) never runs that save: the next
+    save on the directory goes on at once. Before, it waited collective_timeout (600 s by default) for a
+    save that would never begin, then raised baton.TimeoutError ("DCP's thread never began it")."""
+    from torch.distributed.checkpoint import _async_thread_executor
+
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    writer = BatonWriter(shared_dir, runtime=rt)
+    monkeypatch.setattr(_async_thread_executor._ThreadBasedAsyncCheckpointExecutor, "execute_save", refuse)
+    with pytest.raises(RuntimeError, match="cannot schedule new futures"):
+        dcp.async_save(_state(50), storage_writer=writer)
+    monkeypatch.undo()
+    assert _quick_save(_state(51), writer) < rt.collective_timeout / 2
+    assert _same(_load(shared_dir, rt), _state(51))
+    dcp.async_save(_state(52), storage_writer=writer).result(timeout=120)  # and the next async_save waits as ever
+    writer.close()
+    assert _same(_load(shared_dir, rt), _state(52))
+
+
+def test_a_save_after_an_async_save_that_failed_before_the_writers_setup_goes_on_at_once(dist, rt, shared_dir):
+    """DCP's thread began the save and failed before it reached the writer's set_up_storage_writer (here the
+    planner's set_up_planner raises on every rank): the save has ended, and the next save goes on at once.
+    Before, it waited collective_timeout for a save it believed had not begun, then raised baton.TimeoutError."""
+    from torch.distributed.checkpoint import DefaultSavePlanner
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    class Refusing(DefaultSavePlanner):
+        def set_up_planner(self, state_dict, storage_meta=None, is_coordinator=False):
+            raise ValueError("a planted planner failure")
+
+    writer = BatonWriter(shared_dir, runtime=rt)
+    future = dcp.async_save(_state(53), storage_writer=writer, planner=Refusing())
+    with pytest.raises(CheckpointException, match="a planted planner failure"):
+        future.result(timeout=120)
+    assert _quick_save(_state(54), writer) < rt.collective_timeout / 2
+    writer.close()
+    assert _same(_load(shared_dir, rt), _state(54))
 
 
 _LEFT_OPEN = r"""

@@ -24,8 +24,9 @@ def _is_baton_dir(path):
 
 def check_no_live_writer(directory, what):
     """Unavailable at once when a live writer holds DIR's writer.lock where flock reaches (this node, or every node
-    of a cluster file system): the Checkpointer that import and export open would wait 120 s for it, silently.
-    A probe only: the Checkpointer's own lock (ckpt/writer_lock.cc) still decides."""
+    of a cluster file system): import's Checkpointer would wait 120 s for it, silently, and export (a read-only
+    reader, no lock) would read beside a live job. A probe only: for import, the Checkpointer's own lock
+    (ckpt/writer_lock.cc) still decides."""
     path = os.path.join(directory, "writer.lock")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -72,7 +73,7 @@ def check_export(directory, target, fmt, force):
         raise _baton.InvalidArgument("export: format %r is neither 'dcp' nor 'torch'" % (fmt,))
     if not os.path.isdir(directory):
         raise _baton.NotFound("export: %s: no such directory" % directory)
-    # Checked here: the reader opens a Checkpointer, which would make DIR one (its run file, its event log).
+    # Checked here, before the reader: a directory that is no baton one is named as such, not as "no version".
     if not _is_baton_dir(directory):
         raise _baton.NotFound("export: %s holds no baton checkpoint (no %r file)" % (directory, BATON_RUN_FILE))
     check_no_live_writer(directory, "export")

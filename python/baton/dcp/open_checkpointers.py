@@ -22,7 +22,8 @@ Runtime's world communicator beside the program's own collectives on it
   makes two threads on two communicators legal);
 - a directory has at most one save in flight: a save (sync, or the
   staging of an async one) first waits, on the program's thread, until the
-  save before it on that directory has ended (see InFlight).
+  save before it on that directory has ended (see InFlight); not for a save
+  whose dcp.async_save raised before DCP's executor held it (it never runs).
 
 Threading: the table is guarded by one lock; an entry's checkpointer is
 used by one thread at a time (Entry.lock).
@@ -31,7 +32,7 @@ import os
 import threading
 import time
 
-from baton import _baton
+from baton import _baton, storage
 
 _table_lock = threading.Lock()
 _open = {}  # directory key -> Entry
@@ -65,14 +66,31 @@ class InFlight:
         self.staged_by = threading.current_thread()
         self.thread = None
         self.began = threading.Event()
+        self.handed_over = threading.Event()  # DCP's executor holds the save (handed())
+
+    def handed(self):
+        """Called on the staging thread once DCP's executor holds the save (BatonWriter.synchronize_staging,
+        which dcp.async_save calls after submitting it, before it returns)."""
+        self.handed_over.set()
 
     def begin(self):
-        """Called on DCP's thread when its save begins (BatonWriter.set_up_storage_writer)."""
+        """Called on DCP's thread when its save begins (BatonWriter.reset, DCP's first call of the writer
+        there, and again in set_up_storage_writer): from here the save has ended when that thread has."""
         self.thread = threading.current_thread()
         self.began.set()
 
+    def never_runs(self):
+        """Whether the dcp.async_save that staged this save raised before DCP's executor held it (asked on
+        the staging thread, which has left that call): then no thread will ever run the save."""
+        return threading.current_thread() is self.staged_by and not self.handed_over.is_set() and \
+            not self.began.is_set()
+
     def wait(self, timeout, what):
         """Waits until the save ended; baton.TimeoutError naming it past `timeout` seconds."""
+        if self.never_runs():
+            # Before, this waited `timeout` (collective_timeout, 600 s by default) for a save no thread would
+            # begin, then raised. Nothing of it was written: the save has ended.
+            return
         deadline = time.monotonic() + timeout
         if self.began.wait(timeout):
             while self.thread.is_alive() and time.monotonic() < deadline:
@@ -132,7 +150,7 @@ def open_for_save(path, runtime, options, what):
             entry.close()
         if not entry.open():
             entry.ck = None
-            entry.ck = _baton.ArrayCheckpointer(runtime, dir=key, **options)
+            entry.ck = storage.open_for_writing(runtime, dir=key, **options)
             entry.runtime, entry.options, entry.newest_step = runtime, dict(options), None
     return entry
 

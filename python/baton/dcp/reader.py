@@ -19,7 +19,6 @@ the same (the same state at the same world size), else the load fails
 naming both versions.
 """
 import io
-import os
 from collections import defaultdict
 
 import numpy as np
@@ -29,7 +28,7 @@ from torch.distributed.checkpoint.planner import LoadItemType
 from torch.distributed.checkpoint.storage import StorageReader
 from torch.futures import Future
 
-from baton import _baton, metadata, tensors
+from baton import _baton, metadata, storage, tensors
 from baton.checkpointer import FORMAT, VERSION
 from baton.names import MARKER
 from baton.restore_match import decode_tree
@@ -93,13 +92,8 @@ class BatonReader(StorageReader):
     def _open(self):
         rt = runtimes.resolve(self._runtime)
         runtimes.check_world(rt, "BatonReader")
-        # A reader creates nothing and writes nothing where it reads (no lock, run file, event log of its own),
-        # unless it reads node-local copies (level 2, which keeps its own records). Its restore record waits
-        # in the process's event log for the program's writer to open the log (docs/events.md).
-        options = dict(self._options)
-        if not (options.get("level2") or options.get("local_dir")):
-            options.setdefault("read_only", True)
-        return _baton.ArrayCheckpointer(rt, dir=self.path, **options)
+        # A reader creates nothing and writes nothing where it reads (storage.read_only_options).
+        return storage.open_read_only(rt, dir=self.path, **self._options)
 
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not
         self._close()
@@ -126,8 +120,8 @@ class BatonReader(StorageReader):
         self.last_restore = ck.last_restore()
         blob = ck.user_blob
         where = self.last_restore["version_path"]
-        if os.path.basename(where.rstrip("/")) != os.path.basename(meta["version_path"].rstrip("/")):
-            meta = ck.read_metadata(version=os.path.basename(where.rstrip("/")))  # a newer one failed: this one's arrays
+        if storage.version_name(where) != storage.version_name(meta["version_path"]):
+            meta = ck.read_metadata(version=storage.version_name(where))  # a newer one failed: this one's arrays
         try:
             if int(marker) != VERSION:
                 raise metadata.FormatError("its state-dict form is version %d; this baton reads version %d"

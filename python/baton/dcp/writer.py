@@ -108,8 +108,10 @@ class BatonWriter(StorageWriter, AsyncStager):
     After a save, `last_step` is the step written.
     """
 
-    # stage() copies before it returns: nothing for DCP to synchronize after.
-    _synchronize_after_execute = False
+    # stage() copies before it returns; DCP's call of synchronize_staging after it submitted the save (on
+    # the calling thread, before dcp.async_save returns) tells the save in flight that it will run
+    # (InFlight.handed): one whose async_save raised before that is never waited for.
+    _synchronize_after_execute = True
 
     def __init__(self, path=None, *, step=None, runtime=None, keep=3, level2=False, local_dir=None, **options):
         super().__init__()
@@ -132,12 +134,17 @@ class BatonWriter(StorageWriter, AsyncStager):
         staged = _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict), type_check=False)
         in_flight = open_checkpointers.InFlight(entry, self.step)
         entry.in_flight = in_flight
+        self._local.staging = in_flight
         with self._lock:
             self._staged = in_flight
         return staged
 
     def synchronize_staging(self):
-        pass  # stage() copied before it returned
+        # stage() copied before it returned: nothing to wait for. DCP calls this once its executor holds
+        # the save (dcp.async_save, on the calling thread): that save will run.
+        in_flight, self._local.staging = getattr(self._local, "staging", None), None
+        if in_flight is not None:
+            in_flight.handed()
 
     # --- DCP's protocol ---------------------------------------------------------------------------------
     def reset(self, checkpoint_id=None):
@@ -145,6 +152,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         staged = self._staged
         if checkpoint_id is not None and (staged is None or staged.staged_by is threading.current_thread()):
             self.path = checkpoint_id
+        self._begun_here()
 
     def set_up_storage_writer(self, is_coordinator, *args, **kwargs):
         # The first call of DCP's save on every rank, before its first collective.
@@ -223,6 +231,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         pass  # the version was committed by write_data's save, its tree with it
 
     def storage_meta(self):
+        self._begun_here()  # DCP's first call on its thread when no checkpoint_id was given (reset is not called)
         return None
 
     @classmethod
@@ -248,6 +257,14 @@ class BatonWriter(StorageWriter, AsyncStager):
             "the version" % (self.path,))
 
     # --- helpers ----------------------------------------------------------------------------------------
+    def _begun_here(self):
+        """On DCP's thread, its first call of the writer in a save stage() staged (reset with a checkpoint_id,
+        else storage_meta, both before DCP's planner runs): the save has begun there, and has ended when that
+        thread has, even if DCP fails before set_up_storage_writer and never calls the writer again."""
+        staged = self._staged
+        if staged is not None and staged.staged_by is not threading.current_thread():
+            staged.begin()
+
     def _open_here(self, call):
         """The directory's open checkpointer, for a save whose MPI calls this thread makes (or hands on)."""
         rt = runtimes.resolve(self._runtime)
@@ -270,7 +287,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         # The values (JSON, or DCP's pickle where JSON cannot hold one) are known to their owner only: one
         # all-gather gives every rank the whole tree, as every rank's Checkpointer has it. On the
         # checkpointer's own communicator: this may be DCP's background thread.
-        got = ck._allgather_bytes(metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
+        got = ck.allgather_bytes(metadata.dumps(my_values), "BatonWriter: the state's non-tensor values")
         values = {}
         for r, raw in enumerate(got):
             for path, node in metadata.loads(raw, "rank %d's values" % r):
