@@ -74,6 +74,7 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
   // Agreed with the rest of the call: every rank pins the same version.
   if (!o.version.empty()) *call += ", version=" + Printable(o.version);
   if (!o.older_than.empty()) *call += ", older_than=" + Printable(o.older_than);
+  if (o.verify_before_write) *call += ", verify_before_write=true";
   *call += ")";
   if (o.from_level != 0 && o.from_level != 3) {
     return Status::InvalidArgument(log::kCkpt, *call + ": from_level " + std::to_string(o.from_level) +

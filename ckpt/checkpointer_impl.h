@@ -53,6 +53,9 @@
 #include "mpi_runtime/silence_watch.h"
 
 namespace baton::ckpt {
+namespace h5 {
+class ShardReader;  // ckpt/hdf5/shard_reader.h
+}  // namespace h5
 
 // The dataset of per-rank state (SetRankState): a sharded u8 array whose
 // rows are the ranks' bytes in rank order. Users' names cannot begin with
@@ -275,8 +278,26 @@ class CheckpointerImpl : public Checkpointer {
   // Loads the shard indexes that hold my rows into m (format 3) first.
   // `level`: 3 reads replicated arrays in a part per node, 2 in a part per
   // rank (a node-local copy holds its rank's own rows only): ReplicatedSplit.
+  // `pass`: kDirect reads each chunk into the registered arrays (verified
+  // before the next); kVerifyOnly (RestoreOptions::verify_before_write's
+  // first pass) reads and verifies every chunk, the per-rank state and the
+  // blob, and writes nothing registered; kCopyVerified (its second pass, m
+  // as the first left it) reads each chunk again and copies it into the
+  // registered arrays once verified (*bytes counts the rows of this pass).
+  // kVerifyOnly checks the rows of replicated arrays in a part per rank of
+  // the world, not per node: the second pass verifies again every chunk it
+  // copies, so the first only has to cover every chunk once over the ranks.
+  // `open`: the shard files opened (and checked) by a pass, for the next
+  // (null: this call's own).
+  enum class ReadPass { kDirect, kVerifyOnly, kCopyVerified };
+  using ShardReaders = std::map<size_t, std::unique_ptr<h5::ShardReader>>;
   Status ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
-                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state);
+                    bool rank_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
+                    ReadPass pass = ReadPass::kDirect, ShardReaders* open = nullptr);
+  // verify_before_write's second pass (kCopyVerified) and its agreement, after the first was agreed on.
+  Status CopyVerifiedAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
+                              PhaseClock* clock, uint64_t* bytes, uint64_t* total_bytes, Status* mine = nullptr,
+                              ShardReaders* open = nullptr);
   Status GatherReplicated(int level, const Manifest& m, const std::vector<int>& index_of);
   struct ReplicatedSplit {
     int parts, part;
@@ -287,6 +308,7 @@ class CheckpointerImpl : public Checkpointer {
   // agreement on it (a corruption preferred); *mine, when given: this
   // rank's own outcome; *total_bytes, when given: *bytes summed over the
   // ranks in the same round (for FinishRestore).
+  // With verify_before_write_: ReadMyRows's two passes, each agreed.
   Status ReadAndAgree(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                       bool with_state, PhaseClock* clock, uint64_t* bytes, std::string* state,
                       Status* mine = nullptr, uint64_t* total_bytes = nullptr);
@@ -392,6 +414,7 @@ class CheckpointerImpl : public Checkpointer {
   // Rank 0, while attempt_ holds a mark: removes it when a stop signal arrives.
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
+  bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
 
   // async_save.cc: the save in flight (SaveAsync to its commit).
   struct PendingSave {

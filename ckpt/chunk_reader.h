@@ -22,6 +22,12 @@
 // rows are all kept go straight into the caller's buffer; the others go
 // through one piece buffer and the kept rows are copied out.
 //
+// A reader made with copy_after_verify (RestoreOptions::verify_before_write)
+// reads a chunk whole into a buffer of its own (a chunk: at most
+// kChunkBytes, reused from chunk to chunk, so no fresh page is touched) and
+// copies the kept rows out only once the chunk's digest matched: dst never
+// receives a byte that failed, even when Read fails.
+//
 // Threading: one thread (HDF5 calls); not thread-safe.
 #pragma once
 
@@ -40,6 +46,9 @@ namespace baton::ckpt {
 
 class ChunkReader {
  public:
+  ChunkReader() = default;
+  explicit ChunkReader(bool copy_after_verify) : copy_after_verify_(copy_after_verify) {}
+
   // Bytes read (and hashed) at a time: small enough to stay in a core's L2
   // cache (1 MiB on this project's AMD EPYC node, 512 KiB and more on
   // current x86 server cores) between the read and the hash, and to bound
@@ -56,7 +65,8 @@ class ChunkReader {
   // kCorruption, "FILE: dataset NAME rows A-B (written by rank R): xxh3 X
   // != manifest Y", FILE being `file` (how the caller names the shard); a
   // failed read: its status (which names the file).
-  // When Read fails, dst may hold some of the chunk's unverified rows: the
+  // When Read fails, dst may hold some of the chunk's unverified rows (not
+  // with copy_after_verify: then dst is written only after the check): the
   // caller must not use them.
   Status Read(h5::ShardReader* reader, const std::string& file, const ArrayMeta& a, const DatasetMeta& d, const Chunk& c, uint64_t keep_first,
               uint64_t keep_rows, char* dst, PhaseClock* clock, const Progress& progress = nullptr);
@@ -68,7 +78,14 @@ class ChunkReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
-  std::vector<char> piece_;  // for pieces not wholly kept
+  // copy_after_verify: the chunk whole into piece_, checked, the kept rows copied to dst.
+  Status ReadThenCopy(h5::ShardReader* reader, const std::string& file, const ArrayMeta& a, const DatasetMeta& d,
+                      const Chunk& c, uint64_t keep_first, uint64_t keep_rows, char* dst, PhaseClock* clock);
+  // The digest of the chunk just read against the manifest's (mismatched_ set when it differs).
+  Status Check(const std::string& file, const ArrayMeta& a, const Chunk& c);
+
+  std::vector<char> piece_;  // for pieces not wholly kept; copy_after_verify: the whole chunk
+  bool copy_after_verify_ = false;
   Xxh3Stream sum_;           // the chunk being read; reset at each chunk's start
   uint64_t bytes_read_ = 0;
   bool mismatched_ = false;

@@ -405,15 +405,21 @@ Status CheckpointerImpl::TryLevel2(const RestoreOptions& options, const std::vec
     agreed = fetch(from, &fetched);
     if (!agreed.ok()) return fall_back(agreed);
     read = Status::OK();
+    Manifest again;  // ReadMyRows loaded shard indexes into m
     if (mine != 0) {
-      Manifest again;  // ReadMyRows loaded shard indexes into m
       read = ParseManifestJson(choice.text, &again);
-      if (read.ok()) read = ReadMyRows(2, vdir, again, index_of, with_state, clock, &bytes, &state);
+      const ReadPass pass = verify_before_write_ ? ReadPass::kVerifyOnly : ReadPass::kDirect;
+      if (read.ok()) read = ReadMyRows(2, vdir, again, index_of, with_state, clock, &bytes, &state, pass);
     }
     clock->Lap("read");
     agreed = Agree(comm_, read, nullptr, Code::kCorruption);
     clock->Lap("agree");
     if (!agreed.ok()) return fall_back(agreed);
+    if (verify_before_write_) {  // every rank verified (the first read or the partner copy's): now written
+      bytes = 0;
+      agreed = CopyVerifiedAndAgree(2, vdir, mine != 0 ? again : m, index_of, clock, &bytes, nullptr);
+      if (!agreed.ok()) return fall_back(agreed);
+    }
   }
   BATON_RETURN_IF_ERROR(
       FinishRestore(2, vdir, m, index_of, with_state, std::move(state), bytes, fetched, clock, result));

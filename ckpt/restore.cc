@@ -131,9 +131,11 @@ CheckpointerImpl::ReplicatedSplit CheckpointerImpl::SplitReplicated(int level) c
 
 Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest& m, const std::vector<int>& index_of,
                                     bool rank_state, PhaseClock* clock, uint64_t* bytes,
-                                    std::string* state) {
-  std::map<size_t, std::unique_ptr<h5::ShardReader>> readers;
-  ChunkReader chunks;  // reads and verifies whole chunks (ckpt/chunk_reader.h)
+                                    std::string* state, ReadPass pass, ShardReaders* open) {
+  ShardReaders own;
+  ShardReaders& readers = open != nullptr ? *open : own;
+  // Reads and verifies whole chunks (ckpt/chunk_reader.h); the second pass copies a chunk out once verified.
+  ChunkReader chunks(pass == ReadPass::kCopyVerified);
   // What to read: (array index in the manifest, the registration, the rows
   // to read, the buffer and the global row of its first row).
   struct Job {
@@ -141,6 +143,8 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
     std::string name;
     uint64_t first, rows, buffer_first;
     char* base;
+    bool own = false;  // the rank state: a buffer of the restore's own, kept in the first pass too
+    uint64_t replicated_rows = 0;  // a replicated array's rows (0: sharded)
   };
   std::vector<Job> jobs;
   const ReplicatedSplit split = SplitReplicated(level);
@@ -155,18 +159,30 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       // My part (my node's, ckpt/layout.h); the others' come by GatherReplicated.
       ReplicatedRows(r.meta.rows(), split.parts, split.part, &first, &rows);
     }
-    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data)});
+    jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data),
+                       false, r.meta.replicated ? r.meta.rows() : 0});
   }
   // Format 3: only the shard indexes that hold my rows (my own group's at
   // the same world size), holding only my chunks.
-  std::vector<RowRange> wants;
-  for (const Job& job : jobs) wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
-  IndexLoadStats loaded;
-  BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
-                                            rank_state ? rank_ : -1, &m, &loaded));
-  clock->Lap("index");
-  state->clear();
-  if (rank_state) {
+  if (pass != ReadPass::kCopyVerified) {  // the first pass loaded the indexes into m and read the rank state
+    std::vector<RowRange> wants;
+    for (const Job& job : jobs) wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
+    if (pass == ReadPass::kVerifyOnly) {
+      // The first pass of verify_before_write verifies my part of the world's rows of a replicated array
+      // (every chunk by some rank, ReadPass); its chunks are loaded beside those the second pass reads.
+      for (Job& job : jobs) {
+        if (job.replicated_rows == 0) continue;
+        ReplicatedRows(job.replicated_rows, size_, rank_, &job.first, &job.rows);
+        wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
+      }
+    }
+    IndexLoadStats loaded;
+    BATON_RETURN_IF_ERROR(LoadShardIndexesFor(env_, vdir, wants, FirstShardFor(m, wants, rank_, size_),
+                                              rank_state ? rank_ : -1, &m, &loaded));
+    clock->Lap("index");
+    state->clear();
+  }
+  if (rank_state && pass != ReadPass::kCopyVerified) {
     // My own chunks of the per-rank state (consecutive rows, one chunk per
     // kChunkBytes), wherever the manifest has them.
     for (size_t a = 0; a < m.arrays.size(); ++a) {
@@ -188,12 +204,14 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
                                                   std::to_string(rows) + " bytes exceeds the limit");
       }
       state->resize(rows);
-      jobs.push_back(Job{static_cast<int>(a), kRankStateName, first, rows, first, state->data()});
+      jobs.push_back(Job{static_cast<int>(a), kRankStateName, first, rows, first, state->data(), /*own=*/true});
     }
   }
   for (const Job& job : jobs) {
     const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
     const uint64_t rb = a.row_bytes();
+    // The first pass keeps nothing of a registered array (the rank state: a buffer of the restore's own).
+    const bool keep = pass != ReadPass::kVerifyOnly || job.own;
     std::vector<ReadPiece> pieces;
     BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
     for (const ReadPiece& p : pieces) {
@@ -202,16 +220,21 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
       // Verified before the next chunk is read: no row is used unchecked.
       Status read = chunks.Read(reader.get(), reader->path(), a, shard.datasets[p.dataset],
-                                shard.datasets[p.dataset].chunks[p.chunk], p.first_row, p.rows,
-                                job.base + (p.first_row - job.buffer_first) * rb, clock);
+                                shard.datasets[p.dataset].chunks[p.chunk], p.first_row, keep ? p.rows : 0,
+                                keep ? job.base + (p.first_row - job.buffer_first) * rb : nullptr, clock);
       if (!read.ok()) {
         stats_.bytes_read += chunks.bytes_read();
+        if (pass == ReadPass::kCopyVerified) {
+          return read.Annotate("the second read of a restore with verify_before_write, after the first read "
+                               "of every rank verified (the file changed during the restore)");
+        }
         return read;
       }
-      *bytes += p.rows * rb;
+      if (pass != ReadPass::kVerifyOnly) *bytes += p.rows * rb;
     }
   }
   stats_.bytes_read += chunks.bytes_read();
+  if (pass == ReadPass::kCopyVerified) return Status::OK();  // the blob was checked by the first pass
   if (Xxh3(m.user_blob.data(), m.user_blob.size()) != m.user_blob_xxh3) {
     return Status::Corruption(log::kCkpt, vdir + "/" + kManifestName + ": the user blob fails its checksum");
   }
@@ -239,9 +262,33 @@ Status CheckpointerImpl::ReadAndAgree(int level, const std::string& vdir, Manife
                                       bool with_state, PhaseClock* clock, uint64_t* bytes,
                                       std::string* state, Status* mine, uint64_t* total_bytes) {
   env_->Mark("restore-read " + vdir);  // every rank, before it reads a shard (a test crashes here)
-  Status read = ReadMyRows(level, vdir, m, index_of, with_state, clock, bytes, state);
+  const ReadPass first = verify_before_write_ ? ReadPass::kVerifyOnly : ReadPass::kDirect;
+  ShardReaders open;  // the files the first pass opened and checked, read again by the second
+  Status read = ReadMyRows(level, vdir, m, index_of, with_state, clock, bytes, state, first, &open);
   if (mine != nullptr) *mine = read;
   clock->Lap("read");  // the user blob's check and what follows the last lap
+  Status agreed;
+  if (total_bytes != nullptr && !verify_before_write_) {
+    *total_bytes = *bytes;
+    agreed = AgreeAndSum(comm_, read, total_bytes, 1, Code::kCorruption);
+  } else {
+    agreed = Agree(comm_, read, nullptr, Code::kCorruption);
+  }
+  clock->Lap("agree");
+  if (!agreed.ok() || !verify_before_write_) return agreed;
+  return CopyVerifiedAndAgree(level, vdir, m, index_of, clock, bytes, total_bytes, mine, &open);
+}
+
+Status CheckpointerImpl::CopyVerifiedAndAgree(int level, const std::string& vdir, Manifest& m,
+                                              const std::vector<int>& index_of, PhaseClock* clock, uint64_t* bytes,
+                                              uint64_t* total_bytes, Status* mine, ShardReaders* open) {
+  // Every rank verified all it reads: only now is a registered array written.
+  env_->Mark("restore-copy " + vdir);  // every rank, before its second read (a test changes a file here)
+  std::string unused;
+  Status read = ReadMyRows(level, vdir, m, index_of, /*rank_state=*/false, clock, bytes, &unused,
+                           ReadPass::kCopyVerified, open);
+  if (mine != nullptr) *mine = read;
+  clock->Lap("read");
   Status agreed;
   if (total_bytes != nullptr) {
     *total_bytes = *bytes;
@@ -297,7 +344,8 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   stats_ = CheckpointStats();
   *result = RestoreResult();
   PhaseClock clock;
-  clock.Start(&stats_.phases, {"call", "list", "mark", "manifest", "bcast", "index", "open", "read", "verify", "agree", "gather", "unmark"});
+  clock.Start(&stats_.phases, {"call", "list", "mark", "manifest", "bcast", "index", "open", "read", "verify", "copy", "agree", "gather", "unmark"});
+  verify_before_write_ = options.verify_before_write;
   // Every rank must compare the same registrations with the manifest, or
   // some would stop at the comparison while others read.
   std::string call;

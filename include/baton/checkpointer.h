@@ -241,7 +241,8 @@ struct CheckpointStats {
   // Restore, this rank: bytes of array data read from shard files, rows
   // that are not its own included (a chunk is read whole to verify its
   // checksum: more than `bytes` when resharding cuts a chunk; each rank
-  // reads 1/world of a replicated array, the rest comes over MPI).
+  // reads 1/world of a replicated array, the rest comes over MPI). With
+  // RestoreOptions::verify_before_write, the bytes of both reads.
   uint64_t bytes_read = 0;
   double seconds = 0;        // wall time of the call on this rank
   int fallbacks = 0;         // restore: versions skipped (RestoreResult::fallbacks says why)
@@ -356,6 +357,24 @@ struct RestoreOptions {
   // Not a version name: InvalidArgument.
   std::string version;
   std::string older_than;
+  // Whether a restore that fails leaves every registered array as it was.
+  // false (default): each chunk's rows go into the registered arrays as it
+  // is read (every byte verified before Restore returns OK, but a failed
+  // restore, this rank's or another's, leaves them holding some rows of the
+  // failed version). true: every rank reads and verifies its chunks first
+  // (nothing written to the arrays), the ranks agree, and only then each
+  // chunk is read again into a buffer of the restore's own, verified again
+  // and copied into the arrays: a version that fails to verify, on any
+  // rank, leaves every array untouched, and no unverified byte is ever
+  // written to one. It reads the bytes twice (from the page cache, right
+  // after the first read) instead of into a second, whole-size copy of the
+  // state (Python's front ends: docs/benchmarks.md, 2026-12-06). Only a
+  // shard file that changes between the two reads (rewritten by another
+  // program during the restore) fails the second one: then the arrays hold
+  // verified rows of this version beside rows of before, the version is
+  // counted as damaged and the restore goes on to the next older version,
+  // which rewrites every array it restores.
+  bool verify_before_write = false;
 };
 
 // A version that a restore skipped, newest first.

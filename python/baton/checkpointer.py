@@ -207,9 +207,10 @@ class Checkpointer:
         state lacks, before anything is read; ``strict=False`` restores
         what both have (dtype and shape must still match).
 
-        The tensors are read into scratch memory and copied into the state
-        only once every one of them verified: a version that cannot be read
-        or verified is skipped for the next older one, planned anew from
+        Every rank reads and verifies every byte it restores before any
+        tensor of the state is written (then reads it again, verified, into
+        the state's own tensors): a version that cannot be read or verified
+        is skipped for the next older one, planned anew from
         its own JSON (last_restore() says which were skipped and why), and
         the state keeps nothing of it. Versions none of which can be
         restored raise baton.NotFound, never a silent first run; nor is a
@@ -506,25 +507,21 @@ class Checkpointer:
                                                    "or restore tries again)") from None
         self._must_reopen = False
 
-    def _bind(self, item, scratch=False):
+    def _bind(self, item):
         """The registrations of ``item`` (a list: a DTensor is one array per box), each reused while it is
-        the same tensor with the same memory.
-
-        ``scratch``: registers a buffer of the restore's own (the item's
-        tensor is written only after the version verified).
-        """
+        the same tensor with the same memory."""
         out = []
         for name, value, offset, global_shape in item.registrations():
             if value is None:  # a box another rank owns: registered with no rows
                 value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
                 key = ("none", value.dtype, offset, tuple(global_shape))
             else:
-                key = None if scratch else (identity(value), item.kind, offset, global_shape)
+                key = (identity(value), item.kind, offset, global_shape)
             known = self._bindings.get(name)
             if known is not None and key is not None and known[1] == key:
                 out.append(known[0])
                 continue
-            binding = Binding(value, item.baton_dtype, scratch=scratch,
+            binding = Binding(value, item.baton_dtype,
                               receive=self._replicas == "rank0" and item.kind == REPLICATED and self._runtime.rank != 0)
             self._register(name, binding, offset, global_shape, item.path)
             self._bindings[name] = (binding, key)
@@ -542,7 +539,12 @@ class Checkpointer:
             raise with_context(e, f"baton: '{path_text(path)}'") from e
 
     def _bind_reads(self, reads, baton_dtype):
-        """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads)."""
+        """Registers the rows a restore reads of each saved box of a DTensor (dtensor_chunks.Reads).
+
+        Boxes that are whole rows of the live shard are read into it (the restore verifies every rank's
+        bytes before it writes any: verify_before_write), the others into buffers that copy() then reads.
+        """
+        reads.into_local()
         for chunk, buf, first in reads.buffers:
             # In the stored form (complex as float pairs: a view of buf, which reads.copy() then reads).
             binding = Binding(stored_view(buf), baton_dtype)
@@ -556,11 +558,10 @@ class Checkpointer:
 
     def _restore_state(self, state, local, step, strict, options):
         # A pass reads a version's JSON (with the marker array only), plans
-        # against it, then reads the planned tensors into scratch, pinned to
+        # against it, then reads the planned tensors (verified first), pinned to
         # that version (the extension's restore(version=...)): it never
         # switches to a version the plan did not see. A version whose
-        # tensors fail to verify is left (the scratch dropped, the state
-        # untouched) for the next older one, which the extension's own
+        # tensors fail to verify is left (the state untouched) for the next older one, which the extension's own
         # listing names (restore(older_than=...): the one place that orders
         # versions, through its file layer); it is planned anew from its own
         # JSON (it may hold other arrays). Each pass goes to an older
@@ -651,8 +652,12 @@ class Checkpointer:
             md = self._low.read_metadata(version=pinned)
         arrays = {a["name"]: a for a in md["arrays"]}
         # Matching the state (its plain keys too, which the agreed plan does
-        # not hold) and registering the scratch are this rank's own work:
-        # their outcome is agreed on before the collective read.
+        # not hold) and registering its tensors are this rank's own work:
+        # their outcome is agreed on before the collective read. The state's
+        # own tensors are registered (the save's registrations, reused): the
+        # restore verifies every rank's rows before it writes any
+        # (verify_before_write), so a version that fails leaves them as they
+        # are, without a whole-size scratch copy of the state.
         plan, names, bindings, error = None, [], [], None
         try:
             plan = self._match(state, local, arrays, strict, found, version_path)
@@ -661,7 +666,7 @@ class Checkpointer:
                 path, cur = plan.targets[name]
                 item = PlanItem(path, cur)
                 item.name = name
-                bindings += self._bind(item, scratch=True)
+                bindings += self._bind(item)
             for _, reads, baton_dtype in plan.dtensors.values():
                 self._bind_reads(reads, baton_dtype)
                 names += [chunk.name for chunk, _, _ in reads.buffers]
@@ -676,7 +681,7 @@ class Checkpointer:
         if names:
             try:
                 # Pinned: the version planned on, or nothing (no fallback inside: the next pass plans the next).
-                self._low.restore(step=found, arrays=names, version=pinned, **options)
+                self._low.restore(step=found, arrays=names, version=pinned, verify_before_write=True, **options)
             except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
                 failed = (self._low.last_restore() or {}).get("fallbacks") or []
                 mine = [f for f in failed if _version_name(f["path"]) == pinned]
@@ -692,10 +697,10 @@ class Checkpointer:
         return found
 
     def _rebind_leaves(self, local, names):
-        """The state's own tensors registered again in place of the scratch, which is then freed.
+        """The state's own tensors registered again in place of a DTensor's read buffers, which are then freed.
 
         Only the walk's leaves (the program's tensors, which the next save
-        registers anyway); a registration that fails here leaves the scratch
+        registers anyway); a registration that fails here leaves the buffers
         registered until the next save replaces it (that save's walk sees
         another memory): nothing collective depends on it.
         """

@@ -275,6 +275,7 @@ class Reads:
             box = tuple(int(n) for n in live.shape), (0,) * live.dim()
         self.chunks = [Chunk(name, off, sizes, None) for name, off, sizes in saved_chunks]
         self.items, spans, covered = (), {}, 0
+        self.in_place = set()  # saved boxes read straight into self.local (into_local)
         if self.local.numel() > 0 and self.chunks:
             self.items, spans, covered = _pieces(tuple(int(n) for n in live.shape),
                                                  tuple((c.offsets, c.sizes) for c in self.chunks), box)
@@ -287,12 +288,41 @@ class Reads:
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint's chunks cover {covered} of the "
                              f"{self.local.numel()} elements of this rank's shard")
 
+    def into_local(self):
+        """Reads the saved boxes that are whole rows of the live local shard straight into it.
+
+        Only for a restore that writes nothing before every rank verified
+        every byte (ArrayCheckpointer.restore(verify_before_write=True)): a
+        saved chunk needed by one ReadItem whose rows are whole rows of the
+        shard (the same world size and sharding: every box) gets the shard's
+        own rows, a contiguous view, as its buffer, and copy() leaves it.
+        """
+        from torch.distributed._shard._utils import narrow_tensor_by_index
+        if not self.local.is_contiguous() or self.local.dim() == 0:
+            return
+        by_chunk = {}
+        for piece in self.items:
+            by_chunk.setdefault(piece.index, []).append(piece)
+        for idx, items in by_chunk.items():
+            c, buf, first = self.buffers[idx]
+            item = items[0]
+            whole_rows = (len(items) == 1 and tuple(int(n) for n in item.lengths[1:]) == tuple(self.local.shape[1:])
+                          and not any(int(o) for o in item.dest_offsets[1:]))
+            if whole_rows and tuple(buf.shape) == tuple(int(n) for n in item.lengths):
+                self.buffers[idx] = (c, narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths), first)
+                self.in_place.add(idx)
+
     def copy(self):
         """The pieces read, into the live local shard (after the restore verified them)."""
         from torch.distributed._shard._utils import narrow_tensor_by_index
         torch = sys.modules["torch"]
+        in_place = self.in_place
+        if in_place:  # written by the extension: the autograd version counter moves as copy_ moves it
+            torch.autograd.graph.increment_version(self.local)
         with torch.no_grad():
             for piece in self.items:
+                if piece.index in in_place:
+                    continue
                 _, buf, first = self.buffers[piece.index]
                 dest = self.local
                 if piece.lengths:

@@ -158,7 +158,9 @@ class Storage:
         """Reads the registered ``arrays`` (None: all) of the newest version that verifies; its step, or None.
 
         ``options``: version= (that version, no fallback), older_than=,
-        from_level=, drop_rank_state_on_resize=; see the extension's restore.
+        from_level=, drop_rank_state_on_resize=, verify_before_write= (every rank verifies all
+        before any array is written: a version that fails leaves them untouched); see the
+        extension's restore.
         """
         return self._array_ck.restore(step=step, arrays=arrays, **options)
 

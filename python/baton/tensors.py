@@ -240,18 +240,16 @@ class Binding:
     ``dtype`` the baton dtype name given with it. A CUDA tensor or a
     non-contiguous one is registered through a host copy (``mirror``):
     refreshed from the leaf before every save, copied back after a restore.
-    ``scratch``: a restore's own buffer, copied into the leaf only once the
-    version verified (after_restore), so that a leaf never keeps bytes a
-    failed restore read. ``receive``: a save's buffer that rank 0's copy is
+    ``receive``: a save's buffer that rank 0's copy is
     broadcast into (replicas="rank0"), the leaf left as it is.
     """
 
     __slots__ = ("leaf", "buffer", "dtype", "mirror", "receive")
 
-    def __init__(self, leaf, baton_dtype, scratch=False, receive=False):
+    def __init__(self, leaf, baton_dtype, receive=False):
         self.leaf = leaf
         self.dtype = baton_dtype
-        self.mirror = scratch or receive
+        self.mirror = receive
         self.receive = receive
         if isinstance(leaf, np.ndarray):
             if self.mirror:
@@ -287,6 +285,8 @@ class Binding:
     def after_restore(self):
         """Copies the restored bytes into the leaf; a tensor's autograd version counter moves, as copy_ moves it."""
         if not self.mirror:
+            if not isinstance(self.leaf, np.ndarray):  # the extension wrote the leaf's memory itself
+                _torch().autograd.graph.increment_version(self.leaf)
             return
         if isinstance(self.leaf, np.ndarray):
             np.copyto(self.leaf, self.buffer)

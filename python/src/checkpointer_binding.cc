@@ -266,11 +266,12 @@ class PyArrayCheckpointer : public RuntimeUser {
 
   std::optional<int64_t> Restore(std::optional<int64_t> step, const std::optional<std::vector<std::string>>& arrays,
                                  bool drop_rank_state_on_resize, int from_level, const std::string& version,
-                                 const std::string& older_than) {
+                                 const std::string& older_than, bool verify_before_write) {
     RestoreOptions options;
     options.step = step;
     options.version = version;
     options.older_than = older_than;
+    options.verify_before_write = verify_before_write;
     if (arrays) options.arrays = *arrays;
     options.drop_rank_state_on_resize = drop_rank_state_on_resize;
     options.from_level = from_level;
@@ -639,7 +640,7 @@ arrays, with no I/O (a NaN loss); returns its step. Collective. baton.NotFound
 when there is none.)")
       .def("restore", &PyArrayCheckpointer::Restore, py::arg("step") = py::none(), py::arg("arrays") = py::none(),
            py::arg("drop_rank_state_on_resize") = false, py::arg("from_level") = 0, py::kw_only(),
-           py::arg("version") = "", py::arg("older_than") = "",
+           py::arg("version") = "", py::arg("older_than") = "", py::arg("verify_before_write") = false,
            R"(Restores the newest version every rank can read and verify into the
 registered arrays (in place), the user blob and the rank state; returns its
 step, or None when the directory holds no version (a first run).
@@ -653,6 +654,10 @@ from_level: 0 the fastest level that holds the version, 3 the shared dir only.
 version: that version only (a name such as 'v00000012-s400', the last part of
   last_restore()['version_path']): its failure raises, no fallback.
 older_than: only versions committed before that one (None when there is none).
+verify_before_write: every rank reads and verifies its rows before any is
+  written to a registered array (then reads them again, verified, into them):
+  a version that fails to verify leaves every array untouched. False: each
+  chunk goes in as it is read, verified, and a failed version leaves some.
 A version that fails verification is skipped for the next older one
 (last_restore()['fallbacks']). Collective.)")
       .def("last_restore", &PyArrayCheckpointer::LastRestore,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ckpt/chunk_digests.h"
+#include "ckpt/fs/env.h"
 #include "ckpt/layout.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_index.h"
@@ -162,6 +163,145 @@ TEST_F(CkptTest, VersionsOfFormatsThreeAndFourStillRestore) {
     EXPECT_TRUE(result.fallbacks.empty()) << "format " << format;
     EXPECT_EQ(CheckAll(arrays, 5), "") << "format " << format;
   }
+}
+
+// RestoreOptions::verify_before_write: each rank saves four chunks of rows;
+// the last rank's last chunk of step 2 gets a flipped byte (found at byte
+// `*at` of `*file`). Fills in the rows and returns this rank's saved rows.
+struct FourChunks {
+  static constexpr uint64_t kRowFloats = 1024;  // 4 KiB rows
+  static constexpr uint64_t kRowBytes = kRowFloats * sizeof(float);
+  uint64_t part = 4 * ckpt::kChunkBytes / kRowBytes, rows = 0, first = 0;
+  static float Value(uint64_t row, uint64_t col, int step) {
+    return static_cast<float>((row * 31 + col) % 100003) + static_cast<float>(step) * 0.5f;
+  }
+  // The file and byte of the last rank's last chunk of the version at `vdir` (rank 0 reads the manifest).
+  static void LastChunkByte(const std::string& vdir, std::string* file, off_t* at) {
+    ckpt::Manifest m;
+    ASSERT_TRUE(ReadManifest(vdir, &m).ok());
+    for (const ckpt::ShardMeta& sh : m.shards) {
+      for (const ckpt::DatasetMeta& d : sh.datasets) {
+        for (const ckpt::Chunk& c : d.chunks) {
+          if (c.rank != Size() - 1 || c.rows == 0) continue;
+          *file = vdir + "/" + sh.file;
+          *at = static_cast<off_t>(d.offset + (c.dataset_row + c.rows - 2) * kRowBytes + 9);
+        }
+      }
+    }
+    ASSERT_FALSE(file->empty()) << "no chunk of rank " << Size() - 1 << " in " << vdir;
+  }
+  static void Flip(const std::string& file, off_t at) {
+    int fd = open(file.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << file;
+    unsigned char c = 0;
+    ASSERT_EQ(pread(fd, &c, 1, at), 1);
+    c ^= 0x10;
+    ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+  }
+};
+
+// Saves steps 1 and 2 of FourChunks' rows; `vdirs` gets the two versions.
+void SaveFourChunks(const CheckpointOptions& o, FourChunks* f, std::vector<std::string>* vdirs) {
+  f->rows = f->part * static_cast<uint64_t>(Size());
+  f->first = f->part * static_cast<uint64_t>(Rank());
+  std::vector<float> saved(f->part * FourChunks::kRowFloats);
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(
+      ck->RegisterSharded("w", saved.data(), DType::kF32, {f->rows, FourChunks::kRowFloats}, f->first, f->part).ok()));
+  for (int step : {1, 2}) {
+    for (uint64_t i = 0; i < saved.size(); ++i) {
+      saved[i] = FourChunks::Value(f->first + i / FourChunks::kRowFloats, i % FourChunks::kRowFloats, step);
+    }
+    ASSERT_TRUE(AllRanks(ck->Save(step).ok()));
+    vdirs->push_back(ck->last_stats().version_path);
+  }
+}
+
+// A version whose last chunk (of the last rank) fails leaves every rank's
+// array untouched with verify_before_write: no rank writes before every rank
+// verified. Without it, the chunks read before the bad one are in the
+// arrays (what Python's front ends paid a whole-size scratch copy to avoid).
+TEST_F(CkptTest, VerifyBeforeWriteLeavesEveryArrayUntouchedByAFailedVersion) {
+  CheckpointOptions o = Options(1);
+  FourChunks f;
+  std::vector<std::string> vdirs;
+  SaveFourChunks(o, &f, &vdirs);
+  ASSERT_EQ(vdirs.size(), 2u);
+  if (Rank() == 0) {
+    std::string file;
+    off_t at = 0;
+    FourChunks::LastChunkByte(vdirs[1], &file, &at);
+    FourChunks::Flip(file, at);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(
+      ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
+  for (bool verify_first : {true, false}) {
+    RestoreOptions ro;
+    ro.version = vdirs[1].substr(vdirs[1].rfind('/') + 1);  // pinned: its failure fails the restore
+    ro.verify_before_write = verify_first;
+    RestoreResult result;
+    Status s = ck->Restore(ro, &result);
+    EXPECT_TRUE(AllRanks(!s.ok())) << s;
+    EXPECT_NE(s.ToString().find("xxh3"), std::string::npos) << s;
+    uint64_t written = 0;
+    for (float v : got) written += v != -1.0f;
+    if (verify_first) {
+      EXPECT_EQ(written, 0u) << "rank " << Rank() << ": rows of the failed version written";
+    } else if (Rank() == Size() - 1) {
+      EXPECT_GT(written, 0u) << "the chunks before the bad one go in as they are read";
+    }
+  }
+}
+
+// The second read of verify_before_write finds a file that changed after
+// the first read verified it (here: a byte flipped between the two, at the
+// "restore-copy" mark): the version is counted as damaged and the restore
+// goes on to the older version, which every array then holds whole.
+TEST_F(CkptTest, VerifyBeforeWriteFallsBackWholeWhenAFileChangesBetweenItsReads) {
+  CheckpointOptions o = Options(1);
+  FourChunks f;
+  std::vector<std::string> vdirs;
+  SaveFourChunks(o, &f, &vdirs);
+  ASSERT_EQ(vdirs.size(), 2u);
+  std::string file;
+  off_t at = 0;
+  if (Rank() == Size() - 1) FourChunks::LastChunkByte(vdirs[1], &file, &at);
+  class ChangingEnv : public ckpt::fs::EnvWrapper {
+   public:
+    ChangingEnv(std::string event, std::string file, off_t at)
+        : EnvWrapper(ckpt::fs::Env::Default()), event_(std::move(event)), file_(std::move(file)), at_(at) {}
+    void Mark(const std::string& event) override {
+      if (event == event_ && !file_.empty()) FourChunks::Flip(file_, at_);
+      EnvWrapper::Mark(event);
+    }
+
+   private:
+    std::string event_, file_;
+    off_t at_;
+  } env("restore-copy " + vdirs[1], file, at);
+  o.env = &env;
+  std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
+  auto ck = MakeCheckpointer(o);
+  ASSERT_TRUE(AllRanks(
+      ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
+  RestoreOptions ro;
+  ro.verify_before_write = true;
+  RestoreResult result;
+  Status s = ck->Restore(ro, &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(1));
+  ASSERT_EQ(result.fallbacks.size(), 1u);
+  EXPECT_EQ(result.fallbacks[0].reason.code(), Code::kCorruption) << result.fallbacks[0].reason;
+  EXPECT_NE(result.fallbacks[0].reason.ToString().find("second read"), std::string::npos) << result.fallbacks[0].reason;
+  uint64_t wrong = 0;
+  for (uint64_t i = 0; i < got.size(); ++i) {
+    wrong += got[i] != FourChunks::Value(f.first + i / FourChunks::kRowFloats, i % FourChunks::kRowFloats, 1);
+  }
+  EXPECT_EQ(wrong, 0u) << "rank " << Rank() << ": not wholly step 1";
 }
 
 }  // namespace

@@ -131,8 +131,10 @@ def test_replicated_by_node_at_4(rt, rank, size):
     for k, t in values(3).items():
         assert torch.equal(state[k], t), k
     # This rank read its node's part of the wide tensor (about half of it), not the whole, nor a
-    # quarter (a part per rank): the rest came from the other node.
+    # quarter (a part per rank): the rest came from the other node. Before that, the restore's first
+    # read (verify_before_write: every chunk verified before any is written) checked a part per rank
+    # of the world (a quarter): about three quarters in all.
     wide = 2049 * 1024 * 4
     read = ck.last_stats()["bytes_read"]
-    assert 0.45 * wide < read < 0.55 * wide + 2**20, read
+    assert 0.70 * wide < read < 0.80 * wide + 2**20, read
     ck.close()

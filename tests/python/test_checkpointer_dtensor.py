@@ -352,3 +352,36 @@ def test_the_cached_layout_follows_the_mesh_shape_and_placements(dist, rank, siz
                                  shape=(2 * size, 2), stride=(2, 1))
     with pytest.raises(TypeError, match="_StridedShard"):
         dtensor_chunks.mesh_layout(strided, ("s",))
+
+
+def test_a_damaged_box_leaves_every_rank_s_shard_untouched(dist, rt, shared_dir, rank, size):
+    """A DTensor's boxes are read straight into the live shards (same world size, whole rows): a flipped
+    bit in the last rank's last 2 MiB chunk, behind its intact chunks and every other rank's, leaves every
+    rank's shard as it was (the restore verifies all before it writes any); an intact version fills them."""
+    mesh = init_device_mesh("cpu", (size,))
+    rows = 2048 * size  # 8 MiB of 1 KiB-float rows per rank: four chunks each
+    full = torch.arange(rows * 1024, dtype=torch.float32).reshape(rows, 1024)
+    full[-1, -4:] = -7.0  # only the last rank's last chunk holds these
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": distribute_tensor(full, mesh, [Shard(0)])}, 1)
+    back = {"w": distribute_tensor(torch.full((rows, 1024), 3.0), mesh, [Shard(0)])}
+    assert ck.restore(back) == 1
+    assert torch.equal(back["w"].to_local(), full.chunk(size)[rank])
+    ck.close()
+    if rank == 0:
+        pattern = torch.full((4,), -7.0).numpy().tobytes()
+        hits = [p for p in glob.glob(os.path.join(shared_dir, "v*", "shard-*.h5")) if pattern in open(p, "rb").read()]
+        assert len(hits) == 1, hits
+        data = open(hits[0], "rb").read()
+        at = data.rfind(pattern)
+        with open(hits[0], "r+b") as f:
+            f.seek(at + 3)
+            f.write(bytes([data[at + 3] ^ 0x04]))
+    torch.distributed.barrier()
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    back = {"w": distribute_tensor(torch.full((rows, 1024), 3.0), mesh, [Shard(0)])}
+    with pytest.raises(baton.NotFound):
+        ck.restore(back)
+    local = back["w"].to_local()
+    assert torch.equal(local, torch.full_like(local, 3.0)), (local != 3.0).sum()
+    ck.close()

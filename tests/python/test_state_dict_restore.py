@@ -143,6 +143,37 @@ def test_no_older_version_names_every_failure_and_leaves_the_state(rt, shared_di
     ck2.close()
 
 
+def test_damage_in_the_last_chunk_leaves_every_tensor_untouched(rt, shared_dir, rank):
+    """The state's own tensors are registered for the read (no scratch copy): a flipped bit in the last of
+    a tensor's four 2 MiB chunks, behind intact chunks of it and of another tensor, leaves both tensors as
+    they were on every rank (the restore verifies all before it writes any: verify_before_write)."""
+    n = 2 << 20  # 8 MiB of float32: four chunks
+    saved_b = torch.full((n,), 0.25)
+    saved_b[-4:] = -7.0  # only the last chunk holds these
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"a": torch.full((n // 4,), 1.5), "b": saved_b}, 3)
+    ck.close()
+    names = _versions(shared_dir)
+    if rank == 0:
+        pattern = np.full(4, -7.0, dtype=np.float32).tobytes()
+        hit = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(shared_dir, names[0])) for f in fs
+               if f.endswith(".h5") and pattern in open(os.path.join(r, f), "rb").read()]
+        assert len(hit) == 1, hit
+        data = open(hit[0], "rb").read()
+        at = data.rfind(pattern)
+        with open(hit[0], "r+b") as f:
+            f.seek(at + 3)
+            f.write(bytes([data[at + 3] ^ 0x04]))
+    a, b = torch.full((n // 4,), 2.0), torch.full((n,), 3.0)
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    with pytest.raises(baton.NotFound) as e:
+        ck2.restore({"a": a, "b": b})
+    assert names[0] in str(e.value), e.value
+    assert torch.equal(a, torch.full((n // 4,), 2.0)), (a != 2.0).sum()
+    assert torch.equal(b, torch.full((n,), 3.0)), (b != 3.0).sum()
+    ck2.close()
+
+
 def test_restore_in_place_moves_the_autograd_version_counter(rt, shared_dir):
     """Item 8: a graph built before the restore refuses backward, as after copy_."""
     w = torch.nn.Parameter(torch.arange(6, dtype=torch.float32))
