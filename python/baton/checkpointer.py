@@ -487,10 +487,11 @@ class Checkpointer:
                                   f"{call}: rank 0's copy of '{path_text(item.path)}' (replicas='rank0')")
 
     def _reopen(self):
-        # The extension has no unregister: an array the state no longer holds
-        # would still be saved. A new ArrayCheckpointer on the same directory
-        # drops every registration (collective: the ranks agreed to, in
-        # their plans' "reopen"). A reopen that fails (the storage away for a
+        # Dropping every registration at once: an array the state no longer
+        # holds would still be saved, and unregistering each (the extension's
+        # unregister) would need the old plan's names on every rank. A new
+        # ArrayCheckpointer on the same directory drops them all (collective:
+        # the ranks agreed to, in their plans' "reopen"). A reopen that fails (the storage away for a
         # moment) leaves the old one closed and _must_reopen set: the next
         # call agrees on reopening again (issue 46 item 7), instead of
         # every later call meeting a closed checkpointer.
