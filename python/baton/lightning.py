@@ -22,8 +22,11 @@ The pieces are thin: the work is the same Checkpointer's as in a plain loop.
   bookkeeping keeps working. A load reads the pointer (or takes the newest
   version when given the checkpoint directory itself: ``resume_path()``)
   and restores with the Checkpointer's fallback; the tensors are allocated
-  from the checkpoint's own metadata. ``remove_checkpoint`` removes the
-  pointer only: baton's ``keep=`` decides which versions stay, and after
+  from the checkpoint's own metadata. Any writer's version of Lightning's
+  checkpoint dict loads so, not only this CheckpointIO's: a ``.ckpt`` file
+  converted with ``baton ckpt import`` (the object the file held) or a
+  dict saved by ``dcp.save``/``dcp.async_save`` with a ``BatonWriter``.
+  ``remove_checkpoint`` removes the pointer only: baton's ``keep=`` decides which versions stay, and after
   each save rank 0 removes the pointers (in the directory of the one it
   wrote) whose versions ``keep=`` removed, so that ModelCheckpoint's
   ``save_top_k``/``save_last`` files never name a version that is gone; a
