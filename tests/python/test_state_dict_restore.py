@@ -244,6 +244,41 @@ def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
     ck.close()
 
 
+class _Root:
+    """One object as the whole state of a restore: ``live`` is its state_dict(), ``got`` what it is given."""
+
+    def __init__(self, live):
+        self.live, self.got = live, None
+
+    def state_dict(self):
+        return self.live
+
+    def load_state_dict(self, value):
+        self.got = value
+
+
+def test_a_version_restores_whole_into_one_object(rt, shared_dir):
+    """restore(obj): the version's tree, whatever its keys, goes to obj.load_state_dict (tensors allocated from
+    the version, or read into the live ones obj.state_dict() holds); save(obj) stays a dict's. Before, a state
+    that was not a dict was a TypeError."""
+    w, ids = torch.arange(6, dtype=torch.float64) / 7, torch.arange(5, dtype=torch.int32)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": w, "meta": {"epoch": 3, "tags": ["a", "b"], "ids": ids}}, 4)
+    root = _Root({})
+    assert ck.restore(root) == 4
+    assert sorted(root.got) == ["meta", "w"] and root.got["meta"]["epoch"] == 3
+    assert root.got["meta"]["tags"] == ["a", "b"]
+    assert torch.equal(root.got["w"], w) and torch.equal(root.got["meta"]["ids"], ids)
+    live = torch.zeros(6, dtype=torch.float64)
+    root = _Root({"w": live})
+    assert ck.restore(root) == 4 and root.got["w"] is live and torch.equal(live, w)
+    with pytest.raises(TypeError, match="restore\\(state, ...\\): the state must be a dict .* to restore, one object"):
+        ck.restore([w])
+    with pytest.raises(TypeError, match="save\\(state, ...\\): the state must be a dict of names"):
+        ck.save(_Root({"w": w}), 5)
+    ck.close()
+
+
 def test_after_a_restore_the_state_is_registered_and_the_scratch_freed(rt, shared_dir):
     """The restore's scratch is replaced by the state's own tensors: the next save registers nothing again."""
     torch.manual_seed(0)  # the same weights on every rank (replicas='verify'), whatever earlier tests drew
