@@ -441,7 +441,8 @@ def main(d):
     print(f"rank {rt.rank}: versions after:", versions(ck), "w", got["w"].tolist(), flush=True)
     # The backstop: with a stager of the program's, DCP never calls the writer on this thread before it sends the
     # writer to its process; the pickling refuses it there, and the save's future raises.
-    fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer, async_checkpointer_type=AsyncCheckpointerType.PROCESS,
+    fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer,
+                         async_checkpointer_type=AsyncCheckpointerType.PROCESS,
                          async_stager=DefaultStager(StagingOptions(False, False, False, False)))
     try:
         fut.result(timeout=120)
