@@ -11,7 +11,7 @@ from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
-from baton.state_walk import REPLICATED, PlanItem, walk
+from baton.state_walk import REPLICATED, PlanItem, has_state_dict, walk
 from baton.tensors import Binding, identity, stored_shape, stored_view, torch_module
 
 FORMAT = "baton.state_dict"
@@ -227,6 +227,15 @@ class Checkpointer:
         requeued onto as many ranks as saved it (`baton run` ends the job so,
         naming it, never as a bug). ``from_level=3``: the shared directory
         only.
+
+        ``state`` may also be one object with ``state_dict()`` and
+        ``load_state_dict()`` (not a dict): the version's whole tree, whatever
+        its keys, goes to its ``load_state_dict``, as a state dict saved
+        under a key goes into the object restoring under that key: what its
+        ``state_dict()`` returns is matched (in place, by the rules above),
+        what it lacks is allocated from the version's metadata (unless the
+        object is a torch module). So a version can be read without knowing
+        its keys (baton.lightning's CheckpointIO reads any writer's so).
         """
         def check():
             if step is not None and (not _is_step(step) or step < 0):
@@ -374,9 +383,10 @@ class Checkpointer:
         """
         local, error = None, None
         try:
-            if not isinstance(state, dict):
+            if not isinstance(state, dict) and not (call == "restore" and has_state_dict(state)):
+                one = " or, to restore, one object with state_dict()/load_state_dict()" if call == "restore" else ""
                 raise TypeError(f"baton: {call}(state, ...): the state must be a dict of names to modules, "
-                                f"optimizers, tensors and values, not a {type(state).__name__} (registered "
+                                f"optimizers, tensors and values{one}, not a {type(state).__name__} (registered "
                                 "arrays and a step alone are baton.ArrayCheckpointer's)")
             if check is not None:
                 check()

@@ -22,8 +22,11 @@ The pieces are thin: the work is the same Checkpointer's as in a plain loop.
   bookkeeping keeps working. A load reads the pointer (or takes the newest
   version when given the checkpoint directory itself: ``resume_path()``)
   and restores with the Checkpointer's fallback; the tensors are allocated
-  from the checkpoint's own metadata. ``remove_checkpoint`` removes the
-  pointer only: baton's ``keep=`` decides which versions stay, and after
+  from the checkpoint's own metadata. Any writer's version of Lightning's
+  checkpoint dict loads so, not only this CheckpointIO's: a ``.ckpt`` file
+  converted with ``baton ckpt import`` (the object the file held) or a
+  dict saved by ``dcp.save``/``dcp.async_save`` with a ``BatonWriter``.
+  ``remove_checkpoint`` removes the pointer only: baton's ``keep=`` decides which versions stay, and after
   each save rank 0 removes the pointers (in the directory of the one it
   wrote) whose versions ``keep=`` removed, so that ModelCheckpoint's
   ``save_top_k``/``save_last`` files never name a version that is gone; a
@@ -66,6 +69,7 @@ from lightning.pytorch.plugins.io import CheckpointIO as _LightningCheckpointIO
 from lightning.pytorch.strategies import DDPStrategy as _LightningDDPStrategy
 
 from baton import _baton, storage
+from baton.restore_match import optimizer_ids_as_ints
 from baton.rng import RNGState
 
 _POINTER_KEYS = ("baton_dir", "step")
@@ -84,6 +88,43 @@ class _Whole:
 
     def load_state_dict(self, value):
         self.value = value
+
+
+class _AnyWriters:
+    """The root of a load: a version this CheckpointIO saved ({"lightning": _Whole, "rng": RNGState}), or one
+    another writer saved from Lightning's checkpoint dict, its keys at the top of the tree (`baton ckpt import`
+    of a .ckpt file, dcp.save or dcp.async_save with a BatonWriter).
+
+    One restore reads either (Checkpointer.restore with one object as the state: the whole tree goes to
+    load_state_dict; strict=False, so that the keys of the other form are no error): a version of this
+    CheckpointIO fills ``whole`` (and this rank's generators), another's tree arrives here whole, the two live
+    keys beside it untouched."""
+
+    def __init__(self):
+        self.whole, self.rng, self.value = _Whole(), RNGState(), None
+
+    def state_dict(self):
+        return {"lightning": self.whole, "rng": self.rng}
+
+    def load_state_dict(self, value):
+        self.value = value
+
+    def checkpoint(self):
+        """Lightning's checkpoint dict as its writer had it."""
+        if self.whole.value is not None:
+            return self.whole.value
+        tree = {k: v for k, v in self.value.items() if v is not self.whole and v is not self.rng}
+        # A torch.save file imported by `baton ckpt import` keeps its own structure beside its tensors (int
+        # optimizer ids, OrderedDicts): the object it held, rebuilt of the tensors just read.
+        from baton.dcp import convert_structure
+        if convert_structure.STRUCTURE_KEY in tree:
+            return convert_structure.rebuilt(tree)
+        # dcp.save kept each optimizer's parameter ids as str ("state.0.exp_avg"): Lightning hands each entry
+        # to optimizer.load_state_dict, which would keep "0" beside the parameter 0 and lose the state.
+        states = tree.get("optimizer_states")
+        if isinstance(states, list):
+            tree["optimizer_states"] = [optimizer_ids_as_ints(s) for s in states]
+        return tree
 
 
 class CheckpointIO(_LightningCheckpointIO):
@@ -135,20 +176,20 @@ class CheckpointIO(_LightningCheckpointIO):
                     f"{self.checkpointer.dir!r} no longer holds (the Checkpointer's keep= removed it); it holds "
                     + (f"steps {sorted(held)}" if held else "no version")
                     + f"; ckpt_path={self.checkpointer.dir!r} (resume_path()) resumes from the newest")
-        whole = _Whole()
+        root = _AnyWriters()
         # RNGState: this rank's generators, as saved at the same world size;
         # at another one they are left as they are (the data's order and the
         # weights are what matter for going on).
-        got = self.checkpointer.restore({"lightning": whole, "rng": RNGState()}, step=step,
-                                        drop_rank_state_on_resize=True)
+        got = self.checkpointer.restore(root, step=step, strict=False, drop_rank_state_on_resize=True)
         if got is None:
             raise _baton.NotFound(f"baton.lightning.CheckpointIO.load_checkpoint({path!r}): no checkpoint in "
                                   f"{self.checkpointer.dir!r}")
         self._saved_step = got  # the version exists: a save of the same step is not made again
+        checkpoint = root.checkpoint()
         if map_location is not None:
             import torch
-            whole.value = _to_device(whole.value, torch, map_location)
-        return whole.value
+            checkpoint = _to_device(checkpoint, torch, map_location)
+        return checkpoint
 
     def remove_checkpoint(self, path):
         """Removes the pointer at ``path`` (the version stays until the Checkpointer's keep= drops it)."""

@@ -128,6 +128,9 @@ class Plan:
 def match(state, local, tree, arrays, strict):
     """The Plan for restoring ``tree`` (decode_tree's) into ``state`` (walked into ``local``).
 
+    ``state``: a dict, or one object whose load_state_dict takes the whole
+    tree (as a saved state dict goes into the object restoring it: ``node``).
+
     ``arrays``: the version's arrays by name ({name: {"dtype", "shape",
     "replicated"}}, from read_metadata), the authority on dtypes and shapes.
     """
@@ -437,9 +440,15 @@ def _other_optimizer(cur, ck, path, error):
 
 
 def _optimizer_ids(obj, restored):
+    """An optimizer's state dict restoring into the optimizer: optimizer_ids_as_ints."""
+    return optimizer_ids_as_ints(restored) if hasattr(obj, "param_groups") else restored
+
+
+def optimizer_ids_as_ints(restored):
     """An optimizer's state dict as dcp.save flattened it ("state": {"0": ...}) with the parameter ids back as
-    ints: its param_groups list them as ints, and load_state_dict would keep a "0" as a parameter of its own."""
-    if not (hasattr(obj, "param_groups") and isinstance(restored, dict) and isinstance(restored.get("state"), dict)
+    ints: its param_groups list them as ints, and load_state_dict would keep a "0" as a parameter of its own
+    (the state silently lost). Anything else is returned as it is."""
+    if not (isinstance(restored, dict) and isinstance(restored.get("state"), dict)
             and isinstance(restored.get("param_groups"), list)):
         return restored
     ids = {p for g in restored["param_groups"] if isinstance(g, dict) for p in g.get("params", ())}

@@ -165,8 +165,12 @@ class LocalPlan:
 
 
 def walk(state):
-    """The LocalPlan of ``state``; TypeError naming the path of a leaf that cannot be kept."""
-    if not isinstance(state, dict):
+    """The LocalPlan of ``state``; TypeError naming the path of a leaf that cannot be kept.
+
+    ``state``: a dict, or one object with state_dict()/load_state_dict() (Checkpointer.restore's
+    whole-version form: walked as any object, at the path ()).
+    """
+    if not isinstance(state, dict) and not has_state_dict(state):
         raise TypeError(f"baton: the state must be a dict of names to modules, optimizers, tensors and "
                         f"values, not a {type(state).__name__}")
     plan = LocalPlan()

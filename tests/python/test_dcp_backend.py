@@ -405,26 +405,52 @@ PROCESS_SAVE = """
 import os, sys, time, torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import _async_process_executor
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 import baton
-from baton.dcp import BatonWriter
+from baton.dcp import BatonReader, BatonWriter
+
+
+def versions(ck):
+    return sorted(n for n in os.listdir(ck) if n.startswith("v")) if os.path.isdir(ck) else []
 
 
 def main(d):
     rt = baton.Runtime()
     dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "store"), rank=rt.rank,
                             world_size=rt.size)
+    ck = os.path.join(d, "ck")
     # No runtime= (the issue's case): the writer would have made a Runtime of its own in DCP's process.
-    fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=BatonWriter(os.path.join(d, "ck")),
-                         async_checkpointer_type=AsyncCheckpointerType.PROCESS)
+    writer = BatonWriter(ck)
     try:
+        fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer,
+                             async_checkpointer_type=AsyncCheckpointerType.PROCESS)
+        print(f"rank {rt.rank}: not refused at the call", flush=True)
         fut.result(timeout=120)
-        print(f"rank {rt.rank}: saved?")
     except Exception as e:
         print(f"rank {rt.rank}: refused:", type(e).__name__, e, flush=True)
-    ck = os.path.join(d, "ck")
-    print(f"rank {rt.rank}: versions:", sorted(n for n in os.listdir(ck) if n.startswith("v")) if os.path.isdir(ck)
-          else [], flush=True)
+    exists, spawned = os.path.exists(ck), _async_process_executor._CHECKPOINT_PROCESS is not None
+    dist.barrier()  # before the next save opens the directory on any rank
+    print(f"rank {rt.rank}: after the refusal: directory {exists}, process {spawned}", flush=True)
+    # The same writer and directory serve the next saves: a THREAD async_save, then a dcp.save.
+    dcp.async_save({"w": torch.full((4,), 2.0)}, storage_writer=writer).result(timeout=120)
+    dcp.save({"w": torch.full((4,), 3.0)}, storage_writer=writer)
+    got = {"w": torch.zeros(4)}
+    dcp.load(got, storage_reader=BatonReader(ck))
+    print(f"rank {rt.rank}: versions after:", versions(ck), "w", got["w"].tolist(), flush=True)
+    # The backstop: with a stager of the program's, DCP never calls the writer on this thread before it sends the
+    # writer to its process; the pickling refuses it there, and the save's future raises.
+    fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer,
+                         async_checkpointer_type=AsyncCheckpointerType.PROCESS,
+                         async_stager=DefaultStager(StagingOptions(False, False, False, False)))
+    try:
+        fut.result(timeout=120)
+        print(f"rank {rt.rank}: backstop saved?", flush=True)
+    except Exception as e:
+        print(f"rank {rt.rank}: backstop refused:", type(e).__name__, flush=True)
+    print(f"rank {rt.rank}: versions at the end:", versions(ck), flush=True)
+    writer.close()
     dist.destroy_process_group()
 
 
@@ -433,9 +459,12 @@ if __name__ == "__main__":  # DCP's process is spawned: it imports this file aga
 """
 
 
-def test_an_async_save_in_another_process_is_refused_naming_thread(tmp_path):
+def test_an_async_save_in_another_process_is_refused_at_the_call_naming_thread(tmp_path):
     """Issue 46 item 10: before, DCP's process made a Runtime of its own and could not start MPI, and the ranks
-    then waited 60 s in MPI_Finalize and exited 75 (a requeue of a finished program). A 2-rank job of its own."""
+    then waited 60 s in MPI_Finalize and exited 75 (a requeue of a finished program); then the refusal came
+    through the save's future only, after DCP had spawned its process. dcp.async_save itself raises on every
+    rank, nothing is written or spawned, the same writer then saves (THREAD, dcp.save), and the processes exit 0.
+    A 2-rank job of its own."""
     import time
     if conftest.SIZE > 1:
         pytest.skip("starts a 2-rank job of its own: runs in the np1 launch")
@@ -450,11 +479,18 @@ def test_an_async_save_in_another_process_is_refused_naming_thread(tmp_path):
     took = time.monotonic() - t0
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"exit {p.returncode} after {took:.0f} s\n{out[-4000:]}"
+    lines = p.stdout.splitlines()
     for rank in (0, 1):
-        assert f"rank {rank}: refused: InvalidArgument" in p.stdout, out[-4000:]
-        assert f"rank {rank}: versions: []" in p.stdout, out[-4000:]
-    assert "AsyncCheckpointerType.THREAD" in p.stdout, out[-4000:]
-    assert took < 50, f"{took:.0f} s: a wait in MPI_Finalize?"
+        assert f"rank {rank}: not refused at the call" not in p.stdout, out[-4000:]
+        refused = [ln for ln in lines if ln.startswith(f"rank {rank}: refused: InvalidArgument")]
+        assert refused and "AsyncCheckpointerType.THREAD" in refused[0], out[-4000:]
+        assert f"rank {rank}: after the refusal: directory False, process False" in p.stdout, out[-4000:]
+        after = [ln for ln in lines if ln.startswith(f"rank {rank}: versions after:")]
+        m = re.search(r"versions after: (\[.*\]) w \[3\.0, 3\.0, 3\.0, 3\.0\]$", after[0] if after else "")
+        assert m and re.fullmatch(r"\['v[^']*-s0', 'v[^']*-s1'\]", m.group(1)), out[-4000:]
+        assert f"rank {rank}: backstop refused: InvalidArgument" in p.stdout, out[-4000:]
+        assert f"rank {rank}: versions at the end: {m.group(1)}" in p.stdout, out[-4000:]
+    assert took < 60, f"{took:.0f} s: a wait in MPI_Finalize?"
 
 
 def test_every_dtype_dcp_saves_round_trips(dist, rt, shared_dir):

@@ -197,3 +197,104 @@ def test_bad_pointer_files_are_refused(rt, shared_dir):
         io.save_checkpoint({"global_step": -1}, bad)
     assert io.resume_path() is None
     ck.close()
+
+
+def _same(got, want, path="checkpoint", exact=True):
+    """``got`` holds what ``want`` holds: the same keys (int optimizer ids stay ints), values, tensors bit for
+    bit; ``exact``: the same container types and key order too (an OrderedDict stays one)."""
+    if exact:
+        assert type(got) is type(want), (path, type(got), type(want))
+    if isinstance(want, dict):
+        assert isinstance(got, dict), (path, type(got))
+        keys = list if exact else (lambda d: sorted(map(repr, d)))
+        assert keys(got) == keys(want), (path, list(got), list(want))
+        for k in want:
+            _same(got[k], want[k], f"{path}[{k!r}]", exact)
+    elif isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want), (path, got)
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same(g, w, f"{path}[{i}]", exact)
+    elif isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), (path, type(got))
+        assert got.dtype == want.dtype and got.shape == want.shape, (path, got.dtype, got.shape)
+        assert torch.equal(got.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), path
+    else:
+        assert type(got) is type(want) and got == want, (path, got, want)
+
+
+def _without_empty(value):
+    """``value`` as DCP's flattening keeps it: dicts and lists without their empty dicts and lists."""
+    if isinstance(value, dict):
+        out = {k: _without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if not (isinstance(v, (dict, list)) and not v)}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return value
+
+
+def test_checkpoint_io_reads_what_the_other_writers_wrote(rt, group, shared_dir):
+    """Issue 46 item 1: a Lightning .ckpt file (torch.save of Lightning's checkpoint dict, written by Lightning's
+    own CheckpointIO) converted with `baton ckpt import`, and the same dict saved by dcp.save with a BatonWriter:
+    baton's CheckpointIO loads each as the dict the file held, tensors bit for bit; a Trainer resumes from the
+    imported version. Before, load_checkpoint restored {"lightning", "rng"} only: "in the checkpoint, not in
+    the state" for every key of such a version."""
+    import subprocess
+
+    from torch.distributed.checkpoint import save as dcp_save
+
+    from baton.dcp import BatonWriter
+
+    cli = os.path.join(os.environ.get("BATON_BUILD_DIR", ""), "cli", "baton")
+    if not os.path.exists(cli):
+        pytest.skip("the baton command is not built")
+    per_epoch = SAMPLES // (BATCH * rt.size)
+    ckpt_file = os.path.join(shared_dir, "lightning.ckpt")
+    # Lightning's own DDPStrategy and CheckpointIO: rank 0 torch.saves the dict.
+    trainer = L.Trainer(accelerator="cpu", devices=rt.local_size, num_nodes=rt.num_nodes, max_epochs=1,
+                        strategy=L.strategies.DDPStrategy(), plugins=[bl.Environment(rt)],
+                        default_root_dir=shared_dir, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, num_sanity_val_steps=0, enable_checkpointing=False)
+    trainer.fit(Regression(1))
+    baton.init_process_group(rt)
+    trainer.save_checkpoint(ckpt_file)
+    dist.barrier()
+    want = torch.load(ckpt_file, map_location="cpu", weights_only=True)
+    assert want["global_step"] == per_epoch and want["optimizer_states"][0]["state"], sorted(want)
+
+    imported, saved = os.path.join(shared_dir, "imported"), os.path.join(shared_dir, "dcp")
+    if rt.rank == 0:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+        p = subprocess.run([cli, "ckpt", "import", ckpt_file, imported, "--step", str(per_epoch)],
+                           capture_output=True, text=True, env=env, timeout=240)
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    dist.barrier()
+    dcp_save(want, storage_writer=BatonWriter(saved, step=per_epoch, runtime=rt))
+    # The import keeps the file's own structure (exactly the object it held); dcp.save keeps keys and values,
+    # but DCP's flattening drops empty containers (Lightning's "callbacks" without any: {}).
+    for d, exact in ((imported, True), (saved, False)):
+        with baton.Checkpointer(rt, dir=d) as ck:
+            io = bl.CheckpointIO(ck)
+            _same(io.load_checkpoint(d), want if exact else _without_empty(want), d, exact)
+            # Its own versions still read back (the same directory, the next step).
+            own = dict(want, global_step=per_epoch + 1)
+            io.save_checkpoint(own, os.path.join(shared_dir, f"own-{os.path.basename(d)}.ckpt"))
+            _same(io.load_checkpoint(d), own, d, exact)
+
+    # Trainer.fit(ckpt_path=) from the imported version, another model's initial weights: it goes on from the
+    # file's step with the file's weights (max_epochs=1: nothing left to train) and trains the next epoch.
+    with baton.Checkpointer(rt, dir=imported) as ck:
+        io = bl.CheckpointIO(ck)
+        model = Regression(99)
+        pointer = os.path.join(shared_dir, "imported.ckpt")
+        if rt.rank == 0:
+            bl._write_pointer(pointer, {"baton_dir": imported, "step": per_epoch})
+        dist.barrier()
+        t = _trainer(rt, io, bl.AgreedStop(rt), shared_dir, 1)
+        t.fit(model, ckpt_path=pointer)
+        assert t.global_step == per_epoch
+        for k, v in want["state_dict"].items():
+            assert torch.equal(model.state_dict()[k], v), k
+        baton.init_process_group(rt)
+        t = _trainer(rt, io, bl.AgreedStop(rt), shared_dir, 2)
+        t.fit(model, ckpt_path=pointer)
+        assert t.global_step == 2 * per_epoch and ck.read_metadata()["step"] == 2 * per_epoch

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import baton
+import bit_flips  # tests/python/, on pytest's rootdir path
 
 
 def bits(x):
@@ -209,22 +210,6 @@ def test_the_package_never_imports_a_code_loading_format():
                 assert node.func.id not in banned_calls, (name, node.lineno)
 
 
-def _flip_a_bit_of(directory, suffix, pattern):
-    """Flips one bit inside the first copy of ``pattern`` in the .h5 files of version ``*-s<suffix>``."""
-    version = next(e for e in os.listdir(directory) if e.endswith(f"-s{suffix}"))
-    for root, _, files in os.walk(os.path.join(directory, version)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            data = open(path, "rb").read()
-            at = data.find(pattern)
-            if name.endswith(".h5") and at >= 0:
-                with open(path, "r+b") as f:
-                    f.seek(at + 3)
-                    f.write(bytes([data[at + 3] ^ 0x04]))
-                return path
-    raise AssertionError(f"no .h5 file of {version} holds the pattern")
-
-
 def test_a_damaged_version_falls_back_to_the_older_one_whole(rt, shared_dir, rank):
     a = np.full(1000, 1234.5678)
     ck = baton.Checkpointer(rt, dir=shared_dir)
@@ -233,7 +218,7 @@ def test_a_damaged_version_falls_back_to_the_older_one_whole(rt, shared_dir, ran
     ck.save({"a": a, "note": "two"}, 2)
     ck.close()
     if rank == 0:  # before the restore's first collective call: no rank reads a shard before it
-        _flip_a_bit_of(shared_dir, 2, np.float64(8765.4321).tobytes() * 4)
+        bit_flips.flip_a_bit_of(shared_dir, 2, np.float64(8765.4321).tobytes() * 4)
     back = np.zeros(1000)
     state = {"a": back, "note": ""}
     ck2 = baton.Checkpointer(rt, dir=shared_dir)

@@ -11,31 +11,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (scripts/install-deps --with-torch)")
 
 import baton  # noqa: E402  (after the torch check)
-
-
-def _flip_a_bit_of(directory, suffix, pattern):
-    """Flips one bit inside the first copy of ``pattern`` in the .h5 files of version ``*-s<suffix>``."""
-    return _flip_a_bit_in(directory, next(e for e in os.listdir(directory) if e.endswith(f"-s{suffix}")), pattern)
+import bit_flips  # noqa: E402  (tests/python/, on pytest's rootdir path)
 
 
 def _versions(directory):
     """The version directories' names, oldest first (their seq is zero-padded)."""
     return sorted(e for e in os.listdir(directory) if e.startswith("v"))
-
-
-def _flip_a_bit_in(directory, version, pattern):
-    """Flips one bit inside the first copy of ``pattern`` in the .h5 files of ``version``."""
-    for root, _, files in os.walk(os.path.join(directory, version)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            data = open(path, "rb").read()
-            at = data.find(pattern)
-            if name.endswith(".h5") and at >= 0:
-                with open(path, "r+b") as f:
-                    f.seek(at + 3)
-                    f.write(bytes([data[at + 3] ^ 0x04]))
-                return path
-    raise AssertionError(f"no .h5 file of {version} holds the pattern")
 
 
 def test_a_damaged_version_with_other_arrays_gives_the_older_version_whole(rt, shared_dir, rank):
@@ -51,7 +32,7 @@ def test_a_damaged_version_with_other_arrays_gives_the_older_version_whole(rt, s
     ck.save({"w": w, "optim": optim}, 2)
     ck.close()
     if rank == 0:  # before the restore's first collective call
-        _flip_a_bit_of(shared_dir, 2, np.full(4, -3.5, dtype=np.float32).tobytes())
+        bit_flips.flip_a_bit_of(shared_dir, 2, np.full(4, -3.5, dtype=np.float32).tobytes())
     w2 = torch.nn.Parameter(torch.zeros(4096))
     optim2 = torch.optim.Adam([w2], lr=0.5)
     ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
@@ -77,7 +58,7 @@ def test_the_next_older_version_is_the_extensions_answer_past_a_crashed_save(rt,
     if rank == 0:  # before the restore's first collective call
         crashed = os.path.join(shared_dir, names[1])  # step 2 as a save that died before its commit
         os.rename(os.path.join(crashed, "manifest.json"), os.path.join(crashed, "manifest.json.lost"))
-        _flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
+        bit_flips.flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
     ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
     state = {"w": torch.zeros(4096), "b": torch.full((64,), -1.0), "c": torch.full((3,), -1.0)}
 
@@ -108,8 +89,8 @@ def test_a_step_saved_twice_falls_back_by_version_not_by_step(rt, shared_dir, ra
     ck.close()
     names = _versions(shared_dir)
     if rank == 0:
-        _flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
-        _flip_a_bit_in(shared_dir, names[1], np.full(4, 2.5, dtype=np.float32).tobytes())
+        bit_flips.flip_a_bit_in(shared_dir, names[2], np.full(4, -3.5, dtype=np.float32).tobytes())
+        bit_flips.flip_a_bit_in(shared_dir, names[1], np.full(4, 2.5, dtype=np.float32).tobytes())
     ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
     w = torch.zeros(4096)
     assert ck2.restore({"w": w}) == 10
@@ -127,7 +108,7 @@ def test_no_older_version_names_every_failure_and_leaves_the_state(rt, shared_di
     ck.close()
     names = _versions(shared_dir)
     if rank == 0:
-        _flip_a_bit_in(shared_dir, names[0], np.full(4, -3.5, dtype=np.float32).tobytes())
+        bit_flips.flip_a_bit_in(shared_dir, names[0], np.full(4, -3.5, dtype=np.float32).tobytes())
     ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
     w = torch.full((4096,), 2.0)
     for step in (None, 4):
@@ -241,6 +222,41 @@ def test_restore_takes_the_newest_version_as_documented(rt, shared_dir):
     assert ck.restore({"t": back}) == 3 and torch.equal(back, t + 3)
     assert ck.restore({"t": back}, step=5) == 5 and torch.equal(back, t + 5)
     assert "the highest step unless" in " ".join(baton.Checkpointer.restore.__doc__.split())
+    ck.close()
+
+
+class _Root:
+    """One object as the whole state of a restore: ``live`` is its state_dict(), ``got`` what it is given."""
+
+    def __init__(self, live):
+        self.live, self.got = live, None
+
+    def state_dict(self):
+        return self.live
+
+    def load_state_dict(self, value):
+        self.got = value
+
+
+def test_a_version_restores_whole_into_one_object(rt, shared_dir):
+    """restore(obj): the version's tree, whatever its keys, goes to obj.load_state_dict (tensors allocated from
+    the version, or read into the live ones obj.state_dict() holds); save(obj) stays a dict's. Before, a state
+    that was not a dict was a TypeError."""
+    w, ids = torch.arange(6, dtype=torch.float64) / 7, torch.arange(5, dtype=torch.int32)
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": w, "meta": {"epoch": 3, "tags": ["a", "b"], "ids": ids}}, 4)
+    root = _Root({})
+    assert ck.restore(root) == 4
+    assert sorted(root.got) == ["meta", "w"] and root.got["meta"]["epoch"] == 3
+    assert root.got["meta"]["tags"] == ["a", "b"]
+    assert torch.equal(root.got["w"], w) and torch.equal(root.got["meta"]["ids"], ids)
+    live = torch.zeros(6, dtype=torch.float64)
+    root = _Root({"w": live})
+    assert ck.restore(root) == 4 and root.got["w"] is live and torch.equal(live, w)
+    with pytest.raises(TypeError, match="restore\\(state, ...\\): the state must be a dict .* to restore, one object"):
+        ck.restore([w])
+    with pytest.raises(TypeError, match="save\\(state, ...\\): the state must be a dict of names"):
+        ck.save(_Root({"w": w}), 5)
     ck.close()
 
 

@@ -21,7 +21,9 @@ dcp.async_save, DCP's background thread calls MPI only through it, on its
 own communicators.
 """
 import dataclasses
+import inspect
 import io
+import sys
 import threading
 
 import numpy as np
@@ -103,8 +105,10 @@ class BatonWriter(StorageWriter, AsyncStager):
     have while rank 1's has not) and would refuse on some ranks only; before,
     the two saves' collectives met in another order on each rank and failed
     as "the ranks registered different arrays" or "rows overlap" (issue 46
-    item 14). async_checkpointer_type=PROCESS is refused (its future raises
-    baton.InvalidArgument naming THREAD): its process is no MPI rank.
+    item 14). async_checkpointer_type=PROCESS is refused at the call:
+    dcp.async_save raises baton.InvalidArgument naming THREAD on every rank,
+    before anything is staged or written, and the writer and the directory
+    serve the next save (its process would be no MPI rank).
     After a save, `last_step` is the step written.
     """
 
@@ -130,6 +134,9 @@ class BatonWriter(StorageWriter, AsyncStager):
         ended, and returns a copy of `state_dict` in new CPU memory for DCP's background thread to save."""
         from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
 
+        if _async_save_asked_for_a_process():
+            # Before anything is opened or copied: the writer and the directory stay as they were.
+            raise self._process_refused()
         entry = self._open_here("dcp.async_save")
         staged = _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict), type_check=False)
         in_flight = open_checkpointers.InFlight(entry, self.step)
@@ -239,10 +246,12 @@ class BatonWriter(StorageWriter, AsyncStager):
         return False  # never picked by DCP on its own: a baton directory is chosen by passing a BatonWriter
 
     def __reduce__(self):
-        # dcp.async_save(async_checkpointer_type=PROCESS) sends the writer to
-        # a spawned process of its own; there baton cannot start MPI (it is
-        # no rank of the job), and the ranks then waited 60 s in
-        # MPI_Finalize and left with 75, a requeue of a program that had
+        # The backstop of stage()'s refusal, where DCP did not call stage()
+        # (an async_stager= of the program's) or where stage() could not see
+        # the checkpointer type: dcp.async_save(async_checkpointer_type=PROCESS)
+        # sends the writer to a spawned process of its own; there baton cannot
+        # start MPI (it is no rank of the job), and the ranks then waited 60 s
+        # in MPI_Finalize and left with 75, a requeue of a program that had
         # finished (issue 46 item 10). Refused when DCP sends it, on every
         # rank alike: the save's future raises this, nothing is written.
         # The save stage() staged never begins: no later save waits for it.
@@ -250,11 +259,14 @@ class BatonWriter(StorageWriter, AsyncStager):
             staged, self._staged = self._staged, None
         if staged is not None and staged.entry.in_flight is staged:
             staged.entry.in_flight = None
-        raise _baton.InvalidArgument(
+        raise self._process_refused()
+
+    def _process_refused(self):
+        return _baton.InvalidArgument(
             "BatonWriter(%r): dcp.async_save(..., async_checkpointer_type=AsyncCheckpointerType.PROCESS) is not "
             "supported: the writer would run in a process outside the MPI job, where baton cannot reach the other "
             "ranks; use AsyncCheckpointerType.THREAD (the default), whose background thread writes and commits "
-            "the version" % (self.path,))
+            "the version (nothing was written)" % (self.path,))
 
     # --- helpers ----------------------------------------------------------------------------------------
     def _begun_here(self):
@@ -350,3 +362,33 @@ class BatonWriter(StorageWriter, AsyncStager):
         if t.device.type != "cpu":
             t = t.cpu()
         return t.contiguous().reshape(shape)
+
+
+def _async_save_asked_for_a_process():
+    """Whether the dcp.async_save that called stage() was given async_checkpointer_type=PROCESS.
+
+    Stack inspection, confined here because DCP tells its stager nothing of
+    the executor: stage(state_dict) is the writer's only call on the calling
+    thread before async_save hands the writer to the executor, and the type
+    is async_save's own argument (torch 2.15, state_dict_saver.async_save:
+    stage first, then _ProcessBasedAsyncCheckpointExecutor pickles the writer
+    on a thread of its own, where a refusal reaches only the future). The
+    frame is found by async_save's code object, not its name; where there is
+    none (stage() called by other code, a torch without the argument) the
+    answer is False and __reduce__ remains the refusal.
+    """
+    try:
+        from torch.distributed.checkpoint import state_dict_saver
+        code = inspect.unwrap(state_dict_saver.async_save).__code__
+        process = state_dict_saver.AsyncCheckpointerType.PROCESS
+    except (ImportError, AttributeError):
+        return False
+    frame = sys._getframe(1)
+    try:
+        while frame is not None:
+            if frame.f_code is code:
+                return frame.f_locals.get("async_checkpointer_type") == process
+            frame = frame.f_back
+        return False
+    finally:
+        del frame
