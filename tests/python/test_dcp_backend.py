@@ -418,6 +418,8 @@ def versions(ck):
 
 def main(d):
     rt = baton.Runtime()
+    # Each rank its own file: two ranks' lines on one pipe can interleave in the middle of a line.
+    out = open(os.path.join(d, "out%d" % rt.rank), "w", buffering=1)
     dist.init_process_group("gloo", init_method="file://" + os.path.join(d, "store"), rank=rt.rank,
                             world_size=rt.size)
     ck = os.path.join(d, "ck")
@@ -426,19 +428,19 @@ def main(d):
     try:
         fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer,
                              async_checkpointer_type=AsyncCheckpointerType.PROCESS)
-        print(f"rank {rt.rank}: not refused at the call", flush=True)
+        print(f"rank {rt.rank}: not refused at the call", file=out, flush=True)
         fut.result(timeout=120)
     except Exception as e:
-        print(f"rank {rt.rank}: refused:", type(e).__name__, e, flush=True)
+        print(f"rank {rt.rank}: refused:", type(e).__name__, e, file=out, flush=True)
     exists, spawned = os.path.exists(ck), _async_process_executor._CHECKPOINT_PROCESS is not None
     dist.barrier()  # before the next save opens the directory on any rank
-    print(f"rank {rt.rank}: after the refusal: directory {exists}, process {spawned}", flush=True)
+    print(f"rank {rt.rank}: after the refusal: directory {exists}, process {spawned}", file=out, flush=True)
     # The same writer and directory serve the next saves: a THREAD async_save, then a dcp.save.
     dcp.async_save({"w": torch.full((4,), 2.0)}, storage_writer=writer).result(timeout=120)
     dcp.save({"w": torch.full((4,), 3.0)}, storage_writer=writer)
     got = {"w": torch.zeros(4)}
     dcp.load(got, storage_reader=BatonReader(ck))
-    print(f"rank {rt.rank}: versions after:", versions(ck), "w", got["w"].tolist(), flush=True)
+    print(f"rank {rt.rank}: versions after:", versions(ck), "w", got["w"].tolist(), file=out, flush=True)
     # The backstop: with a stager of the program's, DCP never calls the writer on this thread before it sends the
     # writer to its process; the pickling refuses it there, and the save's future raises.
     fut = dcp.async_save({"w": torch.ones(4)}, storage_writer=writer,
@@ -446,12 +448,13 @@ def main(d):
                          async_stager=DefaultStager(StagingOptions(False, False, False, False)))
     try:
         fut.result(timeout=120)
-        print(f"rank {rt.rank}: backstop saved?", flush=True)
+        print(f"rank {rt.rank}: backstop saved?", file=out, flush=True)
     except Exception as e:
-        print(f"rank {rt.rank}: backstop refused:", type(e).__name__, flush=True)
-    print(f"rank {rt.rank}: versions at the end:", versions(ck), flush=True)
+        print(f"rank {rt.rank}: backstop refused:", type(e).__name__, file=out, flush=True)
+    print(f"rank {rt.rank}: versions at the end:", versions(ck), file=out, flush=True)
     writer.close()
     dist.destroy_process_group()
+    out.close()
 
 
 if __name__ == "__main__":  # DCP's process is spawned: it imports this file again, as multiprocessing does
@@ -477,19 +480,20 @@ def test_an_async_save_in_another_process_is_refused_at_the_call_naming_thread(t
     p = subprocess.run(["timeout", "-k", "5", "150", mpirun_ranks, "2", sys.executable, str(script), str(tmp_path)],
                        env=env, capture_output=True, text=True, timeout=180)
     took = time.monotonic() - t0
-    out = p.stdout + p.stderr
+    said = "".join((tmp_path / ("out%d" % r)).read_text() for r in (0, 1) if (tmp_path / ("out%d" % r)).exists())
+    out = said + p.stdout + p.stderr
     assert p.returncode == 0, f"exit {p.returncode} after {took:.0f} s\n{out[-4000:]}"
-    lines = p.stdout.splitlines()
+    lines = said.splitlines()
     for rank in (0, 1):
-        assert f"rank {rank}: not refused at the call" not in p.stdout, out[-4000:]
+        assert f"rank {rank}: not refused at the call" not in said, out[-4000:]
         refused = [ln for ln in lines if ln.startswith(f"rank {rank}: refused: InvalidArgument")]
         assert refused and "AsyncCheckpointerType.THREAD" in refused[0], out[-4000:]
-        assert f"rank {rank}: after the refusal: directory False, process False" in p.stdout, out[-4000:]
+        assert f"rank {rank}: after the refusal: directory False, process False" in said, out[-4000:]
         after = [ln for ln in lines if ln.startswith(f"rank {rank}: versions after:")]
         m = re.search(r"versions after: (\[.*\]) w \[3\.0, 3\.0, 3\.0, 3\.0\]$", after[0] if after else "")
         assert m and re.fullmatch(r"\['v[^']*-s0', 'v[^']*-s1'\]", m.group(1)), out[-4000:]
-        assert f"rank {rank}: backstop refused: InvalidArgument" in p.stdout, out[-4000:]
-        assert f"rank {rank}: versions at the end: {m.group(1)}" in p.stdout, out[-4000:]
+        assert f"rank {rank}: backstop refused: InvalidArgument" in said, out[-4000:]
+        assert f"rank {rank}: versions at the end: {m.group(1)}" in said, out[-4000:]
     assert took < 60, f"{took:.0f} s: a wait in MPI_Finalize?"
 
 
