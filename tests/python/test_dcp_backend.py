@@ -523,3 +523,31 @@ def test_a_target_that_cannot_take_the_rows_is_read_through_scratch(dist, rt, sh
     assert target["d"].dtype == torch.float32 and torch.equal(target["d"], sd["d"].float())
     assert torch.equal(target["plain"], sd["plain"])
     assert reader.scratch_bytes == 12 * 4 + 6 * 8, reader.scratch_bytes
+
+
+def test_a_rank_that_cannot_plan_its_reads_fails_every_rank_before_anything_is_read(dist, rt, shared_dir, rank, size):
+    """A planner whose resolve_tensor raises on the last rank only: the ranks agree on it before the collective
+    restore (no rank waits in it for the one that raised), every rank fails naming the failure, and the
+    targets hold what they held."""
+    import time
+    from torch.distributed.checkpoint import DefaultLoadPlanner
+
+    class Refusing(DefaultLoadPlanner):
+        def resolve_tensor(self, read_item):
+            if rank == size - 1:
+                raise RuntimeError("resolve_tensor refused on rank %d" % rank)
+            return super().resolve_tensor(read_item)
+
+    dcp.save({"w": torch.arange(10.0)}, storage_writer=BatonWriter(shared_dir, runtime=rt))
+    target = {"w": torch.full((10,), 2.0)}
+    t0 = time.monotonic()
+    with pytest.raises(BaseException) as info:
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt), planner=Refusing())
+    took = time.monotonic() - t0
+    assert "resolve_tensor refused on rank %d" % (size - 1) in _text_of(info.value), _text_of(info.value)
+    assert took < 30, "%.0f s: a rank waited in the restore for the one that raised" % took
+    assert torch.equal(target["w"], torch.full((10,), 2.0))
+
+
+def _text_of(e):
+    return "".join(traceback.format_exception(e))

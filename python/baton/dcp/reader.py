@@ -192,9 +192,14 @@ class BatonReader(StorageReader):
             # DCP's targets themselves where they can take the rows, scratch where not (read_targets): a
             # version of before the one format with bytes entries is read into scratch, as those are
             # unpickled after the read and may refuse the load.
-            reads = read_targets.plan(wanted, arrays, chunk_sizes, planner, self.path,
-                                      allow_direct=self._form == "tree" or
-                                      not any(i.type == LoadItemType.BYTE_IO for i in plan.items))
+            reads, error = None, None
+            try:
+                reads = read_targets.plan(wanted, arrays, chunk_sizes, planner, self.path,
+                                          allow_direct=self._form == "tree" or
+                                          not any(i.type == LoadItemType.BYTE_IO for i in plan.items))
+            except Exception as e:  # a planner's own resolve_tensor may raise anything
+                error = e
+            _agree(ck, error)
             self.scratch_bytes = reads.scratch_bytes
             # The restore is collective and the ranks must register the same
             # arrays: every array of the version, with the rows this rank
@@ -340,6 +345,24 @@ class BatonReader(StorageReader):
                 "baton.ArrayCheckpointer (restore(step=..., arrays=...))"
                 % (meta["version_path"], meta["step"], ", ".join(sorted(held)[:8])))
         return meta
+
+
+def _agree(ck, error):
+    """Raises on every rank when any rank could not plan its reads (``error``: this rank's, or None; collective).
+
+    The planning is each rank's own work (its targets, their shapes) and the
+    restore that follows is collective: a rank that raised alone would leave
+    the others waiting in it (DCP gathers read_data's outcome only after
+    it returns). One small allgather over the directory's communicator, so
+    every rank fails, naming the first rank that did, before anything is read.
+    """
+    said = b"" if error is None else ("%s: %s" % (type(error).__name__, error)).encode("utf-8", "replace")
+    failed = [(rank, text.decode("utf-8", "replace"))
+              for rank, text in enumerate(ck.allgather_bytes(said, "BatonReader's planned reads")) if text]
+    if error is not None:
+        raise error
+    if failed:
+        raise _baton.InvalidArgument("BatonReader: rank %d could not plan its reads, so none was read: %s" % failed[0])
 
 
 def _saved(value):
