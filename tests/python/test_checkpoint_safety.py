@@ -130,6 +130,65 @@ def test_a_failed_load_leaves_the_tensors_as_they_were(dist, rt, shared_dir, ran
     assert torch.equal(target["w"], torch.full((1000,), 2.0)) and torch.equal(target["b"], torch.zeros(8, dtype=torch.int64))
 
 
+def _flip_last_chunk(version, array, nbytes):
+    """Flips a byte near the end of `array`'s data (`nbytes` in all), in its last chunk: a load that wrote each
+    chunk as it verified it would have written all the others before it found this one."""
+    for index in glob.glob(os.path.join(version, "shard-*.json")):
+        with open(index) as f:
+            shard = json.load(f)
+        for ds in shard["datasets"]:
+            if ds["array"] == array:
+                with open(os.path.join(version, shard["file"]), "r+b") as f:
+                    f.seek(ds["offset"] + nbytes - 5)
+                    b = f.read(1)
+                    f.seek(ds["offset"] + nbytes - 5)
+                    f.write(bytes([b[0] ^ 0x40]))
+                return
+    raise AssertionError("no dataset of %s in %s" % (array, version))
+
+
+def _two_versions_newest_damaged(dist, rt, shared_dir, rank, older, newer, n):
+    dcp.save(older, storage_writer=BatonWriter(shared_dir, step=1, runtime=rt))
+    dcp.save(newer, storage_writer=BatonWriter(shared_dir, step=2, runtime=rt))
+    dist.barrier()
+    if rank == 0:
+        _flip_last_chunk(backend._versions(shared_dir)[-1], "w", n * 4)
+    dist.barrier()
+
+
+def test_a_damaged_version_falls_back_to_an_older_one_of_the_same_plan(dist, rt, shared_dir, rank):
+    """The newest version's last chunk of w fails verification and the older version holds the same state (other
+    values): the load restores the older one into the targets themselves, which hold its bytes, every one."""
+    n = 1 << 20  # 4 MiB of float32: two chunks
+    _two_versions_newest_damaged(dist, rt, shared_dir, rank, {"w": torch.full((n,), 1.0), "b": torch.arange(8)},
+                                 {"w": torch.full((n,), 3.0), "b": torch.arange(8) * 3}, n)
+    target = {"w": torch.full((n,), 2.0), "b": torch.zeros(8, dtype=torch.int64)}
+    reader = BatonReader(shared_dir, runtime=rt)
+    dcp.load(target, storage_reader=reader)
+    assert torch.equal(target["w"], torch.full((n,), 1.0)) and torch.equal(target["b"], torch.arange(8))
+    assert reader.scratch_bytes == 0
+    assert reader.last_restore["step"] == 1, reader.last_restore
+    (skipped,) = reader.last_restore["fallbacks"]
+    assert skipped["step"] == 2 and "dataset w " in skipped["reason"], skipped
+
+
+def test_a_damaged_version_with_an_older_one_of_another_plan_leaves_the_targets_untouched(dist, rt, shared_dir,
+                                                                                        rank):
+    """The newest version's last chunk of w fails verification and the older version holds another state (no b):
+    the plan made on the newest does not hold for it, so the load fails naming both versions, and the targets
+    (read into directly) hold exactly what they held."""
+    n = 1 << 20
+    _two_versions_newest_damaged(dist, rt, shared_dir, rank, {"w": torch.full((n,), 1.0)},
+                                 {"w": torch.full((n,), 3.0), "b": torch.arange(8)}, n)
+    older, newest = (os.path.basename(v) for v in backend._versions(shared_dir))
+    target = {"w": torch.full((n,), 2.0), "b": torch.zeros(8, dtype=torch.int64)}
+    with pytest.raises(BaseException) as info:
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
+    text = _text(info.value)
+    assert newest in text and older in text and "holds other DCP Metadata" in text, text
+    assert torch.equal(target["w"], torch.full((n,), 2.0)) and torch.equal(target["b"], torch.zeros(8, dtype=torch.int64))
+
+
 def _reseal(path):
     """manifest.json made whole again after an edit (its last key, the xxh3 of every byte before it, recomputed
     through libxxhash), as a hostile writer could."""

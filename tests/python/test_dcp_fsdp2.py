@@ -36,6 +36,9 @@ def test_fsdp2_resume_is_bit_for_bit(dist, rt, shared_dir, size):
     dcp.load(sd, storage_reader=reader)
     fs.put(model2, optim2, sd)
     assert reader.last_restore["step"] == 3
+    # At the world size that saved, every target (FSDP2's row shards, the Shard(1) and Replicate() DTensors'
+    # local tensors) is its saved box whole: read into it, no scratch (baton.dcp.read_targets).
+    assert reader.scratch_bytes == 0, reader.scratch_bytes
     fs.train(model2, optim2, 3, first=3)
     got = fs.full(fs.state(model2, optim2, mesh))
     assert sorted(got) == sorted(want)

@@ -4,19 +4,25 @@
 
 read_metadata restores the version's stored DCP Metadata (baton's restore:
 the newest version every rank can read and verify); read_data registers,
-per rank, only the rows of the chunks its ReadItems need and restores them
-in one collective baton Restore into scratch memory (whole HDF5 chunks
-read, each verified by its xxh3 before a byte is used), then copies the
-pieces into DCP's targets, only once everything verified: a load that fails
-leaves the program's tensors as they were. Nothing pickled in a checkpoint
-runs code: the Metadata and the bytes entries are read by
-baton.dcp.safe_unpickle (what torch.load(weights_only=True) allows), or the
-load is refused naming the entry.
+per rank, only the rows of the chunks its ReadItems need, and registers
+DCP's targets themselves (planner.resolve_tensor) wherever a target is
+whole contiguous rows of the stored chunk (baton.dcp.read_targets; the rest
+goes through scratch memory, copied in afterwards). It restores them in one
+collective baton Restore pinned to the version read_metadata planned on,
+with verify_before_write: every rank reads and verifies every chunk it will
+read (whole HDF5 chunks, each by its xxh3), the ranks agree, and only then
+is each chunk read again, verified again and written: no byte that failed
+verification reaches a target, and a load that fails leaves the program's
+tensors as they were. Nothing pickled in a checkpoint runs code: the
+Metadata and the bytes entries are read by baton.dcp.safe_unpickle (what
+torch.load(weights_only=True) allows), or the load is refused naming the
+entry.
 A version whose chunks fail verification is skipped for the next older
-one, as baton.ArrayCheckpointer.restore does; the plan made from the newer
+one, as baton.Checkpointer.restore does; the plan made from the newer
 version's Metadata is used for the older one only when both Metadata are
-the same (the same state at the same world size), else the load fails
-naming both versions.
+the same (the same state at the same world size), and the older one is
+then read pinned the same way; else the load fails naming both versions,
+the targets untouched.
 """
 import io
 from collections import defaultdict
@@ -32,8 +38,7 @@ from baton import _baton, metadata, storage, tensors
 from baton.checkpointer import FORMAT, VERSION
 from baton.names import MARKER
 from baton.restore_match import decode_tree
-from baton.dcp import safe_unpickle, state_tree
-from baton.dtensor_chunks import row_span, stored_piece
+from baton.dcp import read_targets, safe_unpickle, state_tree
 from baton.dcp import stored_form, runtime as runtimes
 
 # The array of a version BatonWriter wrote before the one format (2026-12-06): DCP's Metadata, pickled (read by safe_unpickle only).
@@ -54,8 +59,12 @@ class BatonReader(StorageReader):
 
     After a load, `last_restore` is baton's account of it (step,
     version_path, fallbacks, level), `bytes_read` what this rank read
-    (whole chunks, each verified) and `metadata_bytes` the size of the
-    stored DCP Metadata, which every rank reads in full at each load.
+    (whole chunks, each verified; each chunk twice, its verification and
+    its read into the targets: verify_before_write), `scratch_bytes` the
+    scratch memory the load made for pieces that could not be read into
+    their targets (0 when every target took its rows itself:
+    baton.dcp.read_targets) and `metadata_bytes` the size of the stored DCP
+    Metadata, which every rank reads in full at each load.
     """
 
     def __init__(self, path=None, *, step=None, runtime=None, from_level=0, **options):
@@ -65,6 +74,7 @@ class BatonReader(StorageReader):
         self.from_level = from_level
         self.last_restore = None
         self.bytes_read = None
+        self.scratch_bytes = None
         self.metadata_bytes = None
         self._runtime = runtime
         self._options = options
@@ -158,13 +168,15 @@ class BatonReader(StorageReader):
         return plans
 
     def read_data(self, plan, planner):
+        if self._planned is None:
+            raise _baton.InvalidArgument("BatonReader: read_data before read_metadata (dcp.load calls both, in order)")
         md = self._metadata
         chunk_sizes = {}
         for fqn, entry in md.state_dict_metadata.items():
             if isinstance(entry, TensorStorageMetadata):
                 for c in entry.chunks:
                     chunk_sizes[(fqn, tuple(c.offsets))] = (tuple(c.sizes), entry.properties.dtype)
-        # Per array: the rows of dim 0 this rank's items need (one range per array).
+        # Per array: the ReadItems of this rank that read it.
         wanted = defaultdict(list)
         for item in plan.items:
             if self._form == "tree" and item.type == LoadItemType.BYTE_IO:
@@ -174,40 +186,37 @@ class BatonReader(StorageReader):
         if ck is None or ck.closed:
             ck = self._open()
         try:
-            arrays, baton_dtypes = self._arrays(ck)
-            # Every array is read into scratch memory, never into DCP's targets: a restore that fails
-            # verification (and a fallback that cannot be used) leaves the program's tensors as they were.
-            buffers = {}
-            for name, items in wanted.items():
-                if name not in arrays:
-                    raise _baton.CorruptCheckpointError(
-                        "BatonReader: %s names array %r for %r, which the version does not hold"
-                        % (self.path, name, items[0].storage_index.fqn))
-                shape = arrays[name][0]
-                if items[0].type == LoadItemType.BYTE_IO:
-                    buffers[name] = (torch.empty(shape, dtype=torch.uint8), 0)
-                    continue
-                sizes, dtype = chunk_sizes[(items[0].storage_index.fqn, tuple(items[0].storage_index.offset))]
-                logical = tuple(sizes) or (1,)
-                if shape != stored_form.stored_shape(logical, dtype) and not (shape == () and sizes == ()):
-                    raise _baton.CorruptCheckpointError(
-                        "BatonReader: array %r has shape %s, its DCP chunk %s (%s)" % (name, shape, tuple(sizes), dtype))
-                first, end = row_span(items) if sizes else (0, 1)
-                buffers[name] = (torch.empty((end - first,) + logical[1:], dtype=dtype), first)
+            # The version the plan was made on, and only it: a fallback is decided below, before a byte moves.
+            pinned = storage.version_name(self.last_restore["version_path"])
+            arrays, baton_dtypes = self._arrays(ck, pinned)
+            # DCP's targets themselves where they can take the rows, scratch where not (read_targets): a
+            # version of before the one format with bytes entries is read into scratch, as those are
+            # unpickled after the read and may refuse the load.
+            reads, error = None, None
+            try:
+                reads = read_targets.plan(wanted, arrays, chunk_sizes, planner, self.path,
+                                          allow_direct=self._form == "tree" or
+                                          not any(i.type == LoadItemType.BYTE_IO for i in plan.items))
+            except Exception as e:  # a planner's own resolve_tensor may raise anything
+                error = e
+            _agree(ck, error)
+            self.scratch_bytes = reads.scratch_bytes
             # The restore is collective and the ranks must register the same
             # arrays: every array of the version, with the rows this rank
-            # needs (none for most), and the metadata in full to check it.
-            # and what the plan was made on, to check it is what was restored.
+            # needs (none for most), and what the plan was made on (the marker
+            # and the user blob; before the one format, the pickled Metadata),
+            # to check that an older version the load falls back to holds it.
             marker = np.zeros((), np.int64)
             if self._form == "tree":
                 ck.register_replicated(MARKER, marker, dtype="i64")
+                legacy = None
             else:
-                blob = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8)
-                buffers[_LEGACY_METADATA] = (blob, 0)
+                legacy = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8)
+                reads.registered[_LEGACY_METADATA] = (legacy, 0)
             for name, (shape, dtype) in arrays.items():
                 if name == MARKER and self._form == "tree":
                     continue
-                buf, first = buffers.get(name) or (torch.empty((0,) + shape[1:], dtype=dtype), 0)
+                buf, first = reads.registered.get(name) or (torch.empty((0,) + shape[1:], dtype=dtype), 0)
                 if shape == ():
                     # A 0-d tensor a Checkpointer saved replicated (no dim 0 to take rows of): every rank
                     # reads its one element.
@@ -217,39 +226,21 @@ class BatonReader(StorageReader):
                                            dtype=baton_dtypes[name])
                     continue
                 stored_form.register(ck, name, buf, first, shape)
-            ck.restore(step=self.step, from_level=self.from_level)
-            restored = ck.last_restore()
+            restored = self._restore_verified(ck, pinned, marker, legacy)
             self.bytes_read = ck.last_stats().get("bytes_read")
-            planned_on = ck.user_blob if self._form == "tree" else blob.numpy().tobytes()
         finally:
             ck.close()
-        buffers.pop(_LEGACY_METADATA, None)
-        if planned_on != self._planned:
-            raise _baton.CorruptCheckpointError(
-                "BatonReader: the load was planned on %s and restored %s (a newer one failed to verify: %s), whose "
-                "DCP Metadata differs; load again (the plan is then made on %s)"
-                % (self.last_restore and self.last_restore["version_path"], restored["version_path"],
-                   "; ".join(f["reason"] for f in restored["fallbacks"]) or "none", restored["version_path"]))
         self.last_restore = restored
-        # Everything that can refuse is done before the first byte reaches a target: the bytes
-        # entries read (DCP's planners torch.load them with weights_only=False, so they get only
-        # what weights_only=True read, saved again: baton.dcp.safe_unpickle) and the pieces' shapes.
-        byte_values, copies = {}, []
-        for name, items in wanted.items():
-            buf, first = buffers[name]
+        # Every byte verified and in place; what can still refuse comes before the scratch pieces are
+        # copied in: the bytes entries (DCP's planners torch.load them with weights_only=False, so they
+        # get only what weights_only=True read, saved again: baton.dcp.safe_unpickle).
+        byte_values = {}
+        for name, items in reads.byte_items.items():
+            buf, _ = reads.registered[name]
             for item in items:
-                if item.type == LoadItemType.BYTE_IO:
-                    byte_values[id(item)] = safe_unpickle.resaved(  # a version of before the one format (2026-12-06)
-                        buf.numpy().tobytes(), "%s: the bytes entry %r (array %r of %s)"
-                        % (self.path, item.dest_index.fqn, name, restored["version_path"]))
-                    continue
-                src = stored_piece(buf, first, item)
-                target = planner.resolve_tensor(item).detach()
-                if target.size() != src.size():
-                    raise _baton.InvalidArgument(
-                        "BatonReader: %r: the target piece has shape %s, the stored piece %s"
-                        % (item.dest_index.fqn, tuple(target.size()), tuple(src.size())))
-                copies.append((item, target, src))
+                byte_values[id(item)] = safe_unpickle.resaved(  # a version of before the one format (2026-12-06)
+                    buf.numpy().tobytes(), "%s: the bytes entry %r (array %r of %s)"
+                    % (self.path, item.dest_index.fqn, name, restored["version_path"]))
         if self._form == "tree":
             for item in plan.items:
                 if item.type == LoadItemType.BYTE_IO:
@@ -257,21 +248,86 @@ class BatonReader(StorageReader):
         for item in plan.items:
             if item.type == LoadItemType.BYTE_IO:
                 planner.load_bytes(item, byte_values[id(item)])
-        for item, target, src in copies:
-            target.copy_(src)
-            planner.commit_tensor(item, target)
+        reads.copy_in(planner)
         future = Future()
         future.set_result(None)
         return future
+
+    def _restore_verified(self, ck, pinned, marker, legacy):
+        """Restores the registered arrays from version ``pinned``, every byte verified on every rank before any
+        is written (verify_before_write); its last_restore, with every version skipped on the way.
+
+        A version that fails leaves every registered array as it was; the
+        next older one that the extension restores (restore(older_than=):
+        its listing orders the versions) is used only when what the plan was
+        made on is the same in it (the same state at the same world size),
+        and is then restored pinned the same way; else the load fails naming
+        both versions, the targets untouched.
+        """
+        planned = current = self.last_restore["version_path"]
+        skipped = list(self.last_restore.get("fallbacks") or [])  # read_metadata's own
+        while True:
+            try:
+                ck.restore(version=pinned, from_level=self.from_level, verify_before_write=True)
+            except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
+                failed = [f for f in (ck.last_restore() or {}).get("fallbacks") or []
+                          if storage.version_name(f["path"]) == pinned]
+                skipped += failed or [{"path": current, "step": None, "reason": str(e),
+                                       "code": getattr(e, "code", "Corruption"), "counted": False}]
+                try:
+                    older = self._planned_on_older(ck, pinned, marker, legacy)
+                except (_baton.CorruptCheckpointError, _baton.NotFound) as none:
+                    raise _baton.NotFound("BatonReader: %s failed to verify (%s), and no older version could be "
+                                          "restored: %s" % (current, e, none)) from none
+                if older is None:
+                    raise _baton.NotFound("BatonReader: %s failed to verify, and none is older: %s"
+                                          % (current, e)) from e
+                where, their_skipped, same = older
+                skipped += their_skipped
+                if not same:
+                    raise _baton.CorruptCheckpointError(
+                        "BatonReader: the load was planned on %s, which failed to verify (%s); the next older "
+                        "version that verifies, %s, holds other DCP Metadata: nothing was loaded (the state is "
+                        "as it was); load again (the plan is then made on %s)"
+                        % (planned, "; ".join(f["reason"] for f in skipped) or e, where, where)) from e
+                current, pinned = where, storage.version_name(where)
+                continue
+            return dict(ck.last_restore(), fallbacks=skipped)
+
+    def _planned_on_older(self, ck, failed, marker, legacy):
+        """(version path, versions skipped, whether the plan holds for it) of the newest version before
+        ``failed`` whose plan document restores (the tree's marker and user blob, or the pickled Metadata
+        of before the one format); None when there is none. Reads nothing into the targets."""
+        if self._form == "tree":
+            found = ck.restore(step=self.step, arrays=[MARKER], older_than=failed, from_level=self.from_level)
+            if found is None:
+                return None
+            info = ck.last_restore()
+            same = int(marker) == VERSION and ck.user_blob == self._planned
+            return info["version_path"], list(info.get("fallbacks") or []), same
+        meta = ck.read_metadata(step=self.step, older_than=failed)
+        if meta is None:
+            return None
+        shapes = {a["name"]: tuple(a["shape"]) for a in meta["arrays"]}
+        if shapes.get(_LEGACY_METADATA) != tuple(legacy.shape):
+            return meta["version_path"], [], False
+        found = ck.restore(step=self.step, arrays=[_LEGACY_METADATA], older_than=failed, from_level=self.from_level)
+        if found is None:
+            return None
+        info = ck.last_restore()
+        return info["version_path"], list(info.get("fallbacks") or []), legacy.numpy().tobytes() == self._planned
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         return False
 
     # --- helpers ----------------------------------------------------------------------------------------
-    def _arrays(self, ck):
-        """{name: (shape, torch dtype)} of every array of the version restore would take."""
-        meta = self._version(ck)
+    def _arrays(self, ck, version):
+        """{name: (shape, torch dtype)}, {name: baton dtype} of every array of ``version``."""
+        meta = ck.read_metadata(version=version)
+        if meta is None:
+            raise _baton.NotFound("BatonReader: %s no longer holds %s, which the load was planned on"
+                                  % (ck.dir, version))
         return {a["name"]: (tuple(a["shape"]), tensors.torch_dtype(a["dtype"])) for a in meta["arrays"]}, \
             {a["name"]: a["dtype"] for a in meta["arrays"]}
 
@@ -289,6 +345,24 @@ class BatonReader(StorageReader):
                 "baton.ArrayCheckpointer (restore(step=..., arrays=...))"
                 % (meta["version_path"], meta["step"], ", ".join(sorted(held)[:8])))
         return meta
+
+
+def _agree(ck, error):
+    """Raises on every rank when any rank could not plan its reads (``error``: this rank's, or None; collective).
+
+    The planning is each rank's own work (its targets, their shapes) and the
+    restore that follows is collective: a rank that raised alone would leave
+    the others waiting in it (DCP gathers read_data's outcome only after
+    it returns). One small allgather over the directory's communicator, so
+    every rank fails, naming the first rank that did, before anything is read.
+    """
+    said = b"" if error is None else ("%s: %s" % (type(error).__name__, error)).encode("utf-8", "replace")
+    failed = [(rank, text.decode("utf-8", "replace"))
+              for rank, text in enumerate(ck.allgather_bytes(said, "BatonReader's planned reads")) if text]
+    if error is not None:
+        raise error
+    if failed:
+        raise _baton.InvalidArgument("BatonReader: rank %d could not plan its reads, so none was read: %s" % failed[0])
 
 
 def _saved(value):
