@@ -22,7 +22,13 @@ Status ChunkReader::Read(h5::ShardReader* reader, const std::string& file, const
   sum_.Reset();  // a read that failed before may have left a part of its chunk
   const char* mapped = nullptr;
   BATON_RETURN_IF_ERROR(reader->MapRows(a, d.rows, c.dataset_row, c.rows, &mapped));
-  if (mapped != nullptr) return ReadMapped(mapped, file, a, c, keep_first, keep_rows, dst, clock, progress);
+  if (mapped != nullptr) {
+    Status s = ReadMapped(mapped, file, a, c, keep_first, keep_rows, dst, clock, progress);
+    // Its pages leave the page tables once used (ShardReader::UnmapRows): a
+    // mapping kept whole counted the state's size in the process's RSS.
+    reader->UnmapRows(a, c.dataset_row, c.rows);
+    return s;
+  }
   if (copy_after_verify_ && keep_rows > 0) return ReadThenCopy(reader, file, a, d, c, keep_first, keep_rows, dst, clock);
   // A chunk of no rows is one empty piece (its digest: the xxh3 of nothing).
   for (uint64_t r = 0; r < c.rows; r += piece_rows) {

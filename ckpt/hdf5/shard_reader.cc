@@ -247,6 +247,21 @@ Status ShardReader::MapRows(const ArrayMeta& array, uint64_t dataset_rows, uint6
   return Status::OK();
 }
 
+void ShardReader::UnmapRows(const ArrayMeta& array, uint64_t first, uint64_t rows) {
+  auto it = datasets_.find(array.name);
+  if (it == datasets_.end() || it->second.map.data == nullptr || rows == 0) return;
+  const Mapping& map = it->second.map;
+  // Whole pages inside the rows only: the pages at either end may hold
+  // rows of the chunks beside them.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t base = reinterpret_cast<uintptr_t>(map.base);
+  const uint64_t lo = reinterpret_cast<uintptr_t>(map.data + first * array.row_bytes());
+  const uint64_t hi = lo + rows * array.row_bytes();
+  const uint64_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  if (a >= b || a < base || b > base + map.length) return;
+  ::madvise(reinterpret_cast<void*>(a), static_cast<size_t>(b - a), MADV_DONTNEED);
+}
+
 Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf) {
   if (rows == 0) return Status::OK();
   BATON_RETURN_IF_ERROR(CheckRows(array, dataset_rows, first, rows));

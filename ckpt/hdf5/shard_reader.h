@@ -17,11 +17,14 @@
 // rows from them once: one copy per byte instead of pread's copy into a
 // buffer and a second out of it (docs/benchmarks.md, 2026-12-06, issue 48);
 // or with pread (ReadRows), where a mapping fails (a file system without
-// mmap, no address space) or is not wanted (kPread). The mappings live as
-// long as the reader, so the two passes of verify_before_write fault each
-// page in once. Mapped pages are the page cache's own (clean, shared,
-// reclaimable, charged to the job's memory cgroup as pread's pages are),
-// but they count in the process's RSS (RssFile) while mapped.
+// mmap, no address space) or is not wanted (kPread). A dataset is mapped
+// once for the reader's life, but each chunk's pages leave the page tables
+// once ChunkReader used them (UnmapRows, MADV_DONTNEED; the page cache keeps
+// them): mapped pages count in the process's RSS (RssFile), which a whole
+// mapping made grow by the state's size during a restore (what Slurm's RSS
+// accounting would see); so a chunk's pages are faulted in again by the
+// second pass of verify_before_write, measured cheaper than pread's copies
+// all the same (docs/benchmarks.md).
 //
 // A file that shrinks under a mapping: a page past its new end raises
 // SIGBUS on access. MapRows checks the file's size (fstat) before it
@@ -89,6 +92,12 @@ class ShardReader {
   // holds them (fstat): a file that shrank since Open is an IOError naming
   // the file, the dataset and both sizes.
   Status MapRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, const char** out);
+
+  // The pages of rows MapRows handed out leave this process's page tables
+  // (madvise MADV_DONTNEED: the page cache keeps them; a later MapRows maps
+  // them again), so the mapped pages held at a time stay about a chunk,
+  // not the dataset. A hint: never fails.
+  void UnmapRows(const ArrayMeta& array, uint64_t first, uint64_t rows);
 
   // Checks the dataset (type, dims, layout, extent within the file) without
   // reading; ReadRows does it on its first read of a dataset.
