@@ -54,7 +54,8 @@
 
 namespace baton::ckpt {
 namespace h5 {
-class ShardReader;  // ckpt/hdf5/shard_reader.h
+class ShardReader;      // ckpt/hdf5/shard_reader.h
+enum class ReadMode;    // ckpt/hdf5/shard_reader.h
 }  // namespace h5
 
 // The dataset of per-rank state (SetRankState): a sharded u8 array whose
@@ -415,6 +416,7 @@ class CheckpointerImpl : public Checkpointer {
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
   bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
+  h5::ReadMode read_mode_{};          // how the running restore reads shard files (BATON_CKPT_READ)
 
   // async_save.cc: the save in flight (SaveAsync to its commit).
   struct PendingSave {

@@ -9,24 +9,36 @@
 // cut a rank's rows into chunks of at most kChunkBytes (ckpt/chunk_digests.h),
 // so a partly read chunk costs at most that much beyond the rows kept.
 //
-// A chunk is read in pieces of kPieceBytes straight from the shard file
-// (ShardReader::ReadRows: pread at the dataset's offset), and each piece is
-// hashed on the reading thread right after its read, while it is still in
-// the CPU's cache: the hash then costs a pass over the cache, not a second
-// pass over memory. The disk does not wait for the hash: the kernel's
-// read-ahead of the sequential stream keeps reads in flight meanwhile. Two
+// A chunk is read through the shard's mapping where ShardReader has one
+// (ShardReader::MapRows, the default: BATON_CKPT_READ=mmap): its pieces of
+// kPieceBytes are hashed in place in the page cache's pages, and the kept
+// rows copied from them right after, while they are in the CPU's cache: one
+// copy per byte, no buffer. Otherwise (BATON_CKPT_READ=pread, a file whose
+// mapping failed) a chunk is read in pieces of kPieceBytes straight from
+// the shard file (ShardReader::ReadRows: pread at the dataset's offset),
+// and each piece is hashed on the reading thread right after its read,
+// while it is still in the CPU's cache: the hash then costs a pass over
+// the cache, not a second pass over memory. The disk does not wait for the
+// hash: the kernel's read-ahead of the sequential stream (of the file, or
+// of the mapping: MADV_SEQUENTIAL) keeps reads in flight meanwhile. Two
 // designs measured slower (docs/benchmarks.md, 2026-12-04): a second thread
 // hashing pieces of 8 MiB out of memory (it competed for the cores with the
 // other ranks of an oversubscribed node), and posix_fadvise(WILLNEED) of the
-// next chunk (each call cost more than the read-ahead it added). Pieces whose
-// rows are all kept go straight into the caller's buffer; the others go
-// through one piece buffer and the kept rows are copied out.
+// next chunk (each call cost more than the read-ahead it added). With
+// pread, pieces whose rows are all kept go straight into the caller's
+// buffer; the others go through one piece buffer and the kept rows are
+// copied out.
 //
 // A reader made with copy_after_verify (RestoreOptions::verify_before_write)
-// reads a chunk whole into a buffer of its own (a chunk: at most
-// kChunkBytes, reused from chunk to chunk, so no fresh page is touched) and
 // copies the kept rows out only once the chunk's digest matched: dst never
-// receives a byte that failed, even when Read fails.
+// receives a byte that failed, even when Read fails. Mapped, the chunk is
+// hashed in place and its kept rows then copied from the mapping: what
+// remains open is a write into the shard file by another program in the
+// microseconds between a chunk's hash and its copy (the mapping shows the
+// file as it is; a committed shard is never written in place), which the
+// copy would carry unverified; with pread the chunk is read whole into a
+// buffer of its own (at most kChunkBytes, reused from chunk to chunk, so no
+// fresh page is touched) and the bytes copied are the bytes hashed.
 //
 // Threading: one thread (HDF5 calls); not thread-safe.
 #pragma once
@@ -78,6 +90,10 @@ class ChunkReader {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
+  // A chunk in place in the reader's mapping (ShardReader::MapRows): hashed,
+  // its kept rows copied to dst (with copy_after_verify once it matched).
+  Status ReadMapped(const char* chunk, const std::string& file, const ArrayMeta& a, const Chunk& c, uint64_t keep_first,
+                    uint64_t keep_rows, char* dst, PhaseClock* clock, const Progress& progress);
   // copy_after_verify: the chunk whole into piece_, checked, the kept rows copied to dst.
   Status ReadThenCopy(h5::ShardReader* reader, const std::string& file, const ArrayMeta& a, const DatasetMeta& d,
                       const Chunk& c, uint64_t keep_first, uint64_t keep_rows, char* dst, PhaseClock* clock);

@@ -217,7 +217,7 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
     for (const ReadPiece& p : pieces) {
       const ShardMeta& shard = m.shards[p.shard];
       auto& reader = readers[p.shard];
-      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader));
+      if (!reader) BATON_RETURN_IF_ERROR(h5::ShardReader::Open(env_, vdir, m, p.shard, &reader, read_mode_));
       // Verified before the next chunk is read: no row is used unchecked.
       Status read = chunks.Read(reader.get(), reader->path(), a, shard.datasets[p.dataset],
                                 shard.datasets[p.dataset].chunks[p.chunk], p.first_row, keep ? p.rows : 0,
@@ -350,6 +350,7 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
   // some would stop at the comparison while others read.
   std::string call;
   Status args = CheckRestoreOptions("Restore", options, &call);
+  if (args.ok()) args = h5::ReadModeFromEnv(&read_mode_);  // a bad value fails the call on every rank
   BATON_RETURN_IF_ERROR(AgreeOnCall(call, args));
   clock.Lap("call");
 

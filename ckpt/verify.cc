@@ -44,12 +44,12 @@ struct Tally {
 // Every chunk of manifest.shards[shard_index] (its index loaded), read from
 // dir; failure lines start with label + the file's name.
 void VerifyShard(fs::Env* env, const std::string& dir, const std::string& label, const Manifest& manifest,
-                 size_t shard_index, ChunkReader* chunks, Tally* tally, std::vector<std::string>* failures,
-                 uint64_t* bytes) {
+                 size_t shard_index, h5::ReadMode mode, ChunkReader* chunks, Tally* tally,
+                 std::vector<std::string>* failures, uint64_t* bytes) {
   const ShardMeta& shard = manifest.shards[shard_index];
   const std::string name = label + shard.file;
   std::unique_ptr<h5::ShardReader> reader;
-  if (Status s = h5::ShardReader::Open(env, dir, manifest, shard_index, &reader); !s.ok()) {
+  if (Status s = h5::ShardReader::Open(env, dir, manifest, shard_index, &reader, mode); !s.ok()) {
     failures->push_back(FailureLine(label, shard.file, s.message()));
     tally->done += ShardBytes(manifest, shard);
     return;
@@ -94,11 +94,13 @@ void VerifyUserBlob(const Manifest& manifest, std::vector<std::string>* failures
 
 Status VerifyVersion(fs::Env* env, const std::string& version_path, const Manifest& manifest,
                      std::vector<std::string>* failures, uint64_t* bytes, const VerifyProgress& progress) {
+  h5::ReadMode mode;
+  BATON_RETURN_IF_ERROR(h5::ReadModeFromEnv(&mode));
   Tally tally{0, manifest.total_bytes(), &progress};
   *bytes = 0;
   ChunkReader chunks;
   for (size_t i = 0; i < manifest.shards.size(); ++i) {
-    VerifyShard(env, version_path, "", manifest, i, &chunks, &tally, failures, bytes);
+    VerifyShard(env, version_path, "", manifest, i, mode, &chunks, &tally, failures, bytes);
   }
   VerifyUserBlob(manifest, failures);
   return Status::OK();
@@ -112,6 +114,8 @@ Status VerifyShardCopies(fs::Env* env, const Manifest& manifest, const std::vect
                                                  std::to_string(manifest.shards.size()));
     }
   }
+  h5::ReadMode mode;
+  BATON_RETURN_IF_ERROR(h5::ReadModeFromEnv(&mode));
   // Each copy's index is read from its own directory into a ShardMeta of
   // its own, so a second copy of one shard is checked against its own
   // index file, not the first copy's. Held together: the indexes of the
@@ -137,7 +141,7 @@ Status VerifyShardCopies(fs::Env* env, const Manifest& manifest, const std::vect
       continue;
     }
     m.shards[c.shard] = std::move(loaded[i]);
-    VerifyShard(env, c.dir, c.label, m, c.shard, &chunks, &tally, failures, bytes);
+    VerifyShard(env, c.dir, c.label, m, c.shard, mode, &chunks, &tally, failures, bytes);
   }
   VerifyUserBlob(manifest, failures);
   return Status::OK();

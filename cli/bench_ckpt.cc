@@ -19,6 +19,11 @@
 // are dropped before each read (posix_fadvise DONTNEED after their fsync:
 // clean pages go), so that reads come from the device for both sides
 // alike; the output says how the bytes compare with the node's memory.
+// --verify-before-write restores as Python's front ends do
+// (RestoreOptions::verify_before_write: every chunk verified on every rank
+// before any is copied into the arrays); BATON_CKPT_READ=mmap|pread picks how
+// the restore reads the shard files (ckpt/hdf5/shard_reader.h), for a side
+// by side run of both.
 // This disk's throughput swings 2x from minute to minute: only the ratio of
 // medians measured in the same run means anything.
 #include <dirent.h>
@@ -66,6 +71,7 @@ struct Options : CkptBenchOptions {
   std::string transfer = "independent";
   bool no_cleanup = false;
   bool cold = false;
+  bool verify_before_write = false;
 };
 
 int ParseOptions(const std::vector<std::string>& args, Options* o) {
@@ -78,6 +84,9 @@ int ParseOptions(const std::vector<std::string>& args, Options* o) {
       ("transfer", po::value(&o->transfer), "independent or collective HDF5 transfers, default independent")
       ("no-cleanup", po::bool_switch(&o->no_cleanup), "leave the checkpoints (not the raw files) for inspection")
       ("cold", po::bool_switch(&o->cold), "drop the files' pages from the page cache before each read (default: warm)")
+      ("verify-before-write", po::bool_switch(&o->verify_before_write),
+       "restore with RestoreOptions::verify_before_write (every rank verifies every chunk before any is written), "
+       "as Python's front ends do")
       ("help,h", "print this text");
   po::variables_map vm;
   if (int rc = ParseBenchArgs(kCmd, "srun ... baton bench ckpt [OPTIONS]", desc, args, &vm); rc != 0) return rc;
@@ -253,9 +262,11 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
       if (raw) {
         err = RawRead(raw_path, &arrays);
       } else {
-        std::optional<int64_t> step;
-        s = ck->Restore(&step);
-        err = s.ok() ? (step == rep ? "" : "restore gave another step than the one just saved") : s.ToString();
+        RestoreOptions ro;
+        ro.verify_before_write = o.verify_before_write;
+        RestoreResult result;
+        s = ck->Restore(ro, &result);
+        err = s.ok() ? (result.step == rep ? "" : "restore gave another step than the one just saved") : s.ToString();
       }
       if (!SlowestRank(world, MPI_Wtime() - t0, !err.empty(), &t)) return Failed(err, R);
       (raw ? t_raw_r : t_restore).push_back(t);
@@ -298,6 +309,8 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
 
   if (R == 0) {
     const double gb = static_cast<double>(total) / 1e9;
+    const char* read_env = std::getenv("BATON_CKPT_READ");
+    const std::string read_mode = read_env != nullptr && *read_env != '\0' ? read_env : "mmap";
     struct Op {
       const char* name;
       double s, raw;
@@ -308,10 +321,12 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
                {"restore", Median(t_restore), Median(t_raw_r), MedianPhases(p_restore), t_restore, t_raw_r}};
     const std::string group = o.group_size == 0 ? "node" : std::to_string(o.group_size);
     if (!o.json)
-      std::printf("# %d ranks, %s per shard file, %d arrays, %llu bytes in all, %d repetitions, %s transfers, %s\n"
+      std::printf("# %d ranks, %s per shard file, %d arrays, %llu bytes in all, %d repetitions, %s transfers, %s%s, "
+                  "shard reads %s\n"
                   "# %-8s %10s %10s %10s %8s\n",
                   P, group.c_str(), o.arrays, static_cast<unsigned long long>(total), o.reps, o.transfer.c_str(),
-                  o.dir.c_str(), "op", "seconds", "GB/s", "raw GB/s", "ratio");
+                  o.dir.c_str(), o.verify_before_write ? ", restore verify_before_write" : "", read_mode.c_str(),
+                  "op", "seconds", "GB/s", "raw GB/s", "ratio");
     if (!o.json && load.oversubscribed())
       std::printf("# OVERSUBSCRIBED: up to %d ranks on a node of %d core(s); not a measure of the checkpoint\n",
                   load.ranks_per_node, load.cores);
@@ -323,6 +338,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
                             {"raw_GBps", raw_gbps}, {"ratio", gbps / raw_gbps}, {"reps", o.reps},
                             {"transfer", o.transfer}, {"extra_peak_rss_bytes", max_extra},
                             {"node_memory_bytes", mem}, {"cache_dropped", o.cold},
+                            {"verify_before_write", o.verify_before_write}, {"shard_reads", read_mode},
                             {"ranks_per_node", load.ranks_per_node}, {"node_cores", load.cores},
                             {"oversubscribed", load.oversubscribed()}};
         nlohmann::json phases = nlohmann::json::object();

@@ -1,12 +1,19 @@
 #include "ckpt/hdf5/shard_reader.h"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <hdf5.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/printable.h"
 #include "baton/log.h"
 #include "ckpt/catalog.h"
 #include "ckpt/checksum.h"
@@ -25,18 +32,37 @@ std::string ShapeText(const std::vector<hsize_t>& d) {
 
 }  // namespace
 
+Status ReadModeFromEnv(ReadMode* mode) {
+  const char* v = std::getenv("BATON_CKPT_READ");
+  const std::string text = v != nullptr ? v : "";
+  if (text.empty() || text == "mmap") {
+    *mode = ReadMode::kMmap;
+  } else if (text == "pread") {
+    *mode = ReadMode::kPread;
+  } else {
+    return Status::InvalidArgument(log::kCkpt, "BATON_CKPT_READ='" + Printable(text) +
+                                                   "': how a restore reads shard files is mmap (the default) or pread");
+  }
+  return Status::OK();
+}
+
+ShardReader::Mapping::~Mapping() {
+  if (base != nullptr) ::munmap(base, length);
+}
+
 ShardReader::~ShardReader() {
   datasets_.clear();
   file_.Reset();
 }
 
 Status ShardReader::Open(fs::Env* env, const std::string& version_dir, const Manifest& m, size_t shard,
-                         std::unique_ptr<ShardReader>* out) {
+                         std::unique_ptr<ShardReader>* out, ReadMode mode) {
   QuietHdf5Errors();
   const ShardMeta& meta = m.shards.at(shard);
   const std::string& file = meta.file;
   const uint64_t expected_bytes = meta.bytes;
   std::unique_ptr<ShardReader> r(new ShardReader());
+  r->mode_ = mode;
   // A shard the committed manifest lists that is missing, a symlink or not
   // a regular file: the version is damaged (kCorruption). Other failures
   // (EIO, ESTALE, EACCES) may pass: they keep their code.
@@ -164,13 +190,81 @@ Status ShardReader::OpenDataset(const ArrayMeta& array, uint64_t dataset_rows, c
   return Status::OK();
 }
 
-Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf) {
-  if (rows == 0) return Status::OK();
+Status ShardReader::CheckRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows) const {
   if (first > dataset_rows || rows > dataset_rows - first) {
     return Status::Corruption(log::kCkpt, path_ + ", dataset " + array.name + ": rows [" + std::to_string(first) +
                                               ", +" + std::to_string(rows) + ") outside its " +
                                               std::to_string(dataset_rows) + " rows");
   }
+  return Status::OK();
+}
+
+Status ShardReader::MapRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows,
+                            const char** out) {
+  *out = nullptr;
+  if (rows == 0 || mode_ != ReadMode::kMmap || fd_ < 0) return Status::OK();
+  BATON_RETURN_IF_ERROR(CheckRows(array, dataset_rows, first, rows));
+  const Checked* found = nullptr;
+  BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &found));
+  Checked& checked = datasets_.at(array.name);  // found, not const: its mapping is made here once
+  const uint64_t rb = array.row_bytes();
+  if (!checked.map.tried) {
+    checked.map.tried = true;
+    // The checked extent (within the file, OpenDataset), from the page
+    // boundary below it: mmap's offset must be page-aligned.
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t start = checked.offset / page * page, end = checked.offset + dataset_rows * rb;
+    void* p = ::mmap(nullptr, static_cast<size_t>(end - start), PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(start));
+    if (p == MAP_FAILED) {
+      if (!map_failure_logged_) {
+        map_failure_logged_ = true;
+        BATON_LOG(kCkpt, info) << path_ << ": mmap of dataset " << array.name << " failed (" << std::strerror(errno)
+                               << "); its rows are read with pread";
+      }
+      return Status::OK();
+    }
+    // Read once, front to back, by pass 1; the kernel reads ahead further
+    // for a sequential mapping (a cold file).
+    ::madvise(p, static_cast<size_t>(end - start), MADV_SEQUENTIAL);
+    checked.map.base = p;
+    checked.map.length = static_cast<size_t>(end - start);
+    checked.map.data = static_cast<const char*>(p) + (checked.offset - start);
+  }
+  if (checked.map.data == nullptr) return Status::OK();  // mmap failed: pread
+  // A page past the file's end raises SIGBUS: the file must still hold these
+  // rows (its size was checked at Open; another program may have cut it since).
+  const uint64_t at = checked.offset + first * rb, end = at + rows * rb;
+  struct stat st;
+  Status s = BATON_SYSCALL("fstat", path_, ::fstat(fd_, &st));
+  if (!s.ok()) return s.Annotate("dataset " + array.name);
+  if (static_cast<uint64_t>(st.st_size) < end) {
+    return Status::IOError(log::kCkpt, path_ + ", dataset " + array.name + ": the file shrank to " +
+                                           std::to_string(st.st_size) + " bytes since it was opened (" +
+                                           std::to_string(file_bytes_) + "), its rows end at byte " +
+                                           std::to_string(end));
+  }
+  *out = checked.map.data + first * rb;
+  return Status::OK();
+}
+
+void ShardReader::UnmapRows(const ArrayMeta& array, uint64_t first, uint64_t rows) {
+  auto it = datasets_.find(array.name);
+  if (it == datasets_.end() || it->second.map.data == nullptr || rows == 0) return;
+  const Mapping& map = it->second.map;
+  // Whole pages inside the rows only: the pages at either end may hold
+  // rows of the chunks beside them.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t base = reinterpret_cast<uintptr_t>(map.base);
+  const uint64_t lo = reinterpret_cast<uintptr_t>(map.data + first * array.row_bytes());
+  const uint64_t hi = lo + rows * array.row_bytes();
+  const uint64_t a = (lo + page - 1) / page * page, b = hi / page * page;
+  if (a >= b || a < base || b > base + map.length) return;
+  ::madvise(reinterpret_cast<void*>(a), static_cast<size_t>(b - a), MADV_DONTNEED);
+}
+
+Status ShardReader::ReadRows(const ArrayMeta& array, uint64_t dataset_rows, uint64_t first, uint64_t rows, void* buf) {
+  if (rows == 0) return Status::OK();
+  BATON_RETURN_IF_ERROR(CheckRows(array, dataset_rows, first, rows));
   const Checked* checked = nullptr;
   BATON_RETURN_IF_ERROR(OpenDataset(array, dataset_rows, &checked));
   if (fd_ >= 0) {

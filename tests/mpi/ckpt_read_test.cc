@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckpt/chunk_digests.h"
@@ -218,90 +221,179 @@ void SaveFourChunks(const CheckpointOptions& o, FourChunks* f, std::vector<std::
   }
 }
 
+// How a restore reads the shard files (BATON_CKPT_READ, ckpt/hdf5/shard_reader.h),
+// set on every rank for a scope: each read-mode test runs both.
+class ScopedReadMode {
+ public:
+  explicit ScopedReadMode(const char* mode) { setenv("BATON_CKPT_READ", mode, 1); }
+  ~ScopedReadMode() { unsetenv("BATON_CKPT_READ"); }
+};
+constexpr const char* kReadModes[] = {"mmap", "pread"};
+
 // A version whose last chunk (of the last rank) fails leaves every rank's
 // array untouched with verify_before_write: no rank writes before every rank
 // verified. Without it, the chunks read before the bad one are in the
 // arrays (what Python's front ends paid a whole-size scratch copy to avoid).
+// Both read modes: a mapped chunk is copied out only once it matched.
 TEST_F(CkptTest, VerifyBeforeWriteLeavesEveryArrayUntouchedByAFailedVersion) {
-  CheckpointOptions o = Options(1);
-  FourChunks f;
-  std::vector<std::string> vdirs;
-  SaveFourChunks(o, &f, &vdirs);
-  ASSERT_EQ(vdirs.size(), 2u);
-  if (Rank() == 0) {
-    std::string file;
-    off_t at = 0;
-    FourChunks::LastChunkByte(vdirs[1], &file, &at);
-    FourChunks::Flip(file, at);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
-  auto ck = MakeCheckpointer(o);
-  ASSERT_TRUE(AllRanks(
-      ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
-  for (bool verify_first : {true, false}) {
-    RestoreOptions ro;
-    ro.version = vdirs[1].substr(vdirs[1].rfind('/') + 1);  // pinned: its failure fails the restore
-    ro.verify_before_write = verify_first;
-    RestoreResult result;
-    Status s = ck->Restore(ro, &result);
-    EXPECT_TRUE(AllRanks(!s.ok())) << s;
-    EXPECT_NE(s.ToString().find("xxh3"), std::string::npos) << s;
-    uint64_t written = 0;
-    for (float v : got) written += v != -1.0f;
-    if (verify_first) {
-      EXPECT_EQ(written, 0u) << "rank " << Rank() << ": rows of the failed version written";
-    } else if (Rank() == Size() - 1) {
-      EXPECT_GT(written, 0u) << "the chunks before the bad one go in as they are read";
+  for (const char* mode : kReadModes) {
+    ScopedReadMode read(mode);
+    CheckpointOptions o = Options(1);
+    FourChunks f;
+    std::vector<std::string> vdirs;
+    SaveFourChunks(o, &f, &vdirs);
+    ASSERT_EQ(vdirs.size(), 2u);
+    if (Rank() == 0) {
+      std::string file;
+      off_t at = 0;
+      FourChunks::LastChunkByte(vdirs[1], &file, &at);
+      FourChunks::Flip(file, at);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
+    auto ck = MakeCheckpointer(o);
+    ASSERT_TRUE(AllRanks(
+        ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
+    for (bool verify_first : {true, false}) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      RestoreOptions ro;
+      ro.version = vdirs[1].substr(vdirs[1].rfind('/') + 1);  // pinned: its failure fails the restore
+      ro.verify_before_write = verify_first;
+      RestoreResult result;
+      Status s = ck->Restore(ro, &result);
+      EXPECT_TRUE(AllRanks(!s.ok())) << mode << ": " << s;
+      EXPECT_NE(s.ToString().find("xxh3"), std::string::npos) << mode << ": " << s;
+      uint64_t written = 0;
+      for (float v : got) written += v != -1.0f;
+      if (verify_first) {
+        EXPECT_EQ(written, 0u) << mode << ", rank " << Rank() << ": rows of the failed version written";
+      } else if (Rank() == Size() - 1) {
+        EXPECT_GT(written, 0u) << mode << ": the chunks before the bad one go in as they are read";
+      }
     }
   }
 }
 
+// An Env whose Mark(event) runs `change` once (a test changes a shard
+// file between the two reads of verify_before_write: "restore-copy VDIR").
+class ChangingEnv : public ckpt::fs::EnvWrapper {
+ public:
+  ChangingEnv(std::string event, std::function<void()> change)
+      : EnvWrapper(ckpt::fs::Env::Default()), event_(std::move(event)), change_(std::move(change)) {}
+  void Mark(const std::string& event) override {
+    if (event == event_ && change_) std::exchange(change_, nullptr)();
+    EnvWrapper::Mark(event);
+  }
+
+ private:
+  std::string event_;
+  std::function<void()> change_;
+};
+
 // The second read of verify_before_write finds a file that changed after
 // the first read verified it (here: a byte flipped between the two, at the
 // "restore-copy" mark): the version is counted as damaged and the restore
-// goes on to the older version, which every array then holds whole.
+// goes on to the older version, which every array then holds whole. Both
+// read modes: the mapping shows the file as it is now, and is hashed again.
 TEST_F(CkptTest, VerifyBeforeWriteFallsBackWholeWhenAFileChangesBetweenItsReads) {
-  CheckpointOptions o = Options(1);
-  FourChunks f;
-  std::vector<std::string> vdirs;
-  SaveFourChunks(o, &f, &vdirs);
-  ASSERT_EQ(vdirs.size(), 2u);
-  std::string file;
-  off_t at = 0;
-  if (Rank() == Size() - 1) FourChunks::LastChunkByte(vdirs[1], &file, &at);
-  class ChangingEnv : public ckpt::fs::EnvWrapper {
-   public:
-    ChangingEnv(std::string event, std::string file, off_t at)
-        : EnvWrapper(ckpt::fs::Env::Default()), event_(std::move(event)), file_(std::move(file)), at_(at) {}
-    void Mark(const std::string& event) override {
-      if (event == event_ && !file_.empty()) FourChunks::Flip(file_, at_);
-      EnvWrapper::Mark(event);
+  for (const char* mode : kReadModes) {
+    ScopedReadMode read(mode);
+    CheckpointOptions o = Options(1);
+    FourChunks f;
+    std::vector<std::string> vdirs;
+    SaveFourChunks(o, &f, &vdirs);
+    ASSERT_EQ(vdirs.size(), 2u);
+    std::string file;
+    off_t at = 0;
+    if (Rank() == Size() - 1) FourChunks::LastChunkByte(vdirs[1], &file, &at);
+    ChangingEnv env("restore-copy " + vdirs[1], [&] {
+      if (!file.empty()) FourChunks::Flip(file, at);
+    });
+    o.env = &env;
+    std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
+    auto ck = MakeCheckpointer(o);
+    ASSERT_TRUE(AllRanks(
+        ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
+    RestoreOptions ro;
+    ro.verify_before_write = true;
+    RestoreResult result;
+    Status s = ck->Restore(ro, &result);
+    ASSERT_TRUE(AllRanks(s.ok())) << mode << ": " << s;
+    EXPECT_EQ(result.step, std::optional<int64_t>(1)) << mode;
+    ASSERT_EQ(result.fallbacks.size(), 1u) << mode;
+    EXPECT_EQ(result.fallbacks[0].reason.code(), Code::kCorruption) << mode << ": " << result.fallbacks[0].reason;
+    EXPECT_NE(result.fallbacks[0].reason.ToString().find("second read"), std::string::npos)
+        << mode << ": " << result.fallbacks[0].reason;
+    uint64_t wrong = 0;
+    for (uint64_t i = 0; i < got.size(); ++i) {
+      wrong += got[i] != FourChunks::Value(f.first + i / FourChunks::kRowFloats, i % FourChunks::kRowFloats, 1);
     }
-
-   private:
-    std::string event_, file_;
-    off_t at_;
-  } env("restore-copy " + vdirs[1], file, at);
-  o.env = &env;
-  std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
-  auto ck = MakeCheckpointer(o);
-  ASSERT_TRUE(AllRanks(
-      ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
-  RestoreOptions ro;
-  ro.verify_before_write = true;
-  RestoreResult result;
-  Status s = ck->Restore(ro, &result);
-  ASSERT_TRUE(AllRanks(s.ok())) << s;
-  EXPECT_EQ(result.step, std::optional<int64_t>(1));
-  ASSERT_EQ(result.fallbacks.size(), 1u);
-  EXPECT_EQ(result.fallbacks[0].reason.code(), Code::kCorruption) << result.fallbacks[0].reason;
-  EXPECT_NE(result.fallbacks[0].reason.ToString().find("second read"), std::string::npos) << result.fallbacks[0].reason;
-  uint64_t wrong = 0;
-  for (uint64_t i = 0; i < got.size(); ++i) {
-    wrong += got[i] != FourChunks::Value(f.first + i / FourChunks::kRowFloats, i % FourChunks::kRowFloats, 1);
+    EXPECT_EQ(wrong, 0u) << mode << ", rank " << Rank() << ": not wholly step 1";
   }
-  EXPECT_EQ(wrong, 0u) << "rank " << Rank() << ": not wholly step 1";
+}
+
+// A shard file cut short after the restore opened it (here between the two
+// reads of verify_before_write, in the last chunk): an error on every rank
+// naming the file, in both read modes. A mapped page past the file's new
+// end would raise SIGBUS and kill the process: the mapped read checks the
+// file's size before it touches a chunk (ShardReader::MapRows).
+TEST_F(CkptTest, AShardCutShortAfterItWasOpenedIsAnErrorNamingTheFile) {
+  for (const char* mode : kReadModes) {
+    ScopedReadMode read(mode);
+    CheckpointOptions o = Options(1);
+    FourChunks f;
+    std::vector<std::string> vdirs;
+    SaveFourChunks(o, &f, &vdirs);
+    ASSERT_EQ(vdirs.size(), 2u);
+    std::string file;
+    off_t at = 0;
+    FourChunks::LastChunkByte(vdirs[1], &file, &at);  // every rank: the file the error must name
+    ChangingEnv env("restore-copy " + vdirs[1], [&] {
+      if (Rank() == Size() - 1) {
+        ASSERT_EQ(truncate(file.c_str(), at), 0) << file;
+      }
+    });
+    o.env = &env;
+    std::vector<float> got(f.part * FourChunks::kRowFloats, -1.0f);
+    auto ck = MakeCheckpointer(o);
+    ASSERT_TRUE(AllRanks(
+        ck->RegisterSharded("w", got.data(), DType::kF32, {f.rows, FourChunks::kRowFloats}, f.first, f.part).ok()));
+    RestoreOptions ro;
+    ro.version = vdirs[1].substr(vdirs[1].rfind('/') + 1);
+    ro.verify_before_write = true;
+    RestoreResult result;
+    Status s = ck->Restore(ro, &result);
+    EXPECT_TRUE(AllRanks(!s.ok())) << mode << ": " << s;
+    EXPECT_NE(s.ToString().find(file), std::string::npos) << mode << ": " << s;
+    EXPECT_NE(s.ToString().find(std::string(mode) == "mmap" ? "shrank" : "end of file"), std::string::npos)
+        << mode << ": " << s;
+  }
+}
+
+// BATON_CKPT_READ takes mmap or pread; any other value fails the restore
+// on every rank, naming the variable and the value, before anything is read.
+TEST_F(CkptTest, ABadReadModeIsAnErrorNamingIt) {
+  auto ck = MakeCheckpointer(Options(1));
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 3);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(3).ok()));
+  ZeroAll(&arrays);
+  {
+    ScopedReadMode read("mapped");
+    RestoreResult result;
+    Status s = ck->Restore(RestoreOptions(), &result);
+    EXPECT_TRUE(AllRanks(s.code() == Code::kInvalidArgument)) << s;
+    EXPECT_NE(s.ToString().find("BATON_CKPT_READ='mapped'"), std::string::npos) << s;
+  }
+  for (const char* mode : kReadModes) {
+    ScopedReadMode read(mode);
+    ZeroAll(&arrays);
+    RestoreResult result;
+    Status s = ck->Restore(RestoreOptions(), &result);
+    ASSERT_TRUE(AllRanks(s.ok())) << mode << ": " << s;
+    EXPECT_EQ(CheckAll(arrays, 3), "") << mode;
+  }
 }
 
 }  // namespace
