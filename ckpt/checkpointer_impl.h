@@ -416,7 +416,7 @@ class CheckpointerImpl : public Checkpointer {
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
   bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
-  h5::ReadMode read_mode_{};          // how the running restore reads shard files (BATON_CKPT_READ)
+  h5::ReadMode read_mode_{};  // how the running restore reads shard files (BATON_CKPT_READ); {}: kPread, the default
 
   // async_save.cc: the save in flight (SaveAsync to its commit).
   struct PendingSave {

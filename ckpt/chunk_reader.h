@@ -10,10 +10,10 @@
 // so a partly read chunk costs at most that much beyond the rows kept.
 //
 // A chunk is read through the shard's mapping where ShardReader has one
-// (ShardReader::MapRows, the default: BATON_CKPT_READ=mmap): its pieces of
+// (ShardReader::MapRows, asked for with BATON_CKPT_READ=mmap): its pieces of
 // kPieceBytes are hashed in place in the page cache's pages, and the kept
 // rows copied from them right after, while they are in the CPU's cache: one
-// copy per byte, no buffer. Otherwise (BATON_CKPT_READ=pread, a file whose
+// copy per byte, no buffer. Otherwise (the default, BATON_CKPT_READ=pread, or a file whose
 // mapping failed) a chunk is read in pieces of kPieceBytes straight from
 // the shard file (ShardReader::ReadRows: pread at the dataset's offset),
 // and each piece is hashed on the reading thread right after its read,

@@ -310,7 +310,7 @@ int BenchCkptCommand(const std::vector<std::string>& args) {
   if (R == 0) {
     const double gb = static_cast<double>(total) / 1e9;
     const char* read_env = std::getenv("BATON_CKPT_READ");
-    const std::string read_mode = read_env != nullptr && *read_env != '\0' ? read_env : "mmap";
+    const std::string read_mode = read_env != nullptr && *read_env != '\0' ? read_env : "pread";
     struct Op {
       const char* name;
       double s, raw;

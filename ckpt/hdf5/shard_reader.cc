@@ -35,13 +35,13 @@ std::string ShapeText(const std::vector<hsize_t>& d) {
 Status ReadModeFromEnv(ReadMode* mode) {
   const char* v = std::getenv("BATON_CKPT_READ");
   const std::string text = v != nullptr ? v : "";
-  if (text.empty() || text == "mmap") {
-    *mode = ReadMode::kMmap;
-  } else if (text == "pread") {
+  if (text.empty() || text == "pread") {
     *mode = ReadMode::kPread;
+  } else if (text == "mmap") {
+    *mode = ReadMode::kMmap;
   } else {
     return Status::InvalidArgument(log::kCkpt, "BATON_CKPT_READ='" + Printable(text) +
-                                                   "': how a restore reads shard files is mmap (the default) or pread");
+                                                   "': how a restore reads shard files is pread (the default) or mmap");
   }
   return Status::OK();
 }

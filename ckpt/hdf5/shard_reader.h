@@ -11,13 +11,19 @@
 // read never asks for, or allocates, more than the file on disk holds.
 // Errors name the file (and dataset).
 //
-// How the rows are read (ReadMode, BATON_CKPT_READ): by default through a
-// read-only mapping of each dataset's checked extent (MapRows), so that
-// ChunkReader hashes the page cache's pages in place and copies the kept
-// rows from them once: one copy per byte instead of pread's copy into a
-// buffer and a second out of it (docs/benchmarks.md, 2026-12-06, issue 48);
-// or with pread (ReadRows), where a mapping fails (a file system without
-// mmap, no address space) or is not wanted (kPread). A dataset is mapped
+// How the rows are read (ReadMode, BATON_CKPT_READ): by default with pread
+// (ReadRows) into a buffer of the caller's; or, asked for with
+// BATON_CKPT_READ=mmap, through a read-only mapping of each dataset's
+// checked extent (MapRows), so that ChunkReader hashes the page cache's
+// pages in place and copies the kept rows from them once: one copy per byte
+// instead of pread's copy into a buffer and a second out of it, 0.75-0.87
+// of pread's restore time in `baton bench ckpt --verify-before-write`
+// (docs/benchmarks.md, 2026-12-06, issue 48), within the noise from Python.
+// Not the default, for the two costs below: a shard truncated by another
+// program while a chunk is read kills the process with SIGBUS, and the
+// bytes copied are the mapping's at the copy, not a private copy of the
+// bytes hashed (pread's buffer is). With kMmap, pread is still used where a
+// mapping fails (a file system without mmap, no address space). A dataset is mapped
 // once for the reader's life, but each chunk's pages leave the page tables
 // once ChunkReader used them (UnmapRows, MADV_DONTNEED; the page cache keeps
 // them): mapped pages count in the process's RSS (RssFile), which a whole
@@ -36,7 +42,7 @@
 // numpy.memmap, torch.load(mmap=True)); catching SIGBUS would take a
 // process-wide signal handler from the application. Version directories
 // are written once and never rewritten in place, so only another program
-// truncating a committed shard meets it; BATON_CKPT_READ=pread avoids it.
+// truncating a committed shard meets it; pread, the default, avoids it.
 //
 // The fault-injecting Envs (fs/fault_env.h) see the reads of Open (size,
 // the metadata checksum's reads); the rows themselves are read through the
@@ -58,11 +64,11 @@
 
 namespace baton::ckpt::h5 {
 
-// How ShardReader reads rows: kMmap (the default) maps each dataset's
-// extent, kPread reads with pread into the caller's buffer.
-enum class ReadMode { kMmap, kPread };
+// How ShardReader reads rows: kPread (the default) reads with pread into
+// the caller's buffer, kMmap maps each dataset's extent.
+enum class ReadMode { kPread, kMmap };  // kPread first: a value-initialised ReadMode (checkpointer_impl.h) is the default
 
-// The mode from BATON_CKPT_READ: "mmap" or "pread"; unset or empty: kMmap.
+// The mode from BATON_CKPT_READ: "pread" or "mmap"; unset or empty: kPread.
 // Any other value: InvalidArgument naming the variable and the value.
 Status ReadModeFromEnv(ReadMode* mode);
 
@@ -74,7 +80,7 @@ class ShardReader {
   // unverified byte.
   // mode: how rows are read (above); a file whose mapping fails is read with pread.
   static Status Open(fs::Env* env, const std::string& version_dir, const Manifest& m, size_t shard,
-                     std::unique_ptr<ShardReader>* out, ReadMode mode = ReadMode::kMmap);
+                     std::unique_ptr<ShardReader>* out, ReadMode mode = ReadMode::kPread);
   ~ShardReader();
 
   // Reads dataset rows [first, first + rows) of `array`'s dataset, which the
@@ -138,7 +144,7 @@ class ShardReader {
   std::map<std::string, uint64_t> offsets_;  // format 2: where each dataset's data begin
   Hid file_;
   int fd_ = -1;  // the sec2 driver's descriptor of file_ (ReadRows, MapRows)
-  ReadMode mode_ = ReadMode::kMmap;
+  ReadMode mode_ = ReadMode::kPread;
   bool map_failure_logged_ = false;
   std::map<std::string, Checked> datasets_;  // checked ones, by name (never moved: mappings point into them)
 };
