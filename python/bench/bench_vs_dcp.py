@@ -30,10 +30,23 @@ Times: wall seconds from a barrier to a barrier (the slowest rank). async:
 "blocked" is how long the call held the caller, "total" until committed
 (fut.wait() / future.result()). Peak memory: the largest rise of a rank's
 resident memory (VmHWM after /proc/self/clear_refs) during the call. The
-restore reads back what was just written (warm page cache).
+restore reads back what was just written; --cache says from where:
+  as-written  each writer leaves the page cache as it leaves it for a job:
+              DCP and torch.save leave their files' pages cached, baton
+              drops its shards' pages after their fsync (posix_fadvise
+              DONTNEED, so that checkpoints do not crowd the job's memory),
+              so baton reads from the disk and the others from memory;
+  cold        every contender's files are dropped from the page cache before
+              its restore (a restart on another node, or after the pages
+              were reclaimed);
+  warm        every contender's files are read once before its restore (a
+              restart on the same node with the pages still cached).
+Each timed call starts after gc.collect() on every rank, so that a full
+collection another contender's garbage triggered is not timed as this one's.
 """
 import argparse
 import datetime
+import gc
 import json
 import os
 import shutil
@@ -120,6 +133,8 @@ def main():
                         help="tiny: 5,000 tensors of 64 floats, every rank the same (--mib ignored)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
+    parser.add_argument("--cache", choices=("as-written", "cold", "warm"), default="as-written",
+                        help="the page cache before each restore (see above; default as-written)")
     args = parser.parse_args()
 
     comm = MPI.COMM_WORLD
@@ -154,7 +169,20 @@ def main():
         counters["step"] += 1
         return counters["step"]
 
+    def set_cache(*dirs):
+        """--cache for the files under ``dirs`` (rank 0: the ranks share one node's page cache)."""
+        if args.cache != "as-written" and rank == 0:
+            for path in _files(dirs):
+                with open(path, "rb") as f:
+                    if args.cache == "cold":
+                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # written and fsynced: clean
+                    else:
+                        while f.read(8 << 20):
+                            pass
+        comm.Barrier()
+
     def timed(fn):
+        gc.collect()
         comm.Barrier()
         with Peak() as p:
             t0 = time.perf_counter()
@@ -166,6 +194,7 @@ def main():
     def run_baton(m):
         s = next_step()
         m["baton save"] = timed(lambda: ck.save(baton_state, s))[:2]
+        set_cache(os.path.join(args.dir, "baton"))
         m["baton restore"] = timed(lambda: ck.restore(baton_state))[:2]
         s = next_step()
         blocked = {}
@@ -178,9 +207,10 @@ def main():
         m["baton async total"] = timed(go)[:2]
         m["baton async blocked"] = (comm.allreduce(blocked["s"], op=MPI.MAX), None)
 
-    def run_dcp(m, name, writer_of, reader_of):
+    def run_dcp(m, name, writer_of, reader_of, files_of):
         s = next_step()
         m[name + " save"] = timed(lambda: dcp.save(dcp_state(), storage_writer=writer_of(s)))[:2]
+        set_cache(files_of(s))
         m[name + " restore"] = timed(lambda: _load(reader_of(s)))[:2]
         s = next_step()
         blocked = {}
@@ -223,6 +253,7 @@ def main():
             model.load_state_dict(sd["model"])
             optim.load_state_dict(sd["optim"])
         m["torch save"] = timed(save)[:2]
+        set_cache(os.path.dirname(path))
         m["torch restore"] = timed(load)[:2]
 
     contenders = ["baton-dcp", "dcp-fs", "torch", "baton"]
@@ -235,9 +266,10 @@ def main():
                 run_baton(m)
             elif who == "baton-dcp":
                 run_dcp(m, who, lambda s: BatonWriter(bdir, step=s, runtime=rt, keep=2),
-                        lambda s: BatonReader(bdir, runtime=rt))
+                        lambda s: BatonReader(bdir, runtime=rt), lambda s: bdir)
             elif who == "dcp-fs":
-                run_dcp(m, who, fs_writer, lambda s: FileSystemReader(os.path.join(fdir, "step%d" % s)))
+                run_dcp(m, who, fs_writer, lambda s: FileSystemReader(os.path.join(fdir, "step%d" % s)),
+                        lambda s: os.path.join(fdir, "step%d" % s))
             else:
                 run_torch(m)
         m["order"] = order
@@ -246,7 +278,7 @@ def main():
 
     if rank == 0:
         mib = 2**20
-        print(f"{args.kind}, ranks {size}, state {state_bytes / mib:.0f} MiB in all, {args.rounds} rounds "
+        print(f"{args.kind}, cache {args.cache}, ranks {size}, state {state_bytes / mib:.0f} MiB in all, {args.rounds} rounds "
               f"(orders {[' '.join(r['order']) for r in rows]}), load at the end: "
               f"{' '.join(open('/proc/loadavg').read().split()[:3])}")
         print("| what | median s | range s | peak RSS rise (max over rounds, ranks) |")
@@ -272,9 +304,17 @@ def main():
                   f"{ratio('baton ' + op, 'torch ' + op)} | {ratio('baton-dcp ' + op, 'torch ' + op)} |")
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"kind": args.kind, "ranks": size, "state_bytes": state_bytes, "rounds": rows}, f, indent=1)
+                json.dump({"kind": args.kind, "cache": args.cache, "ranks": size, "state_bytes": state_bytes, "rounds": rows}, f, indent=1)
     dist.destroy_process_group()
     return 0
+
+
+def _files(dirs):
+    for d in dirs:
+        for root, _, names in os.walk(d):
+            for n in names:
+                if not n.endswith(".lock"):
+                    yield os.path.join(root, n)
 
 
 def _tensors(sd):
