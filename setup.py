@@ -18,7 +18,9 @@ Environment: PKG_CONFIG (the pkg-config program), PKG_CONFIG_PATH (where
 baton.pc is, e.g. /usr/local/lib/pkgconfig, already searched when the prefix
 is /usr/local), BATON_DLPACK_INCLUDE (a directory holding dlpack/dlpack.h, if
 the compiler does not find it: Debian's libdlpack-dev puts it in
-/usr/include).
+/usr/include), BATON_BUILD_JOBS (how many of the extension's sources are
+compiled at once; default: one per CPU, as pybind11's ParallelCompile does:
+setuptools alone compiles them one after the other).
 """
 
 import os
@@ -27,7 +29,7 @@ import shutil
 import subprocess
 import sys
 
-from pybind11.setup_helpers import Pybind11Extension, build_ext
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -117,6 +119,10 @@ class BuildExt(build_ext):
             ext.extra_link_args += libs + [f"-Wl,-rpath,{libdir}"]
         super().build_extensions()
 
+
+# pybind11's helper: the sources of one extension compiled in parallel (setuptools compiles them
+# one at a time); BATON_BUILD_JOBS=N caps it, unset or 0 is one per CPU.
+ParallelCompile("BATON_BUILD_JOBS").install()
 
 setup(
     version=VERSION,
