@@ -1,7 +1,8 @@
 #!/opt/baton-venv/bin/python
 """baton against torch.distributed.checkpoint (DCP) and per-rank torch.save, on one state.
 
-Run under mpirun, at most one rank per core, on one node:
+Run under mpirun, at most one rank per core, on one node (4 rounds: each contender comes
+first once and follows each other once; see WILLIAMS):
 
     tests/lib/mpirun-ranks 2 /opt/baton-venv/bin/python python/bench/bench_vs_dcp.py \\
         --dir /tmp/bench-dcp --mib 16 --kind ddp
@@ -13,8 +14,8 @@ exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
          state, each rank 1/N of it (get_state_dict / set_state_dict);
   tiny   5,000 tensors of 64 floats (1,250 parameters, AdamW's three
          tensors each), every rank the same: the cost per tensor.
-What each contender saves and restores, in the same run, the order rotated
-every round (--rounds):
+What each contender saves and restores, in the same run, in another order
+every round (--rounds, 4 for a balanced design):
   baton            baton.Checkpointer save / save_async / restore of
                    {"model": model, "optim": optim} (fsdp2: DTensor leaves,
                    each rank writing its own boxes)
@@ -131,7 +132,7 @@ def main():
     parser.add_argument("--mib", type=int, default=16, help="MiB of state in all (default 16)")
     parser.add_argument("--kind", choices=("ddp", "fsdp2", "tiny"), default="ddp",
                         help="tiny: 5,000 tensors of 64 floats, every rank the same (--mib ignored)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
     parser.add_argument("--cache", choices=("as-written", "cold", "warm"), default="as-written",
                         help="the page cache before each restore (see above; default as-written)")
@@ -260,7 +261,7 @@ def main():
     rows = []
     for r in range(args.rounds):
         m = {}
-        order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+        order = [contenders[i] for i in WILLIAMS[r % len(WILLIAMS)]]
         for who in order:
             if who == "baton":
                 run_baton(m)
@@ -307,6 +308,13 @@ def main():
                 json.dump({"kind": args.kind, "cache": args.cache, "ranks": size, "state_bytes": state_bytes, "rounds": rows}, f, indent=1)
     dist.destroy_process_group()
     return 0
+
+
+# The orders of the rounds: a balanced Latin square (Williams) of the 4 contenders, so that over 4
+# rounds each comes first once and follows each other contender once. A cyclic rotation kept the
+# neighbours: baton followed torch in every round, and at 1 GiB its save met the disk still
+# writing back torch's (baton's 1 GiB save 3-5 s there, against 1.0-1.5 s in a run of its own).
+WILLIAMS = ((0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1))
 
 
 def _files(dirs):
