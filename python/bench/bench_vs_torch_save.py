@@ -27,8 +27,10 @@ alternating which goes first:
 Times are wall seconds from a barrier to a barrier (the slowest rank). Peak
 memory during a save is each rank's VmHWM minus VmRSS before the call
 (Linux: /proc/self/clear_refs resets the high-water mark), the largest over
-ranks. Both read back what they just wrote (warm page cache): the restore
-figures compare the software, not the disk. baton's own options here:
+ranks. Both read back what they just wrote, but not from the same place:
+torch.load finds its file in the page cache, baton reads its shards from
+the disk (a save drops their pages after the fsync); bench_vs_dcp.py
+--cache cold|warm gives every contender the same cache. baton's own options here:
 level2=False (the shared directory only, as torch.save), keep=2.
 
 Prints a Markdown table (the median of --rounds rounds, and the range) and,
