@@ -44,7 +44,7 @@ namespace baton::ckpt {
 namespace {
 
 // Rank 0: the manifest of v, read and parsed; failures classified as above.
-Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manifest* m) {
+Status LoadManifest(fs::Env* env, const VersionInfo& v, ManifestParseCache* parses, std::string* text, Manifest* m) {
   std::string path;
   Status s = ResolveInside(env, v.path, kManifestName, &path);
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
@@ -55,7 +55,7 @@ Status LoadManifest(fs::Env* env, const VersionInfo& v, std::string* text, Manif
   if (s.code() == Code::kInvalidArgument) return Status::Corruption(log::kCkpt, s.message());
   BATON_RETURN_IF_ERROR(s);
   // kCorruption, or kInvalidArgument for a newer format.
-  BATON_RETURN_IF_ERROR(ParseManifestJson(*text, m, max_values).Annotate(path));
+  BATON_RETURN_IF_ERROR(parses->Parse(*text, m, max_values).Annotate(path));
   // Its step is its directory's (an edited step, another version's files).
   BATON_RETURN_IF_ERROR(CheckManifestStep(*m, v.step, v.name).Annotate(path));
   // Sizes bounded by the files before anyone allocates by them (a forged manifest falls back as damage does).
@@ -73,6 +73,7 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
            ", from_level=" + std::to_string(o.from_level);
   // Agreed with the rest of the call: every rank pins the same version.
   if (!o.version.empty()) *call += ", version=" + Printable(o.version);
+  if (o.as_restore) *call += ", as_restore=true";
   if (!o.older_than.empty()) *call += ", older_than=" + Printable(o.older_than);
   if (o.verify_before_write) *call += ", verify_before_write=true";
   *call += ")";
@@ -225,7 +226,7 @@ std::string NotRecorded(const Status& why) {
   return " (its failure could not be recorded toward its quarantine, so it is not counted: " + why.message() + ")";
 }
 
-Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out,
+Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, Record record, Candidate* out,
                                        PhaseClock* clock, Listing* listing) {
   *out = Candidate();
   auto lap = [clock](const char* phase) {
@@ -239,10 +240,10 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
     out->step = v.step;
     // Marked before the manifest is read: parsing a hostile one may be
     // what kills the process.
-    if (record) BeginAttempt(v);
+    if (record == Record::kAttempt) BeginAttempt(v);
     lap("mark");
     Manifest m;
-    Status s = LoadManifest(env_, v, &out->text, &m);
+    Status s = LoadManifest(env_, v, &manifest_parses_, &out->text, &m);
     if (s.ok() && !m.run_id.empty() && m.run_id != run_.run_id) {
       // Another run's version (copied in, or written by a baton that took
       // no lock): not this run's state, not damaged either.
@@ -267,7 +268,8 @@ Status CheckpointerImpl::NextCandidate(std::vector<VersionInfo>* candidates, boo
       out->kind = Candidate::kHardError;
       out->failure = TransientRestoreError(s, v.path);
     }
-    if (record && out->kind != Candidate::kManifest) {
+    if (record == Record::kFailures && out->counted) attempt_ = Attempt{v, ""};  // no mark: a failure to record
+    if (record != Record::kNothing && out->kind != Candidate::kManifest) {
       const std::string reason = out->failure.message();
       Status ended;
       EndAttempt(out->counted ? &reason : nullptr, &ended);
@@ -348,6 +350,7 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
   if (rank_ == 0) local = ListCandidates(options, &candidates, &quarantined, &quarantined_names, &step_missing);
   BATON_RETURN_IF_ERROR(Agree(comm_, local).Annotate(call + " in " + dir_));
   BATON_RETURN_IF_ERROR(BcastString(comm_, &step_missing));
+  if (options.as_restore) BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Bcast(&quarantined, 1, MPI_INT, 0, comm_)));
   auto metadata_of = [&](const Manifest& m, const std::string& vdir) {
     CheckpointMetadata md;
     md.step = m.step;
@@ -355,6 +358,7 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
     md.world_size = m.world_size;
     md.time = m.time;
     md.user_blob_bytes = m.user_blob.size();
+    md.user_blob = m.user_blob;
     for (const ArrayMeta& a : m.arrays) {
       if (a.name == kRankStateName) {
         md.has_rank_state = true;
@@ -377,15 +381,28 @@ Status CheckpointerImpl::ReadMetadataNow(const RestoreOptions& options, std::opt
     }
   }
   if (!step_missing.empty()) return Status::NotFound(log::kCkpt, step_missing).Annotate(call);
+  std::vector<SkippedVersion> skipped;
   for (;;) {
     Candidate c;
-    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/false, &c));
-    if (c.kind == Candidate::kNone) return Status::OK();
+    BATON_RETURN_IF_ERROR(
+        NextCandidate(&candidates, options.as_restore ? Record::kFailures : Record::kNothing, &c));
+    if (c.kind == Candidate::kNone) {
+      // As Restore ends (restore.cc): nothing left after failures is not a first run.
+      if (options.as_restore && (!skipped.empty() || quarantined > 0)) {
+        return NoVersionRestored(options, skipped, quarantined);
+      }
+      return Status::OK();
+    }
     if (c.kind == Candidate::kHardError) return c.failure;
-    if (c.kind == Candidate::kSkipped) continue;
+    if (c.kind == Candidate::kSkipped) {
+      // Counted only where recorded (as_restore); c.counted alone says a restore would count it.
+      skipped.push_back(SkippedVersion{dir_ + "/" + c.name, c.step, c.failure, c.counted && options.as_restore});
+      continue;
+    }
     Manifest m;
-    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    BATON_RETURN_IF_ERROR(manifest_parses_.Parse(c.text, &m));  // rank 0 parsed the same text
     *out = metadata_of(m, dir_ + "/" + c.name);
+    (*out)->skipped = std::move(skipped);
     return Status::OK();
   }
 }

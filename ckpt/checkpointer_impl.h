@@ -43,6 +43,7 @@
 #include "ckpt/fs/env.h"
 #include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/manifest.h"
+#include "ckpt/manifest_parse_cache.h"
 #include "ckpt/phase_clock.h"
 #include "ckpt/memory_level.h"
 #include "ckpt/node_local_level.h"
@@ -248,15 +249,20 @@ class CheckpointerImpl : public Checkpointer {
   // has no such step either.
   Status ListCandidates(const RestoreOptions& o, std::vector<VersionInfo>* candidates, int* quarantined,
                         std::vector<std::string>* quarantined_names = nullptr, std::string* step_missing = nullptr);
-  // Rank 0 pops the newest candidate and reads its manifest (record: a
+  // What NextCandidate records on rank 0: nothing (ReadMetadata), a
+  // damaged manifest toward quarantine without an attempt mark
+  // (ReadMetadata as_restore: the pinned Restore that follows marks its
+  // own), or the attempt mark from before the manifest is read (Restore).
+  enum class Record { kNothing, kFailures, kAttempt };
+  // Rank 0 pops the newest candidate and reads its manifest (`record`: a
   // corrupt one is recorded toward quarantine); every rank gets the same
   // Candidate. clock, when given: "mark" (rank 0's attempt mark),
   // "manifest" (its read and parse), "bcast". listing, when given: rank
   // 0's goes to every rank in the same broadcasts (a failed listing leaves
   // rank 0 no candidate: kNone).
-  Status NextCandidate(std::vector<VersionInfo>* candidates, bool record, Candidate* out,
+  Status NextCandidate(std::vector<VersionInfo>* candidates, Record record, Candidate* out,
                        PhaseClock* clock = nullptr, Listing* listing = nullptr);
-  // Rank 0, with `record`: the attempt mark (BeginRestoreAttempt) of the
+  // Rank 0, with Record::kAttempt: the attempt mark (BeginRestoreAttempt) of the
   // version being tried, from before its manifest is read until the
   // outcome is known; ending it records `failure` when given. Failures of
   // the marks themselves are logged: a mark is a safeguard, not a reason
@@ -271,6 +277,11 @@ class CheckpointerImpl : public Checkpointer {
 
   // restore.cc
   Status RestoreNow(const RestoreOptions& options, RestoreResult* result);
+  // A restore (or ReadMetadata as_restore) that found no version left after
+  // `failed` failed now and `quarantined` were quarantined before: NotFound
+  // naming each failure's reason.
+  Status NoVersionRestored(const RestoreOptions& options, const std::vector<SkippedVersion>& failed,
+                           int quarantined) const;
   // index_of[i]: the manifest's index of the i-th registered array, -1 when
   // it is not restored (a partial restore).
   Status CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
@@ -415,6 +426,7 @@ class CheckpointerImpl : public Checkpointer {
   // Rank 0, while attempt_ holds a mark: removes it when a stop signal arrives.
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
+  ManifestParseCache manifest_parses_;  // every rank: its last manifest text parsed (candidates.cc)
   bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
   h5::ReadMode read_mode_{};  // how the running restore reads shard files (BATON_CKPT_READ); {}: kPread, the default
 

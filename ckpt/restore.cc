@@ -59,6 +59,15 @@ Status TransientRestoreError(const Status& s, const std::string& version_path) {
                                   "going back to an older version)");
 }
 
+Status CheckpointerImpl::NoVersionRestored(const RestoreOptions& options, const std::vector<SkippedVersion>& failed,
+                                           int quarantined) const {
+  return Status::NotFound(log::kCkpt, "no version " +
+                                          (options.step ? "of step " + std::to_string(*options.step) + " " : "") +
+                                          "in " + dir_ + " could be restored: " + std::to_string(failed.size()) +
+                                          " failed now, " + std::to_string(quarantined) + " quarantined before" +
+                                          FailureReasons(failed));
+}
+
 Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vector<std::string>& only,
                                              std::vector<int>* index_of) const {
   std::vector<std::string> diffs;
@@ -411,7 +420,7 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
 
   for (;;) {
     Candidate c;
-    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, /*record=*/true, &c, &clock, listing ? &*listing : nullptr));
+    BATON_RETURN_IF_ERROR(NextCandidate(&candidates, Record::kAttempt, &c, &clock, listing ? &*listing : nullptr));
     if (listing) {
       // As Agree would have said it (its "rank R: "), on every rank.
       if (!listing->status.ok()) {
@@ -430,16 +439,11 @@ Status CheckpointerImpl::RestoreNow(const RestoreOptions& options, RestoreResult
     }
     if (c.kind == Candidate::kNone) {
       stats_.seconds = Now() - t0;
-      const int failed = static_cast<int>(result->fallbacks.size());
-      if (failed + quarantined == 0) return Status::OK();  // a first run
-      return Status::NotFound(log::kCkpt, "no version " +
-                                              (options.step ? "of step " + std::to_string(*options.step) + " " : "") +
-                                              "in " + dir_ + " could be restored: " + std::to_string(failed) +
-                                              " failed now, " + std::to_string(quarantined) + " quarantined before" +
-                                              FailureReasons(result->fallbacks));
+      if (result->fallbacks.empty() && quarantined == 0) return Status::OK();  // a first run
+      return NoVersionRestored(options, result->fallbacks, quarantined);
     }
     Manifest m;
-    BATON_RETURN_IF_ERROR(ParseManifestJson(c.text, &m));  // rank 0 parsed the same text
+    BATON_RETURN_IF_ERROR(manifest_parses_.Parse(c.text, &m));  // rank 0 parsed the same text
     std::vector<int> index_of;
     BATON_RETURN_IF_ERROR(CompareWithManifest(m, options.arrays, &index_of));
     bool with_state = false;

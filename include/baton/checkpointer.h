@@ -375,6 +375,17 @@ struct RestoreOptions {
   // counted as damaged and the restore goes on to the next older version,
   // which rewrites every array it restores.
   bool verify_before_write = false;
+  // ReadMetadata only: the version as Restore would find it, for a front
+  // end that plans on a version's arrays and user blob (ReadMetadata) and
+  // then restores that version pinned (`version`), with no other read of
+  // its manifest in between. A version passed over for a damaged manifest
+  // is recorded toward its quarantine as Restore records it (once: the
+  // pinned Restore never meets it) and listed in
+  // CheckpointMetadata::skipped; where no version is left but some failed
+  // now or were quarantined before, ReadMetadata fails with Restore's
+  // NotFound instead of answering "none" (a first run). Rank 0 does not
+  // mark the attempt (BeginAttempt): the pinned Restore does.
+  bool as_restore = false;
 };
 
 // A version that a restore skipped, newest first.
@@ -432,7 +443,12 @@ struct CheckpointMetadata {
   std::string time;                // UTC, ISO 8601
   std::vector<CheckpointArray> arrays;
   uint64_t user_blob_bytes = 0;
+  std::string user_blob;           // the job-wide bytes themselves (SetUserBlob), verified with the manifest
   bool has_rank_state = false;     // per-rank state was saved (SetRankState)
+  // Newer versions passed over to reach this one (a damaged manifest,
+  // another run's, removed since the listing), newest first, as
+  // RestoreResult::fallbacks; counted only with RestoreOptions::as_restore.
+  std::vector<SkippedVersion> skipped;
 };
 
 // A committed version of a checkpoint directory (its directory holds its
@@ -638,7 +654,8 @@ class Checkpointer {
   // The metadata of the version Restore(options) would try first (the
   // newest complete, not quarantined version, of options.step if given, whose
   // manifest reads), so that a program can allocate and register its arrays
-  // from it; nullopt when there is none. Reads no shard, records nothing.
+  // from it; nullopt when there is none. Reads no shard; records nothing
+  // unless options.as_restore (a damaged manifest passed over is counted).
   // Collective, like Restore.
   virtual Status ReadMetadata(const RestoreOptions& options, std::optional<CheckpointMetadata>* out) = 0;
 

@@ -289,11 +289,14 @@ class PyArrayCheckpointer : public RuntimeUser {
     return result.step;
   }
 
-  py::object ReadMetadata(std::optional<int64_t> step, const std::string& version, const std::string& older_than) {
+  py::object ReadMetadata(std::optional<int64_t> step, const std::string& version, const std::string& older_than,
+                          bool as_restore, int from_level) {
     RestoreOptions options;
+    options.from_level = from_level;
     options.step = step;
     options.version = version;
     options.older_than = older_than;
+    options.as_restore = as_restore;
     std::optional<CheckpointMetadata> meta;
     Run("read_metadata", [&](Checkpointer& ck) { return ck.ReadMetadata(options, &meta); });
     if (!meta) return py::none();
@@ -666,11 +669,17 @@ level (2 node-local, 3 shared, 0 nothing), fallbacks [{path, step, reason,
 code, counted}], quarantined, rank_state_dropped}. After a restore that
 raised: what it tried (step None, the versions that failed).)")
       .def("read_metadata", &PyArrayCheckpointer::ReadMetadata, py::arg("step") = py::none(), py::kw_only(),
-           py::arg("version") = "", py::arg("older_than") = "",
-           R"(The metadata of the version restore(step, version=, older_than=) would try first, read from its
+           py::arg("version") = "", py::arg("older_than") = "", py::arg("as_restore") = false,
+           py::arg("from_level") = 0,
+           R"(The metadata of the version restore(step, version=, older_than=, from_level=) would try first, read from its
 manifest, or None: {step, version_path, world_size, time, arrays [{name, dtype
-(a baton name), shape (tuple), replicated}], user_blob_bytes, has_rank_state}.
-For allocating arrays before registering them. Collective.)")
+(a baton name), shape (tuple), replicated}], user_blob_bytes, user_blob (the
+bytes, verified with the manifest), has_rank_state, skipped (newer versions
+passed over, as last_restore()'s fallbacks)}. For allocating arrays before
+registering them, or planning a restore of that version (restore(version=)).
+as_restore=True: found as restore() finds it: a damaged manifest passed over
+is counted toward its quarantine, and where none is left after failures the
+call raises restore()'s baton.NotFound instead of returning None. Collective.)")
       .def_property(
           "rank_state", [](PyArrayCheckpointer& c) {
             PyArrayCheckpointer::Busy busy(c, "rank_state");

@@ -1,6 +1,7 @@
 #include "python/src/results.h"
 
 #include <string>
+#include <vector>
 
 namespace baton::python {
 
@@ -27,22 +28,31 @@ py::dict StatsDict(const CheckpointStats& s) {
   return d;
 }
 
-py::dict RestoreDict(const RestoreResult& r) {
-  py::dict d;
-  d["step"] = r.step ? py::object(py::int_(*r.step)) : py::object(py::none());
-  d["version_path"] = r.version_path;
-  d["level"] = r.level;
-  py::list fallbacks;
-  for (const SkippedVersion& v : r.fallbacks) {
+namespace {
+
+// RestoreResult::fallbacks and CheckpointMetadata::skipped, in one form.
+py::list SkippedList(const std::vector<SkippedVersion>& skipped) {
+  py::list out;
+  for (const SkippedVersion& v : skipped) {
     py::dict f;
     f["path"] = v.path;
     f["step"] = v.step;
     f["reason"] = v.reason.ToString();
     f["code"] = std::string(CodeName(v.reason.code()));
     f["counted"] = v.counted;
-    fallbacks.append(f);
+    out.append(f);
   }
-  d["fallbacks"] = fallbacks;
+  return out;
+}
+
+}  // namespace
+
+py::dict RestoreDict(const RestoreResult& r) {
+  py::dict d;
+  d["step"] = r.step ? py::object(py::int_(*r.step)) : py::object(py::none());
+  d["version_path"] = r.version_path;
+  d["level"] = r.level;
+  d["fallbacks"] = SkippedList(r.fallbacks);
   d["quarantined"] = r.quarantined;
   d["rank_state_dropped"] = r.rank_state_dropped;
   return d;
@@ -67,7 +77,9 @@ py::dict MetadataDict(const CheckpointMetadata& m) {
   }
   d["arrays"] = arrays;
   d["user_blob_bytes"] = m.user_blob_bytes;
+  d["user_blob"] = py::bytes(m.user_blob);
   d["has_rank_state"] = m.has_rank_state;
+  d["skipped"] = SkippedList(m.skipped);
   return d;
 }
 

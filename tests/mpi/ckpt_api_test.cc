@@ -280,6 +280,8 @@ TEST_F(CkptTest, ReadMetadataBeforeAllocating) {
   EXPECT_EQ(md->step, 5);
   EXPECT_EQ(md->world_size, Size());
   EXPECT_EQ(md->user_blob_bytes, 6u);
+  EXPECT_EQ(md->user_blob, "loader");
+  EXPECT_TRUE(md->skipped.empty());
   EXPECT_FALSE(md->has_rank_state);
   ASSERT_EQ(md->arrays.size(), arrays.size());
   // Allocate from the metadata alone: replicated whole, sharded evenly.

@@ -256,6 +256,73 @@ TEST_F(CkptDamage, AReadOnlyOpenSaysItsFallbackIsNotCounted) {
   }
 }
 
+// ReadMetadata as_restore (Python's Checkpointer plans a pass on it, then
+// restores the version pinned): a damaged newest manifest is passed over
+// and counted toward its quarantine as Restore counts it, once; a plain
+// ReadMetadata passes it over too but records nothing. The version it
+// names restores pinned without meeting the damaged one again, and its
+// user blob comes with it. With every manifest damaged: Restore's NotFound,
+// not "none" (which a front end would take for a first run).
+TEST_F(CkptDamage, ReadMetadataAsRestoreCountsADamagedManifestOnce) {
+  SaveTwo();
+  if (Rank() == 0) {
+    std::string text = Slurp(newest_ + "/manifest.json");
+    text[text.size() / 2] ^= 0x20;
+    std::ofstream(newest_ + "/manifest.json", std::ios::trunc) << text;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::optional<CheckpointMetadata> md;
+  Status s = ck_->ReadMetadata(RestoreOptions(), &md);
+  ASSERT_TRUE(AllRanks(s.ok() && md.has_value())) << s;
+  EXPECT_EQ(md->step, 1);
+  ASSERT_EQ(md->skipped.size(), 1u);
+  EXPECT_EQ(md->skipped[0].path, newest_);
+  EXPECT_FALSE(md->skipped[0].counted) << "a plain ReadMetadata records nothing";
+  if (Rank() == 0) {
+    EXPECT_FALSE(stdfs::exists(newest_ + "/" + ckpt::kRestoreFailuresName));
+  }
+
+  RestoreOptions as_restore;
+  as_restore.as_restore = true;
+  s = ck_->ReadMetadata(as_restore, &md);
+  ASSERT_TRUE(AllRanks(s.ok() && md.has_value())) << s;
+  EXPECT_EQ(md->step, 1);
+  ASSERT_EQ(md->skipped.size(), 1u);
+  EXPECT_TRUE(md->skipped[0].counted);
+  EXPECT_EQ(md->skipped[0].reason.code(), Code::kCorruption) << md->skipped[0].reason;
+  if (Rank() == 0) {
+    const std::string failures = Slurp(newest_ + "/" + ckpt::kRestoreFailuresName);
+    EXPECT_NE(failures.find("manifest_xxh3"), std::string::npos) << failures;
+  }
+
+  RestoreOptions pinned;
+  pinned.version = stdfs::path(md->version_path).filename().string();
+  ZeroAll(&arrays_);
+  RestoreResult result;
+  s = ck_->Restore(pinned, &result);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_EQ(result.step, std::optional<int64_t>(1));
+  EXPECT_TRUE(result.fallbacks.empty()) << "the pinned restore met the damaged version again";
+  EXPECT_EQ(CheckAll(arrays_, 1), "");
+
+  // Both damaged: plain ReadMetadata says none, as_restore says why not.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (Rank() == 0) {
+    std::string text = Slurp(md->version_path + "/manifest.json");
+    text[text.size() / 2] ^= 0x20;
+    std::ofstream(md->version_path + "/manifest.json", std::ios::trunc) << text;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  s = ck_->ReadMetadata(RestoreOptions(), &md);
+  ASSERT_TRUE(AllRanks(s.ok())) << s;
+  EXPECT_FALSE(md.has_value());
+  s = ck_->ReadMetadata(as_restore, &md);
+  EXPECT_EQ(s.code(), Code::kNotFound) << s;
+  EXPECT_NE(s.message().find("could be restored: 2 failed now"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(newest_), std::string::npos) << s;
+  EXPECT_FALSE(md.has_value());
+}
+
 // A manifest written by a newer baton: InvalidArgument saying so, no
 // fallback to the older version (that would silently go back in time),
 // nothing recorded, the buffers untouched.

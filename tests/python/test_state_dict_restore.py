@@ -101,6 +101,38 @@ def test_a_step_saved_twice_falls_back_by_version_not_by_step(rt, shared_dir, ra
     ck2.close()
 
 
+def test_a_damaged_manifest_is_passed_over_counted_once(rt, shared_dir, rank):
+    """The newest version's manifest.json fails its checksum: restore(state) plans on the older version, lists the
+    newest in last_restore()'s fallbacks as counted, and its restore-failures file holds one failure (the pass reads
+    the manifest once to plan and restores the planned version pinned: the failure is recorded once, not by both)."""
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": torch.full((4096,), 1.25)}, 1)
+    ck.save({"w": torch.full((4096,), -3.5)}, 2)
+    ck.close()
+    names = _versions(shared_dir)
+    if rank == 0:
+        path = os.path.join(shared_dir, names[1], "manifest.json")
+        with open(path, "rb") as f:
+            text = bytearray(f.read())
+        text[len(text) // 2] ^= 0x20
+        with open(path, "wb") as f:
+            f.write(bytes(text))
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)  # its open is collective: after rank 0's edit
+    w = torch.zeros(4096)
+    assert ck2.restore({"w": w}) == 1
+    assert torch.equal(w, torch.full((4096,), 1.25))
+    info = ck2.last_restore()
+    assert os.path.basename(info["version_path"]) == names[0], info
+    (skipped,) = info["fallbacks"]
+    assert os.path.basename(skipped["path"]) == names[1] and skipped["counted"] is True, skipped
+    assert skipped["code"] == "Corruption" and "manifest_xxh3" in skipped["reason"], skipped
+    ck2.close()
+    if rank == 0:
+        with open(os.path.join(shared_dir, names[1], "restore-failures")) as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+        assert len(lines) == 1, lines
+
+
 def test_no_older_version_names_every_failure_and_leaves_the_state(rt, shared_dir, rank):
     """Issue 46 item 2: the only version fails to verify: NotFound naming it and its reason, the state untouched."""
     ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)

@@ -82,6 +82,7 @@ class BatonReader(StorageReader):
         self._planned = None  # what the plan was made on: the version's tree (user blob), or its pickled Metadata
         self._values = None   # the tree's values by fqn (DCP's bytes entries)
         self._form = None     # "tree", or "dcp" (a version BatonWriter wrote before the one format (2026-12-06))
+        self._version_meta = None  # read_metadata's account of the version planned on (its arrays), for read_data
         # The checkpointer read_metadata opened, kept for read_data: one open per load (an open is
         # collective: the directory checked on rank 0, communicators duplicated). read_data closes it;
         # a load that stops in between (DCP's planning failed) leaves it to the next reset or load.
@@ -92,7 +93,7 @@ class BatonReader(StorageReader):
         if checkpoint_id is not None:
             self.path = checkpoint_id
         self._close()
-        self._metadata = self._planned = self._values = self._form = None
+        self._metadata = self._planned = self._values = self._form = self._version_meta = None
 
     def _close(self):
         ck, self._ck = self._ck, None
@@ -109,7 +110,10 @@ class BatonReader(StorageReader):
         self._close()
         ck = self._open()
         try:
-            meta = self._version(ck)
+            # Found as a restore finds it (as_restore: versions with damaged manifests passed over and named);
+            # it carries the tree (the user blob) that the load is planned on.
+            meta = self._version(ck, as_restore=True)
+            self._version_meta = meta
             if MARKER in {a["name"] for a in meta["arrays"]}:
                 blob = self._read_tree(ck, meta)
             else:
@@ -123,19 +127,17 @@ class BatonReader(StorageReader):
         return self._metadata
 
     def _read_tree(self, ck, meta):
-        """The version's state-dict tree (every writer's form) as DCP Metadata (state_tree.dcp_view)."""
-        marker = np.zeros((), np.int64)
-        ck.register_replicated(MARKER, marker, dtype="i64")
-        ck.restore(step=self.step, arrays=[MARKER], from_level=self.from_level)
-        self.last_restore = ck.last_restore()
-        blob = ck.user_blob
-        where = self.last_restore["version_path"]
-        if storage.version_name(where) != storage.version_name(meta["version_path"]):
-            meta = ck.read_metadata(version=storage.version_name(where))  # a newer one failed: this one's arrays
+        """The version's state-dict tree (every writer's form) as DCP Metadata (state_tree.dcp_view).
+
+        From the manifest read_metadata read (its user blob, verified with
+        it): no shard is opened to plan; the format marker is read, verified,
+        with the planned arrays (read_data).
+        """
+        blob = meta["user_blob"]
+        where = meta["version_path"]
+        self.last_restore = {"step": meta["step"], "version_path": where,
+                             "fallbacks": list(meta.get("skipped") or [])}
         try:
-            if int(marker) != VERSION:
-                raise metadata.FormatError("its state-dict form is version %d; this baton reads version %d"
-                                           % (int(marker), VERSION))
             doc = metadata.loads(blob, "the user blob of %s" % where)
             if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
                 raise metadata.FormatError("its user blob is not baton's state-dict form")
@@ -147,7 +149,7 @@ class BatonReader(StorageReader):
 
     def _read_legacy(self, ck, meta):
         """The DCP Metadata pickled in a version BatonWriter wrote before the one format (2026-12-06) (its dcp-metadata array)."""
-        blob = np.zeros(self._shapes(ck)[_LEGACY_METADATA][0], np.uint8)
+        blob = np.zeros({a["name"]: a["shape"] for a in meta["arrays"]}[_LEGACY_METADATA][0], np.uint8)
         ck.register_sharded(_LEGACY_METADATA, blob, offset=0, global_shape=[blob.size])
         ck.restore(step=self.step, arrays=[_LEGACY_METADATA], from_level=self.from_level)
         self.last_restore = ck.last_restore()
@@ -188,7 +190,7 @@ class BatonReader(StorageReader):
         try:
             # The version the plan was made on, and only it: a fallback is decided below, before a byte moves.
             pinned = storage.version_name(self.last_restore["version_path"])
-            arrays, baton_dtypes = self._arrays(ck, pinned)
+            arrays, baton_dtypes = self._arrays(ck, pinned, self._version_meta)
             # DCP's targets themselves where they can take the rows, scratch where not (read_targets): a
             # version of before the one format with bytes entries is read into scratch, as those are
             # unpickled after the read and may refuse the load.
@@ -228,6 +230,10 @@ class BatonReader(StorageReader):
                 stored_form.register(ck, name, buf, first, shape)
             restored = self._restore_verified(ck, pinned, marker, legacy)
             self.bytes_read = ck.last_stats().get("bytes_read")
+            if self._form == "tree" and int(marker) != VERSION:  # the tree's own version was checked in the plan
+                raise _baton.CorruptCheckpointError(
+                    "BatonReader: %s holds state-dict format version %d beside a tree of version %d: not "
+                    "baton's writing (an edited checkpoint)" % (restored["version_path"], int(marker), VERSION))
         finally:
             ck.close()
         self.last_restore = restored
@@ -322,20 +328,19 @@ class BatonReader(StorageReader):
         return False
 
     # --- helpers ----------------------------------------------------------------------------------------
-    def _arrays(self, ck, version):
-        """{name: (shape, torch dtype)}, {name: baton dtype} of every array of ``version``."""
-        meta = ck.read_metadata(version=version)
+    def _arrays(self, ck, version, known=None):
+        """{name: (shape, torch dtype)}, {name: baton dtype} of every array of ``version`` (``known``: its
+        read_metadata already, when it is that version's: a version never changes once committed)."""
+        meta = known if known is not None and storage.version_name(known["version_path"]) == version else \
+            ck.read_metadata(version=version)
         if meta is None:
             raise _baton.NotFound("BatonReader: %s no longer holds %s, which the load was planned on"
                                   % (ck.dir, version))
         return {a["name"]: (tuple(a["shape"]), tensors.torch_dtype(a["dtype"])) for a in meta["arrays"]}, \
             {a["name"]: a["dtype"] for a in meta["arrays"]}
 
-    def _shapes(self, ck):
-        return {a["name"]: tuple(a["shape"]) for a in self._version(ck)["arrays"]}
-
-    def _version(self, ck):
-        meta = ck.read_metadata(step=self.step)
+    def _version(self, ck, as_restore=False):
+        meta = ck.read_metadata(step=self.step, as_restore=as_restore, from_level=self.from_level)
         if meta is None:
             raise _baton.NotFound("BatonReader: %s holds no checkpoint version" % (ck.dir,))
         held = {a["name"] for a in meta["arrays"]}
