@@ -7,7 +7,9 @@
 
 --what: baton-dcp (dcp.save with BatonWriter), baton-dcp-async (dcp.async_save
 with BatonWriter, until its future completes), baton-dcp-load (dcp.load
-with BatonReader), baton (baton.Checkpointer.save), dcp-fs (dcp.save with
+with BatonReader), baton (baton.Checkpointer.save), baton-restore
+(baton.Checkpointer.restore of what it saved, the checkpointer kept
+open), dcp-fs (dcp.save with
 FileSystemWriter: DCP's own collectives go through gloo, not MPI, and are
 not counted here); the C++ core through its thin binding, baton.ArrayCheckpointer
 (one replicated and one sharded array, 4 MiB per rank, one checkpointer open
@@ -89,7 +91,7 @@ def count_array_checkpointer(what, d, comm, counter):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", required=True, help="a directory for the checkpoints (emptied first)")
-    parser.add_argument("--what", choices=ARRAY_MODES + ("baton-dcp", "baton-dcp-async", "baton-dcp-load", "baton", "dcp-fs"), required=True)
+    parser.add_argument("--what", choices=ARRAY_MODES + ("baton-dcp", "baton-dcp-async", "baton-dcp-load", "baton", "baton-restore", "dcp-fs"), required=True)
     args = parser.parse_args()
     try:
         counter = ctypes.CDLL(None)
@@ -133,6 +135,12 @@ def main():
                 dcp.save(state(), storage_writer=BatonWriter(os.path.join(d, "b"), step=s, keep=2, runtime=rt))
                 counter.mpicount_reset()
             dcp.load(state(), storage_reader=BatonReader(os.path.join(d, "b"), runtime=rt))
+        elif args.what == "baton-restore":
+            if ck is None:
+                ck = baton.Checkpointer(rt, dir=os.path.join(d, "c"), level2=False, keep=2)
+                ck.save({"model": model, "optim": optim}, 1)
+                counter.mpicount_reset()
+            ck.restore({"model": model, "optim": optim})
         elif args.what == "baton":
             if ck is None:
                 ck = baton.Checkpointer(rt, dir=os.path.join(d, "c"), level2=False, keep=2)
