@@ -11,7 +11,7 @@ from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
 from baton.restore_match import decode_plain, decode_tree, match
-from baton.state_walk import REPLICATED, PlanItem, has_state_dict, walk
+from baton.state_walk import DTENSOR, REPLICATED, PlanItem, has_state_dict, walk
 from baton.tensors import Binding, identity, stored_shape, stored_view, torch_module
 
 FORMAT = "baton.state_dict"
@@ -33,6 +33,15 @@ class _Unverified(Exception):
         self.record = dict(record) if record else {
             "path": version_path, "step": step, "reason": str(error),
             "code": getattr(error, "code", "Corruption"), "counted": False}
+
+
+def _saved_as_laid_out(item, reads):
+    """Whether ``reads`` reads the very boxes the live DTensor ``item`` is laid out in (names, offsets, sizes:
+    the same on every rank), so that its read registers the arrays a save of it registers."""
+    if item is None or item.kind != DTENSOR:
+        return False
+    boxes = [(c.name, tuple(c.offsets), tuple(c.sizes)) for c in item.layout.chunks]
+    return boxes == [(c.name, tuple(c.offsets), tuple(c.sizes)) for c in reads.chunks]
 
 
 def _is_step(value):
@@ -711,7 +720,14 @@ class Checkpointer:
             binding.after_restore()
         for _, reads, _ in plan.dtensors.values():
             reads.copy()
-        self._rebind_leaves(local, list(plan.targets) + list(plan.dtensors))
+        # The plain targets were registered as the state's own: nothing to give back. A DTensor read box by box
+        # as it was saved (the same boxes: the same arrays as the save registers, on every rank) into its live
+        # rows or into nothing holds no memory of its own either, and the next save's walk registers the state
+        # anew (those bindings have no key): only the other leaves are rebound now (0.025 s of a 0.7 s restore
+        # of an FSDP2 state of 510 DTensors, cProfile, 2026-12-06). Which leaves may differ between ranks (a
+        # rank's scratch); the registered names, dtypes and shapes, which the next call agrees on, do not.
+        self._rebind_leaves(local, [name for name, (_, reads, _) in plan.dtensors.items()
+                                    if reads.holds_scratch() or not _saved_as_laid_out(local.items.get(name), reads)])
         for action in plan.actions:
             action()
         self._load_per_rank(plan, version_path)

@@ -312,6 +312,10 @@ class Reads:
                 self.buffers[idx] = (c, narrow_tensor_by_index(self.local, item.dest_offsets, item.lengths), first)
                 self.in_place.add(idx)
 
+    def holds_scratch(self):
+        """Whether a saved box is read into memory of its own (not the live shard's rows, not empty)."""
+        return any(buf.numel() > 0 for idx, (_, buf, _) in enumerate(self.buffers) if idx not in self.in_place)
+
     def copy(self):
         """The pieces read, into the live local shard (after the restore verified them)."""
         from torch.distributed._shard._utils import narrow_tensor_by_index
