@@ -228,7 +228,7 @@ class BatonReader(StorageReader):
                                            dtype=baton_dtypes[name])
                     continue
                 stored_form.register(ck, name, buf, first, shape)
-            restored = self._restore_verified(ck, pinned, marker, legacy)
+            restored = self._restore_verified(ck, pinned, legacy)
             self.bytes_read = ck.last_stats().get("bytes_read")
             if self._form == "tree" and int(marker) != VERSION:  # the tree's own version was checked in the plan
                 raise _baton.CorruptCheckpointError(
@@ -259,7 +259,7 @@ class BatonReader(StorageReader):
         future.set_result(None)
         return future
 
-    def _restore_verified(self, ck, pinned, marker, legacy):
+    def _restore_verified(self, ck, pinned, legacy):
         """Restores the registered arrays from version ``pinned``, every byte verified on every rank before any
         is written (verify_before_write); its last_restore, with every version skipped on the way.
 
@@ -281,7 +281,7 @@ class BatonReader(StorageReader):
                 skipped += failed or [{"path": current, "step": None, "reason": str(e),
                                        "code": getattr(e, "code", "Corruption"), "counted": False}]
                 try:
-                    older = self._planned_on_older(ck, pinned, marker, legacy)
+                    older = self._planned_on_older(ck, pinned, legacy)
                 except (_baton.CorruptCheckpointError, _baton.NotFound) as none:
                     raise _baton.NotFound("BatonReader: %s failed to verify (%s), and no older version could be "
                                           "restored: %s" % (current, e, none)) from none
@@ -300,17 +300,17 @@ class BatonReader(StorageReader):
                 continue
             return dict(ck.last_restore(), fallbacks=skipped)
 
-    def _planned_on_older(self, ck, failed, marker, legacy):
+    def _planned_on_older(self, ck, failed, legacy):
         """(version path, versions skipped, whether the plan holds for it) of the newest version before
-        ``failed`` whose plan document restores (the tree's marker and user blob, or the pickled Metadata
+        ``failed`` whose plan document reads (the tree in its manifest's user blob, or the pickled Metadata
         of before the one format); None when there is none. Reads nothing into the targets."""
         if self._form == "tree":
-            found = ck.restore(step=self.step, arrays=[MARKER], older_than=failed, from_level=self.from_level)
-            if found is None:
+            # The older version's manifest alone (its tree in the user blob), found as a restore finds it; its
+            # marker is read, verified, with the arrays (read_data checks its value).
+            meta = ck.read_metadata(step=self.step, older_than=failed, as_restore=True, from_level=self.from_level)
+            if meta is None:
                 return None
-            info = ck.last_restore()
-            same = int(marker) == VERSION and ck.user_blob == self._planned
-            return info["version_path"], list(info.get("fallbacks") or []), same
+            return meta["version_path"], list(meta.get("skipped") or []), meta["user_blob"] == self._planned
         meta = ck.read_metadata(step=self.step, older_than=failed)
         if meta is None:
             return None
