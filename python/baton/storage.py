@@ -4,7 +4,7 @@
     s = storage.open_read_only(runtime, dir="/shared/ckpt")             # creates and writes nothing
     s.register_replicated(name, buffer) / s.register_sharded(...)       # a plan's buffers, by array name
     s.save(step) / s.save_async(step)                                   # write a version (collective)
-    s.read_metadata(step, version=, older_than=)                        # what a version holds (collective)
+    s.read_metadata(step, version=, older_than=, as_restore=)           # what a version holds (collective)
     s.restore(step, arrays=, version=, older_than=)                     # read planned arrays (collective)
     s.close()
     storage.committed_versions(dir)                                     # [(name, step)], no MPI
@@ -147,10 +147,14 @@ class Storage:
 
     # --- reading a version ----------------------------------------------------------------------------
     def read_metadata(self, step=None, **pinned):
-        """What the version restore(step, **pinned) would try first holds (dict), or None.
+        """What the version restore(step, **pinned) would try first holds (dict, its user blob included), or None.
 
         ``pinned``: version= (that version only) or older_than= (only
-        versions committed before that one), by version_name.
+        versions committed before that one), by version_name; from_level=;
+        as_restore=True: found as restore() finds it (damaged manifests
+        passed over are counted, listed under "skipped"; none left after
+        failures is restore()'s baton.NotFound), for a front end that plans
+        on it and then restores that version pinned.
         """
         return self._array_ck.read_metadata(step, **pinned)
 

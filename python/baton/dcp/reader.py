@@ -112,7 +112,7 @@ class BatonReader(StorageReader):
         try:
             # Found as a restore finds it (as_restore: versions with damaged manifests passed over and named);
             # it carries the tree (the user blob) that the load is planned on.
-            meta = self._version(ck, as_restore=True)
+            meta = self._version(ck)
             self._version_meta = meta
             if MARKER in {a["name"] for a in meta["arrays"]}:
                 blob = self._read_tree(ck, meta)
@@ -339,8 +339,8 @@ class BatonReader(StorageReader):
         return {a["name"]: (tuple(a["shape"]), tensors.torch_dtype(a["dtype"])) for a in meta["arrays"]}, \
             {a["name"]: a["dtype"] for a in meta["arrays"]}
 
-    def _version(self, ck, as_restore=False):
-        meta = ck.read_metadata(step=self.step, as_restore=as_restore, from_level=self.from_level)
+    def _version(self, ck):
+        meta = ck.read_metadata(step=self.step, as_restore=True, from_level=self.from_level)
         if meta is None:
             raise _baton.NotFound("BatonReader: %s holds no checkpoint version" % (ck.dir,))
         held = {a["name"] for a in meta["arrays"]}
