@@ -53,9 +53,25 @@ ReplicatedReadPlan PlanReplicatedRead(const Topology& topology, int rank) {
   return plan;
 }
 
+DatasetsOfArrays IndexDatasets(const Manifest& m) {
+  DatasetsOfArrays out(m.arrays.size());
+  for (size_t s = 0; s < m.shards.size(); ++s) {
+    const std::vector<DatasetMeta>& datasets = m.shards[s].datasets;
+    for (size_t d = 0; d < datasets.size(); ++d) {
+      if (datasets[d].array < out.size()) out[datasets[d].array].emplace_back(s, d);
+    }
+  }
+  return out;
+}
+
 Status PlanRead(const Manifest& m, uint32_t array, uint64_t first_row, uint64_t rows, std::vector<ReadPiece>* out) {
+  return PlanRead(m, IndexDatasets(m), array, first_row, rows, out);
+}
+
+Status PlanRead(const Manifest& m, const DatasetsOfArrays& datasets, uint32_t array, uint64_t first_row,
+                uint64_t rows, std::vector<ReadPiece>* out) {
   out->clear();
-  if (array >= m.arrays.size()) {
+  if (array >= m.arrays.size() || array >= datasets.size()) {
     return Status::InvalidArgument("ckpt", "plan read: array index " + std::to_string(array) + " of " +
                                                std::to_string(m.arrays.size()) + " arrays");
   }
@@ -66,17 +82,13 @@ Status PlanRead(const Manifest& m, uint32_t array, uint64_t first_row, uint64_t 
                                                std::to_string(rows) + " overflow 64 bits");
   }
   if (rows == 0) return Status::OK();
-  for (size_t s = 0; s < m.shards.size(); ++s) {
-    const ShardMeta& sh = m.shards[s];
-    for (size_t d = 0; d < sh.datasets.size(); ++d) {
-      const DatasetMeta& ds = sh.datasets[d];
-      if (ds.array != array) continue;
-      for (size_t k = 0; k < ds.chunks.size(); ++k) {
-        const Chunk& c = ds.chunks[k];
-        const uint64_t lo = std::max(first_row, c.first_row);
-        const uint64_t hi = std::min(end, c.first_row + c.rows);
-        if (lo < hi) out->push_back(ReadPiece{s, d, k, lo, hi - lo});
-      }
+  for (const auto& [s, d] : datasets[array]) {
+    const DatasetMeta& ds = m.shards[s].datasets[d];
+    for (size_t k = 0; k < ds.chunks.size(); ++k) {
+      const Chunk& c = ds.chunks[k];
+      const uint64_t lo = std::max(first_row, c.first_row);
+      const uint64_t hi = std::min(end, c.first_row + c.rows);
+      if (lo < hi) out->push_back(ReadPiece{s, d, k, lo, hi - lo});
     }
   }
   std::sort(out->begin(), out->end(), [](const ReadPiece& a, const ReadPiece& b) { return a.first_row < b.first_row; });

@@ -216,13 +216,14 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       jobs.push_back(Job{static_cast<int>(a), kRankStateName, first, rows, first, state->data(), /*own=*/true});
     }
   }
+  const DatasetsOfArrays datasets = IndexDatasets(m);  // after LoadShardIndexesFor, which changes m's datasets
   for (const Job& job : jobs) {
     const ArrayMeta& a = m.arrays[static_cast<size_t>(job.index)];
     const uint64_t rb = a.row_bytes();
     // The first pass keeps nothing of a registered array (the rank state: a buffer of the restore's own).
     const bool keep = pass != ReadPass::kVerifyOnly || job.own;
     std::vector<ReadPiece> pieces;
-    BATON_RETURN_IF_ERROR(PlanRead(m, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
+    BATON_RETURN_IF_ERROR(PlanRead(m, datasets, static_cast<uint32_t>(job.index), job.first, job.rows, &pieces));
     for (const ReadPiece& p : pieces) {
       const ShardMeta& shard = m.shards[p.shard];
       auto& reader = readers[p.shard];

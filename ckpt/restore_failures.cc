@@ -63,7 +63,7 @@ namespace {
 // outlives it unsynced; a node's crash may lose the mark, and may: it is
 // not the version's fault. A crash just after the mark's removal may bring
 // the mark back (one count, of max_restore_failures). What the fsyncs cost
-// here: 1.6 ms of a 15 ms restore of 16 MiB on this project's disk
+// here: 1.6 ms of an 11 ms restore of 16 MiB on this project's disk
 // (docs/benchmarks.md), on every restore; a parallel file system's fsync
 // costs more.
 Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text, bool durable) {

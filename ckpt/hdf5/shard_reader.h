@@ -4,12 +4,16 @@
 // Hostile files: the shard is found through ResolveInside (a plain name,
 // a regular file, no symlink), its size must equal the manifest's and
 // (manifest format 2) the checksum of its metadata bytes the manifest's,
-// all before HDF5 opens it; a dataset must be a hard link (no soft or
-// external link, no external storage) at the manifest's offset; before
-// the first read of a dataset its type, dims, layout (contiguous) and
-// extent within the file are checked against what the manifest says, so a
-// read never asks for, or allocates, more than the file on disk holds.
-// Errors name the file (and dataset).
+// all before HDF5 opens it. A format 1 shard has no such checksum: there a
+// dataset must be a hard link (no soft or external link, no external
+// storage) at the manifest's offset, and before the first read of a dataset
+// its type, dims, layout (contiguous) and extent within the file are checked
+// through HDF5 against what the manifest says. In format 2 the checksum
+// already proved every byte HDF5 would read for those checks to be the
+// writer's, so only the extent is checked (the manifest's offset and size
+// within the file), with no HDF5 call per dataset: a read never asks for,
+// or allocates, more than the file on disk holds either way. Errors name
+// the file (and dataset).
 //
 // How the rows are read (ReadMode, BATON_CKPT_READ): by default with pread
 // (ReadRows) into a buffer of the caller's; or, asked for with
@@ -105,8 +109,9 @@ class ShardReader {
   // not the dataset. A hint: never fails.
   void UnmapRows(const ArrayMeta& array, uint64_t first, uint64_t rows);
 
-  // Checks the dataset (type, dims, layout, extent within the file) without
-  // reading; ReadRows does it on its first read of a dataset.
+  // Checks the dataset (format 1: type, dims, layout, extent within the
+  // file; format 2: the extent, the rest being under the metadata checksum)
+  // without reading; ReadRows does it on its first read of a dataset.
   Status CheckDataset(const ArrayMeta& array, uint64_t dataset_rows) {
     const Checked* unused;
     return OpenDataset(array, dataset_rows, &unused);
@@ -142,6 +147,9 @@ class ShardReader {
   std::string path_;
   uint64_t file_bytes_ = 0;
   std::map<std::string, uint64_t> offsets_;  // format 2: where each dataset's data begin
+  // Format 2: every byte outside the datasets' data matched the manifest's
+  // meta_xxh3; OpenDataset then takes the manifest's offsets (no HDF5 call).
+  bool meta_verified_ = false;
   Hid file_;
   int fd_ = -1;  // the sec2 driver's descriptor of file_ (ReadRows, MapRows)
   ReadMode mode_ = ReadMode::kPread;

@@ -7,8 +7,10 @@
 // file against a manifest). Set: the file is the valid shard of the seed
 // (tests/fuzz/shard/valid.h5, written by baton) and the manifest's size and
 // metadata checksum are recomputed for it, so a fuzzed manifest (offsets,
-// rows, shapes, dtypes, chunks) reaches the dataset checks while HDF5 only
-// ever parses bytes baton wrote. Any input gives a clean Status or a list
+// rows, shapes, dtypes, chunks) reaches the dataset checks (format 1: type,
+// dims, layout and extent through HDF5; format 2: the extent, the rest being
+// under the recomputed checksum) while HDF5 only ever parses bytes baton
+// wrote. Any input gives a clean Status or a list
 // of failures; never a crash, a hang, or an allocation the file cannot
 // justify.
 #include <sys/stat.h>
