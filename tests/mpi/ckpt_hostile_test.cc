@@ -28,6 +28,17 @@
 namespace baton::ckpt_testing {
 namespace {
 
+// Every rank saves the standard arrays (MakeArrays, filled for `step`) at
+// `step` with `o` (a group of the world: one shard); the version's
+// directory, "" where the save failed.
+std::string SaveInOneShard(const CheckpointOptions& o, int64_t step) {
+  auto ck = MakeCheckpointer(o);
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, step);
+  if (!AllRanks(RegisterAll(ck.get(), &arrays).ok()) || !AllRanks(ck->Save(step).ok())) return "";
+  return ck->last_stats().version_path;
+}
+
 // The reader of shard-0.h5 for what the manifest says, sizes as they are now.
 Status ReadThrough(const std::string& vdir, const ckpt::Manifest& m, const std::string& array) {
   struct stat st;
@@ -51,12 +62,8 @@ Status ReadThrough(const std::string& vdir, const ckpt::Manifest& m, const std::
 // A dataset replaced by a link to identical data elsewhere (the same file,
 // or a file outside the version directory): refused, not followed.
 TEST_F(CkptTest, ADatasetThatIsALinkIsRefused) {
-  auto ck = MakeCheckpointer(Options(Size()));  // one shard
-  auto arrays = MakeArrays(Size(), Rank());
-  FillAll(&arrays, 3);
-  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
-  ASSERT_TRUE(AllRanks(ck->Save(3).ok()));
-  const std::string vdir = ck->last_stats().version_path;
+  const std::string vdir = SaveInOneShard(Options(Size()), 3);
+  ASSERT_FALSE(vdir.empty());
   if (Rank() == 0) {
     ckpt::Manifest m;
     ASSERT_TRUE(ReadManifest(vdir, &m).ok());
@@ -91,12 +98,8 @@ TEST_F(CkptTest, ADatasetThatIsALinkIsRefused) {
 // writer's); format 1 asks HDF5 for the dataset's offset, type and dims.
 // Both must give every dataset's rows byte for byte alike.
 TEST_F(CkptTest, AFormat2ShardReadsEveryDatasetAsHdf5LocatesIt) {
-  auto ck = MakeCheckpointer(Options(Size()));  // one shard
-  auto arrays = MakeArrays(Size(), Rank());
-  FillAll(&arrays, 5);
-  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
-  ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
-  const std::string vdir = ck->last_stats().version_path;
+  const std::string vdir = SaveInOneShard(Options(Size()), 5);
+  ASSERT_FALSE(vdir.empty());
   if (Rank() != 0) return;
   ckpt::Manifest m;
   ASSERT_TRUE(ReadManifest(vdir, &m).ok());
@@ -125,12 +128,8 @@ TEST_F(CkptTest, AFormat2ShardReadsEveryDatasetAsHdf5LocatesIt) {
 // overstated size in the manifest was called "(truncated)"); verify's line
 // names the file once (it said "shard-0.h5: /.../shard-0.h5: ...").
 TEST_F(CkptTest, AShardOfAnotherSizeNamesBothSizesAndTheFileOnce) {
-  auto ck = MakeCheckpointer(Options(Size()));  // one shard
-  auto arrays = MakeArrays(Size(), Rank());
-  FillAll(&arrays, 4);
-  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
-  ASSERT_TRUE(AllRanks(ck->Save(4).ok()));
-  const std::string vdir = ck->last_stats().version_path;
+  const std::string vdir = SaveInOneShard(Options(Size()), 4);
+  ASSERT_FALSE(vdir.empty());
   if (Rank() != 0) return;
   ckpt::Manifest m;
   ASSERT_TRUE(ReadManifest(vdir, &m).ok());
