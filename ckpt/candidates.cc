@@ -28,6 +28,8 @@
 
 #include <climits>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "base/printable.h"
@@ -94,14 +96,15 @@ Status CheckpointerImpl::CheckRestoreOptions(const char* what, const RestoreOpti
                                                      "' is not a version's name (such as v00000012-s400)");
     }
   }
-  for (size_t i = 0; i < o.arrays.size(); ++i) {
-    if (arrays_.count(o.arrays[i]) == 0) {
-      return Status::InvalidArgument(log::kCkpt, *call + ": array " + o.arrays[i] + " is not registered");
+  // A set, not a scan of the names before each: a restore of 5,000 arrays compared 12.5 million pairs.
+  std::unordered_set<std::string_view> named;
+  named.reserve(o.arrays.size());
+  for (const std::string& name : o.arrays) {
+    if (arrays_.count(name) == 0) {
+      return Status::InvalidArgument(log::kCkpt, *call + ": array " + name + " is not registered");
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (o.arrays[j] == o.arrays[i]) {
-        return Status::InvalidArgument(log::kCkpt, *call + ": array " + o.arrays[i] + " is named twice");
-      }
+    if (!named.insert(name).second) {
+      return Status::InvalidArgument(log::kCkpt, *call + ": array " + name + " is named twice");
     }
   }
   return Status::OK();

@@ -25,6 +25,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "base/printable.h"
@@ -76,8 +78,10 @@ Status CheckpointerImpl::CompareWithManifest(const Manifest& m, const std::vecto
     if (!IsReservedName(m.arrays[i].name)) in_manifest[m.arrays[i].name] = static_cast<int>(i);
   }
   index_of->clear();
+  // A set, not a scan of `only` per registered array (25 million compares at 5,000 arrays).
+  const std::unordered_set<std::string_view> restored(only.begin(), only.end());
   for (const auto& [name, r] : arrays_) {
-    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) {
+    if (!only.empty() && restored.count(name) == 0) {
       index_of->push_back(-1);  // not restored: left as it is
       continue;
     }

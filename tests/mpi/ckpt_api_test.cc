@@ -354,6 +354,10 @@ TEST_F(CkptTest, PartialRestoreOfSomeArrays) {
   s = ck->Restore(o, &result);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("array nope is not registered"), std::string::npos) << s;
+  o.arrays = {w.name, b.name, w.name};  // a name twice, not next to itself (a set finds it: CheckRestoreOptions)
+  s = ck->Restore(o, &result);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("array " + w.name + " is named twice"), std::string::npos) << s;
 }
 
 // Per-rank state: each rank's own bytes (of its own length, one rank's
