@@ -18,7 +18,8 @@ namespace baton::ckpt {
 
 // xxh3 of the bytes of `path` (file_bytes long) outside the [begin, end)
 // extents (which may be unsorted; overlapping ones are merged), read
-// through env in pieces of at most 1 MiB.
+// through env in pieces of at most 1 MiB; gaps between extents closer than
+// 64 KiB to each other are read together (the .cc says why).
 Status HashOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
                           std::vector<std::pair<uint64_t, uint64_t>> extents, uint64_t* xxh3);
 
