@@ -53,31 +53,18 @@ Status CountRestoreFailures(fs::Env* env, const std::string& version_path, int* 
 namespace {
 
 // Replaces the version's restore-failures file by `text` (removes it when
-// empty), atomically: a reader sees the old or the new file, never half of
-// one. `durable` (fs::WriteFileDurably's fsyncs): a crash of the node keeps
-// it too. Only an attempt mark's own change goes without (durable false,
-// and only where no other line is in the file: BeginRestoreAttempt,
-// EndRestoreAttempt): the mark counts a process that dies while reading
-// the version, and a process's death leaves the page cache (or a network
-// file system's client, which flushes at close) behind it, so the mark
-// outlives it unsynced; a node's crash may lose the mark, and may: it is
-// not the version's fault. A crash just after the mark's removal may bring
-// the mark back (one count, of max_restore_failures). What the fsyncs cost
-// here: 1.6 ms of an 11 ms restore of 16 MiB on this project's disk
-// (docs/benchmarks.md), on every restore; a parallel file system's fsync
-// costs more.
-Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text, bool durable) {
+// empty) durably (fs::WriteFileDurably), so a reader sees the old or the
+// new file, never half of one.
+Status RewriteFailures(fs::Env* env, const VersionInfo& version, const std::string& text) {
   const std::string path = version.path + "/" + kRestoreFailuresName;
   if (text.empty()) {
     Status s = env->RemoveFile(path);
     if (!s.ok() && s.code() != Code::kNotFound) return s;
-    return durable ? env->SyncDir(version.path) : Status::OK();
+    return env->SyncDir(version.path);
   }
   // Its temporary is this writer's own (ranks may mark at once), so that
   // neither another writer nor a crash's leftover is in the way.
-  fs::DurableWriteOptions options;
-  options.sync = durable;
-  return fs::WriteFileDurably(env, version.path, kRestoreFailuresName, text, options);
+  return fs::WriteFileDurably(env, version.path, kRestoreFailuresName, text);
 }
 
 // The file's lines; a restore-failures that is not a regular file (a FIFO
@@ -109,7 +96,7 @@ std::string AttemptMarker(const std::string& token) { return " unfinished restor
 Status RecordRestoreFailure(fs::Env* env, const VersionInfo& version, const std::string& reason) {
   std::string text;
   BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
-  return RewriteFailures(env, version, text + FailureLine(reason), /*durable=*/true);
+  return RewriteFailures(env, version, text + FailureLine(reason));
 }
 
 Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string* token) {
@@ -117,14 +104,10 @@ Status BeginRestoreAttempt(fs::Env* env, const VersionInfo& version, std::string
   BATON_RETURN_IF_ERROR(ReadFailures(env, version, &text));
   const std::string t = std::to_string(::getpid()) + "-" +
                         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
-  // Durable only where the file holds lines already (failures, other
-  // attempts): an unsynced rewrite could leave it empty after a node's crash.
-  const bool durable = !text.empty();
   BATON_RETURN_IF_ERROR(RewriteFailures(
       env, version,
       text + FailureLine(AttemptMarker(t).substr(1) +
-                         "(the restoring process ended while reading this version: a crash, the OOM killer or a kill)"),
-      durable));
+                         "(the restoring process ended while reading this version: a crash, the OOM killer or a kill)")));
   *token = t;
   return Status::OK();
 }
@@ -143,8 +126,7 @@ Status EndRestoreAttempt(fs::Env* env, const VersionInfo& version, const std::st
     start = end + 1;
   }
   if (failure != nullptr) kept += FailureLine(*failure);
-  // The mark alone goes unsynced (RewriteFailures); what is kept or recorded is durable.
-  return RewriteFailures(env, version, kept, /*durable=*/!kept.empty());
+  return RewriteFailures(env, version, kept);
 }
 
 }  // namespace baton::ckpt

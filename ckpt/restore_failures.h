@@ -1,11 +1,8 @@
 // The restore failures of a version, recorded beside it in its
 // restore-failures file (catalog.h's kRestoreFailuresName), one line each;
 // a version with max_restore_failures of them is quarantined (ListVersions
-// counts them). MPI-free. Every rewrite is atomic (a temporary renamed
-// over it: a reader sees the old or the new file, never half of one) and
-// durable (fs::WriteFileDurably), but for an attempt mark's own change:
-// where the file holds nothing else, the mark is written and removed
-// without an fsync (restore_failures.cc says why).
+// counts them). MPI-free. Every rewrite is durable (fs::WriteFileDurably):
+// a reader sees the old or the new file, never half of one.
 #pragma once
 
 #include <string>

@@ -41,8 +41,7 @@ Status DurableFile::Create(Env* env, const std::string& dir, const std::string& 
                            const DurableWriteOptions& options, std::unique_ptr<DurableFile>* out) {
   const std::string path = dir + "/" + name;
   std::unique_ptr<DurableFile> f(
-      new DurableFile(env, dir, path, dir + "/" + DurableTemporaryName(name), options.drop_cache,
-                      options.sync));
+      new DurableFile(env, dir, path, dir + "/" + DurableTemporaryName(name), options.drop_cache));
   Status s = env->NewWritableFile(f->tmp_path_, options.mode, &f->file_);
   if (!s.ok()) {
     f->done_ = true;  // nothing was created (O_EXCL): nothing to remove
@@ -78,7 +77,7 @@ void DurableFile::StartWriteback() {
 
 Status DurableFile::Commit() {
   if (done_ || !file_) return Status::Internal("ckpt", "writing " + path_ + ": committed twice");
-  Status s = sync_ ? file_->Sync() : Status::OK();
+  Status s = file_->Sync();
   if (!s.ok()) return Fail("fsync", s);
   if (drop_cache_) file_->DropCache();
   s = file_->Close();
@@ -87,7 +86,6 @@ Status DurableFile::Commit() {
   s = env_->Rename(tmp_path_, path_);
   if (!s.ok()) return Fail("rename", s);
   done_ = true;  // the temporary is the target now
-  if (!sync_) return Status::OK();
   s = env_->SyncDir(dir_);
   // The rename happened: the target holds the new bytes (removing it would
   // lose the old ones too), only its entry may not be durable yet.

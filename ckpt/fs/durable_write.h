@@ -36,14 +36,6 @@ struct DurableWriteOptions {
   // copies), so that a node's own, partner and level-3 copies do not all
   // stay in its page cache. A hint; a failure of it changes nothing.
   bool drop_cache = false;
-  // false: no fsync of the file nor of the directory. The rename still
-  // makes the write atomic for every reader while the node lives (the old
-  // file or the new one, never half), but a crash of the node may leave the
-  // old file, the new one or, on a file system that does not order a
-  // file's data before its rename (XFS), an empty one. Only for a file
-  // whose loss on a node's crash costs nothing: the restore attempt mark
-  // on a version with no failure recorded (restore_failures.h).
-  bool sync = true;
 };
 
 // ".<name>.tmp.<pid>.<random hex>".
@@ -67,8 +59,7 @@ class DurableFile {
   // WritableFile::StartWriteback of the temporary: a hint.
   void StartWriteback();
   // fsync, (drop the cache), close, rename over the target, fsync the
-  // directory (without the fsyncs where the options' sync is false). Once
-  // only; a failure removes the temporary.
+  // directory. Once only; a failure removes the temporary.
   Status Commit();
   // Removes the temporary (nothing when committed or already abandoned).
   void Abandon();
@@ -77,9 +68,9 @@ class DurableFile {
   const std::string& temporary() const { return tmp_path_; }
 
  private:
-  DurableFile(Env* env, std::string dir, std::string path, std::string tmp_path, bool drop_cache, bool sync)
+  DurableFile(Env* env, std::string dir, std::string path, std::string tmp_path, bool drop_cache)
       : env_(env), dir_(std::move(dir)), path_(std::move(path)), tmp_path_(std::move(tmp_path)),
-        drop_cache_(drop_cache), sync_(sync) {}
+        drop_cache_(drop_cache) {}
   // `s` annotated with the target and the step ("write", "fsync", ...);
   // the temporary removed.
   Status Fail(std::string_view step, const Status& s);
@@ -87,7 +78,6 @@ class DurableFile {
   Env* env_;
   std::string dir_, path_, tmp_path_;
   bool drop_cache_;
-  bool sync_;
   std::unique_ptr<WritableFile> file_;
   bool done_ = false;  // committed or abandoned: the temporary is not ours to remove
 };

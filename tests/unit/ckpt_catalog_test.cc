@@ -155,56 +155,6 @@ TEST_F(CkptCatalogDir, UnfinishedRestoreAttemptsCountAsFailures) {
   EXPECT_NE(text.find("Z " + reason + "\n"), std::string::npos) << text;
 }
 
-// The syncs of each step, from the fault Env's record ("sync ...", "syncdir ...").
-std::vector<std::string> Syncs(const fs::FaultEnv& fenv) {
-  std::vector<std::string> out;
-  for (const std::string& e : fenv.events())
-    if (e.rfind("sync", 0) == 0) out.push_back(e.substr(0, e.find(' ')));
-  return out;
-}
-
-// The mark of an attempt on a version with nothing recorded is written and
-// removed without an fsync (what a process's death leaves is the page
-// cache, which keeps it; a node's crash may lose it, and may); beside a
-// recorded failure it is durable, as the failure is, so that no crash can
-// leave the failure's line lost with an emptied file.
-TEST_F(CkptCatalogDir, AnAttemptMarkAloneIsNotSyncedBesideAFailureItIs) {
-  Version(1, 10, true);
-  auto v = List();
-  ASSERT_EQ(v.size(), 1u);
-  fs::FaultEnv fenv;
-  std::string token;
-  ASSERT_TRUE(BeginRestoreAttempt(&fenv, v[0], &token).ok());
-  EXPECT_EQ(List()[0].restore_failures, 1) << "the unsynced mark counts as the synced one did";
-  EXPECT_EQ(Syncs(fenv), std::vector<std::string>{});
-  const auto events = fenv.events();
-  ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back().rfind("rename " + v[0].path + "/.restore-failures.tmp.", 0), 0u)
-      << events.back() << ": still a temporary renamed over the file (atomic)";
-  fenv.ClearEvents();
-  ASSERT_TRUE(EndRestoreAttempt(&fenv, v[0], token, nullptr).ok());
-  EXPECT_EQ(List()[0].restore_failures, 0);
-  EXPECT_EQ(fenv.events(), std::vector<std::string>{"remove " + v[0].path + "/" + kRestoreFailuresName});
-
-  // A failure found ends the attempt durably.
-  fenv.ClearEvents();
-  ASSERT_TRUE(BeginRestoreAttempt(&fenv, v[0], &token).ok());
-  const std::string reason = "rank 0: shard-0.h5: fails its checksum";
-  ASSERT_TRUE(EndRestoreAttempt(&fenv, v[0], token, &reason).ok());
-  EXPECT_EQ(Syncs(fenv), (std::vector<std::string>{"sync", "syncdir"}));
-  EXPECT_EQ(List()[0].restore_failures, 1);
-
-  // Beside that failure, the next mark and its removal are durable too.
-  fenv.ClearEvents();
-  ASSERT_TRUE(BeginRestoreAttempt(&fenv, v[0], &token).ok());
-  EXPECT_EQ(Syncs(fenv), (std::vector<std::string>{"sync", "syncdir"}));
-  EXPECT_EQ(List()[0].restore_failures, 2);
-  fenv.ClearEvents();
-  ASSERT_TRUE(EndRestoreAttempt(&fenv, v[0], token, nullptr).ok());
-  EXPECT_EQ(Syncs(fenv), (std::vector<std::string>{"sync", "syncdir"}));
-  EXPECT_EQ(List()[0].restore_failures, 1) << "the failure stays, the mark went";
-}
-
 // Runs fn, failing (and ending) the test binary if it blocks 10 s: a FIFO
 // opened for reading without O_NONBLOCK waits for a writer for ever.
 template <typename Fn>

@@ -59,21 +59,6 @@ TEST_F(CkptDurableWrite, SuccessLeavesExactlyTheTargetInProtocolOrder) {
   EXPECT_EQ(ev[3], "syncdir " + dir.path());
 }
 
-// sync = false: the same temporary and rename (atomic while the node
-// lives), no fsync of the file nor of the directory.
-TEST_F(CkptDurableWrite, WithoutSyncOnlyTheTemporaryAndTheRename) {
-  ASSERT_TRUE(WriteWholeFile(Env::Default(), dir / "f", "old").ok());
-  DurableWriteOptions o;
-  o.sync = false;
-  ASSERT_TRUE(WriteFileDurably(&env, dir.path(), "f", "new", o).ok());
-  EXPECT_EQ(Entries(), std::vector<std::string>{"f"});
-  EXPECT_EQ(Contents(dir / "f"), "new");
-  const std::vector<std::string> ev = env.events();
-  ASSERT_EQ(ev.size(), 2u);
-  EXPECT_EQ(ev[0].rfind("create " + dir.path() + TmpPart(), 0), 0u) << ev[0];
-  EXPECT_EQ(ev[1].rfind("rename " + dir.path() + TmpPart(), 0), 0u) << ev[1];
-}
-
 TEST_F(CkptDurableWrite, ReplacesAnExistingFile) {
   ASSERT_TRUE(WriteWholeFile(&env, dir / "f", "old").ok());
   ASSERT_TRUE(WriteFileDurably(&env, dir.path(), "f", "new").ok());
