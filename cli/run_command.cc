@@ -173,7 +173,7 @@ class SrunErrors {
     if (thread_.joinable()) thread_.join();
     return said_;
   }
-  // The step's last line on stderr that is not srun's (after Said()).
+  // The step's last line on stderr that is its own (launch::IsLastWords; after Said()).
   const std::string& LastWords() const { return last_; }
 
  private:
@@ -198,8 +198,7 @@ class SrunErrors {
       said_ += (said_.empty() ? "" : ";") + line.substr(0, line.size() - 1);
       ++kept_;
     }
-    if (line.compare(0, 5, "srun:") != 0 && line.find_first_not_of(" \t\r\n") != std::string::npos)
-      last_ = line.substr(0, line.size() - 1);
+    if (launch::IsLastWords(std::string_view(line).substr(0, line.size() - 1))) last_ = line.substr(0, line.size() - 1);
   }
   int fd_;
   std::string said_, last_;

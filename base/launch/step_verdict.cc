@@ -70,4 +70,13 @@ bool MayBeSlurmEndingTheJob(const StepEnding& e) {
          (e.exit == kRequeue || e.exit == 128 + SIGTERM);
 }
 
+bool IsLastWords(std::string_view line) {
+  if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) return false;
+  if (line.substr(0, 5) == "srun:") return false;
+  const bool slurmstepd = line.substr(0, 10) == "slurmstepd";
+  // "... CANCELLED AT <time> DUE TO TIME LIMIT ***" names a cause: kept.
+  return !(slurmstepd && line.find("*** ") != std::string_view::npos &&
+           line.find(" CANCELLED AT ") != std::string_view::npos && line.find(" DUE TO ") == std::string_view::npos);
+}
+
 }  // namespace baton::launch

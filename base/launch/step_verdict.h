@@ -63,4 +63,13 @@ FailureRecord ClassifyFailure(std::string_view kind, std::string_view what);
 // the signal before it relaunches.
 bool MayBeSlurmEndingTheJob(const StepEnding& e);
 
+// Whether a line of the step's stderr (as srun passes it on, without its
+// newline) can be the step's last words in the job's comment: not blank,
+// not srun's own ("srun: ..."), and not Slurm's notice that the step or the
+// job was cancelled ("slurmstepd-n1: error: *** STEP 115.0 ON n1 CANCELLED
+// AT ... ***", unless it says "DUE TO ..."), which follows the cause (a rank's own message, such as a
+// restart cap's) in an order that races with it: a fresh-clone check once
+// had the notice as the last words and the reason lost.
+bool IsLastWords(std::string_view line);
+
 }  // namespace baton::launch

@@ -149,5 +149,20 @@ TEST(StepVerdict, AFailureRecordWithoutKindIsReadByItsTextAsOlderBatonWroteIt) {
   EXPECT_EQ(e.failure_kind, "");
 }
 
+// The job's comment names the cause, not Slurm's cancellation notice that
+// raced it onto the last line (a fresh-clone check, 2026-12-07: "last words:
+// slurmstepd-n1: error: *** STEP 115.0 ON n1 CANCELLED AT ... ***" where the
+// program had printed its restart cap).
+TEST(StepVerdict, SlurmsCancelNoticeAndSrunsLinesAreNotLastWords) {
+  EXPECT_TRUE(IsLastWords("baton-train: restart cap: 1 restart(s) in a row found no newer checkpoint"));
+  EXPECT_TRUE(IsLastWords("slurmstepd: error: Detected 1 oom_kill event in StepId=7.0"));  // a cause: kept
+  EXPECT_FALSE(IsLastWords("slurmstepd-n1: error: *** STEP 115.0 ON n1 CANCELLED AT 2026-12-07T01:06:34 ***"));
+  EXPECT_FALSE(IsLastWords("slurmstepd: error: *** JOB 12 ON c3 CANCELLED AT 2026-12-07T01:06:34 ***"));
+  EXPECT_TRUE(IsLastWords("slurmstepd: error: *** JOB 12 ON c3 CANCELLED AT 2026-12-07T01:06:34 DUE TO TIME LIMIT ***"));
+  EXPECT_FALSE(IsLastWords("srun: error: n2: task 1: Exited with exit code 3"));
+  EXPECT_FALSE(IsLastWords("   "));
+  EXPECT_FALSE(IsLastWords(""));
+}
+
 }  // namespace
 }  // namespace baton::launch
