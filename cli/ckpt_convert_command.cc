@@ -146,7 +146,7 @@ int CkptConvertCommand(const std::string& sub, const std::vector<std::string>& a
                   "  SRC: a DCP checkpoint directory (FileSystemWriter's, with .metadata) or a torch.save file;\n"
                   "  it becomes a new version of the baton checkpoint directory DIR. Options"
                 : "usage: baton ckpt export DIR DST [--step N] [--format dcp|torch] [--force]\n"
-                  "  The newest version of DIR written through DCP (or step N's) becomes DST: a DCP\n"
+                  "  The newest version of DIR, whoever wrote it (or step N's), becomes DST: a DCP\n"
                   "  checkpoint directory (dcp) or a torch.save file (torch). Options");
   desc.add_options()("help,h", "print this help")(
       "step", po::value(&step),

@@ -10,7 +10,7 @@ from baton.errors import ResizeRefused, in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
 from baton.plan_agreement import agree
-from baton.restore_match import decode_plain, decode_tree, match
+from baton.restore_match import WholeVersion, decode_plain, decode_tree, match
 from baton.state_walk import DTENSOR, REPLICATED, PlanItem, has_state_dict, walk
 from baton.tensors import Binding, identity, stored_shape, stored_view, torch_module
 
@@ -265,6 +265,25 @@ class Checkpointer:
         except _baton.Error as e:
             raise in_python_words(e) from None
 
+    def load(self, step=None, *, from_level=0):
+        """The newest version (or ``step``'s) as a new state dict, None where the directory holds none (collective).
+
+        What ``torch.load`` gives of a ``torch.save`` file: the version's own
+        structure, whoever wrote it (this class, ``dcp.save`` with a
+        BatonWriter, ``baton ckpt import``, baton.lightning), its tensors
+        new, whole and on the CPU: a DTensor's boxes make one tensor of its
+        global shape, a ``Sharded``'s rows of every rank one array; an
+        object (a module, an optimizer) comes back as its state dict, with
+        its int keys and OrderedDicts; per-rank entries (RNGState, PerRank)
+        are left out. Every rank reads every byte, verified, as restore
+        does (a version that fails to verify is passed over for the next
+        older one), so each rank needs the memory of the whole state.
+        ``baton ckpt export --format torch`` writes what this returns.
+        """
+        whole = WholeVersion()
+        found = self.restore(whole, step, strict=False, from_level=from_level)
+        return None if found is None else whole.state
+
     def wait(self, timeout=None):
         """Completes the save in flight, if any (collective); baton.TimeoutError past ``timeout`` seconds."""
         agree(self._runtime, {"call": ["wait"]}, "wait")
@@ -399,7 +418,7 @@ class Checkpointer:
                                 "arrays and a step alone are baton.ArrayCheckpointer's)")
             if check is not None:
                 check()
-            local = walk(state)
+            local = self._walk(state)
         except (TypeError, ValueError) as e:
             error = e
         if error is not None:
@@ -416,6 +435,11 @@ class Checkpointer:
         if error is not None:
             raise error
         return local
+
+    def _walk(self, state):
+        """The rank's LocalPlan of ``state`` (state_walk.walk; `baton ckpt import`'s writer keeps values JSON
+        cannot hold as torch.load read them: baton.dcp.convert)."""
+        return walk(state)
 
     def _agree_local_step(self, call, step, error):
         """Agrees on the outcome of a rank-local step (``error``, or None) before the next collective (collective).

@@ -39,6 +39,9 @@ _NUMPY = "$numpy"      # {"$numpy": "<dtype str>", "value": <int|float|bool>}
 ARRAY = "$array"       # a reference to a baton array (state_walk.PlanItem.ref; restore_match.ArrayNode)
 OBJECT = "$object"     # an object walked through state_dict() (state_walk.walk; restore_match.ObjectNode)
 PER_RANK = "$per_rank"  # a per-rank entry (state_walk.walk; restore_match.PerRankNode)
+PICKLE = "$pickle"      # {"$pickle": "<base64>"}: a value JSON cannot hold, as torch.save pickles it (a DCP
+#                         bytes entry: baton.dcp.state_tree; `baton ckpt import`: state_walk.walk(pickled=));
+#                         read back only by baton.dcp.safe_unpickle, what torch.load(weights_only=True) reads
 
 _KEY_TYPES = (str, int, float, bool, type(None))
 # The other keys each tag's object may hold (the tag itself aside).
@@ -75,6 +78,11 @@ def unkeepable(path, value, why=None):
     if why:
         text += f" ({why})"
     return TypeError(text)
+
+
+def pickled_node(raw):
+    """The ``PICKLE`` node of ``raw``, the bytes torch.save wrote of a value (never read but by safe_unpickle)."""
+    return {PICKLE: base64.b64encode(bytes(raw)).decode("ascii")}
 
 
 def encode(value, path, on_other, _open=None):

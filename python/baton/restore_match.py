@@ -31,7 +31,6 @@ from baton.metadata import path_text
 from baton.state_walk import ARRAY_KINDS, DTENSOR, OBJECT, PER_RANK, REPLICATED, SHARDED, VALUE, classify
 
 MISSING = object()  # a key one side lacks
-PICKLE = "$pickle"  # baton.dcp.state_tree.PICKLE (not imported here: it imports torch's DCP lazily, this does not)
 
 
 class ArrayNode:
@@ -98,7 +97,7 @@ def decode_tree(tree):
             return ObjectNode(node, path, on_tag)
         if tag == metadata.PER_RANK:
             return PerRankNode(node, path)
-        if tag == PICKLE:  # a value DCP pickled (BatonWriter): read as torch.load(weights_only=True) reads
+        if tag == metadata.PICKLE:  # a value DCP pickled (BatonWriter): read as torch.load(weights_only=True) reads
             from baton.dcp.state_tree import decode_pickle
             return decode_pickle(node, path)
         raise metadata.FormatError(f"'{path_text(path)}': unknown tag {tag!r} (baton never loads "
@@ -114,6 +113,29 @@ def decode_plain(node, what):
         raise metadata.FormatError(f"{what} '{path_text(path)}': unexpected tag {tag!r}")
 
     return metadata.decode(node, (), on_tag)
+
+
+class WholeVersion:
+    """A state that takes a version whole (Checkpointer.load): whatever its writer, every key, plain containers
+    and whole tensors.
+
+    Restored as one object of the state (its ``state_dict()`` is empty, so
+    the version's whole tree goes to ``load_state_dict``, every array
+    allocated from the version's metadata), with what only a live leaf can
+    otherwise take read whole: a DTensor's boxes into one tensor of its
+    global shape, a Sharded's rows of every rank into one array. An object's
+    state comes back as its state dict; per-rank entries (RNGState,
+    PerRank), which belong to the ranks that saved them, are left out.
+    """
+
+    def __init__(self):
+        self.state = None
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        self.state = state
 
 
 class Plan:
@@ -138,7 +160,8 @@ def match(state, local, tree, arrays, strict):
     if not isinstance(tree, dict):
         plan.errors.append("the checkpoint's state is not a dict")
         return plan
-    _Matcher(plan, local, arrays, strict).node(state, tree, (), create=False, live=True)
+    _Matcher(plan, local, arrays, strict, whole=isinstance(state, WholeVersion)).node(state, tree, (), create=False,
+                                                                                   live=True)
     return plan
 
 
@@ -148,13 +171,16 @@ class _Matcher:
     lacks is created (the object's load_state_dict takes it, as it takes
     torch.load's). ``live``: the program's own containers (the state dict and
     its plain dicts and lists), updated in place; an object's state dict is
-    not live (it goes to load_state_dict)."""
+    not live (it goes to load_state_dict). ``whole``: the state is a
+    WholeVersion, which takes every array whole, an object's state as its
+    state dict, and no per-rank entry."""
 
-    def __init__(self, plan, local, arrays, strict):
+    def __init__(self, plan, local, arrays, strict, whole=False):
         self.plan = plan
         self.local = local
         self.arrays = arrays
         self.strict = strict
+        self.whole = whole
 
     def error(self, path, text):
         self.plan.errors.append(f"'{path_text(path)}': {text}")
@@ -164,6 +190,8 @@ class _Matcher:
         if isinstance(ck, ArrayNode):
             return self.array(cur, ck, path)
         if isinstance(ck, ObjectNode):
+            if cur is MISSING and self.whole:  # its state dict, as saved
+                return self.node(MISSING, ck.state, path, create=True, live=False)
             if isinstance(cur, dict):  # an object's state saved, a state dict of it restoring (dcp.load's form)
                 return self.mapping(cur, ck.state, path, create, live)
             return self.object(cur, ck, path)
@@ -171,6 +199,8 @@ class _Matcher:
             # A state dict saved (dcp.save's form: BatonWriter), the object itself restoring.
             return self.object(cur, _SavedStateDict(ck), path)
         if isinstance(ck, PerRankNode):
+            if cur is MISSING and self.whole:  # the saving ranks' own, not the version's
+                return MISSING
             if cur is MISSING or classify(cur) != PER_RANK:
                 return self.conflict(cur, "per-rank state (RNGState, PerRank)", path)
             self.plan.per_rank.append((cur, ck.key, path))
@@ -185,7 +215,7 @@ class _Matcher:
 
     def missing(self, ck, path, create):
         """The value for a key the checkpoint has and the state lacks."""
-        if create and _needs_live(ck):
+        if create and _needs_live(ck) and not self.whole:
             # A DTensor or a Sharded cannot be made here (its mesh and
             # placements, its rows): strict=False leaves it out, as any key
             # the state lacks (issue 46 item 9: a model with fewer layers
@@ -214,7 +244,7 @@ class _Matcher:
             self.error(path, f"array {ck.name!r} is named in the checkpoint's metadata but not in its arrays")
             return MISSING
         if cur is MISSING:
-            if ck.sharded:
+            if ck.sharded and not self.whole:  # whole: every rank's rows (a replicated registration reads them all)
                 self.error(path, "a sharded array the state lacks (baton cannot tell this rank's rows)")
                 return MISSING
             one_row = list(saved["shape"]) == [1] and list(ck.shape) == []  # a 0-d tensor DCP's writer stored
@@ -270,6 +300,12 @@ class _Matcher:
         """A saved DTensor into the state's DTensor, resharded to its mesh and placements; or the boxes of one
         into a whole tensor, or a tensor saved whole into a DTensor's shard (one box intersection:
         dtensor_chunks.Reads)."""
+        if cur is MISSING and self.whole:  # every box into one tensor of the global shape
+            try:
+                cur = tensors.allocate(ck.lib, ck.dtype, list(ck.shape), path)
+            except (ValueError, ImportError) as e:
+                self.error(path, str(e))
+                return MISSING
         if cur is MISSING:
             self.error(path, "a DTensor the state lacks (baton cannot tell its mesh and placements; "
                              "torch.distributed.checkpoint.state_dict.get_state_dict makes the optimizer's state "

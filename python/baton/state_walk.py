@@ -164,11 +164,19 @@ class LocalPlan:
         return hashlib.sha256(metadata.dumps(self.agreed(call))).digest()
 
 
-def walk(state):
+def walk(state, pickled=None):
     """The LocalPlan of ``state``; TypeError naming the path of a leaf that cannot be kept.
 
     ``state``: a dict, or one object with state_dict()/load_state_dict() (Checkpointer.restore's
     whole-version form: walked as any object, at the path ()).
+
+    ``pickled(value, path)``: the bytes torch.save writes of a value JSON
+    cannot hold, kept as a ``$pickle`` node (metadata.PICKLE) where a leaf
+    would be refused. Only `baton ckpt import` passes it: a torch.save file's
+    values beyond JSON (a torch.Size, a dtype, a set) are what
+    torch.load(weights_only=True) read, and safe_unpickle reads them back
+    the same way, as it reads DCP's bytes entries. A program's own save
+    never pickles.
     """
     if not isinstance(state, dict) and not has_state_dict(state):
         raise TypeError(f"baton: the state must be a dict of names to modules, optimizers, tensors and "
@@ -199,6 +207,8 @@ def walk(state):
             finally:
                 on_stack.discard(id(value))
             return node
+        if pickled is not None:
+            return metadata.pickled_node(pickled(value, path))
         raise metadata.unkeepable(path, value)
 
     plan.tree = metadata.encode(state, (), on_other)

@@ -71,7 +71,8 @@ def _dcp_state():
 
 def _torch_save_object():
     """What a training script torch.saves: a module's state dict (an OrderedDict with _metadata), Adam's state
-    (int parameter keys), an empty dict, a tuple holding a tensor, a list, strings, bf16."""
+    (int parameter keys), an empty dict, a tuple holding a tensor, a list, strings, bf16, values JSON cannot hold
+    (a torch.Size, a torch.dtype)."""
     torch.manual_seed(2)
     m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
     opt = torch.optim.Adam(m.parameters(), lr=0.01)
@@ -79,7 +80,7 @@ def _torch_save_object():
     opt.step()
     return {"model": m.state_dict(), "optimizer": opt.state_dict(), "epoch": 3, "empty": {},
             "pair": (1, torch.arange(3)), "lst": [torch.ones(2), 3, "x"], "bf": torch.ones(2, 2, dtype=torch.bfloat16),
-            "od": collections.OrderedDict([(2, "b"), (1, "a")])}
+            "od": collections.OrderedDict([(2, "b"), (1, "a")]), "size": torch.Size([2, 3]), "kind": torch.bfloat16}
 
 
 def _tree(path, baton_dir):
@@ -168,6 +169,79 @@ def test_checkpointer_restores_an_imported_version(converted, tmp_path):
                        timeout=120)
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-4000:])
     same(torch.load(str(out), weights_only=True), converted["sd"])
+
+
+def _run_python(script, *args):
+    """Runs `script` with the build tree's package, outside any MPI job (a world of one); its stdout."""
+    import sys
+
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PRTE_", "OPAL_"))}
+    e["PYTHONPATH"] = os.path.join(BUILD, "python")
+    p = subprocess.run([sys.executable, "-c", script] + [str(a) for a in args], capture_output=True, text=True,
+                       env=e, timeout=120)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr[-4000:])
+    return p.stdout
+
+
+def test_a_torch_save_import_is_a_checkpointer_save_of_the_object(converted, tmp_path):
+    """The one walk (issue 46): `import` of a torch.save file saves the object with Checkpointer.save. Its tree
+    holds the structure itself (no pickled copy of the object beside DCP's flat form, as before 2026-12-07: the
+    __baton_torch_save_structure__ entry); only the values JSON cannot hold are kept as torch.save pickles
+    them. Checkpointer.restore puts it into a module and an optimizer (int parameter ids as saved), and
+    Checkpointer.load gives the object back, as the export does."""
+    import textwrap
+
+    b = tmp_path / "copy"
+    shutil.copytree(str(converted["baton"]), str(b))
+    script = textwrap.dedent("""
+        import sys, torch, baton
+        rt = baton.Runtime()
+        m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4))
+        opt = torch.optim.Adam(m.parameters(), lr=0.5)
+        with baton.Checkpointer(rt, dir=sys.argv[1], read_only=True) as ck:
+            blob = ck.read_metadata(9)["user_blob"]
+            assert b"__baton_torch_save_structure__" not in blob
+            print(blob.count(b'"$pickle"'))
+            assert ck.restore({"model": m, "optimizer": opt}, step=9, strict=False) == 9
+            torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(), "whole": ck.load(9)}, sys.argv[2])
+        rt.close()
+    """)
+    out = tmp_path / "restored.pt"
+    assert _run_python(script, b, out).split() == ["2"]  # the torch.Size and the torch.dtype
+    got = torch.load(str(out), weights_only=True)
+    obj = converted["obj"]
+    same(obj, got["whole"])
+    same(obj["model"], got["model"])
+    same(obj["optimizer"], got["optimizer"])
+
+
+def test_a_torch_save_file_imported_before_exports_as_the_same_object(tmp_path):
+    """A torch.save file imported by the code of 2026-12-07, before import went through Checkpointer.save (the
+    checked-in fixtures/import-2026-12-07: DCP's flat form, the object's structure pickled beside it), exports as
+    the object the file held, exactly, and Checkpointer.restore puts it into a module and an optimizer."""
+    import textwrap
+
+    fixture = os.path.join(HERE, "fixtures", "import-2026-12-07")
+    d = tmp_path / "imported"
+    shutil.copytree(os.path.join(fixture, "imported"), str(d))
+    ok("export", d, tmp_path / "out.pt", "--format", "torch")
+    source = torch.load(os.path.join(fixture, "source.pt"), weights_only=True)
+    same(source, torch.load(str(tmp_path / "out.pt"), weights_only=True))
+    script = textwrap.dedent("""
+        import sys, torch, baton
+        rt = baton.Runtime()
+        m = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+        opt = torch.optim.AdamW(m.parameters(), lr=0.5)
+        with baton.Checkpointer(rt, dir=sys.argv[1], read_only=True) as ck:
+            assert ck.restore({"model": m, "optim": opt}, strict=False) == 7
+        torch.save({"model": m.state_dict(), "optim": opt.state_dict()}, sys.argv[2])
+        rt.close()
+    """)
+    _run_python(script, d, tmp_path / "restored.pt")
+    got = torch.load(str(tmp_path / "restored.pt"), weights_only=True)
+    for k, v in source["model"].items():
+        assert torch.equal(got["model"][k], v), k
+    same(source["optim"], got["optim"])
 
 
 def test_export_of_a_torch_save_import_is_the_same_object(converted):

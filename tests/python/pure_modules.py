@@ -1,7 +1,8 @@
 """The pure modules of the package, without MPI (tests/python/pure-modules.sh: one
 pytest process, no mpirun, no Runtime): baton.dcp.safe_unpickle (what a checkpoint's
 pickles may name and do), baton.latest (the listing), baton.dcp.state_tree (the one format's
-tree of a DCP plan and DCP's view of a tree), dtensor_chunks.Reads (the one box intersection)."""
+tree of a DCP plan and DCP's view of a tree), dtensor_chunks.Reads (the one box intersection),
+restore_match (a version taken whole)."""
 import io
 import os
 import pickle
@@ -179,6 +180,59 @@ def test_a_pickled_value_is_read_as_weights_only_reads_it(tmp_path):
     with pytest.raises(baton.InvalidArgument, match="the value at 'e'.*refused to unpickle"):
         decode_tree({"e": node})
     assert not marker.exists()
+
+
+def test_a_version_taken_whole_allocates_what_only_a_live_leaf_could_take():
+    """restore_match in WholeVersion's form (Checkpointer.load, `baton ckpt export --format torch`): a DTensor's
+    boxes read into one tensor of its global shape, a Sharded array whole, an object's state as its state dict
+    with its int keys and OrderedDict _metadata, no per-rank entry; the same tree into another object that lacks
+    every key refuses the
+    objects, the DTensor and the Sharded (their mesh, their rows) and the per-rank entry, as before."""
+    import collections
+
+    from baton.restore_match import WholeVersion, match
+    from baton.state_walk import walk
+
+    state = collections.OrderedDict([("w", {"$array": "model:w", "lib": "torch", "dtype": "float32", "shape": [2, 3],
+                                            "sharded": False})])
+    tree = {"model": {"$object": "Linear", "module": True,
+                      "state": {"$dict": [[k, v] for k, v in state.items()], "ordered": True,
+                                "meta": {"": {"version": 1}}}},
+            "d": {"$array": "d", "lib": "torch", "dtype": "float32", "shape": [4, 3], "sharded": True,
+                  "dtensor": {"placements": ["S(0)"], "mesh": [2],
+                              "chunks": [["d~@0,0", [0, 0], [2, 3]], ["d~@2,0", [2, 0], [2, 3]]]}},
+            "rows": {"$array": "rows", "lib": "torch", "dtype": "int64", "shape": [5], "sharded": True},
+            "optim": {"$object": "AdamW", "module": False,
+                      "state": {"state": {"$dict": [[0, {"step": 1.0}]], "ordered": False}}},
+            "rng": {"$per_rank": "rng"}, "epoch": 3}
+    arrays = {"model:w": {"dtype": "f32", "shape": [2, 3]}, "d~@0,0": {"dtype": "f32", "shape": [2, 3]},
+              "d~@2,0": {"dtype": "f32", "shape": [2, 3]}, "rows": {"dtype": "i64", "shape": [5]}}
+    whole = WholeVersion()
+    plan = match(whole, walk(whole), decode_tree(tree), arrays, strict=False)
+    assert plan.errors == [] and plan.per_rank == []
+    assert sorted(plan.targets) == ["model:w", "rows"] and tuple(plan.targets["rows"][1].shape) == (5,)
+    (path, reads, dtype), = plan.dtensors.values()
+    assert path == ("d",) and dtype == "f32" and [c.name for c, _, _ in reads.buffers] == ["d~@0,0", "d~@2,0"]
+    for action in plan.actions:
+        action()
+    got = whole.state
+    assert sorted(got) == ["d", "epoch", "model", "optim", "rows"] and got["epoch"] == 3
+    assert tuple(got["d"].shape) == (4, 3) and got["rows"].dtype == torch.int64
+    assert type(got["model"]) is collections.OrderedDict and got["model"]._metadata == {"": {"version": 1}}
+    assert list(got["optim"]["state"]) == [0]
+
+
+    class Holder:  # what WholeVersion is, but for its type: an object that lacks every key
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    holder = Holder()
+    refused = match(holder, walk(holder), decode_tree(tree), arrays, strict=True).errors
+    assert [e.split("'")[1] for e in refused] == ["model", "d", "rows", "optim", "rng"], refused
+    assert all("baton cannot create" in refused[i] for i in (1, 2)) and "per-rank" in refused[4], refused
 
 
 def test_one_box_intersection_reads_boxes_into_a_whole_tensor_and_back():

@@ -4,8 +4,9 @@
 import: a DCP directory (FileSystemWriter's, with .metadata) or a torch.save
   file becomes a baton version of DIR (step: N, else one past the newest);
   DIR keeps K versions (default 3). DIR is new, empty or a baton checkpoint.
-export: DIR's newest version written through DCP (or step N's) becomes a
-  DCP directory TARGET (--format dcp) or a torch.save file (--format torch);
+export: DIR's newest version, whoever wrote it (or step N's), becomes a
+  DCP directory TARGET (--format dcp) or a torch.save file (--format torch:
+  Checkpointer.load's answer, the version's own structure, tensors whole);
   an existing TARGET is replaced only with --force.
 `baton ckpt import|export` runs this. Exit status: 0 done; 2 bad usage or
 bad input (named on stderr, nothing written), or no torch; 1 any other

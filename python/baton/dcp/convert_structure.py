@@ -1,18 +1,18 @@
-"""A torch.save file's own structure, kept beside its tensors in DCP form.
+"""A torch.save file's structure as `baton ckpt import` kept it before 2026-12-07, read back.
 
-DCP stores a state dict flattened: dict keys become strings ('0' for an
-optimizer state's parameter index 0), empty containers vanish, an
-OrderedDict's attributes (a module state dict's _metadata) are lost. An
-optimizer state whose keys come back as strings loads into nothing
-(torch.optim.Optimizer.load_state_dict matches int ids), so `import` of a
-torch.save file also stores the object itself, pickled with every tensor
-DCP holds replaced by its DCP name (a persistent id, as torch.save refers
-to its storages), under STRUCTURE_KEY. `export --format torch` rebuilds
-the object from it exactly; DCP readers see one more bytes entry, which
-`export --format dcp` leaves out.
+Until 2026-12-07 import saved a torch.save file in DCP's flat form (dict
+keys as strings, '0' for an optimizer state's parameter index 0; empty
+containers and an OrderedDict's _metadata lost) through BatonWriter, and
+kept the object's own structure beside it: the object pickled with every
+tensor replaced by its DCP name (a persistent id, as torch.save refers to
+its storages), under STRUCTURE_KEY. Import now saves the object with
+Checkpointer.save, whose JSON tree holds that structure itself
+(convert.py); versions imported before are still exported and restored
+exactly: `rebuilt` makes the object again of the tensors just read, its
+pickle read by baton.dcp.safe_unpickle (what torch.load(weights_only=True)
+reads), never run.
 """
 import io
-import pickle
 
 import torch
 from torch.distributed.checkpoint._nested_dict import flatten_state_dict
@@ -22,17 +22,6 @@ from baton.dcp import safe_unpickle
 
 # No state dict of a training program has this key; its value is bytes.
 STRUCTURE_KEY = "__baton_torch_save_structure__"
-
-
-class _Pickler(pickle.Pickler):
-    def __init__(self, f, names):
-        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
-        self._names = names
-
-    def persistent_id(self, obj):
-        if isinstance(obj, torch.Tensor):
-            return self._names.get(id(obj))
-        return None
 
 
 class _Unpickler(safe_unpickle.Unpickler):
@@ -67,19 +56,6 @@ def _tensors(flat):
 
     for fqn, value in flat.items():
         walk(value, fqn)
-    return out
-
-
-def with_structure(obj):
-    """The state dict DCP saves for `obj` (a dict loaded by torch.load): its own, plus STRUCTURE_KEY."""
-    if STRUCTURE_KEY in obj:
-        raise _baton.InvalidArgument("import: the state dict already has the key %r" % STRUCTURE_KEY)
-    flat, _ = flatten_state_dict(obj)
-    names = {id(t): name for name, t in _tensors(flat).items()}
-    buf = io.BytesIO()
-    _Pickler(buf, names).dump(obj)
-    out = dict(obj)
-    out[STRUCTURE_KEY] = buf.getvalue()
     return out
 
 

@@ -29,7 +29,7 @@ from baton import metadata
 from baton.names import array_name
 from baton.dtensor_chunks import chunk_name
 
-PICKLE = "$pickle"  # {"$pickle": "<base64 of what DCP's planner pickled>"}: a value JSON cannot hold
+PICKLE = metadata.PICKLE  # {"$pickle": "<base64 of what DCP's planner pickled>"}: a value JSON cannot hold
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -56,9 +56,7 @@ def path_of(fqn, mappings):
     return tuple(path) if path else (fqn,)
 
 
-def pickled_node(raw):
-    """The ``$pickle`` node of the bytes DCP's planner pickled for a value."""
-    return {PICKLE: base64.b64encode(bytes(raw)).decode("ascii")}
+pickled_node = metadata.pickled_node  # the ``$pickle`` node of the bytes DCP's planner pickled for a value
 
 
 def encode_value(path, obj, pickled):
