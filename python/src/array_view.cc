@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <string_view>
 
 #include "python/src/errors.h"
@@ -171,6 +172,40 @@ uint64_t ArrayView::elements() const {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
   return n;
+}
+
+bool StillAt(const ArrayView& view) {
+  PyObject* owner = view.owner.ptr();
+  if (owner == nullptr || PyObject_CheckBuffer(owner)) return false;  // NumPy: its buffer is cheap to ask
+  PyObject* ptr = PyObject_CallMethod(owner, "data_ptr", nullptr);
+  if (ptr == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const unsigned long long data = PyLong_AsUnsignedLongLong(ptr);
+  Py_DECREF(ptr);
+  if (PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  if (data != reinterpret_cast<uintptr_t>(view.data)) return false;
+  PyObject* shape = PyObject_GetAttrString(owner, "shape");
+  if (shape == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool same = PyTuple_Check(shape) && static_cast<size_t>(PyTuple_GET_SIZE(shape)) == view.shape.size();
+  for (size_t i = 0; same && i < view.shape.size(); ++i) {
+    const unsigned long long d = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(shape, static_cast<Py_ssize_t>(i)));
+    if (PyErr_Occurred() != nullptr) {
+      PyErr_Clear();
+      same = false;
+    } else {
+      same = d == view.shape[i];
+    }
+  }
+  Py_DECREF(shape);
+  return same;
 }
 
 std::string ShapeText(const std::vector<uint64_t>& shape) {

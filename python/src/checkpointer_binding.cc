@@ -179,6 +179,7 @@ class PyArrayCheckpointer : public RuntimeUser {
   // array otherwise (issue 41 item 9).
   void CheckUnmoved(const char* what) {
     for (const auto& [name, view] : arrays_) {
+      if (StillAt(view)) continue;
       const ArrayView now = ViewArray(name, view.owner, std::string(DTypeName(view.dtype)));
       if (now.data != view.data || now.shape != view.shape)
         ThrowInvalid(std::string(what) + ": array '" + name + "' moved since it was registered (shape " +
