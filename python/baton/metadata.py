@@ -29,6 +29,8 @@ import math
 import sys
 import warnings
 
+from baton.names import by_path
+
 # The tags, each an object with exactly these keys.
 _TUPLE = "$tuple"      # {"$tuple": [items]}
 _DICT = "$dict"        # {"$dict": [[key, value], ...], "ordered": bool, "counter": bool | absent,
@@ -57,6 +59,7 @@ _INT_DIGITS = getattr(sys.int_info, "default_max_str_digits", 4300) or 4300
 _INT_BOUND = 10 ** _INT_DIGITS
 
 
+@by_path  # every leaf's, at every save's agreement (state_walk.PlanItem.agreed)
 def path_text(path):
     """The path of a leaf as an error message shows it: keys joined by '/'."""
     return "/".join(_key_text(k) for k in path) if path else "<the state dict>"

@@ -36,6 +36,37 @@ def _escape(key):
     return out
 
 
+_PLAIN_KEYS = {str, int}
+
+
+def by_path(make, limit=1 << 17):
+    """``make(path)`` remembered by path: a save or a restore names every leaf, and the same paths come back at
+    every call (an array name took 6-7 us, 0.033 s of a 0.06 s walk of 5,000 leaves, 2026-12-07).
+
+    Only paths of str and int keys are kept: equal keys of those types have
+    one str(), where 1 == True == 1.0 would find another's text. At most
+    ``limit`` paths; past them, texts are made as before.
+    """
+    made = {}
+
+    def cached(path):
+        try:
+            text = made.get(path)
+        except TypeError:  # an unhashable key: nothing to remember it by
+            return make(path)
+        plain = set(map(type, path)) <= _PLAIN_KEYS
+        if text is not None and plain:
+            return text
+        text = make(path)
+        if plain and len(made) < limit:
+            made[path] = text
+        return text
+
+    cached.__doc__ = make.__doc__
+    return cached
+
+
+@by_path
 def array_name(path):
     """The baton array name of the tensor at ``path`` (a tuple of keys)."""
     name = SEPARATOR.join(_escape(k) for k in path)
