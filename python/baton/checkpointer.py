@@ -711,8 +711,10 @@ class Checkpointer:
             names = list(plan.targets)
             for name in names:
                 path, cur = plan.targets[name]
-                item = PlanItem(path, cur)
-                item.name = name
+                item = local.by_path.get(path)
+                if item is None or item.leaf is not cur or item.name != name:  # not a leaf the walk found as it is
+                    item = PlanItem(path, cur)
+                    item.name = name
                 bindings += self._bind(item)
             for _, reads, baton_dtype in plan.dtensors.values():
                 self._bind_reads(reads, baton_dtype)

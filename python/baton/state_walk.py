@@ -69,7 +69,7 @@ def classify(value):
 class PlanItem:
     """An array leaf of the state, as saved or restored."""
 
-    __slots__ = ("name", "path", "kind", "value", "offset", "shape", "global_shape", "lib", "dtype",
+    __slots__ = ("name", "path", "kind", "leaf", "value", "offset", "shape", "global_shape", "lib", "dtype",
                  "baton_dtype", "layout", "logical_shape")
 
     def __init__(self, path, leaf, kind=None, local=None):
@@ -78,6 +78,7 @@ class PlanItem:
         self.name = array_name(path)
         self.path = path
         self.kind = kind
+        self.leaf = leaf  # the state's own object (a restore's target is the walk's item when it is this)
         self.layout = None
         if kind == DTENSOR:
             self.value = dtensor_chunks.local_tensor(leaf) if local is None else local
