@@ -54,8 +54,8 @@ ArrayView ViewArray(const std::string& name, const py::handle& array, const std:
 // DLPack export costs 4-5 us (its capsule made and freed), 20 ms a call at
 // 5,000 arrays. True only when both match; false when they differ or the
 // owner is no tensor, and the caller then asks with ViewArray, which decides.
-// The memory is the registration's while it holds the owner's capsule (it
-// cannot be freed and reused), so the same address is the same storage.
+// The check compares those two things, the address and the shape, whichever
+// way they are asked, so a true here is the answer ViewArray would give.
 bool StillAt(const ArrayView& view);
 
 // "(3, 4)"
