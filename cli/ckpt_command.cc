@@ -291,8 +291,8 @@ std::string WhatElse(fs::Env* env, const std::string& dir) {
   for (const std::string& n : names) {
     others += n != "writer.lock" && n != "run" && n != "events" ? 1 : 0;
   }
-  return others == 0 ? " (it is empty but for baton's own files)" : " (it holds " + std::to_string(others) +
-                                                                       " other entries)";
+  if (others == 0) return " (it is empty but for baton's own files)";
+  return " (it holds " + std::to_string(others) + (others == 1 ? " other entry)" : " other entries)");
 }
 
 int Ls(const std::vector<std::string>& args) {

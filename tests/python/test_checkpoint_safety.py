@@ -279,6 +279,9 @@ def test_a_directory_of_other_files_is_not_a_first_run(dist, rt, shared_dir, ran
     assert "holds no baton version" in text and "not taken for a first run" in text, text
     if rank == 0:
         assert "'epoch3.pt'" in text and "baton ckpt import" in text, text
+        if os.path.exists(BATON_CLI):  # the Checkpointer's own files aside, one entry: said in the singular
+            rc, out, err = _cli("ls", d)
+            assert rc != 0 and "holds no baton version (it holds 1 other entry)" in err, (rc, out, err)
     for _ in range(2):  # the second open finds the first one's run file, lock and event log: still a first run
         with baton.Checkpointer(rt, dir=fresh) as ck:
             assert ck.restore({"w": torch.zeros(4)}) is None
