@@ -284,8 +284,8 @@ def test_the_differences_of_a_rank_local_step_name_the_failing_rank():
 
 def test_names_remembered_by_path_never_answer_an_equal_key_of_another_type():
     """names.by_path (array names and path texts, remembered across saves): 1 == True == 1.0 as keys, but each
-    path keeps its own name, in either order of first use; an unhashable key is named, not remembered; a
-    name made before it was remembered and one read back are the same."""
+    path keeps its own name, in either order of first use; an unhashable key is named, not remembered; at
+    the limit the remembered paths are forgotten (bounded memory)."""
     from baton import names
     from baton.metadata import path_text
 
@@ -295,7 +295,7 @@ def test_names_remembered_by_path_never_answer_an_equal_key_of_another_type():
     assert [path_text(("t", True)), path_text(("t", 1)), path_text(("t", True))] == ["t/True", "t/1", "t/True"]
     made = []
     counted = names.by_path(lambda path: made.append(path) or "/".join(map(str, path)), limit=2)
-    assert [counted(("a",)), counted(("a",)), counted(("b", 0)), counted(("c",)), counted(("c",))] == \
-        ["a", "a", "b/0", "c", "c"]
-    assert made == [("a",), ("b", 0), ("c",), ("c",)]  # ("c",) past the limit: made again
+    assert [counted(("a",)), counted(("a",)), counted(("b", 0)), counted(("c",)), counted(("c",)),
+            counted(("a",))] == ["a", "a", "b/0", "c", "c", "a"]
+    assert made == [("a",), ("b", 0), ("c",), ("a",)]  # ("c",) found both taken: they were forgotten
     assert counted(("d", [1])) == "d/[1]" and counted(("d", [1])) == "d/[1]"  # unhashable: made each time
