@@ -29,8 +29,6 @@ from baton import metadata
 from baton.names import array_name
 from baton.dtensor_chunks import chunk_name
 
-PICKLE = metadata.PICKLE  # {"$pickle": "<base64 of what DCP's planner pickled>"}: a value JSON cannot hold
-
 
 # --------------------------------------------------------------------------------------------- writing
 
@@ -56,9 +54,6 @@ def path_of(fqn, mappings):
     return tuple(path) if path else (fqn,)
 
 
-pickled_node = metadata.pickled_node  # the ``$pickle`` node of the bytes DCP's planner pickled for a value
-
-
 def encode_value(path, obj, pickled):
     """The tree node of a non-tensor value: its JSON, or ``pickled()`` (DCP's bytes of it) under ``$pickle``."""
     def refuse(value, at):
@@ -67,7 +62,7 @@ def encode_value(path, obj, pickled):
     try:
         return metadata.encode(obj, path, refuse)
     except TypeError:
-        return pickled_node(pickled())
+        return metadata.pickled_node(pickled())
 
 
 def tree_of_plan(chunks, values):
@@ -128,13 +123,13 @@ def decode_pickle(node, path):
     """The value under a ``$pickle`` tag, read by safe_unpickle (never code)."""
     from baton.dcp import safe_unpickle
 
-    text = node.get(PICKLE)
+    text = node.get(metadata.PICKLE)
     if not isinstance(text, str):
-        raise metadata.FormatError(f"'{metadata.path_text(path)}': malformed {PICKLE}")
+        raise metadata.FormatError(f"'{metadata.path_text(path)}': malformed {metadata.PICKLE}")
     try:
         raw = base64.b64decode(text, validate=True)
     except ValueError as e:
-        raise metadata.FormatError(f"'{metadata.path_text(path)}': malformed {PICKLE}: {e}") from None
+        raise metadata.FormatError(f"'{metadata.path_text(path)}': malformed {metadata.PICKLE}: {e}") from None
     return safe_unpickle.torch_object(raw, f"the value at '{metadata.path_text(path)}' (a bytes entry of DCP's)")
 
 

@@ -349,7 +349,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         lookup = getattr(planner, "lookup_object", None)
         obj = lookup(item.index) if callable(lookup) else _NOT_LOOKED_UP
         if obj is _NOT_LOOKED_UP or isinstance(obj, io.BytesIO):
-            node = state_tree.pickled_node(planner.resolve_data(item).getbuffer())
+            node = metadata.pickled_node(planner.resolve_data(item).getbuffer())
         else:
             node = state_tree.encode_value(path, obj, lambda: planner.resolve_data(item).getbuffer())
         return [list(path), node]
