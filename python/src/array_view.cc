@@ -4,7 +4,9 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
+#include <utility>
 
 #include "python/src/errors.h"
 
@@ -166,6 +168,88 @@ ArrayView ViewDLPack(const std::string& name, const py::handle& array, const std
   return v;
 }
 
+// torch's tensor types and the dtypes ViewTorch maps itself, looked up once
+// torch is imported (never imported here: a program without torch never
+// loads it). Leaked on purpose: no Python object may be released after the
+// interpreter has gone.
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  PyObject* parameter = nullptr;
+  PyObject* strided = nullptr;
+  struct Type {
+    PyObject* dtype;
+    const char* name;  // baton's, as NameOfDLType gives it for the same DLPack export
+    size_t itemsize;
+  };
+  std::vector<Type> dtypes;
+};
+
+const TorchTypes* Torch() {
+  static const TorchTypes* types = nullptr;  // the GIL is held: no other thread is here
+  if (types != nullptr) return types;
+  PyObject* module = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");  // borrowed
+  if (module == nullptr) return nullptr;  // not imported: no tensor of its can be here
+  try {
+    py::module_ torch = py::reinterpret_borrow<py::module_>(module);
+    auto made = std::make_unique<TorchTypes>();
+    made->tensor = py::object(torch.attr("Tensor")).release().ptr();
+    made->parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
+    made->strided = py::object(torch.attr("strided")).release().ptr();
+    const std::pair<const char*, const char*> names[] = {
+        {"float32", "f32"}, {"float64", "f64"}, {"float16", "f16"}, {"bfloat16", "bf16"}, {"int8", "i8"},
+        {"int16", "i16"}, {"int32", "i32"}, {"int64", "i64"}, {"uint8", "u8"}, {"bool", "bool"}};
+    for (const auto& [torch_name, name] : names) {
+      py::object dtype = torch.attr(torch_name);
+      const size_t itemsize = dtype.attr("itemsize").cast<size_t>();
+      made->dtypes.push_back({dtype.release().ptr(), name, itemsize});
+    }
+    types = made.release();
+  } catch (const py::error_already_set&) {
+    return nullptr;  // torch half imported (a tensor registered during its import): DLPack decides, and later
+                     // calls look again
+  }
+  return types;
+}
+
+// A plain torch.Tensor or Parameter, on the CPU, strided, contiguous, of a
+// dtype baton has: viewed through its own attributes, about 1 us, where a
+// DLPack export costs 4-5 us (its capsule made and freed); a job's first
+// save registers every leaf, 20 ms at 5,000. Anything else (a subclass such
+// as DTensor, a view with torch's negative bit, a layout or a dtype outside
+// the list, an error) is nullopt, and ViewDLPack decides and names what it
+// refuses: both ways give the same view of the same tensor (tested). The
+// tensor's storage is kept alive as the DLPack capsule keeps it.
+std::optional<ArrayView> ViewTorch(const py::handle& array, const std::optional<std::string>& dtype) {
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(array.ptr()));
+  const TorchTypes* torch = Torch();
+  if (torch == nullptr || (type != torch->tensor && type != torch->parameter)) return std::nullopt;
+  try {
+    if (!py::bool_(array.attr("is_cpu")) || array.attr("layout").ptr() != torch->strided ||
+        py::bool_(array.attr("is_neg")()) || !py::bool_(array.attr("is_contiguous")()))
+      return std::nullopt;
+    const PyObject* own = array.attr("dtype").ptr();
+    const TorchTypes::Type* found = nullptr;
+    for (const TorchTypes::Type& t : torch->dtypes) {
+      if (t.dtype == own) found = &t;
+    }
+    DType t = DType::kF32;
+    if (found == nullptr || !ParseDType(dtype ? *dtype : found->name, &t).ok() || DTypeSize(t) != found->itemsize)
+      return std::nullopt;  // ResolveDType's refusal, through DLPack
+    py::tuple shape = array.attr("shape");
+    ArrayView v;
+    v.dtype = t;
+    v.data = reinterpret_cast<void*>(array.attr("data_ptr")().cast<uintptr_t>());
+    for (const py::handle d : shape) v.shape.push_back(d.cast<uint64_t>());
+    v.owner = py::reinterpret_borrow<py::object>(array);
+    v.exporter = std::make_shared<py::object>(array.attr("untyped_storage")());
+    return v;
+  } catch (const py::error_already_set&) {
+    return std::nullopt;
+  } catch (const py::cast_error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 uint64_t ArrayView::elements() const {
@@ -214,8 +298,17 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return out + (shape.size() == 1 ? ",)" : ")");
 }
 
-ArrayView ViewArray(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype) {
+ArrayView ViewArray(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype,
+                    ViewWay* way, bool torch_attributes) {
+  ViewWay ignored;
+  if (way == nullptr) way = &ignored;
+  *way = ViewWay::kBuffer;
   if (PyObject_CheckBuffer(array.ptr())) return ViewBuffer(name, array, dtype);
+  *way = ViewWay::kTorch;
+  if (torch_attributes) {
+    if (std::optional<ArrayView> v = ViewTorch(array, dtype)) return std::move(*v);
+  }
+  *way = ViewWay::kDLPack;
   if (py::hasattr(array, "__dlpack__")) return ViewDLPack(name, array, dtype);
   ThrowInvalid(Quoted(name) + " is a " + std::string(py::str(py::type::handle_of(array).attr("__name__"))) +
                ", neither a buffer (a NumPy array) nor a DLPack tensor (a torch.Tensor)");

@@ -1,9 +1,12 @@
 // A Python array as baton sees it: a pointer to its first element, a baton
 // DType and a shape, without copying anything.
 //
-// Two ways in, tried in this order:
+// Three ways in, tried in this order:
 //   - the buffer protocol (NumPy arrays, memoryview, array.array): the
 //     format character gives the dtype ('f' f32, 'e' f16, '?' bool, ...);
+//   - a plain torch.Tensor or Parameter on the CPU, contiguous, of a dtype
+//     baton has: its own attributes (data_ptr, shape, dtype), a quarter of
+//     a DLPack export's cost, with the same view as DLPack would give;
 //   - DLPack (`__dlpack__`: torch.Tensor, and anything else that exports it):
 //     the DLDataType gives it (kDLBfloat 16 bits: bf16); a tensor that
 //     requires grad is read through `.detach()` (the same storage).
@@ -47,7 +50,12 @@ struct ArrayView {
 // `name` is the registration's, for the messages. `dtype`: a baton dtype name
 // that overrides the array's own (raw uint16 bits as "bf16"); its element
 // size must equal the array's. Throws StatusError (InvalidArgument).
-ArrayView ViewArray(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype);
+// `way`, when given, says which way in was taken; `torch_attributes` false
+// skips the torch way (both for _baton._view_array, which the tests compare
+// the torch way with DLPack's through).
+enum class ViewWay { kBuffer, kTorch, kDLPack };
+ArrayView ViewArray(const std::string& name, const py::handle& array, const std::optional<std::string>& dtype,
+                    ViewWay* way = nullptr, bool torch_attributes = true);
 
 // Whether `view.owner` still holds the memory and shape `view` was taken at,
 // asked cheaply: a torch.Tensor's data_ptr() and shape, about 0.5 us, where a

@@ -1,9 +1,15 @@
 // baton._baton: the compiled half of the Python package `baton` (pybind11).
 // python/baton/__init__.py re-exports it; see docs/architecture.md, "python/".
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
 
 #include "baton/dtype.h"
 #include "baton/version.h"
+#include "python/src/array_view.h"
 #include "python/src/bench_binding.h"
 #include "python/src/checkpointer_binding.h"
 #include "python/src/errors.h"
@@ -32,6 +38,18 @@ PYBIND11_MODULE(_baton, m) {
         return py::make_tuple(std::string(baton::DTypeName(t)), baton::DTypeSize(t));
       },
       py::arg("name"), "(canonical name, element bytes) of a baton dtype name; InvalidArgument if baton has none.");
+  m.def(
+      "_view_array",
+      [](const py::handle& array, const std::optional<std::string>& dtype, bool torch_attributes) {
+        baton::python::ViewWay way;
+        const baton::python::ArrayView v = baton::python::ViewArray("view", array, dtype, &way, torch_attributes);
+        static const char* const kWays[] = {"buffer", "torch", "dlpack"};
+        return py::make_tuple(reinterpret_cast<uintptr_t>(v.data), std::string(baton::DTypeName(v.dtype)),
+                              py::tuple(py::cast(v.shape)), kWays[static_cast<int>(way)]);
+      },
+      py::arg("array"), py::arg("dtype") = py::none(), py::arg("torch_attributes") = true,
+      "(address, baton dtype, shape, way in) of the view a registration takes of `array` (python/src/array_view.h); "
+      "torch_attributes=False skips the torch way. For the tests.");
   m.def(
       "_dtypes",
       [] {

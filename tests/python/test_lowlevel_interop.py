@@ -224,6 +224,58 @@ def test_torch_bool_as_bytes(rt, shared_dir):
     ck.close()
 
 
+def torch_cases():
+    """(label, make tensor, dtype override, the way it must take) for the registration's view."""
+    import torch
+
+    class Sub(torch.Tensor):
+        pass
+
+    return [
+        ("f32", lambda: torch.arange(12.0).reshape(3, 4), None, "torch"),
+        ("bf16", lambda: torch.zeros(5, dtype=torch.bfloat16), None, "torch"),
+        ("bool", lambda: torch.tensor([True, False]), None, "torch"),
+        ("i64 scalar", lambda: torch.tensor(7), None, "torch"),
+        ("empty", lambda: torch.zeros(0, 3), None, "torch"),
+        ("a slice past the storage's start", lambda: torch.arange(10.0)[3:], None, "torch"),
+        ("a parameter that requires grad", lambda: torch.nn.Parameter(torch.ones(2, 2)), None, "torch"),
+        ("i16 read as bf16", lambda: torch.zeros(4, dtype=torch.int16), "bf16", "torch"),
+        ("a subclass", lambda: torch.zeros(3).as_subclass(Sub), None, "dlpack"),
+        ("a negative view", lambda: torch._neg_view(torch.ones(3)), None, "dlpack"),
+        ("u16", lambda: torch.zeros(3, dtype=torch.uint16), None, "dlpack"),
+    ]
+
+
+def test_a_torch_tensor_is_viewed_through_its_attributes_as_dlpack_would_view_it():
+    """The registration's torch way (data_ptr, shape, dtype: a quarter of a DLPack export's cost) gives the
+    view DLPack gives, and leaves to DLPack every tensor it does not know (a subclass, a negative view, a dtype
+    outside its list), so what is accepted and refused is DLPack's either way."""
+    torch = torch_or_skip()
+    for label, make, dtype, way in torch_cases():
+        t = make()
+        try:
+            want = _baton._view_array(t, dtype, torch_attributes=False)
+        except _baton.InvalidArgument as e:
+            want = "refused: " + str(e)
+        try:
+            got = _baton._view_array(t, dtype)
+        except _baton.InvalidArgument as e:
+            got = "refused: " + str(e)
+        if isinstance(want, tuple):
+            assert got[:3] == want[:3], label
+            assert got[0] == t.data_ptr() and got[2] == tuple(t.shape), label
+            assert got[3] == way and want[3] == "dlpack", label
+        else:
+            assert got == want, label
+    # What DLPack refuses is refused the same way, in its words.
+    for bad, match in [(torch.zeros(3, 4).t(), "is not contiguous"), (torch.zeros(3, dtype=torch.complex64), "complex"),
+                       (torch.zeros(3), "has 8-byte elements but the array")]:
+        dtype = "f64" if "8-byte" in match else None
+        with pytest.raises(_baton.InvalidArgument, match=match):
+            _baton._view_array(bad, dtype)
+    assert _baton._view_array(np.zeros(3))[3] == "buffer"
+
+
 # ---- the C++ side: baton-train's checkpoints, `baton ckpt` ------------------------------------
 
 def xxh3(data):
