@@ -203,11 +203,13 @@ class CheckpointerImpl : public Checkpointer {
   // were written; every rank's).
   Status WriteMyShard(const std::string& vdir, PhaseClock* clock, uint64_t* bytes, std::vector<uint64_t>* record,
                       std::vector<std::vector<uint64_t>>* digests);
-  // Rank 0: lists the versions and removes those past `keep`; with defer
-  // (SaveAsync), only plans them into removals_, which the next writer
-  // removes on its own thread before it writes (StartSave): unlinking a
-  // version's files frees its blocks and page-cache pages, which a loop's
-  // SaveAsync should not wait for.
+  // Rank 0: lists the versions and removes those past `keep`, off the
+  // caller's thread either way: unlinking a version's files frees its blocks
+  // and page-cache pages, which a save should not wait for. With defer
+  // (SaveAsync) it only plans them into removals_, which the next writer
+  // removes on its own thread before it writes (StartSave); without, they
+  // are renamed out of every listing at once and removed by remover_
+  // (ckpt/version_removal.h, SetAsideForRemoval).
   void ApplyRetention(bool defer = false);
   static void RemoveVersions(fs::Env* env, std::vector<VersionInfo>* versions);
 
@@ -494,6 +496,10 @@ class CheckpointerImpl : public Checkpointer {
   // empty when not known (Level3Record's base).
   std::string level3_newest_;
   std::unique_ptr<PendingSave> pending_;
+  // Rank 0: removes the versions a synchronous save's retention set aside
+  // (ApplyRetention), off the caller's thread; joined by the next retention
+  // and by the destructor.
+  BackgroundWriter remover_;
   BackgroundWriter writer_;      // last: destroyed (joined) first
 };
 

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -169,6 +170,9 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
 }
 
 void CheckpointerImpl::ApplyRetention(bool defer) {
+  // The last retention's removals end first: its listing must not see theirs half done (and removing is
+  // never a failure of the save: logged, as RemoveVersions does).
+  (void)remover_.Join();
   std::vector<ckpt::VersionInfo> versions;
   Status s = ckpt::ListVersions(env_, dir_, options_.max_restore_failures, &versions);
   if (!s.ok()) {
@@ -176,7 +180,16 @@ void CheckpointerImpl::ApplyRetention(bool defer) {
     return;
   }
   for (const ckpt::VersionInfo& v : ckpt::PlanRetention(versions, options_.keep)) removals_.push_back(v);
-  if (!defer) RemoveVersions(env_, &removals_);
+  if (defer) return;
+  // Renamed out of every listing here, removed on remover_'s thread (ckpt/version_removal.h).
+  auto aside = std::make_shared<std::vector<ckpt::VersionInfo>>(ckpt::SetAsideForRemoval(env_, dir_, removals_));
+  removals_.clear();
+  if (aside->empty()) return;
+  fs::Env* env = env_;
+  remover_.Start([env, aside](const std::atomic<bool>&) {
+    RemoveVersions(env, aside.get());
+    return Status::OK();
+  }, options_.async_writer_nice);
 }
 
 void CheckpointerImpl::RemoveVersions(fs::Env* env, std::vector<VersionInfo>* versions) {

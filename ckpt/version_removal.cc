@@ -16,4 +16,33 @@ Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
                            version.status != VersionStatus::kIncomplete ? kManifestName : "");
 }
 
+bool IsRemovingName(const std::string& name) { return name.rfind(kRemovingPrefix, 0) == 0; }
+
+std::vector<VersionInfo> SetAsideForRemoval(fs::Env* env, const std::string& dir,
+                                            const std::vector<VersionInfo>& versions) {
+  std::vector<VersionInfo> out;
+  // Left by a process that died while it removed them: their manifests
+  // first as well (a rename a crash may still undo is no reason to trust one).
+  std::vector<std::string> names;
+  if (env->ListDir(dir, &names).ok()) {
+    for (const std::string& n : names) {
+      if (!IsRemovingName(n)) continue;
+      VersionInfo v;
+      v.name = n;
+      v.path = dir + "/" + n;
+      v.status = VersionStatus::kComplete;
+      out.push_back(std::move(v));
+    }
+  }
+  for (const VersionInfo& v : versions) {
+    VersionInfo aside = v;
+    aside.name = kRemovingPrefix + v.name;
+    aside.path = dir + "/" + aside.name;
+    // A rename moves a symlink swapped in for the directory, never its target; RemoveTreeAt then refuses it.
+    // A version that cannot be renamed is removed where it is, off the caller's thread all the same.
+    out.push_back(env->Rename(v.path, aside.path).ok() ? std::move(aside) : v);
+  }
+  return out;
+}
+
 }  // namespace baton::ckpt

@@ -289,7 +289,7 @@ std::string WhatElse(fs::Env* env, const std::string& dir) {
   }
   size_t others = 0;
   for (const std::string& n : names) {
-    others += n != "writer.lock" && n != "run" && n != "events" ? 1 : 0;
+    others += n != "writer.lock" && n != "run" && n != "events" && !ckpt::IsRemovingName(n) ? 1 : 0;
   }
   if (others == 0) return " (it is empty but for baton's own files)";
   return " (it holds " + std::to_string(others) + (others == 1 ? " other entry)" : " other entries)");
@@ -748,6 +748,18 @@ int Gc(const std::vector<std::string>& args) {
     std::printf("%s %s  (%s, step %lld, %s)\n", dry_run ? "would remove" : "removed", Printable(v.path).c_str(),
                 LevelName(level), static_cast<long long>(v.step),
                 std::string(ckpt::VersionStatusName(v.status)).c_str());
+  }
+  // Versions a Checkpointer's retention had renamed away and was removing when its process died
+  // (ckpt/version_removal.h): none is a version any more.
+  for (const ckpt::VersionInfo& v : ckpt::SetAsideForRemoval(env, target, {})) {
+    Status s = dry_run ? Status::OK() : ckpt::RemoveVersion(env, v);
+    if (!s.ok()) {
+      ++failed;
+      std::cerr << "baton ckpt gc: " << Printable(s.ToString()) << "\n";
+      continue;
+    }
+    std::printf("%s %s  (%s, the rest of an interrupted removal)\n", dry_run ? "would remove" : "removed",
+                Printable(v.path).c_str(), LevelName(level));
   }
   return failed == 0 ? 0 : 1;
 }

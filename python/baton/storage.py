@@ -214,7 +214,8 @@ class Storage:
 # ("v00000012-s400"), the run file and the writer's lock, the event logs,
 # and the durable writes' temporaries of these (NAME.tmp.XXXXXX, left by a
 # crash): ckpt/catalog.h, ckpt/run.h, ckpt/fs/durable_write.cc.
-_OWN = re.compile(r"(v[0-9]+-s[0-9]+|run|writer\.lock|events)(\.tmp\..*)?\Z", re.S)
+# \.removing-: a version retention renamed away and removes off the saving thread (ckpt/version_removal.h).
+_OWN = re.compile(r"(v[0-9]+-s[0-9]+|run|writer\.lock|events|\.removing-v[0-9]+-s[0-9]+)(\.tmp\..*)?\Z", re.S)
 
 
 def foreign_entries(dir):

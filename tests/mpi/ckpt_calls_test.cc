@@ -186,13 +186,20 @@ TEST_P(CkptCalls, ASmallSaveMakesTenCollectivesOrEightInGroupsOfOne) {
   EXPECT_EQ(calls, group > 1 ? 10 : 8) << rec.summary();
 }
 
-// SaveAsync in a loop: the writer's thread is started once, not per save.
+// SaveAsync in a loop: the writer's thread is started once, not per save;
+// so is rank 0's remover (retention's removals that no writer takes: those
+// of a commit in Wait, ckpt/version_removal.h), at its first removal.
 TEST_P(CkptCalls, SaveAsyncInALoopStartsNoThreadPerSave) {
-  ASSERT_TRUE(ck_->SaveAsync(1).ok());
+  for (int step = 1; step <= 4; ++step) {  // keep 2: the third commit on removes a version
+    ASSERT_TRUE(ck_->SaveAsync(step).ok());
+    ASSERT_TRUE(ck_->Wait().ok());
+  }
   Recording rec;
   std::thread([] {}).join();  // the wrapper sees std::thread's starts
   ASSERT_EQ(g_threads_started.exchange(0), 1);
-  for (int step = 2; step <= 4; ++step) ASSERT_TRUE(ck_->SaveAsync(step).ok());
+  for (int step = 5; step <= 7; ++step) ASSERT_TRUE(ck_->SaveAsync(step).ok());
+  ASSERT_TRUE(ck_->Wait().ok());
+  ASSERT_TRUE(ck_->SaveAsync(8).ok());
   ASSERT_TRUE(ck_->Wait().ok());
   EXPECT_EQ(g_threads_started.load(), 0);
 }

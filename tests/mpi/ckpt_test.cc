@@ -37,6 +37,7 @@
 #include "ckpt/checksum.h"
 #include "ckpt/fs/fault_env.h"
 #include "ckpt/manifest.h"
+#include "ckpt/version_removal.h"
 #include "tests/mpi/ckpt_fixture.h"
 
 namespace baton::ckpt_testing {
@@ -831,6 +832,14 @@ TEST_F(CkptTest, RetentionKeepsTheNewestAndRemovesCrashedSaves) {
     ASSERT_EQ(v.size(), 2u);
     EXPECT_EQ(v[0].step, 4);
     EXPECT_EQ(v[1].step, 5);
+  }
+  // The removals run off the saving thread (ckpt/version_removal.h); once the Checkpointer is gone, so are they.
+  ck.reset();
+  if (Rank() == 0) {
+    std::vector<std::string> names;
+    ASSERT_TRUE(ckpt::fs::Env::Default()->ListDir(root_, &names).ok());
+    for (const std::string& n : names) EXPECT_FALSE(ckpt::IsRemovingName(n)) << n;
+    EXPECT_EQ(std::count_if(names.begin(), names.end(), [](const std::string& n) { return n[0] == 'v'; }), 2);
   }
 }
 

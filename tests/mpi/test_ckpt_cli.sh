@@ -235,7 +235,7 @@ test_verify_detects_a_truncated_shard() {
 }
 
 test_gc_keeps_the_newest_k_and_removes_crashed_saves() {
-  local d
+  local d out
   d=$(scratch)
   saves "$d" 5
   mkdir -m 700 "$d/v00000002-s99"  # older than the newest complete: a crashed save
@@ -244,6 +244,18 @@ test_gc_keeps_the_newest_k_and_removes_crashed_saves() {
   expect_eq "$(find "$d" -mindepth 1 -maxdepth 1 -name 'v*' | wc -l)" 4 "versions after --dry-run"
   "$BATON" ckpt gc "$d" --keep 2
   expect_eq "$("$BATON" ckpt ls "$d" --json | json_field step | tr '\n' ' ')" "4 5 " "steps kept"
+  # What retention renamed away (.removing-<version>) and a dead process did not finish removing: never a
+  # version, nor another program's entry; gc removes it.
+  expect_eq "$(find "$d" -mindepth 1 -maxdepth 1 -name '.removing-*' | wc -l)" 0 "set-aside versions left by the saves"
+  mkdir -m 700 "$d/.removing-v00000001-s1"
+  : >"$d/.removing-v00000001-s1/manifest.json"
+  expect_eq "$("$BATON" ckpt ls "$d" --json | json_field step | tr '\n' ' ')" "4 5 " "steps listed beside a set-aside version"
+  out=$("$BATON" ckpt gc "$d" --keep 2 --dry-run)
+  grep -q "would remove $d/.removing-v00000001-s1 " <<<"$out" || fail "gc --dry-run does not name the set-aside version: $out"
+  [ -d "$d/.removing-v00000001-s1" ] || fail "gc --dry-run removed the set-aside version"
+  out=$("$BATON" ckpt gc "$d" --keep 2)
+  grep -q "removed $d/.removing-v00000001-s1 " <<<"$out" || fail "gc does not name the set-aside version: $out"
+  [ ! -e "$d/.removing-v00000001-s1" ] || fail "gc left the set-aside version"
 }
 
 test_a_hostile_manifest_is_reported_not_crashed_on() {

@@ -262,13 +262,17 @@ def test_a_dcp_directory_is_named_not_taken_for_a_first_run(dist, rt, shared_dir
 def test_a_directory_of_other_files_is_not_a_first_run(dist, rt, shared_dir, rank):
     """Issue 46 item 6: Checkpointer.restore in a directory that holds files baton did not write (here a
     torch.save file) and no version raises on every rank, naming them, where it returned None (a silent first
-    run from scratch); baton's own files of an earlier open and an empty directory made by another tool still
-    make a first run."""
+    run from scratch); baton's own files of an earlier open (a version set aside for removal among them) and an
+    empty directory made by another tool still make a first run."""
     import baton
 
     d, fresh = os.path.join(shared_dir, "other"), os.path.join(shared_dir, "fresh")
     if rank == 0:
         os.makedirs(os.path.join(fresh, "lightning"))  # made before anything is written into it
+        # A version retention renamed away, its removal cut short by a dead process: baton's, never foreign.
+        os.makedirs(os.path.join(fresh, ".removing-v00000001-s1"))
+        with open(os.path.join(fresh, ".removing-v00000001-s1", "shard-00000.h5"), "wb") as f:
+            f.write(b"x")
         os.makedirs(d)
         torch.save({"w": torch.arange(4.0)}, os.path.join(d, "epoch3.pt"))
     dist.barrier()

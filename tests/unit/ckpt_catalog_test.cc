@@ -280,6 +280,70 @@ TEST_F(CkptCatalogDir, AVersionSwappedForASymlinkIsNotFollowed) {
   EXPECT_EQ(text, "precious");
 }
 
+// Retention's removal off the saving thread: the rename takes the versions
+// out of every listing at once; what remains to remove (with what a removal
+// killed half-way left behind) is returned for RemoveVersion, manifest first.
+TEST_F(CkptCatalogDir, SetAsideTakesVersionsOutOfTheListingAtOnce) {
+  Version(1, 10, true);
+  Version(2, 20, false);
+  Version(3, 30, true);
+  // Left by a process that died while it removed it: a manifest and a shard.
+  const std::string left = dir / (std::string(kRemovingPrefix) + VersionName(0, 5));
+  ASSERT_TRUE(env->CreateDir(left, 0755, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, left + "/" + kManifestName, "{}").ok());
+  ASSERT_TRUE(WriteWholeFile(env, left + "/shard-0.h5", "data").ok());
+  std::vector<VersionInfo> all = List();
+  ASSERT_EQ(all.size(), 3u) << "a set-aside name is listed as no version";
+  const std::vector<VersionInfo> go(all.begin(), all.begin() + 2);
+  const std::vector<VersionInfo> aside = SetAsideForRemoval(env, dir.path(), go);
+  std::vector<VersionInfo> now = List();
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].step, 30);
+  std::vector<std::string> names;
+  for (const VersionInfo& v : aside) names.push_back(v.name);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{kRemovingPrefix + VersionName(0, 5), kRemovingPrefix + VersionName(1, 10),
+                                             kRemovingPrefix + VersionName(2, 20)}));
+  fs::FaultEnv faults(env);
+  for (const VersionInfo& v : aside) {
+    EXPECT_TRUE(IsRemovingName(v.name));
+    EXPECT_EQ(v.path, dir / v.name);
+    faults.ClearEvents();
+    Status s = RemoveVersion(&faults, v);
+    ASSERT_TRUE(s.ok()) << s;
+    // A complete version's manifest (and the leftover's) before anything else of it.
+    if (v.name != kRemovingPrefix + VersionName(2, 20)) {
+      ASSERT_FALSE(faults.events().empty());
+      EXPECT_EQ(faults.events()[0], "remove " + v.path + "/" + kManifestName);
+    }
+  }
+  std::vector<std::string> left_names;
+  ASSERT_TRUE(env->ListDir(dir.path(), &left_names).ok());
+  EXPECT_EQ(left_names, (std::vector<std::string>{VersionName(3, 30)}));
+  EXPECT_FALSE(IsRemovingName(VersionName(3, 30)));
+}
+
+// A version whose rename fails is returned as it is, and removed where it is.
+TEST_F(CkptCatalogDir, SetAsideReturnsAVersionItCannotRenameAsItIs) {
+  Version(1, 10, true);
+  Version(2, 20, true);
+  // The set-aside name taken by a directory that is not empty: rename(2) refuses.
+  const std::string taken = dir / (std::string(kRemovingPrefix) + VersionName(1, 10));
+  ASSERT_TRUE(env->CreateDir(taken, 0755, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, taken + "/x", "x").ok());
+  const std::vector<VersionInfo> all = List();
+  const std::vector<VersionInfo> aside = SetAsideForRemoval(env, dir.path(), {all[0]});
+  ASSERT_EQ(aside.size(), 2u);  // the taken name (a leftover), then the version itself
+  EXPECT_EQ(aside[0].name, kRemovingPrefix + VersionName(1, 10));
+  EXPECT_EQ(aside[1].name, VersionName(1, 10));
+  EXPECT_EQ(aside[1].path, all[0].path);
+  EXPECT_EQ(List().size(), 2u) << "not renamed: still listed";
+  for (const VersionInfo& v : aside) EXPECT_TRUE(RemoveVersion(env, v).ok());
+  const std::vector<VersionInfo> now = List();
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_EQ(now[0].step, 20);
+}
+
 TEST(CkptRetention, KeepsTheNewestKComplete) {
   const std::vector<VersionInfo> v = {V(1, C), V(2, C), V(3, C), V(4, C)};
   EXPECT_EQ(Seqs(PlanRetention(v, 2)), (std::vector<uint64_t>{1, 2}));
