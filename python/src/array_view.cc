@@ -212,9 +212,10 @@ const TorchTypes* Torch() {
 }
 
 // A plain torch.Tensor or Parameter, on the CPU, strided, contiguous, of a
-// dtype baton has: viewed through its own attributes, about 1 us, where a
-// DLPack export costs 4-5 us (its capsule made and freed); a job's first
-// save registers every leaf, 20 ms at 5,000. Anything else (a subclass such
+// dtype baton has: viewed through its own attributes, where a DLPack export
+// (its capsule made and freed) took twice as long: a view 7.3-7.7 -> 3.7-3.9
+// us with _baton._view_array's own call (docs/benchmarks.md, run r); a job's
+// first save registers every leaf. Anything else (a subclass such
 // as DTensor, a view with torch's negative bit, a layout or a dtype outside
 // the list, an error) is nullopt, and ViewDLPack decides and names what it
 // refuses: both ways give the same view of the same tensor (tested). The

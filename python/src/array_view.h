@@ -5,8 +5,8 @@
 //   - the buffer protocol (NumPy arrays, memoryview, array.array): the
 //     format character gives the dtype ('f' f32, 'e' f16, '?' bool, ...);
 //   - a plain torch.Tensor or Parameter on the CPU, contiguous, of a dtype
-//     baton has: its own attributes (data_ptr, shape, dtype), a quarter of
-//     a DLPack export's cost, with the same view as DLPack would give;
+//     baton has: its own attributes (data_ptr, shape, dtype), half a DLPack
+//     export's cost, with the same view as DLPack would give;
 //   - DLPack (`__dlpack__`: torch.Tensor, and anything else that exports it):
 //     the DLDataType gives it (kDLBfloat 16 bits: bf16); a tensor that
 //     requires grad is read through `.detach()` (the same storage).

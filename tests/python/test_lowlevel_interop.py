@@ -247,7 +247,7 @@ def torch_cases():
 
 
 def test_a_torch_tensor_is_viewed_through_its_attributes_as_dlpack_would_view_it():
-    """The registration's torch way (data_ptr, shape, dtype: a quarter of a DLPack export's cost) gives the
+    """The registration's torch way (data_ptr, shape, dtype: half a DLPack export's cost) gives the
     view DLPack gives, and leaves to DLPack every tensor it does not know (a subclass, a negative view, a dtype
     outside its list), so what is accepted and refused is DLPack's either way."""
     torch = torch_or_skip()
