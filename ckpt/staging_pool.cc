@@ -91,6 +91,7 @@ void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& a
   version_.step = step;
   version_.in_place = in_place;
   size_t slot = 0;
+  version_.arrays.reserve(arrays.size());
   for (const auto& [name, r] : arrays) {
     StagedArray a;
     a.meta = r.meta;
