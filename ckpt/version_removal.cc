@@ -16,24 +16,32 @@ Status RemoveVersion(fs::Env* env, const VersionInfo& version) {
                            version.status != VersionStatus::kIncomplete ? kManifestName : "");
 }
 
-bool IsRemovingName(const std::string& name) { return name.rfind(kRemovingPrefix, 0) == 0; }
+bool IsRemovingName(const std::string& name) {
+  const size_t n = sizeof kRemovingPrefix - 1;
+  uint64_t seq;
+  int64_t step;
+  return name.compare(0, n, kRemovingPrefix) == 0 && ParseVersionName(std::string_view(name).substr(n), &seq, &step);
+}
+
+std::vector<VersionInfo> LeftoverRemovals(fs::Env* env, const std::string& dir) {
+  std::vector<VersionInfo> out;
+  std::vector<std::string> names;
+  if (!env->ListDir(dir, &names).ok()) return out;
+  for (const std::string& n : names) {
+    if (!IsRemovingName(n)) continue;
+    VersionInfo v;
+    v.name = n;
+    v.path = dir + "/" + n;
+    // Their manifests first as well: a rename a crash may still undo is no reason to trust one.
+    v.status = VersionStatus::kComplete;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
 
 std::vector<VersionInfo> SetAsideForRemoval(fs::Env* env, const std::string& dir,
                                             const std::vector<VersionInfo>& versions) {
-  std::vector<VersionInfo> out;
-  // Left by a process that died while it removed them: their manifests
-  // first as well (a rename a crash may still undo is no reason to trust one).
-  std::vector<std::string> names;
-  if (env->ListDir(dir, &names).ok()) {
-    for (const std::string& n : names) {
-      if (!IsRemovingName(n)) continue;
-      VersionInfo v;
-      v.name = n;
-      v.path = dir + "/" + n;
-      v.status = VersionStatus::kComplete;
-      out.push_back(std::move(v));
-    }
-  }
+  std::vector<VersionInfo> out = LeftoverRemovals(env, dir);
   for (const VersionInfo& v : versions) {
     VersionInfo aside = v;
     aside.name = kRemovingPrefix + v.name;

@@ -24,7 +24,15 @@ Status RemoveVersion(fs::Env* env, const VersionInfo& version);
 // a name no listing takes for a version (catalog.h), nor for another
 // program's file (`baton ckpt ls`, a restore's check for foreign files).
 inline constexpr char kRemovingPrefix[] = ".removing-";
+// kRemovingPrefix followed by a version name (v<seq>-s<step>), nothing
+// else: the one rule, which python/baton/storage.py's _OWN repeats. A
+// ".removing-notes" of somebody else's is not baton's to remove.
 bool IsRemovingName(const std::string& name);
+
+// What a process that died while removing versions left in `dir` (names
+// that IsRemovingName takes), to be removed with RemoveVersion: retention
+// and `baton ckpt gc` remove them. Empty where `dir` cannot be listed.
+std::vector<VersionInfo> LeftoverRemovals(fs::Env* env, const std::string& dir);
 
 // Takes `versions` (of `dir`, planned by retention) out of every listing at
 // once, each by one rename to kRemovingPrefix + its name in the same
@@ -32,7 +40,7 @@ bool IsRemovingName(const std::string& name);
 // caller's thread: unlinking a shard file frees its blocks and page-cache
 // pages, 8 ms for 16 MiB here, which a save should not wait for (issue 48).
 // The returned list also holds what such a removal left behind when its
-// process died (found in `dir`'s listing). A version whose rename fails is
+// process died (LeftoverRemovals). A version whose rename fails is
 // returned as it is, to be removed where it is (listed until then).
 //
 // Why a crash at any point leaves no damaged committed version: the rename

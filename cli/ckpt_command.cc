@@ -751,7 +751,7 @@ int Gc(const std::vector<std::string>& args) {
   }
   // Versions a Checkpointer's retention had renamed away and was removing when its process died
   // (ckpt/version_removal.h): none is a version any more.
-  for (const ckpt::VersionInfo& v : ckpt::SetAsideForRemoval(env, target, {})) {
+  for (const ckpt::VersionInfo& v : ckpt::LeftoverRemovals(env, target)) {
     Status s = dry_run ? Status::OK() : ckpt::RemoveVersion(env, v);
     if (!s.ok()) {
       ++failed;

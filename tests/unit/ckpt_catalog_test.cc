@@ -323,6 +323,24 @@ TEST_F(CkptCatalogDir, SetAsideTakesVersionsOutOfTheListingAtOnce) {
   EXPECT_FALSE(IsRemovingName(VersionName(3, 30)));
 }
 
+// Only the prefix followed by a version name is a removal's leftover: somebody
+// else's ".removing-notes" beside the versions is neither listed nor removed.
+TEST_F(CkptCatalogDir, LeftoverRemovalsTakeOnlyTheSetAsideNames) {
+  const std::string left = dir / (std::string(kRemovingPrefix) + VersionName(4, 40));
+  const std::string notes = dir / (std::string(kRemovingPrefix) + "notes");
+  ASSERT_TRUE(env->CreateDir(left, 0755, false).ok());
+  ASSERT_TRUE(env->CreateDir(notes, 0755, false).ok());
+  ASSERT_TRUE(WriteWholeFile(env, dir / (std::string(kRemovingPrefix) + "v1-s1"), "not canonical").ok());
+  EXPECT_TRUE(IsRemovingName(std::string(kRemovingPrefix) + VersionName(4, 40)));
+  EXPECT_FALSE(IsRemovingName(std::string(kRemovingPrefix) + "notes"));
+  EXPECT_FALSE(IsRemovingName(kRemovingPrefix));
+  EXPECT_FALSE(IsRemovingName(std::string(kRemovingPrefix) + "v1-s1"));
+  const std::vector<VersionInfo> leftovers = LeftoverRemovals(env, dir.path());
+  ASSERT_EQ(leftovers.size(), 1u);
+  EXPECT_EQ(leftovers[0].path, left);
+  EXPECT_TRUE(LeftoverRemovals(env, dir / "missing").empty());
+}
+
 // A version whose rename fails is returned as it is, and removed where it is.
 TEST_F(CkptCatalogDir, SetAsideReturnsAVersionItCannotRenameAsItIs) {
   Version(1, 10, true);
