@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from baton import _baton, metadata, storage
+from baton.gc_pause import pausing
 from baton.errors import ResizeRefused, in_python_words, invalid, with_context
 from baton.metadata import path_text
 from baton.names import MARKER
@@ -180,6 +181,7 @@ class Checkpointer:
 
     # ------------------------------------------------------------- the calls
 
+    @pausing  # the cyclic collector (gc_pause.py)
     def save(self, state, step=None):
         """Saves ``state`` as version ``step`` and commits it (collective).
 
@@ -188,6 +190,7 @@ class Checkpointer:
         """
         self._save(state, step, "save")
 
+    @pausing  # the cyclic collector (gc_pause.py)
     def save_async(self, state, step=None):
         """Saves in the background; returns a SaveFuture once the bytes are staged.
 
@@ -200,6 +203,7 @@ class Checkpointer:
         self._future = SaveFuture(self, int(step))
         return self._future
 
+    @pausing  # the cyclic collector (gc_pause.py)
     def restore(self, state=None, step=None, *, strict=True, drop_rank_state_on_resize=True, from_level=0):
         """Restores the newest version (or ``step``'s) in place; returns its step, None on a first run.
 
@@ -265,6 +269,7 @@ class Checkpointer:
         except _baton.Error as e:
             raise in_python_words(e) from None
 
+    @pausing  # the cyclic collector (gc_pause.py)
     def load(self, step=None, *, from_level=0):
         """The newest version (or ``step``'s) as a new state dict, None where the directory holds none (collective).
 

@@ -2,8 +2,10 @@
 pytest process, no mpirun, no Runtime): baton.dcp.safe_unpickle (what a checkpoint's
 pickles may name and do), baton.latest (the listing), baton.dcp.state_tree (the one format's
 tree of a DCP plan and DCP's view of a tree), dtensor_chunks.Reads (the one box intersection),
-restore_match (a version taken whole)."""
+restore_match (a version taken whole), gc_pause (the collector paused for a call)."""
+import gc
 import io
+import threading
 import os
 import pickle
 import pickletools
@@ -299,3 +301,46 @@ def test_names_remembered_by_path_never_answer_an_equal_key_of_another_type():
             counted(("a",))] == ["a", "a", "b/0", "c", "c", "a"]
     assert made == [("a",), ("b", 0), ("c",), ("a",)]  # ("c",) found both taken: they were forgotten
     assert counted(("d", [1])) == "d/[1]" and counted(("d", [1])) == "d/[1]"  # unhashable: made each time
+
+
+def test_the_collector_is_paused_by_the_outermost_call_and_left_as_found():
+    """gc_pause: nested and overlapping calls re-enable the collector once, at the end of the last; a program's
+    own gc.disable() before the call is kept; an exception ends the pause too."""
+    from baton.gc_pause import paused, pausing
+
+    assert gc.isenabled()
+    with paused():
+        assert not gc.isenabled()
+        with paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "the inner call re-enabled it under the outer"
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        with paused():
+            raise KeyError("x")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    # Two threads: the one that ends first leaves it paused for the other.
+    inside, release, seen = threading.Event(), threading.Event(), []
+
+    @pausing
+    def long_call():
+        inside.set()
+        release.wait(10)
+        seen.append(gc.isenabled())
+
+    t = threading.Thread(target=long_call)
+    t.start()
+    assert inside.wait(10)
+    with paused():
+        pass
+    assert not gc.isenabled(), "a shorter overlapping call re-enabled it under the longer"
+    release.set()
+    t.join(10)
+    assert seen == [False] and gc.isenabled()

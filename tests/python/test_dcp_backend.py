@@ -2,6 +2,7 @@
 dcp.async_save and dcp.load with BatonWriter/BatonReader write and read
 baton versions (tests/python/run-pytest: every rank runs these in order,
 over one gloo process group)."""
+import gc
 import glob
 import json
 import os
@@ -218,6 +219,9 @@ def test_async_save(dist, rt, shared_dir):
     got = _zeros_like(want)
     dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
     _assert_equal(got, want)
+    # The writer's stage and chunk registrations and the reader's calls pause the cyclic collector
+    # (baton/gc_pause.py), never past them: on after the save (its write on DCP's thread) and the load.
+    assert gc.isenabled()
 
 
 def test_without_init_process_group_save_and_load_say_to_call_it(dist, rt, shared_dir, monkeypatch, size):

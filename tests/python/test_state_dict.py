@@ -6,6 +6,7 @@ they are replicated arrays; Python's `random` is seeded per rank, so
 RNGState's per-rank state differs between ranks.
 """
 
+import gc
 import random
 import socket
 
@@ -336,3 +337,46 @@ def test_a_tensor_that_needs_grad_or_is_not_contiguous(rt, shared_dir):
     assert ck2.restore({"w": w2, "t": t2}) == 1
     assert torch.equal(w2, w) and torch.equal(t2, t) and w2.requires_grad
     ck2.close()
+
+
+class _SeesTheCollector:
+    """An object of the state whose state_dict() records whether the cyclic collector runs (the walk calls it)."""
+
+    def __init__(self):
+        self.seen = []
+        self.value = 1
+
+    def state_dict(self):
+        self.seen.append(gc.isenabled())
+        return {"value": self.value}
+
+    def load_state_dict(self, sd):
+        self.seen.append(gc.isenabled())
+        self.value = sd["value"]
+
+
+def test_the_calls_pause_the_cyclic_collector_and_leave_it_as_they_found_it(rt, shared_dir):
+    """Issue 48: a save's walk of 5,000 leaves made 32,500 objects, and the collector's runs over the whole
+    process cost 0.045-0.065 s of a 0.075-0.095 s walk: the calls run with it paused (baton/gc_pause.py), and
+    leave it on, or off where the program had turned it off, even when they raise."""
+    obj = _SeesTheCollector()
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    state = {"obj": obj, "w": torch.arange(4.0)}
+    assert gc.isenabled()
+    ck.save(state, 1)
+    ck.save_async(state, 2).wait()
+    assert ck.restore(state) == 2
+    assert ck.load()["obj"]["value"] == 1
+    assert obj.seen and not any(obj.seen), obj.seen
+    assert gc.isenabled()
+    with pytest.raises(baton.InvalidArgument):
+        ck.restore(state, step=-1)
+    assert gc.isenabled(), "a call that raised left the collector paused"
+    gc.disable()
+    try:
+        ck.save(state, 3)
+        assert not gc.isenabled(), "the program's own gc.disable() was undone"
+    finally:
+        gc.enable()
+    ck.close()
+

@@ -36,6 +36,7 @@ from torch.futures import Future
 
 from baton import _baton, metadata, storage, tensors
 from baton.checkpointer import FORMAT, VERSION
+from baton.gc_pause import pausing
 from baton.names import MARKER
 from baton.restore_match import decode_tree
 from baton.dcp import read_targets, safe_unpickle, state_tree
@@ -106,6 +107,7 @@ class BatonReader(StorageReader):
         # A reader creates nothing and writes nothing where it reads (storage.read_only_options).
         return storage.open_read_only(rt, dir=self.path, **self._options)
 
+    @pausing  # the cyclic collector, as the Checkpointer's calls (baton/gc_pause.py)
     def read_metadata(self):  # no **kwargs: DCP would retry with rank= for rank-local metadata baton has not
         self._close()
         ck = self._open()
@@ -169,6 +171,7 @@ class BatonReader(StorageReader):
     def prepare_global_plan(self, plans):
         return plans
 
+    @pausing  # the cyclic collector, as the Checkpointer's calls (baton/gc_pause.py)
     def read_data(self, plan, planner):
         if self._planned is None:
             raise _baton.InvalidArgument("BatonReader: read_data before read_metadata (dcp.load calls both, in order)")

@@ -35,6 +35,7 @@ from torch.futures import Future
 
 from baton import _baton, metadata
 from baton.checkpointer import FORMAT, VERSION
+from baton.gc_pause import paused, pausing
 from baton.dcp import open_checkpointers, state_tree, stored_form, runtime as runtimes
 from baton.names import MARKER
 
@@ -129,6 +130,7 @@ class BatonWriter(StorageWriter, AsyncStager):
         self._local = threading.local()  # the save on this thread: its checkpoint_id, Entry and InFlight
 
     # --- DCP's stager (dcp.async_save, on the calling thread) ---------------------------------------------
+    @pausing  # the cyclic collector, as the Checkpointer's calls (baton/gc_pause.py)
     def stage(self, state_dict):
         """Opens the directory's checkpointer on this (the program's) thread, after the save in flight on it
         ended, and returns a copy of `state_dict` in new CPU memory for DCP's background thread to save."""
@@ -309,16 +311,19 @@ class BatonWriter(StorageWriter, AsyncStager):
         results = []
         held = []  # the registered buffers stay alive until the save returns
         try:
-            for c in shared.chunks:
-                shape = c.sizes or (1,)
-                item = mine.get(c.name)
-                data = torch.empty((0,) + shape[1:], dtype=c.dtype)
-                if item is not None:
-                    data = self._tensor_of(planner.resolve_data(item), c, shape)
-                # Every dtype DCP saves (complex, float8 variants): stored_form.
-                held.append(stored_form.register(ck, c.name, data, 0, stored_form.stored_shape(shape, c.dtype)))
-                if item is not None:
-                    results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=c.name))
+            # The collector paused while the chunks are registered (a few objects each), not for the write:
+            # under dcp.async_save this is DCP's thread, and the program goes on meanwhile.
+            with paused():
+                for c in shared.chunks:
+                    shape = c.sizes or (1,)
+                    item = mine.get(c.name)
+                    data = torch.empty((0,) + shape[1:], dtype=c.dtype)
+                    if item is not None:
+                        data = self._tensor_of(planner.resolve_data(item), c, shape)
+                    # Every dtype DCP saves (complex, float8 variants): stored_form.
+                    held.append(stored_form.register(ck, c.name, data, 0, stored_form.stored_shape(shape, c.dtype)))
+                    if item is not None:
+                        results.append(WriteResult(index=item.index, size_in_bytes=data.nbytes, storage_data=c.name))
             marker = np.array(VERSION, dtype=np.int64)
             ck.register_replicated(MARKER, marker, dtype="i64")
             ck.user_blob = blob
