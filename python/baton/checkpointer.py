@@ -178,6 +178,7 @@ class Checkpointer:
         self._refuse_resize = False  # the last restore(state)'s drop_rank_state_on_resize=False
         self._future = None  # the SaveFuture of the save_async in flight, if any
         self._closed = False  # close() was called
+        self._last_walk = None  # the LocalPlan of the last walk (_walk), whose unchanged items the next reuses
 
     # ------------------------------------------------------------- the calls
 
@@ -391,6 +392,7 @@ class Checkpointer:
     def _close_low(self, exc):
         """Closes the extension's checkpointer: it commits the save in flight unless an exception unwinds."""
         self._closed = True
+        self._last_walk = None  # the state's tensors are not held past close()
         unwinding = exc is not None and exc[0] is not None
         try:
             if exc is None:
@@ -444,7 +446,11 @@ class Checkpointer:
     def _walk(self, state):
         """The rank's LocalPlan of ``state`` (state_walk.walk; `baton ckpt import`'s writer keeps values JSON
         cannot hold as torch.load read them: baton.dcp.convert)."""
-        return walk(state)
+        # The last walk's items are taken again for the leaves that did not change (state_walk.walk): it
+        # holds the state's tensors, as the registrations do, until the next walk or close().
+        local = walk(state, previous=self._last_walk)
+        self._last_walk = local
+        return local
 
     def _agree_local_step(self, call, step, error):
         """Agrees on the outcome of a rank-local step (``error``, or None) before the next collective (collective).
@@ -565,7 +571,9 @@ class Checkpointer:
                 value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
                 key = ("none", value.dtype, offset, tuple(global_shape))
             else:
-                key = (identity(value), item.kind, offset, global_shape)
+                # A plain tensor's identity was taken by this call's walk already (PlanItem.identity).
+                known_id = item.identity if value is item.value else None
+                key = (known_id or identity(value), item.kind, offset, global_shape)
             known = self._bindings.get(name)
             if known is not None and key is not None and known[1] == key:
                 out.append(known[0])

@@ -316,7 +316,8 @@ def identity(leaf):
     """
     if isinstance(leaf, np.ndarray):
         return ("numpy", leaf.__array_interface__["data"][0], leaf.shape, leaf.strides, leaf.dtype.str)
-    return ("torch", leaf.data_ptr(), tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, str(leaf.device))
+    # The device itself (hashable, compared by type and index): its str() was half of this call's 1.4 us.
+    return ("torch", leaf.data_ptr(), tuple(leaf.shape), tuple(leaf.stride()), leaf.dtype, leaf.device)
 
 
 def _torch():

@@ -380,3 +380,42 @@ def test_the_calls_pause_the_cyclic_collector_and_leave_it_as_they_found_it(rt, 
         gc.enable()
     ck.close()
 
+
+def test_a_save_takes_the_last_walks_items_again_only_for_unchanged_leaves(rt, shared_dir):
+    """Issue 48: the walk takes an item of the Checkpointer's last walk again for a tensor leaf with the same
+    memory, dtype, shape, strides and device (a third of a 5,000-leaf walk was making them anew), a module's
+    parameters too (its state_dict() makes new views of them at every call); a leaf whose .data was replaced
+    by another dtype or shape, or a new tensor at the same path, is described anew, and what is saved and
+    restored is the state as it is now."""
+    w, b = torch.arange(6.0), torch.zeros(3)
+    lin = torch.nn.Linear(2, 2)
+    with torch.no_grad():  # the same replica on every rank
+        lin.weight.copy_(torch.arange(4.0).reshape(2, 2))
+        lin.bias.fill_(0.5)
+    state = {"w": w, "b": b, "n": 1, "lin": lin}
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save(state, 1)
+    first = dict(ck._last_walk.items)
+    ck.save(state, 2)
+    second = ck._last_walk.items
+    assert all(second[k] is first[k] for k in first), "unchanged leaves were described anew"
+    w.data = torch.arange(8, dtype=torch.float64).reshape(2, 4)  # the same Parameter-like object, another tensor
+    state["b"] = torch.ones(3)                                      # another object at the same path
+    state["n"] = 2
+    ck.save(state, 3)
+    third = ck._last_walk.items
+    names = {item.path: name for name, item in third.items()}
+    assert third[names[("w",)]] is not first[names[("w",)]]
+    assert third[names[("w",)]].dtype == "float64" and third[names[("w",)]].shape == (2, 4)
+    assert third[names[("b",)]] is not first[names[("b",)]]
+    assert third[names[("lin", "weight")]] is first[names[("lin", "weight")]], "a module's parameter"
+    assert third[names[("lin", "weight")]].leaf is ck._last_walk.state_dicts[("lin",)]["weight"]
+    saved_lin = {k: v.clone() for k, v in lin.state_dict().items()}
+    got = {"w": torch.zeros(2, 4, dtype=torch.float64), "b": torch.zeros(3), "n": 0, "lin": torch.nn.Linear(2, 2)}
+    assert ck.restore(got) == 3
+    for k, v in got["lin"].state_dict().items():
+        assert torch.equal(v, saved_lin[k]), k
+    assert torch.equal(got["w"], torch.arange(8, dtype=torch.float64).reshape(2, 4))
+    assert torch.equal(got["b"], torch.ones(3)) and got["n"] == 2
+    ck.close()
+    assert ck._last_walk is None, "close() kept the state's tensors"
