@@ -242,6 +242,30 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
     }
   }
 
+  // 3. The disk's sustained figure in the same run: as many plain durable
+  // writes back to back as the loop has saves, each file removed once the
+  // next is written (the loop's keep=1). One write after an idle disk (the
+  // raw figure above) can run at what the host's cache takes; the loop asks
+  // for a save's bytes every --every steps, and this is what the disk keeps
+  // up with then.
+  const int saves_per_loop = o.steps / o.every;  // >= 1: ParseOptions refuses --steps below --every
+  double sustained = 0;
+  {
+    MPI_Barrier(world);
+    const double r0 = MPI_Wtime();
+    std::string last;
+    for (int i = 0; i < saves_per_loop && s.ok(); ++i) {
+      const std::string raw_path = bench_dir + "/sustained-" + std::to_string(R) + "-" + std::to_string(i % 2);
+      const std::string err = RawWrite(bench_dir, raw_path, arrays);
+      if (!err.empty()) s = Status::IOError("bench", err);
+      if (!last.empty()) unlink(last.c_str());
+      last = raw_path;
+    }
+    if (!last.empty()) unlink(last.c_str());
+    if (!Slowest(world, MPI_Wtime() - r0, !s.ok(), &t)) return Failed(s, R);
+    sustained = t / saves_per_loop;
+  }
+
   ck.reset();
   MPI_Barrier(world);
   if (R == 0) {
@@ -257,11 +281,18 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
 
     const double blocking = Median(t_block), memcpy_s = Median(t_memcpy), raw_write = Median(t_raw);
     const double with = Median(rate_ckpt), without = Median(rate_none);
-    const int saves_per_loop = o.steps / o.every;
     // The loop's compute between two saves is --overlap background writes;
     // a SaveAsync that only copied, at memcpy's speed, leaves the loop this
     // share of its rate: the most any staging copy allows on this machine.
     const double bound = o.overlap * write_seconds / (o.overlap * write_seconds + memcpy_s);
+    // The same loop against the disk's sustained write S: a save's write
+    // starts when its call has staged the state (b), and the next call waits
+    // for it (wait_write) before it stages; between them the loop computes C
+    // (--every steps). So a cycle takes at least b + max(C, S), and the loop
+    // keeps at most C / (b + max(C, S)): the memcpy bound above where the
+    // disk keeps up (S <= C), less where it does not.
+    const double compute_per_save = o.every / without;
+    const double disk_bound = compute_per_save / (blocking + std::max(compute_per_save, sustained));
     // The phases as JSON, and the call's part apart from the writer's own
     // (writer_*: its thread, the disk's write-back in writer_sync).
     auto as_json = [](const std::vector<CheckpointStats::Phase>& ph, double scale) {
@@ -294,6 +325,9 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
                           {"rep_steps_per_s", rate_ckpt}, {"rep_steps_per_s_no_ckpt", rate_none},
                           {"rep_seconds_in_save_async", in_saves},
                           {"write_seconds", write_seconds},
+                          {"sustained_raw_write_seconds", sustained},
+                          {"compute_per_save_seconds", compute_per_save},
+                          {"ratio_bound_at_sustained_disk", disk_bound},
                           {"ranks_per_node", load.ranks_per_node}, {"node_cores", load.cores},
                           {"oversubscribed", load.oversubscribed()}};
       std::cout << a.dump() << "\n" << l.dump() << "\n";
@@ -312,6 +346,10 @@ int BenchCkptAsyncCommand(const std::vector<std::string>& args) {
                   "(goal >= 0.95); %.3f s of each loop inside SaveAsync (%.4f s a call, %.2f memcpys)\n",
                   o.steps, o.every, with, without, with / without, Median(in_saves), Median(in_saves) / saves_per_loop,
                   Median(in_saves) / saves_per_loop / memcpy_s);
+      std::printf("  the disk sustained: %d raw writes back to back took %.3f s each; the loop's %.3f s of compute "
+                  "a save (plus %.4f s blocked) allow a loop ratio of at most %.3f at that disk%s\n",
+                  saves_per_loop, sustained, compute_per_save, blocking, disk_bound,
+                  disk_bound < 0.95 ? " (the disk is the limit: below 0.95)" : "");
       auto print = [](const char* what, const std::vector<CheckpointStats::Phase>& ph, double scale) {
         std::printf("# %s (slowest rank, median s):", what);
         for (const CheckpointStats::Phase& x : ph) std::printf(" %s %.4f", x.name.c_str(), x.seconds * scale);

@@ -386,6 +386,11 @@ test_bench_ckpt_async_json_has_the_documented_fields() {
         # In the loop each call commits the save before it, whose writer wrote and synced.
         $j->{phases_per_save}{writer_write} > 0 && $j->{phases_per_save}{writer_sync} > 0
           or die "the loop shows no writer time: $line";
+        # The disk kept busy as the loop keeps it (issue 48 item 6): its sustained write, and the loop
+        # ratio it allows.
+        $j->{sustained_raw_write_seconds} > 0 && $j->{compute_per_save_seconds} > 0 or die "no sustained disk: $line";
+        $j->{ratio_bound_at_sustained_disk} > 0 && $j->{ratio_bound_at_sustained_disk} < 1
+          or die "disk bound out of (0, 1): $line";
       } else { die "unexpected op $j->{op}" }
       $seen{$j->{op}}++;
     }
