@@ -223,7 +223,9 @@ class Checkpointer:
 
         Every rank reads and verifies every byte it restores before any
         tensor of the state is written (then reads it again, verified, into
-        the state's own tensors): a version that cannot be read or verified
+        the state's own tensors; where every tensor the version fills is one
+        the restore makes, as an object's entries its state dict lacks, one
+        read verifies as it goes): a version that cannot be read or verified
         is skipped for the next older one, planned anew from
         its own JSON (last_restore() says which were skipped and why), and
         the state keeps nothing of it. Versions none of which can be
@@ -283,7 +285,9 @@ class Checkpointer:
         its int keys and OrderedDicts; per-rank entries (RNGState, PerRank)
         are left out. Every rank reads every byte, verified, as restore
         does (a version that fails to verify is passed over for the next
-        older one), so each rank needs the memory of the whole state.
+        older one), so each rank needs the memory of the whole state; once,
+        not twice as into a state's own tensors: the tensors are new, and the
+        program gets them only after the read verified.
         ``baton ckpt export --format torch`` writes what this returns.
         """
         whole = WholeVersion()
@@ -745,8 +749,11 @@ class Checkpointer:
             # Pinned: the version planned on, or nothing (no fallback inside: the next pass plans the next).
             # The marker is read with the planned tensors (verified as they are); its value was checked in the
             # plan already (the tree's format version), so it is a check of the bytes, not a second plan.
-            self._low.restore(step=found, arrays=[MARKER] + names, version=pinned, verify_before_write=True,
-                              **options)
+            # Into the state's own tensors: every rank verifies all it reads before any is written (a second
+            # read); into tensors this pass allocated (load(), baton.lightning's load), which the program gets
+            # only once the read verified, one read that verifies each chunk before it is used.
+            self._low.restore(step=found, arrays=[MARKER] + names, version=pinned,
+                              verify_before_write=plan.writes_live, **options)
         except (_baton.CorruptCheckpointError, _baton.NotFound) as e:
             failed = (self._low.last_restore() or {}).get("fallbacks") or []
             mine = [f for f in failed if _version_name(f["path"]) == pinned]

@@ -145,6 +145,12 @@ class Plan:
         self.errors = []
         self.actions = []  # callables, children first
         self.per_rank = []  # (object, key, path)
+        # Whether a target is the program's own memory (a tensor of the state, a DTensor's shard): the read then
+        # writes none of it before every rank verified every byte it reads (verify_before_write, a second read).
+        # False where every target is a tensor this match allocated (WholeVersion: Checkpointer.load; an
+        # object's entries its state dict lacks: baton.lightning's load), which the program gets only after a
+        # read that verified: then one read, verifying as it goes, is enough.
+        self.writes_live = False
 
 
 def match(state, local, tree, arrays, strict):
@@ -250,7 +256,8 @@ class _Matcher:
             one_row = list(saved["shape"]) == [1] and list(ck.shape) == []  # a 0-d tensor DCP's writer stored
             shape = saved["shape"][:-1] if tensors.stored_shape((), ck.dtype) else saved["shape"]  # complex: pairs
             try:
-                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else shape, path)
+                # Registered whole (every row of the array, this rank's and the others'): the read writes it all.
+                new = tensors.allocate(ck.lib, ck.dtype, [] if one_row else shape, path, zeroed=False)
             except (ValueError, ImportError) as e:
                 self.error(path, str(e))
                 return MISSING
@@ -290,16 +297,19 @@ class _Matcher:
             if tuple(value.shape) == () and shape == (1,) and list(ck.shape) == []:
                 # A 0-d tensor that DCP's writer stored as one row (its arrays have a dim 0): read through a view.
                 self.plan.targets[ck.name] = (path, value.reshape(1))
+                self.plan.writes_live = True
                 return cur
             if tensors.stored_shape(value.shape, value.dtype) != shape:
                 self.error(path, f"shape {tuple(value.shape)} in the state, {tuple(ck.shape)} in the checkpoint")
         self.plan.targets[ck.name] = (path, cur)  # a Sharded stays one: its rows and offset
+        self.plan.writes_live = True
         return cur
 
     def dtensor(self, cur, ck, path):
         """A saved DTensor into the state's DTensor, resharded to its mesh and placements; or the boxes of one
         into a whole tensor, or a tensor saved whole into a DTensor's shard (one box intersection:
         dtensor_chunks.Reads)."""
+        live = cur is not MISSING
         if cur is MISSING and self.whole:  # every box into one tensor of the global shape
             try:
                 cur = tensors.allocate(ck.lib, ck.dtype, list(ck.shape), path)
@@ -352,6 +362,7 @@ class _Matcher:
                 return MISSING
             box = item.layout.my_box if item is not None and item.layout is not None else None
             self.plan.dtensors[ck.name] = (path, dtensor_chunks.Reads(path, chunks, cur, box), baton_dtype)
+            self.plan.writes_live = self.plan.writes_live or live
         except (TypeError, ValueError) as e:
             self.error(path, str(e).removeprefix(f"baton: cannot keep '{path_text(path)}': "))
             return MISSING

@@ -379,3 +379,29 @@ def test_the_documented_ddp_loop_with_batchnorm_saves_and_resumes(rt, shared_dir
         dist.destroy_process_group()
         for k in env:
             os.environ.pop(k, None)
+
+
+def test_a_load_reads_each_byte_once_verified_and_passes_over_a_damaged_version(rt, shared_dir, rank):
+    """Issue 48: load() (and baton.lightning's load) fills only tensors it makes itself, which the program gets
+    after the read verified: one read, verifying each chunk as it goes (a restore into the state's own tensors
+    reads twice: every rank verifies before any is written). A damaged newest version is still passed over
+    whole: what load() returns is the older version's, every byte."""
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save({"w": torch.full((4096,), 1.25)}, 1)
+    ck.save({"w": torch.full((4096,), -3.5)}, 2)
+    ck.close()
+    if rank == 0:  # before the load's first collective call
+        bit_flips.flip_a_bit_of(shared_dir, 2, np.full(4, -3.5, dtype=np.float32).tobytes())
+    ck2 = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    got = ck2.load()
+    assert torch.equal(got["w"], torch.full((4096,), 1.25)), (got["w"] == -3.5).sum()
+    assert [f["step"] for f in ck2.last_restore()["fallbacks"]] == [2]
+    w = torch.full((4096,), 0.5)
+    ck2.save({"w": w}, 3)
+    assert torch.equal(ck2.load()["w"], w)
+    once = ck2.last_stats()["bytes_read"]
+    live = torch.zeros(4096)
+    assert ck2.restore({"w": live}) == 3 and torch.equal(live, w)
+    twice = ck2.last_stats()["bytes_read"]
+    assert w.nbytes <= once < twice, (once, twice)
+    ck2.close()
