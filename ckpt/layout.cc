@@ -4,6 +4,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "ckpt/checksum.h"
+
 namespace baton::ckpt {
 
 std::vector<int> ShardGroups(const Topology& topology, int group_size) {
@@ -32,6 +34,24 @@ void ReplicatedRows(uint64_t rows, int world, int rank, uint64_t* first_row, uin
   const uint64_t base = rows / w, extra = rows % w;
   *first_row = r * base + std::min(r, extra);
   *count = base + (r < extra ? 1 : 0);
+}
+
+bool ReplicatedWhole(std::string_view name, uint64_t rows, uint64_t row_bytes, int parts, int* owner) {
+  uint64_t bytes = 0;
+  if (parts <= 1 || __builtin_mul_overflow(rows, row_bytes, &bytes) || bytes >= kWholeReplicatedBytes) return false;
+  *owner = static_cast<int>(Xxh3(name.data(), name.size()) % static_cast<uint64_t>(parts));
+  return true;
+}
+
+void ReplicatedPart(std::string_view name, uint64_t rows, uint64_t row_bytes, int parts, int part,
+                    uint64_t* first_row, uint64_t* count) {
+  int owner = 0;
+  if (part >= 0 && part < parts && ReplicatedWhole(name, rows, row_bytes, parts, &owner)) {
+    *first_row = 0;
+    *count = part == owner ? rows : 0;
+    return;
+  }
+  ReplicatedRows(rows, parts, part, first_row, count);
 }
 
 ReplicatedReadPlan PlanReplicatedRead(const Topology& topology, int rank) {

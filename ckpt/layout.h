@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,6 +22,27 @@ std::vector<int> ShardGroups(const Topology& topology, int group_size);
 // The rows of a replicated array of `rows` rows that `rank` of `world`
 // writes: an even split, the first rows % world ranks one row more.
 void ReplicatedRows(uint64_t rows, int world, int rank, uint64_t* first_row, uint64_t* count);
+
+// Replicated arrays smaller than this are not split: each is written (and
+// read in parts, and gathered) whole by one part, ReplicatedPart's owner.
+// Each part of a split costs a dataset with its attributes (HDF5: about
+// 40 us to create here), a chunk digest, a manifest entry and a read, more
+// than 64 KiB of bytes cost to write (issue 48: 5,000 arrays of 256 bytes
+// at 2 ranks made 10,000 datasets, 0.185 s of a 0.41 s save).
+inline constexpr uint64_t kWholeReplicatedBytes = 64 << 10;
+
+// The part of replicated array `name` (rows of row_bytes bytes) that part
+// `part` of `parts` holds: ReplicatedRows's even split; an array of fewer
+// than kWholeReplicatedBytes bytes whole in part Xxh3(name) % parts (every
+// rank derives the same owner from the name alone, as a manifest's reader
+// does: manifest_index.cc), nothing in the others. The one rule for the
+// rows a rank writes (parts = world), the rows a restore reads before the
+// parts are gathered (GatherReplicatedRows) and the rows it verifies.
+void ReplicatedPart(std::string_view name, uint64_t rows, uint64_t row_bytes, int parts, int part,
+                    uint64_t* first_row, uint64_t* count);
+// Whether ReplicatedPart keeps the array whole at `parts` parts, and then
+// in which (*owner).
+bool ReplicatedWhole(std::string_view name, uint64_t rows, uint64_t row_bytes, int parts, int* owner);
 
 // How a restore reads replicated arrays: the rows are cut into `parts`,
 // this rank reads part `part` (ReplicatedRows(rows, parts, part)), and the

@@ -7,6 +7,7 @@
 #include "ckpt/catalog.h"
 #include "ckpt/checksum.h"
 #include "ckpt/fs/durable_write.h"
+#include "ckpt/layout.h"
 
 namespace baton::ckpt {
 
@@ -43,13 +44,18 @@ bool Overlaps(const Chunk& c, const std::vector<size_t>& mine, const std::vector
 }
 
 // The shard whose writer held `row` of arrays[array] when the manifest's
-// ranks wrote it: exact for a replicated array (ReplicatedRows), a guess
-// from an even spread for a sharded one.
+// ranks wrote it: exact for a replicated array (ReplicatedPart: an even
+// split, or a small array whole at its owner), a guess from an even
+// spread for a sharded one.
 size_t GuessShardOfRow(const Manifest& m, uint32_t array, uint64_t row) {
-  const uint64_t rows = m.arrays[array].rows(), world = static_cast<uint64_t>(m.world_size);
+  const ArrayMeta& a = m.arrays[array];
+  const uint64_t rows = a.rows(), world = static_cast<uint64_t>(m.world_size);
   if (rows == 0 || world == 0) return 0;
   uint64_t rank = 0;
-  if (m.arrays[array].replicated) {
+  int owner = 0;
+  if (a.replicated && ReplicatedWhole(a.name, rows, a.row_bytes(), m.world_size, &owner)) {
+    rank = static_cast<uint64_t>(owner);
+  } else if (a.replicated) {
     const uint64_t base = rows / world, extra = rows % world;
     rank = row < extra * (base + 1) ? row / (base + 1) : (base == 0 ? world - 1 : extra + (row - extra * (base + 1)) / base);
   } else {
@@ -228,7 +234,7 @@ Status LoadShardIndexesFor(fs::Env* env, const std::string& version_dir, const s
   first_shard = first_shard < n ? first_shard : 0;
   // The first shard always: per-rank state (keep_rank's chunks) lives there.
   // The order: first_shard; then the shards where each want's first and
-  // last rows would be (replicated rows exactly, ReplicatedRows; sharded
+  // last rows would be (replicated rows exactly, ReplicatedPart; sharded
   // rows if spread evenly); then outwards from first_shard (+1, -1, +2,
   // ...). Each shard at most once.
   std::vector<size_t> order = {first_shard};

@@ -8,7 +8,8 @@
 
 namespace baton::ckpt {
 
-Status GatherReplicatedRows(MPI_Comm comm, char* data, uint64_t rows, uint64_t row_bytes, uint64_t max_message) {
+Status GatherReplicatedRows(MPI_Comm comm, std::string_view name, char* data, uint64_t rows, uint64_t row_bytes,
+                            uint64_t max_message) {
   int rank = 0, size = 1;
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
   BATON_RETURN_IF_ERROR(BATON_MPI_CHECK(MPI_Comm_size(comm, &size)));
@@ -20,7 +21,7 @@ Status GatherReplicatedRows(MPI_Comm comm, char* data, uint64_t rows, uint64_t r
     std::vector<int> counts(static_cast<size_t>(size)), displs(static_cast<size_t>(size));
     for (int k = 0; k < size; ++k) {
       uint64_t first = 0, n = 0;
-      ReplicatedRows(rows, size, k, &first, &n);
+      ReplicatedPart(name, rows, row_bytes, size, k, &first, &n);
       counts[static_cast<size_t>(k)] = static_cast<int>(n * row_bytes);
       displs[static_cast<size_t>(k)] = static_cast<int>(first * row_bytes);
     }
@@ -29,7 +30,7 @@ Status GatherReplicatedRows(MPI_Comm comm, char* data, uint64_t rows, uint64_t r
   }
   for (int k = 0; k < size; ++k) {
     uint64_t first = 0, n = 0;
-    ReplicatedRows(rows, size, k, &first, &n);
+    ReplicatedPart(name, rows, row_bytes, size, k, &first, &n);
     char* part = data + first * row_bytes;
     const uint64_t bytes = n * row_bytes;
     for (uint64_t at = 0; at < bytes; at += max_message) {

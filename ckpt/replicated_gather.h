@@ -1,5 +1,5 @@
 // A restore's all-gather of a replicated array: each rank reads only its
-// part (ReplicatedRows, the rows it wrote at the same world size) and the
+// part (ReplicatedPart, the rows it wrote at the same world size) and the
 // ranks exchange the parts, so a replicated array costs every rank
 // 1/world of its bytes from the file system, whatever its size.
 //
@@ -15,6 +15,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <string_view>
 
 #include "baton/status.h"
 
@@ -23,11 +24,12 @@ namespace baton::ckpt {
 // The largest MPI message of a gather: MPI's int count.
 constexpr uint64_t kMaxGatherMessage = static_cast<uint64_t>(INT_MAX);
 
-// data holds the array's `rows` rows of row_bytes bytes; on entry this rank
-// holds its part (ReplicatedRows(rows, size, rank)), on return every rank
-// holds every row. Collective over comm; every rank passes the same rows,
-// row_bytes and max_message (>= 1).
-Status GatherReplicatedRows(MPI_Comm comm, char* data, uint64_t rows, uint64_t row_bytes,
+// data holds array `name`'s `rows` rows of row_bytes bytes; on entry this
+// rank holds its part (ReplicatedPart(name, rows, row_bytes, size, rank)),
+// on return every rank holds every row (an array ReplicatedPart keeps
+// whole: broadcast from its owner). Collective over comm; every rank passes
+// the same name, rows, row_bytes and max_message (>= 1).
+Status GatherReplicatedRows(MPI_Comm comm, std::string_view name, char* data, uint64_t rows, uint64_t row_bytes,
                             uint64_t max_message = kMaxGatherMessage);
 
 }  // namespace baton::ckpt

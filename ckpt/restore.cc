@@ -170,7 +170,7 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       first = 0;
       rows = r.meta.rows();
       // My part (my node's, ckpt/layout.h); the others' come by GatherReplicated.
-      ReplicatedRows(r.meta.rows(), split.parts, split.part, &first, &rows);
+      ReplicatedPart(name, r.meta.rows(), r.meta.row_bytes(), split.parts, split.part, &first, &rows);
     }
     jobs.push_back(Job{index, name, first, rows, r.meta.replicated ? 0 : r.first_row, static_cast<char*>(r.data),
                        false, r.meta.replicated ? r.meta.rows() : 0});
@@ -185,7 +185,8 @@ Status CheckpointerImpl::ReadMyRows(int level, const std::string& vdir, Manifest
       // (every chunk by some rank, ReadPass); its chunks are loaded beside those the second pass reads.
       for (Job& job : jobs) {
         if (job.replicated_rows == 0) continue;
-        ReplicatedRows(job.replicated_rows, size_, rank_, &job.first, &job.rows);
+        ReplicatedPart(job.name, job.replicated_rows, m.arrays[static_cast<size_t>(job.index)].row_bytes(), size_,
+                       rank_, &job.first, &job.rows);
         wants.push_back(RowRange{static_cast<uint32_t>(job.index), job.first, job.rows});
       }
     }
@@ -266,7 +267,7 @@ Status CheckpointerImpl::GatherReplicated(int level, const Manifest& m, const st
     const int index = index_of[i++];
     if (index < 0 || !r.meta.replicated || split.parts == 1) continue;
     const ArrayMeta& a = m.arrays[static_cast<size_t>(index)];
-    BATON_RETURN_IF_ERROR(GatherReplicatedRows(split.comm, static_cast<char*>(r.data), a.rows(), a.row_bytes())
+    BATON_RETURN_IF_ERROR(GatherReplicatedRows(split.comm, name, static_cast<char*>(r.data), a.rows(), a.row_bytes())
                               .Annotate("gathering replicated array " + name));
   }
   return Status::OK();

@@ -141,7 +141,7 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
     a.replicated = r.meta.replicated;
     a.row_bytes = r.meta.row_bytes();
     if (r.meta.replicated) {
-      ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &a.first_row, &a.rows);
+      ckpt::ReplicatedPart(name, r.meta.rows(), a.row_bytes, size_, rank_, &a.first_row, &a.rows);
     } else {
       a.first_row = r.first_row;
       a.rows = r.rows;
@@ -314,7 +314,7 @@ Status CheckpointerImpl::SaveNow(int64_t step) {
     ChunkRecord c{0, 0};
     const uint64_t rb = r.meta.row_bytes();
     if (r.meta.replicated) {
-      ckpt::ReplicatedRows(r.meta.rows(), size_, rank_, &c.first_row, &c.rows);
+      ckpt::ReplicatedPart(name, r.meta.rows(), rb, size_, rank_, &c.first_row, &c.rows);
     } else {
       c.first_row = r.first_row;
       c.rows = r.rows;

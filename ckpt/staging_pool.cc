@@ -99,7 +99,7 @@ void StagingPool::Stage(int64_t step, const std::map<std::string, Registered>& a
     if (r.meta.replicated) {
       a.first_row = 0;
       a.rows = r.meta.rows();
-      ReplicatedRows(r.meta.rows(), world, rank, &a.write_first, &a.write_rows);
+      ReplicatedPart(name, r.meta.rows(), rb, world, rank, &a.write_first, &a.write_rows);
     } else {
       a.first_row = a.write_first = r.first_row;
       a.rows = a.write_rows = r.rows;

@@ -34,19 +34,23 @@ namespace {
 // MPI's int count: there max_message is INT_MAX; smaller here so that
 // parts are cut into several messages, a message ends inside a row, and
 // a rank's part is not a whole number of messages).
+// An array under ckpt::kWholeReplicatedBytes is held whole by its owner
+// (ReplicatedPart) and reaches the others from it.
 TEST(ReplicatedGather, EveryRankGetsEveryRowAtAnyMessageSize) {
-  const uint64_t rows = 37, row_bytes = 12;
-  for (uint64_t max_message : {uint64_t{1}, uint64_t{5}, uint64_t{100}, rows * row_bytes - 1, rows * row_bytes,
-                               ckpt::kMaxGatherMessage}) {
-    std::vector<char> data(rows * row_bytes, 0);
-    uint64_t first = 0, n = 0;
-    ckpt::ReplicatedRows(rows, Size(), Rank(), &first, &n);
-    for (uint64_t i = first * row_bytes; i < (first + n) * row_bytes; ++i) data[i] = static_cast<char>(i * 7 + 3);
-    Status s = ckpt::GatherReplicatedRows(MPI_COMM_WORLD, data.data(), rows, row_bytes, max_message);
-    EXPECT_TRUE(s.ok()) << s;
-    uint64_t wrong = 0;
-    for (uint64_t i = 0; i < data.size(); ++i) wrong += data[i] != static_cast<char>(i * 7 + 3);
-    EXPECT_EQ(wrong, 0u) << "max_message " << max_message;
+  for (const uint64_t row_bytes : {uint64_t{12}, uint64_t{2000}}) {  // 444 bytes: kept whole; 74,000: split
+    const uint64_t rows = 37;
+    for (uint64_t max_message : {uint64_t{1}, uint64_t{5}, uint64_t{100}, rows * row_bytes - 1, rows * row_bytes,
+                                 ckpt::kMaxGatherMessage}) {
+      std::vector<char> data(rows * row_bytes, 0);
+      uint64_t first = 0, n = 0;
+      ckpt::ReplicatedPart("w", rows, row_bytes, Size(), Rank(), &first, &n);
+      for (uint64_t i = first * row_bytes; i < (first + n) * row_bytes; ++i) data[i] = static_cast<char>(i * 7 + 3);
+      Status s = ckpt::GatherReplicatedRows(MPI_COMM_WORLD, "w", data.data(), rows, row_bytes, max_message);
+      EXPECT_TRUE(s.ok()) << s;
+      uint64_t wrong = 0;
+      for (uint64_t i = 0; i < data.size(); ++i) wrong += data[i] != static_cast<char>(i * 7 + 3);
+      EXPECT_EQ(wrong, 0u) << "max_message " << max_message << ", row_bytes " << row_bytes;
+    }
   }
 }
 

@@ -39,6 +39,44 @@ TEST(CkptLayout, ReplicatedRowsSplitEvenlyFirstRanksOneMore) {
   EXPECT_EQ(count, 1u);
 }
 
+// Issue 48: an array under kWholeReplicatedBytes is one part's whole (the
+// owner every rank derives from its name), nothing of the others'; from
+// that size up, the even split. Many small arrays spread over the parts.
+TEST(CkptLayout, SmallReplicatedArraysAreWholeInOnePart) {
+  const uint64_t small_rows = kWholeReplicatedBytes / 4 - 1, big_rows = kWholeReplicatedBytes / 4;  // f32 rows
+  std::vector<int> owned(4, 0);
+  for (int a = 0; a < 400; ++a) {
+    const std::string name = "model/layer" + std::to_string(a) + ".bias";
+    int holders = 0;
+    for (int p = 0; p < 4; ++p) {
+      uint64_t first = 9, count = 9;
+      ReplicatedPart(name, small_rows, 4, 4, p, &first, &count);
+      EXPECT_EQ(first, 0u);
+      if (count == 0) continue;
+      EXPECT_EQ(count, small_rows);
+      int owner = -1;
+      ASSERT_TRUE(ReplicatedWhole(name, small_rows, 4, 4, &owner));
+      EXPECT_EQ(owner, p);
+      ++holders;
+      ++owned[static_cast<size_t>(p)];
+    }
+    EXPECT_EQ(holders, 1) << name;
+    for (int p = 0; p < 4; ++p) {  // 64 KiB: split as ReplicatedRows
+      uint64_t first = 0, count = 0, even_first = 0, even_count = 0;
+      ReplicatedPart(name, big_rows, 4, 4, p, &first, &count);
+      ReplicatedRows(big_rows, 4, p, &even_first, &even_count);
+      EXPECT_EQ(std::make_pair(first, count), std::make_pair(even_first, even_count));
+    }
+  }
+  for (int n : owned) EXPECT_GT(n, 60) << "400 arrays over 4 parts";
+  int owner = -1;
+  EXPECT_FALSE(ReplicatedWhole("w", 1, 4, 1, &owner));  // one part: nothing to spread
+  uint64_t first = 9, count = 9;
+  ReplicatedPart("w", 1, 4, 1, 0, &first, &count);
+  EXPECT_EQ(count, 1u);
+  EXPECT_FALSE(ReplicatedWhole("w", UINT64_MAX, 2, 4, &owner));  // rows x row_bytes overflows: not small
+}
+
 // A restore reads a replicated array in a part per node, every rank of a
 // node the whole part, exchanged between the ranks of the same index on
 // each node; nodes of unequal sizes: a part per rank over the world.
