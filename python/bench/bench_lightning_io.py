@@ -30,12 +30,10 @@ cache first.
 """
 import argparse
 import datetime
-import gc
 import os
 import shutil
 import statistics
 import sys
-import time
 
 from mpi4py import MPI  # initialises MPI; baton.Runtime adopts it
 import torch
@@ -44,7 +42,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 import baton
 import baton.lightning as bl
-from bench_vs_dcp import Peak, _files, make_state  # the same state and measurements as the DCP bench
+from bench_vs_dcp import make_state, set_page_cache, timed_call  # the same state and measurements as the DCP bench
 
 
 def lightning_checkpoint(model, optim, step):
@@ -83,25 +81,10 @@ def main():
     step = {"n": 0}
 
     def set_cache(*dirs):
-        if rank == 0:
-            for path in _files(dirs):
-                with open(path, "rb") as f:
-                    if args.cache == "cold":
-                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-                    else:
-                        while f.read(8 << 20):
-                            pass
-        comm.Barrier()
+        set_page_cache(comm, args.cache, dirs)
 
     def timed(fn):
-        gc.collect()
-        comm.Barrier()
-        with Peak() as p:
-            t0 = time.perf_counter()
-            fn()
-            mine = time.perf_counter() - t0
-        comm.Barrier()
-        return comm.allreduce(mine, op=MPI.MAX), comm.allreduce(p.rise, op=MPI.MAX)
+        return timed_call(comm, fn)[:2]
 
     def into_model(checkpoint):
         model.load_state_dict(checkpoint["state_dict"])

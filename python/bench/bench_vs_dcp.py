@@ -171,26 +171,10 @@ def main():
         return counters["step"]
 
     def set_cache(*dirs):
-        """--cache for the files under ``dirs`` (rank 0: the ranks share one node's page cache)."""
-        if args.cache != "as-written" and rank == 0:
-            for path in _files(dirs):
-                with open(path, "rb") as f:
-                    if args.cache == "cold":
-                        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # written and fsynced: clean
-                    else:
-                        while f.read(8 << 20):
-                            pass
-        comm.Barrier()
+        set_page_cache(comm, args.cache, dirs)
 
     def timed(fn):
-        gc.collect()
-        comm.Barrier()
-        with Peak() as p:
-            t0 = time.perf_counter()
-            out = fn()
-            mine = time.perf_counter() - t0
-        comm.Barrier()
-        return comm.allreduce(mine, op=MPI.MAX), comm.allreduce(p.rise, op=MPI.MAX), out
+        return timed_call(comm, fn)
 
     def run_baton(m):
         s = next_step()
@@ -315,6 +299,33 @@ def main():
 # neighbours: baton followed torch in every round, and at 1 GiB its save met the disk still
 # writing back torch's (baton's 1 GiB save 3-5 s there, against 1.0-1.5 s in a run of its own).
 WILLIAMS = ((0, 1, 3, 2), (1, 2, 0, 3), (2, 3, 1, 0), (3, 0, 2, 1))
+
+
+def timed_call(comm, fn):
+    """(the slowest rank's wall seconds, the largest rise of a rank's resident memory, fn's result) of ``fn()``,
+    from a barrier to a barrier, after gc.collect() on every rank (another call's garbage is not timed)."""
+    gc.collect()
+    comm.Barrier()
+    with Peak() as p:
+        t0 = time.perf_counter()
+        out = fn()
+        mine = time.perf_counter() - t0
+    comm.Barrier()
+    return comm.allreduce(mine, op=MPI.MAX), comm.allreduce(p.rise, op=MPI.MAX), out
+
+
+def set_page_cache(comm, cache, dirs):
+    """``cache`` ("cold", "warm" or "as-written") for the files under ``dirs`` (rank 0: the ranks share one
+    node's page cache), then a barrier."""
+    if cache != "as-written" and comm.rank == 0:
+        for path in _files(dirs):
+            with open(path, "rb") as f:
+                if cache == "cold":
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # written and fsynced: clean
+                else:
+                    while f.read(8 << 20):
+                        pass
+    comm.Barrier()
 
 
 def _files(dirs):
