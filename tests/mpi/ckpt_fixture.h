@@ -201,6 +201,13 @@ inline std::string RestoreNewestOnEveryRank(Checkpointer* ck, std::vector<TestAr
 }
 
 // Peak resident memory of this process (VmHWM), in bytes.
+// Sets VmHWM to the process's resident memory now (Linux's clear_refs "5"),
+// so that the next PeakRss() - PeakRss() counts the peak of what ran in
+// between, not what an earlier test of the process left above it (VmHWM
+// only grows: a peak under an earlier test's was not seen at all, a peak
+// over it only in part).
+inline void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 inline uint64_t PeakRss() {
   std::ifstream in("/proc/self/status");
   std::string line;
