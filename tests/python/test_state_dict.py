@@ -333,7 +333,9 @@ def test_registrations_are_reused_while_the_tensors_are_the_same(rt, shared_dir)
 
 
 def test_a_tensor_that_needs_grad_or_is_not_contiguous(rt, shared_dir):
-    w = torch.randn(4, 6, requires_grad=True)
+    # The same on every rank (replicas="verify"), whatever the generators' state: not torch.randn, which after
+    # a relaunch in the middle of this file drew other values on each rank.
+    w = (torch.arange(24, dtype=torch.float32).reshape(4, 6) * 0.37 - 2.0).requires_grad_()
     t = torch.arange(24, dtype=torch.float32).reshape(6, 4).t()  # a non-contiguous view
     ck = baton.Checkpointer(rt, dir=shared_dir)
     ck.save({"w": w, "t": t}, 1)
