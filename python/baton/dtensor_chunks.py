@@ -296,9 +296,14 @@ class Reads:
         saved chunk needed by one ReadItem whose rows are whole rows of the
         shard (the same world size and sharding: every box) gets the shard's
         own rows, a contiguous view, as its buffer, and copy() leaves it.
+        Only host memory: the extension writes host memory, and a shard on
+        another device (a GPU's) registered in place would be read into the
+        host mirror tensors.Binding makes of it, which nothing copies back
+        (copy() leaves the boxes read in place); such a shard keeps its host
+        buffers, which copy() moves into it.
         """
         from torch.distributed._shard._utils import narrow_tensor_by_index
-        if not self.local.is_contiguous() or self.local.dim() == 0:
+        if self.local.device.type != "cpu" or not self.local.is_contiguous() or self.local.dim() == 0:
             return
         by_chunk = {}
         for piece in self.items:

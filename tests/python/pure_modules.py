@@ -254,6 +254,27 @@ def test_one_box_intersection_reads_boxes_into_a_whole_tensor_and_back():
     assert [(c.name, first, tuple(buf.shape)) for c, buf, first in whole.buffers] == [("t", 0, (4, 3))]
 
 
+def test_a_shard_off_the_host_is_read_through_host_buffers_that_copy_moves():
+    """dtensor_chunks.Reads.into_local reads a saved box straight into the live shard only where the shard is host
+    memory. The extension writes host memory: a shard on another device (a GPU's; the meta device stands for one
+    here, where no machine has a GPU) registered in place was read into the host mirror tensors.Binding makes of
+    it, and copy(), which leaves the boxes read in place, never moved those bytes into the shard."""
+    from baton.dtensor_chunks import Reads
+
+    saved = [["t~@0,0", [0, 0], [2, 3]], ["t~@2,0", [2, 0], [2, 3]]]
+    host_shard = torch.zeros(4, 3)
+    host = Reads(("t",), saved, host_shard)
+    host.into_local()
+    assert host.in_place == {0, 1} and not host.holds_scratch()
+    assert [buf.data_ptr() for _, buf, _ in host.buffers] == [host_shard.data_ptr(), host_shard[2:].data_ptr()]
+
+    other = Reads(("t",), saved, torch.zeros(4, 3, device="meta"))
+    other.into_local()
+    assert other.in_place == set() and other.holds_scratch()
+    assert [(buf.device.type, tuple(buf.shape)) for _, buf, _ in other.buffers] == [("cpu", (2, 3)), ("cpu", (2, 3))]
+    other.copy()  # host buffers into the shard's device (a no-op copy on meta; a host-to-device copy on a GPU)
+
+
 def test_the_cached_read_pieces_follow_the_boxes():
     """dtensor_chunks caches the pieces of a read by the saved boxes, the global shape and the rank's box alone:
     another box, another split or another shape gets pieces of its own, equal to DCP's helper uncached."""
