@@ -572,7 +572,7 @@ class Checkpointer:
         out = []
         for name, value, offset, global_shape in item.registrations():
             if value is None:  # a box another rank owns: registered with no rows
-                value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype)
+                value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype, device="cpu")
                 key = ("none", value.dtype, offset, tuple(global_shape))
             else:
                 # A plain tensor's identity was taken by this call's walk already (PlanItem.identity).

@@ -283,7 +283,8 @@ class Reads:
         for idx, c in enumerate(self.chunks):
             first, end = spans.get(idx, (0, 0))
             shape = c.array_shape
-            self.buffers.append((c, torch.empty((end - first,) + shape[1:], dtype=self.local.dtype), first))
+            self.buffers.append((c, torch.empty((end - first,) + shape[1:], dtype=self.local.dtype,
+                                                 device="cpu"), first))
         if covered != self.local.numel():
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint's chunks cover {covered} of the "
                              f"{self.local.numel()} elements of this rank's shard")

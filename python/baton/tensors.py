@@ -224,7 +224,9 @@ def allocate(lib, dtype, shape, path, zeroed=True):
         dt = getattr(torch, dtype, None) if isinstance(dtype, str) else None
         if not isinstance(dt, torch.dtype) or _torch_name(dt) is None or not baton_has(_torch_name(dt)):
             raise ValueError(f"baton: '{path_text(path)}': the checkpoint names torch dtype {dtype!r}")
-        return torch.zeros(shape, dtype=dt) if zeroed else torch.empty(shape, dtype=dt)
+        # On the host whatever the program's default device (torch.set_default_device): the extension
+        # writes host memory, and load() gives host tensors.
+        return (torch.zeros if zeroed else torch.empty)(shape, dtype=dt, device="cpu")
     if lib == "numpy":
         try:
             dt = np.dtype(dtype)

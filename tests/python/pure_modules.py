@@ -274,6 +274,16 @@ def test_a_shard_off_the_host_is_read_through_host_buffers_that_copy_moves():
     assert [(buf.device.type, tuple(buf.shape)) for _, buf, _ in other.buffers] == [("cpu", (2, 3)), ("cpu", (2, 3))]
     other.copy()  # host buffers into the shard's device (a no-op copy on meta; a host-to-device copy on a GPU)
 
+    # The buffers and the tensors a restore allocates are host memory under any default device too (before:
+    # torch.set_default_device("cuda") put them on the GPU, where the extension cannot write).
+    from baton import tensors
+    with torch.device("meta"):
+        assert torch.empty(1).device.type == "meta"
+        under = Reads(("t",), saved, torch.zeros(4, 3, device="meta"))
+        assert [buf.device.type for _, buf, _ in under.buffers] == ["cpu", "cpu"]
+        assert [tensors.allocate("torch", "float32", [2], ("t",), zeroed=z).device.type for z in (True, False)] == [
+            "cpu", "cpu"]
+
 
 def test_the_cached_read_pieces_follow_the_boxes():
     """dtensor_chunks caches the pieces of a read by the saved boxes, the global shape and the rank's box alone:

@@ -128,6 +128,6 @@ def _takes_rows(target, item, sizes, dtype):
 
 
 def _scratch(reads, shape, dtype):
-    buf = torch.empty(shape, dtype=dtype)
+    buf = torch.empty(shape, dtype=dtype, device="cpu")
     reads.scratch_bytes += math.prod(shape) * buf.element_size()
     return buf

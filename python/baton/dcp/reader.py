@@ -216,16 +216,17 @@ class BatonReader(StorageReader):
                 ck.register_replicated(MARKER, marker, dtype="i64")
                 legacy = None
             else:
-                legacy = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8)
+                legacy = torch.empty(arrays[_LEGACY_METADATA][0], dtype=torch.uint8, device="cpu")
                 reads.registered[_LEGACY_METADATA] = (legacy, 0)
             for name, (shape, dtype) in arrays.items():
                 if name == MARKER and self._form == "tree":
                     continue
-                buf, first = reads.registered.get(name) or (torch.empty((0,) + shape[1:], dtype=dtype), 0)
+                buf, first = (reads.registered.get(name) or
+                              (torch.empty((0,) + shape[1:], dtype=dtype, device="cpu"), 0))
                 if shape == ():
                     # A 0-d tensor a Checkpointer saved replicated (no dim 0 to take rows of): every rank
                     # reads its one element.
-                    buf = buf.reshape(()) if buf.numel() == 1 else torch.empty((), dtype=dtype)
+                    buf = buf.reshape(()) if buf.numel() == 1 else torch.empty((), dtype=dtype, device="cpu")
                     ck.register_replicated(name, buf.view(torch.uint8) if buf.dtype.itemsize == 1 and
                                            buf.dtype != torch.uint8 and buf.dtype != torch.int8 else buf,
                                            dtype=baton_dtypes[name])

@@ -317,7 +317,7 @@ class BatonWriter(StorageWriter, AsyncStager):
                 for c in shared.chunks:
                     shape = c.sizes or (1,)
                     item = mine.get(c.name)
-                    data = torch.empty((0,) + shape[1:], dtype=c.dtype)
+                    data = torch.empty((0,) + shape[1:], dtype=c.dtype, device="cpu")
                     if item is not None:
                         data = self._tensor_of(planner.resolve_data(item), c, shape)
                     # Every dtype DCP saves (complex, float8 variants): stored_form.
