@@ -354,6 +354,42 @@ def test_the_cached_layout_follows_the_mesh_shape_and_placements(dist, rank, siz
         dtensor_chunks.mesh_layout(strided, ("s",))
 
 
+def test_a_restore_at_the_saved_layout_reads_into_the_save_s_registrations(dist, rt, shared_dir, rank, size):
+    """A restore into the DTensors the last save registered (the same shards, the same boxes) reads each box
+    through the save's own registration (the shard's rows, or none for a box another rank owns), registering
+    no box again, and the save after it reuses the restore's; both restores bring back the saved values. The
+    one exception: a Replicate() box, which only its owner (rank 0) saves and every rank reads, is registered
+    by the others for the read and again, with no rows, by the save. A restore into other memory registers
+    its own (test_a_damaged_box_leaves_every_rank_s_shard_untouched)."""
+    mesh = init_device_mesh("cpu", (size,))
+    full = _tensors(size)
+    state = {"model": {k: distribute_tensor(t, mesh, p) for k, (t, p) in full.items()}}
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    registered = []
+    register = ck._register
+    ck._register = lambda name, *args: (registered.append(name), register(name, *args))[1]
+
+    def boxes():
+        return sorted(n for n in registered if "~@" in n)
+
+    ck.save(state, 1)
+    saved = boxes()
+    assert saved and all(n.startswith("model:") for n in saved), saved
+    for step in (1, 2):
+        for dt in state["model"].values():
+            dt.to_local().fill_(-3)  # in place: the registered memory
+        registered.clear()
+        assert ck.restore(state) == step
+        replicated = ["model:rep~@0,0"] if rank > 0 else []
+        assert boxes() == replicated, boxes()
+        for k, (t, _) in full.items():
+            assert torch.equal(state["model"][k].full_tensor(), t), (step, k)
+        registered.clear()
+        ck.save(state, step + 1)
+        assert boxes() == replicated, boxes()
+    ck.close()
+
+
 def test_a_damaged_box_leaves_every_rank_s_shard_untouched(dist, rt, shared_dir, rank, size):
     """A DTensor's boxes are read straight into the live shards (same world size, whole rows): a flipped
     bit in the last rank's last 2 MiB chunk, behind its intact chunks and every other rank's, leaves every
