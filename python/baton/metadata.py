@@ -179,11 +179,17 @@ def _numpy_scalar(value, path):
     return {_NUMPY: value.dtype.str, "value": item}
 
 
+_NUMPY_MODULE = []  # numpy once imported: encode asks for it at every leaf that is not a plain value
+
+
 def _numpy():
+    if _NUMPY_MODULE:
+        return _NUMPY_MODULE[0]
     try:
         import numpy
     except ImportError:  # pragma: no cover - numpy is a dependency of the extension
         return None
+    _NUMPY_MODULE.append(numpy)
     return numpy
 
 
