@@ -453,8 +453,7 @@ class Checkpointer:
         if error is not None:
             doc = {"call": [call] + args, "error": f"{type(error).__name__}: {getattr(error, 'message', error)}"}
         else:
-            doc = local.agreed([call] + args)
-            doc["reopen"] = self._needs_reopen(local) if call != "restore" else False
+            doc = local.agreed_json([call] + args, reopen=self._needs_reopen(local) if call != "restore" else False)
         try:
             agree(self._runtime, doc, call)
         except _baton.InvalidArgument as e:

@@ -24,9 +24,15 @@ _SHOWN = 20  # differences named in the error; the count of the rest follows
 
 
 def agree(runtime, doc, what):
-    """Returns when every rank's ``doc`` (JSON-able) is the same; else the same InvalidArgument on every rank."""
-    data = metadata.dumps(doc)
-    digests = _baton._allgather_bytes(runtime, hashlib.sha256(data).digest(), f"{what}: agreeing on the plan",
+    """Returns when every rank's ``doc`` is the same; else the same InvalidArgument on every rank.
+
+    ``doc``: JSON-able, or (its JSON bytes, their SHA-256) where the caller
+    has them (LocalPlan.agreed_json); every rank of one call gives the same
+    form, or their digests differ.
+    """
+    data, digest = doc if isinstance(doc, tuple) else (metadata.dumps(doc), None)
+    digest = hashlib.sha256(data).digest() if digest is None else digest
+    digests = _baton._allgather_bytes(runtime, digest, f"{what}: agreeing on the plan",
                                       fixed=hashlib.sha256().digest_size)
     if all(d == digests[0] for d in digests):
         return

@@ -285,6 +285,39 @@ def test_a_shard_off_the_host_is_read_through_host_buffers_that_copy_moves():
             "cpu", "cpu"]
 
 
+def test_the_agreed_document_reuses_the_arrays_part_only_for_the_same_items():
+    """Issue 48: LocalPlan.agreed_json, the bytes the ranks' plan digests are of, holds agreed(call) and the
+    fields after it (parsed back, equal), and the digest is their SHA-256. Its arrays' part (sorted, encoded and
+    hashed: 3.7 ms of a 5,000-tensor save_async call) is the previous walk's where the walk took every item
+    from it, and made anew where a leaf changed, one was added or one was dropped."""
+    import hashlib
+
+    from baton import metadata
+    from baton.state_walk import walk
+
+    def check(plan, call):
+        data, digest = plan.agreed_json(call, reopen=False)
+        assert metadata.loads(data, "the document") == {**plan.agreed(call), "reopen": False}
+        assert digest == hashlib.sha256(data).digest()
+        return data
+
+    state = {"w": torch.arange(6.0), "b": torch.zeros(3), "n": 1}
+    first = walk(state)
+    check(first, ["save", 1])
+    second = walk(state, previous=first)
+    assert second._arrays_head is first._arrays_head is not None
+    assert check(second, ["save", 2]) != check(first, ["save", 1])  # the call is in it
+    for change in (lambda: state.update(b=torch.zeros(4)), lambda: state.update(x=torch.zeros(1)),
+                   lambda: state.pop("w")):
+        change()
+        before = second
+        second = walk(state, previous=before)
+        assert second._arrays_head is None
+        check(second, ["save", 3])
+        assert second._arrays_head is not before._arrays_head
+    assert sorted(a[0] for a in metadata.loads(check(second, ["save", 4]), "the document")["arrays"]) == ["b", "x"]
+
+
 def test_the_cached_read_pieces_follow_the_boxes():
     """dtensor_chunks caches the pieces of a read by the saved boxes, the global shape and the rank's box alone:
     another box, another split or another shape gets pieces of its own, equal to DCP's helper uncached."""
