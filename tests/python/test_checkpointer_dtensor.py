@@ -390,6 +390,39 @@ def test_a_restore_at_the_saved_layout_reads_into_the_save_s_registrations(dist,
     ck.close()
 
 
+def test_a_walk_takes_a_dtensor_s_item_again_only_while_its_shard_and_layout_are_the_same(dist, rt, shared_dir,
+                                                                                         size):
+    """Issue 48: the walk takes the last walk's item again for a DTensor whose local shard (memory, shape,
+    strides, dtype), mesh, placements and global shape are the same (its layout is not computed again: 2.2-2.5
+    -> 1.2-1.3 ms for the 256 MiB FSDP2 state's 168 leaves), and makes a new one for a DTensor at the same
+    path with other memory or another placement; what is saved and restored is the state as it is now."""
+    mesh = init_device_mesh("cpu", (size,))
+    full = _tensors(size)
+    state = {"model": {k: distribute_tensor(t, mesh, p) for k, (t, p) in full.items()}}
+    ck = baton.Checkpointer(rt, dir=shared_dir, level2=False)
+    ck.save(state, 1)
+    first = {item.path: item for item in ck._last_walk.items.values()}
+    ck.save(state, 2)
+    second = {item.path: item for item in ck._last_walk.items.values()}
+    assert all(second[p] is first[p] for p in first), "unchanged DTensors were described anew"
+    rows = torch.arange(float((2 * size + 1) * 5)).reshape(2 * size + 1, 5)
+    state["model"]["rows"] = distribute_tensor(rows, mesh, [Shard(0)])          # other memory
+    state["model"]["cols"] = distribute_tensor(full["cols"][0], mesh, [Replicate()])  # another placement
+    ck.save(state, 3)
+    third = {item.path: item for item in ck._last_walk.items.values()}
+    assert third[("model", "rows")] is not first[("model", "rows")]
+    assert third[("model", "cols")] is not first[("model", "cols")]
+    assert third[("model", "cols")].layout.placements == ("R",)
+    assert third[("model", "rep")] is first[("model", "rep")]
+    back = {"model": {k: distribute_tensor(torch.zeros_like(t), mesh, p) for k, (t, p) in full.items()}}
+    back["model"]["cols"] = distribute_tensor(torch.zeros_like(full["cols"][0]), mesh, [Replicate()])
+    assert ck.restore(back) == 3
+    assert torch.equal(back["model"]["rows"].full_tensor(), rows)
+    assert torch.equal(back["model"]["cols"].full_tensor(), full["cols"][0])
+    assert torch.equal(back["model"]["rep"].full_tensor(), full["rep"][0])
+    ck.close()
+
+
 def test_a_damaged_box_leaves_every_rank_s_shard_untouched(dist, rt, shared_dir, rank, size):
     """A DTensor's boxes are read straight into the live shards (same world size, whole rows): a flipped
     bit in the last rank's last 2 MiB chunk, behind its intact chunks and every other rank's, leaves every
