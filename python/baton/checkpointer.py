@@ -45,6 +45,16 @@ def _saved_as_laid_out(item, reads):
     return boxes == [(c.name, tuple(c.offsets), tuple(c.sizes)) for c in reads.chunks]
 
 
+def _empty_key(dtype, offset, shape):
+    """The key of a registration with no rows (a box another rank owns) of an array of ``shape``."""
+    return ("none", dtype, offset, tuple(shape))
+
+
+def _rows_key(ident, kind, offset, shape):
+    """The key of a registration of memory ``ident`` (tensors.identity) as a ``kind`` leaf's rows."""
+    return (ident, kind, offset, shape)
+
+
 def _read_key(reads, idx, view, first, shape):
     """The key Checkpointer._bind gives a save's registration of the same rows, for saved box ``idx`` of
     ``reads`` read into ``view`` from row ``first``: a box read whole into the live shard's own rows (the
@@ -57,9 +67,9 @@ def _read_key(reads, idx, view, first, shape):
     if first != 0:
         return None
     if tuple(view.shape) == (0,) + shape[1:]:
-        return ("none", view.dtype, 0, shape)
+        return _empty_key(view.dtype, 0, shape)
     if idx in reads.in_place and tuple(view.shape) == shape:
-        return (identity(view), DTENSOR, 0, shape)
+        return _rows_key(identity(view), DTENSOR, 0, shape)
     return None
 
 
@@ -590,11 +600,11 @@ class Checkpointer:
         for name, value, offset, global_shape in item.registrations():
             if value is None:  # a box another rank owns: registered with no rows
                 value = torch_module().empty((0,) + tuple(global_shape[1:]), dtype=item.value.dtype, device="cpu")
-                key = ("none", value.dtype, offset, tuple(global_shape))
+                key = _empty_key(value.dtype, offset, global_shape)
             else:
                 # A plain tensor's identity was taken by this call's walk already (PlanItem.identity).
                 known_id = item.identity if value is item.value else None
-                key = (known_id or identity(value), item.kind, offset, global_shape)
+                key = _rows_key(known_id or identity(value), item.kind, offset, global_shape)
             known = self._bindings.get(name)
             if known is not None and key is not None and known[1] == key:
                 out.append(known[0])

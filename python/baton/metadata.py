@@ -31,6 +31,11 @@ import warnings
 
 from baton.names import by_path
 
+try:  # once, not at every leaf encode meets that is not a plain value
+    import numpy as _NUMPY_MODULE
+except ImportError:  # pragma: no cover - numpy is a dependency of the extension
+    _NUMPY_MODULE = None
+
 # The tags, each an object with exactly these keys.
 _TUPLE = "$tuple"      # {"$tuple": [items]}
 _DICT = "$dict"        # {"$dict": [[key, value], ...], "ordered": bool, "counter": bool | absent,
@@ -179,18 +184,8 @@ def _numpy_scalar(value, path):
     return {_NUMPY: value.dtype.str, "value": item}
 
 
-_NUMPY_MODULE = []  # numpy once imported: encode asks for it at every leaf that is not a plain value
-
-
 def _numpy():
-    if _NUMPY_MODULE:
-        return _NUMPY_MODULE[0]
-    try:
-        import numpy
-    except ImportError:  # pragma: no cover - numpy is a dependency of the extension
-        return None
-    _NUMPY_MODULE.append(numpy)
-    return numpy
+    return _NUMPY_MODULE
 
 
 class FormatError(ValueError):

@@ -187,9 +187,6 @@ class LocalPlan:
         return {"call": call, "arrays": sorted(i.agreed() for i in self.items.values()),
                 "per_rank": sorted(self.per_rank)}
 
-    def digest(self, call):
-        return hashlib.sha256(metadata.dumps(self.agreed(call))).digest()
-
     def agreed_json(self, call, **more):
         """(bytes, SHA-256) of what every rank must hold equal: agreed(call) with ``more``, the arrays first.
 
