@@ -82,11 +82,13 @@ json ToJson(const events::Report& r, const events::ReadStats& st, const std::str
     x["last_progress"] = i.last_progress;
     x["detected"] = i.detected;
     x["started"] = i.started;
+    x["restore_started"] = i.restore_started;
     x["restored"] = i.restored;
     x["resumed"] = i.resumed;
     x["total_seconds"] = i.total();
     x["detection_seconds"] = i.detection();
     x["launch_seconds"] = i.launch();
+    x["setup_seconds"] = i.setup();
     x["restore_seconds"] = i.restore();
     x["first_step_seconds"] = i.first_step();
     x["cause_detail"] = i.Detail();
@@ -134,8 +136,8 @@ void PrintText(const events::Report& r, const events::ReadStats& st, const std::
                 x.cause.c_str(), static_cast<long long>(x.last_step), x.total(),
                 static_cast<long long>(x.resumed_step));
     if (const std::string d = x.Detail(); !d.empty()) std::printf("  cause: %s\n", d.c_str());
-    std::printf("  detection %.3f s, scheduling and launch %.3f s, restore %.3f s, first step %.3f s\n",
-                x.detection(), x.launch(), x.restore(), x.first_step());
+    std::printf("  detection %.3f s, scheduling and launch %.3f s, set-up %.3f s, restore %.3f s, first step %.3f s\n",
+                x.detection(), x.launch(), x.setup(), x.restore(), x.first_step());
     for (const events::FailureSeen& f : x.failures)
       std::printf("  rank %d at %s: %s\n", f.rank, Clock(f.t).c_str(), f.what.c_str());
   }

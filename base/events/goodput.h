@@ -43,7 +43,10 @@ struct FailureSeen {
 };
 
 // From the last step ended before an interruption to the first step ended
-// after it, in four consecutive parts (they add up to total).
+// after it, in five consecutive parts (they add up to total). The program's
+// set-up between its start and its restore (imports, building the model,
+// sharding it: seconds for an FSDP2 program) is a part of its own, so that
+// "restore" is the restore's own time, as the launch's restore_seconds is.
 struct Interruption {
   // "failure", "stop", "end" or "unknown" from the ranks' logs; "node
   // failure" when the batch script saw a node of the step lost, "exit N"
@@ -55,11 +58,13 @@ struct Interruption {
   double last_progress = 0;      // when that last step ended
   double detected = 0;           // the first failure or stop record (else the launch's last record)
   double started = 0;            // the next launch's start
+  double restore_started = 0;    // its first restore call's start (started when none)
   double restored = 0;           // its restore's end (started when none)
   double resumed = 0;            // its first step's end
   double detection() const { return detected - last_progress; }
   double launch() const { return started - detected; }
-  double restore() const { return restored - started; }
+  double setup() const { return restore_started - started; }
+  double restore() const { return restored - restore_started; }
   double first_step() const { return resumed - restored; }
   double total() const { return resumed - last_progress; }
   std::vector<FailureSeen> failures;  // each rank's failure record of the launch before

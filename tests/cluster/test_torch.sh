@@ -272,9 +272,9 @@ check_causes() {
   perl -MJSON::PP -e '
     my $r = decode_json(do { local $/; <STDIN> });
     for my $i (@{ $r->{interruptions} }) {
-      printf "interruption: %s (%s): step %s -> %s, %.2f s = detection %.2f + launch %.2f + restore %.2f + first step %.2f\n",
+      printf "interruption: %s (%s): step %s -> %s, %.2f s = detection %.2f + launch %.2f + set-up %.2f + restore %.2f + first step %.2f\n",
         $i->{cause}, $i->{cause_detail} // "", $i->{last_step}, $i->{resumed_step}, $i->{total_seconds},
-        $i->{detection_seconds}, $i->{launch_seconds}, $i->{restore_seconds}, $i->{first_step_seconds};
+        $i->{detection_seconds}, $i->{launch_seconds}, $i->{setup_seconds}, $i->{restore_seconds}, $i->{first_step_seconds};
     }' <"$d/report.json"
   got=$(perl -MJSON::PP -e '
     my $r = decode_json(do { local $/; <STDIN> });

@@ -70,13 +70,17 @@ test_agreed_stop_and_resume_counted_exactly() {
   expect_eq "$(field "$dir.json" 'r["saves"]')" "$(( 8 + (stopped % 7 != 0) + 1 ))" "saves"
   expect_eq "$(field "$dir.json" '0 < r["goodput"] <= 1 and r["productive_seconds"] > 0.02 * 60')" True \
     "goodput in (0, 1] and at least 20 ms per step productive"
-  expect_eq "$(field "$dir.json" 'abs(sum(x[k] for x in r["interruptions"] for k in ("detection_seconds","launch_seconds","restore_seconds","first_step_seconds")) - r["interruptions"][0]["total_seconds"]) < 1e-6')" \
+  expect_eq "$(field "$dir.json" 'abs(sum(x[k] for x in r["interruptions"] for k in ("detection_seconds","launch_seconds","setup_seconds","restore_seconds","first_step_seconds")) - r["interruptions"][0]["total_seconds"]) < 1e-6')" \
     True "the interruption's parts add up"
+  expect_eq "$(field "$dir.json" 'abs(r["interruptions"][0]["restore_seconds"] - r["launches"][1]["restore_seconds"]) < 1e-6')" \
+    True "the interruption's restore is the launch's restore (its own time, the set-up before it apart)"
   # The text form names the same figures.
   "$BATON" report "$dir" >"$dir.txt"
   cat "$dir.txt"
   grep -q '^steps computed twice:  0 (of 60 step computations)$' "$dir.txt" || fail "text: steps computed twice"
   grep -q '^launches:              2 (restarts: 1)$' "$dir.txt" || fail "text: launches"
+  grep -Eq '^  detection [0-9.]+ s, scheduling and launch [0-9.]+ s, set-up [0-9.]+ s, restore [0-9.]+ s, first step [0-9.]+ s$' \
+    "$dir.txt" || fail "text: the interruption's five parts"
 }
 
 test_killed_rank_then_resume_counts_the_lost_steps() {

@@ -170,7 +170,8 @@ TEST(Goodput, EveryNumberOfATwoLaunchJob) {
   EXPECT_EQ(b.ended, "end");
 
   // From step 5's end (1005) to step 3's end in B (1012): 7 s = detection
-  // 2 (to 1007) + launch 3 (to 1010) + restore 1 (to 1011) + first step 1.
+  // 2 (to 1007) + launch 3 (to 1010) + set-up 0.6 (to the restore's start,
+  // 1011 - 0.4) + restore 0.4 (to 1011) + first step 1.
   ASSERT_EQ(r.interruptions.size(), 1u);
   const Interruption& x = r.interruptions[0];
   EXPECT_EQ(x.cause, "failure");
@@ -178,7 +179,8 @@ TEST(Goodput, EveryNumberOfATwoLaunchJob) {
   EXPECT_EQ(x.resumed_step, 3);
   EXPECT_DOUBLE_EQ(x.detection(), 2);
   EXPECT_DOUBLE_EQ(x.launch(), 3);
-  EXPECT_DOUBLE_EQ(x.restore(), 1);
+  EXPECT_NEAR(x.setup(), 0.6, 1e-9);
+  EXPECT_NEAR(x.restore(), 0.4, 1e-9);  // the launch's restore_seconds: the restore's own time
   EXPECT_DOUBLE_EQ(x.first_step(), 1);
   EXPECT_DOUBLE_EQ(x.total(), 7);
   ASSERT_EQ(x.failures.size(), 1u);
@@ -224,6 +226,7 @@ TEST(Goodput, StopThenALaunchWithoutStepsThenTheEnd) {
   EXPECT_EQ(s.cause, "stop");
   EXPECT_DOUBLE_EQ(s.detection(), 0.5);
   EXPECT_DOUBLE_EQ(s.launch(), 8.5);
+  EXPECT_DOUBLE_EQ(s.setup(), 0);  // the restore started with the launch (510.5 - 0.5)
   EXPECT_DOUBLE_EQ(s.restore(), 0.5);
   EXPECT_DOUBLE_EQ(s.first_step(), 0);
   EXPECT_EQ(s.resumed_step, -1);
@@ -235,6 +238,7 @@ TEST(Goodput, StopThenALaunchWithoutStepsThenTheEnd) {
   EXPECT_DOUBLE_EQ(u.last_progress, 510);
   EXPECT_DOUBLE_EQ(u.detection(), 0.5);
   EXPECT_DOUBLE_EQ(u.launch(), 9.5);
+  EXPECT_DOUBLE_EQ(u.setup(), 0);
   EXPECT_DOUBLE_EQ(u.restore(), 1);
   EXPECT_DOUBLE_EQ(u.first_step(), 2);
   EXPECT_DOUBLE_EQ(u.total(), 13);
@@ -268,9 +272,43 @@ TEST(Goodput, APythonRestoreOfTwoRecordsIsCountedWhole) {
   EXPECT_NEAR(b.restore_seconds, 0.030, 1e-9);
   EXPECT_EQ(b.restore_records, 2);
   ASSERT_EQ(r.interruptions.size(), 1u);
-  // The interruption's restore ends at the last record before the first step.
+  // The interruption's restore ends at the last record before the first step
+  // and starts at the first one's start (110.1): 0.1 s of set-up before it.
   EXPECT_DOUBLE_EQ(r.interruptions[0].restored, 110.130);
+  EXPECT_NEAR(r.interruptions[0].setup(), 0.100, 1e-9);
+  EXPECT_NEAR(r.interruptions[0].restore(), 0.030, 1e-9);
   EXPECT_NEAR(r.interruptions[0].first_step(), 0.870, 1e-9);
+}
+
+// A launch that restores nothing (started from nothing) has no set-up or
+// restore part: its time to the first step is the first step's. A restore
+// record whose dur reaches before the launch's start (a clock that moved)
+// starts the restore at the launch's start, so the parts still add up.
+TEST(Goodput, SetUpAndRestoreAreZeroWithoutARestoreAndNeverNegative) {
+  const std::string log =
+      R"({"ev":"start","t":100,"launch":"a","rank":0,"world":1}
+{"ev":"step","t":101,"step":1,"dur":1}
+{"ev":"stop","t":102,"step":1}
+{"ev":"start","t":110,"launch":"b","rank":0,"world":1}
+{"ev":"step","t":112,"step":1,"dur":1}
+{"ev":"stop","t":113,"step":1}
+{"ev":"start","t":120,"launch":"c","rank":0,"world":1}
+{"ev":"restore","t":120.5,"step":1,"dur":2,"level":3}
+{"ev":"step","t":121,"step":2,"dur":0.5}
+{"ev":"end","t":122,"step":2}
+)";
+  const Report r = Analyze(Parse({{0, log}}));
+  ASSERT_EQ(r.interruptions.size(), 2u);
+  const Interruption& none = r.interruptions[0];
+  EXPECT_DOUBLE_EQ(none.setup(), 0);
+  EXPECT_DOUBLE_EQ(none.restore(), 0);
+  EXPECT_DOUBLE_EQ(none.first_step(), 2);
+  const Interruption& early = r.interruptions[1];
+  EXPECT_DOUBLE_EQ(early.setup(), 0);
+  EXPECT_DOUBLE_EQ(early.restore(), 0.5);
+  EXPECT_DOUBLE_EQ(early.first_step(), 0.5);
+  EXPECT_DOUBLE_EQ(early.detection() + early.launch() + early.setup() + early.restore() + early.first_step(),
+                   early.total());
 }
 
 // A node dies: its ranks write nothing, the others are killed by srun
