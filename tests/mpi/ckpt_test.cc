@@ -649,6 +649,52 @@ TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
   EXPECT_EQ(CheckAll(arrays, 6), "") << "the newer save of step 5 wins";
 }
 
+// A shard file holds the arrays and nothing of the moment it was written (no
+// object times): the same bytes saved twice are the same file, whose
+// metadata checksum the manifest names alike.
+TEST_F(CkptTest, TheSameArraysSavedTwiceAreTheSameShardFile) {
+  auto ck = MakeCheckpointer(Options());
+  auto arrays = MakeArrays(Size(), Rank());
+  FillAll(&arrays, 5);
+  ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
+  ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
+  const std::string first = ck->last_stats().version_path;
+  ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
+  const std::string second = ck->last_stats().version_path;
+  if (Rank() == 0) {
+    EXPECT_NE(first, second);
+    const std::string a = Slurp(first + "/shard-0.h5"), b = Slurp(second + "/shard-0.h5");
+    EXPECT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << "shard-0.h5 differs between two saves of the same arrays (" << a.size() << " and "
+                        << b.size() << " bytes)";
+    // Two saves within one second would match with times too (HDF5 keeps
+    // seconds): every dataset's header holds none.
+    hid_t f = H5Fopen((first + "/shard-0.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    std::vector<std::string> timed;
+    int datasets = 0;
+    struct Seen {
+      std::vector<std::string>* timed;
+      int* datasets;
+    } seen{&timed, &datasets};
+    EXPECT_GE(H5Ovisit2(
+                  f, H5_INDEX_NAME, H5_ITER_INC,
+                  [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+                    auto* s = static_cast<Seen*>(data);
+                    if (info->type != H5O_TYPE_DATASET) return 0;
+                    ++*s->datasets;
+                    if (info->mtime != 0 || info->ctime != 0 || info->atime != 0 || info->btime != 0)
+                      s->timed->push_back(name);
+                    return 0;
+                  },
+                  &seen, H5O_INFO_BASIC | H5O_INFO_TIME),
+              0);
+    H5Fclose(f);
+    EXPECT_GT(datasets, 0);
+    EXPECT_TRUE(timed.empty()) << timed.size() << " datasets hold times, the first " << timed.front();
+  }
+}
+
 // --- restore: verification, fallback, quarantine --------------------------------
 
 TEST_F(CkptDamage, FlippedBitFallsBackToTheOlderVersion) {
