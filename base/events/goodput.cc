@@ -212,15 +212,15 @@ Report Analyze(const std::vector<Event>& events) {
     const double first_t = after.s.rank >= 0 ? after.ev->steps_by_rank.at(after.s.rank).front()->t
                                              : std::numeric_limits<double>::infinity();
     bool any_restore = false;
-    for (const Event* e : after.ev->all)
+    for (const Event* e : after.ev->all)  // in the order of their t (their end)
       if (e->kind == "restore" && (e->rank == after.s.rank || after.s.rank < 0) && e->t <= first_t) {
-        // The first call's start (its end less its dur), never before the
+        // The earliest call's start (its end less its dur), never before the
         // launch's start: a record's clock and dur come from one process.
-        if (!any_restore) x.restore_started = std::max(x.started, e->t - e->dur);
+        const double began = std::max(x.started, e->t - std::max(0.0, e->dur));
+        x.restore_started = any_restore ? std::min(x.restore_started, began) : began;
         any_restore = true;
         x.restored = e->t;
       }
-    x.restore_started = std::min(x.restore_started, x.restored);
     x.resumed = x.restored;
     if (after.s.rank >= 0) {
       const Event* first = after.ev->steps_by_rank.at(after.s.rank).front();
