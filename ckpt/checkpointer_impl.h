@@ -44,6 +44,7 @@
 #include "ckpt/hdf5/shard_writer.h"
 #include "ckpt/manifest.h"
 #include "ckpt/manifest_parse_cache.h"
+#include "ckpt/metadata_image.h"
 #include "ckpt/phase_clock.h"
 #include "ckpt/memory_level.h"
 #include "ckpt/node_local_level.h"
@@ -429,6 +430,9 @@ class CheckpointerImpl : public Checkpointer {
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
   ManifestParseCache manifest_parses_;  // every rank: its last manifest text parsed (candidates.cc)
+  // A shard group's first rank: the HDF5 metadata of its last shard's
+  // layout, written again by the next sync save of that layout (save.cc).
+  MetadataImages metadata_images_;
   bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
   h5::ReadMode read_mode_{};  // how the running restore reads shard files (BATON_CKPT_READ); {}: kPread, the default
 

@@ -35,10 +35,10 @@ std::vector<Range> Gaps(uint64_t file_bytes, std::vector<Range> extents) {
 
 }  // namespace
 
-Status HashOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
-                          std::vector<std::pair<uint64_t, uint64_t>> extents, uint64_t* xxh3) {
+Status ReadOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
+                          std::vector<std::pair<uint64_t, uint64_t>> extents,
+                          const std::function<void(uint64_t, const char*, size_t)>& take) {
   const std::vector<Range> gaps = Gaps(file_bytes, std::move(extents));
-  Xxh3Stream sum;
   std::vector<char> buf;
   for (size_t i = 0; i < gaps.size();) {
     // Gaps i..j in one read: each within kPiece of gap i's start, each
@@ -53,17 +53,27 @@ Status HashOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_b
         const uint64_t n = std::min(kPiece, gaps[i].second - at);
         buf.resize(n);
         BATON_RETURN_IF_ERROR(env->ReadAt(path, at, n, buf.data()));
-        sum.Update(buf.data(), n);
+        take(at, buf.data(), n);
         at += n;
       }
     } else {
       const uint64_t base = gaps[i].first;
       buf.resize(gaps[j].second - base);
       BATON_RETURN_IF_ERROR(env->ReadAt(path, base, buf.size(), buf.data()));
-      for (size_t k = i; k <= j; ++k) sum.Update(buf.data() + (gaps[k].first - base), gaps[k].second - gaps[k].first);
+      for (size_t k = i; k <= j; ++k) {
+        take(gaps[k].first, buf.data() + (gaps[k].first - base), gaps[k].second - gaps[k].first);
+      }
     }
     i = j + 1;
   }
+  return Status::OK();
+}
+
+Status HashOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
+                          std::vector<std::pair<uint64_t, uint64_t>> extents, uint64_t* xxh3) {
+  Xxh3Stream sum;
+  BATON_RETURN_IF_ERROR(ReadOutsideExtents(env, path, file_bytes, std::move(extents),
+                                           [&](uint64_t, const char* data, size_t n) { sum.Update(data, n); }));
   *xxh3 = sum.Digest();
   return Status::OK();
 }

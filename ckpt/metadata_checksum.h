@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,5 +23,12 @@ namespace baton::ckpt {
 // 64 KiB to each other are read together (the .cc says why).
 Status HashOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
                           std::vector<std::pair<uint64_t, uint64_t>> extents, uint64_t* xxh3);
+
+// The same bytes, handed to `take` (offset, bytes, count) in ascending
+// order as they are read (the hash above is theirs, in this order): what
+// h5::CaptureMetadataImage keeps of a shard file.
+Status ReadOutsideExtents(fs::Env* env, const std::string& path, uint64_t file_bytes,
+                          std::vector<std::pair<uint64_t, uint64_t>> extents,
+                          const std::function<void(uint64_t, const char*, size_t)>& take);
 
 }  // namespace baton::ckpt

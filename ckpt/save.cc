@@ -156,9 +156,11 @@ Status CheckpointerImpl::WriteMyShard(const std::string& vdir, PhaseClock* clock
   wo.env = env_;
   wo.clock = clock;
   wo.caller_agrees = true;  // SaveNow agrees over the world right after
+  wo.metadata_images = &metadata_images_;
   ckpt::h5::ShardWriteResult res;
   Status s = ckpt::h5::WriteShard(group_, vdir + "/" + ShardFileName(group_of_[rank_]), shard, wo, &res);
   *bytes = res.bytes_written;
+  stats_.metadata_reused = res.metadata_reused;
   // [file bytes, metadata xxh3, data offset of each array] (group rank 0's
   // count); the digests of my rows' chunks of each array (every rank's).
   record->assign({res.file_bytes, res.meta_xxh3});

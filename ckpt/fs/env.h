@@ -122,6 +122,9 @@ class Env {
   // ftruncate to its own size: frees blocks reserved past the end. A hint
   // (a failure is ignored): the file's bytes are unchanged either way.
   virtual void ReleaseUnused(const std::string& /*path*/) {}
+  // ftruncate to `bytes`: a file that grows gets a sparse tail (zeros), as
+  // HDF5 leaves a shard's unwritten data space (h5::WriteMetadataImage).
+  virtual Status Resize(const std::string& path, uint64_t bytes) = 0;
   // fsync of a directory, making the entries created or renamed in it durable.
   virtual Status SyncDir(const std::string& path) = 0;
   // rename(2): atomic replacement within one file system.
@@ -186,6 +189,7 @@ class EnvWrapper : public Env {
   void DropFileCache(const std::string& path) override { target_->DropFileCache(path); }
   Status Reserve(const std::string& path, uint64_t bytes) override { return target_->Reserve(path, bytes); }
   void ReleaseUnused(const std::string& path) override { target_->ReleaseUnused(path); }
+  Status Resize(const std::string& path, uint64_t bytes) override { return target_->Resize(path, bytes); }
   Status SyncDir(const std::string& path) override { return target_->SyncDir(path); }
   Status Rename(const std::string& from, const std::string& to) override { return target_->Rename(from, to); }
   Status CreateDir(const std::string& path, mode_t mode, bool exist_ok) override {

@@ -83,6 +83,17 @@ Status OpenRegular(const std::string& path, Fd* fd, uint64_t* size) {
   return Status::OK();
 }
 
+// Opens the existing `path` to write, never blocking, never following a
+// symlink, and only as a regular file (InvalidArgument naming it otherwise).
+Status OpenRegularForWriting(const std::string& path, Fd* fd) {
+  BATON_RETURN_IF_ERROR(
+      BATON_SYSCALL("open", path, fd->get() = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)));
+  struct stat st;
+  BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd->get(), &st)));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("ckpt", path + ": not a regular file");
+  return Status::OK();
+}
+
 class PosixWritableFile : public WritableFile {
  public:
   PosixWritableFile(int fd, std::string path, uint64_t offset = 0)
@@ -362,14 +373,17 @@ class PosixEnv : public Env {
     if (OpenRegular(path, &fd, &size).ok()) (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
   }
 
+  Status Resize(const std::string& path, uint64_t bytes) override {
+    Fd fd;
+    BATON_RETURN_IF_ERROR(OpenRegularForWriting(path, &fd));
+    return BATON_SYSCALL("ftruncate", path + " (to " + std::to_string(bytes) + " bytes)",
+                         ::ftruncate(fd.get(), static_cast<off_t>(bytes)));
+  }
+
   Status Reserve(const std::string& path, uint64_t bytes) override {
     if (bytes == 0) return Status::OK();
     Fd fd;
-    BATON_RETURN_IF_ERROR(
-        BATON_SYSCALL("open", path, fd.get() = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)));
-    struct stat st;
-    BATON_RETURN_IF_ERROR(BATON_SYSCALL("fstat", path, ::fstat(fd.get(), &st)));
-    if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("ckpt", path + ": not a regular file");
+    BATON_RETURN_IF_ERROR(OpenRegularForWriting(path, &fd));
     int rc = 0;
     do {
       rc = ::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));

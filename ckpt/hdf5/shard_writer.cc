@@ -18,6 +18,7 @@
 #include "ckpt/hdf5/metadata_cache.h"
 #include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
+#include "ckpt/metadata_image.h"
 #include "mpi_runtime/mpi_check.h"
 
 namespace baton::ckpt::h5 {
@@ -239,6 +240,33 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
   return phase.ok() ? closed : phase;
 }
 
+// What the metadata of an independently written shard is made of: every
+// array's name, type, global shape, replication and row size, and every
+// member's rows of it (the datasets' shapes, row maps and offsets follow),
+// in the order given. Two saves with the same key get the same metadata
+// bytes from HDF5 (no object times), which is what lets an image stand for
+// HDF5's work (metadata_image.h).
+std::string LayoutKey(const std::vector<ShardArray>& arrays, const std::vector<MemberRows>& all_rows, int members) {
+  std::string key;
+  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(arrays.size());
+  put(static_cast<uint64_t>(members));
+  for (const ShardArray& a : arrays) {
+    put(a.name.size());
+    key += a.name;
+    put(static_cast<uint64_t>(a.dtype));
+    put(a.global_shape.size());
+    for (uint64_t d : a.global_shape) put(d);
+    put(a.replicated ? 1 : 0);
+    put(a.row_bytes);
+  }
+  for (const MemberRows& r : all_rows) {  // [member * n + array]
+    put(r.first_row);
+    put(r.rows);
+  }
+  return key;
+}
+
 // Independent transfers: the group's first rank alone creates the file's
 // metadata with HDF5's sec2 (POSIX) driver, no MPI-IO: every dataset
 // allocated (contiguous, early, never filled), its attributes, the close;
@@ -253,13 +281,28 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
 // `created`: the first member's creation of the file (through the Env, with
 // its mode); the metadata is written only when it succeeded, and one
 // broadcast from the first member carries both outcomes and the offsets.
+// With `images`, the first member writes a layout's metadata from the
+// image an earlier save kept of it (no HDF5), and keeps the image of a new
+// layout's; *image: the one this file's metadata is (null: none kept).
 Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,
                           const std::vector<MemberRows>& all_rows, int me, int members, Status created,
-                          PhaseClock* clock, std::vector<std::pair<uint64_t, uint64_t>>* extents,
-                          std::vector<uint64_t>* offsets, std::vector<MyRows>* mine) {
+                          MetadataImages* images, PhaseClock* clock, std::vector<std::pair<uint64_t, uint64_t>>* extents,
+                          std::vector<uint64_t>* offsets, std::vector<MyRows>* mine,
+                          std::shared_ptr<const MetadataImage>* image, bool* reused) {
   const size_t n = arrays.size();
   std::vector<uint64_t> at(n, UINT64_MAX);
-  if (me == 0 && created.ok()) {
+  std::string layout;
+  if (me == 0 && created.ok() && images != nullptr) {
+    layout = LayoutKey(arrays, all_rows, members);
+    *image = images->Find(layout);
+    if (*image != nullptr) {
+      *reused = true;
+      created = WriteMetadataImage(env, path, **image);
+      at = (*image)->offsets;
+      if (!created.ok()) images->Clear();  // the next save makes it anew with HDF5
+    }
+  }
+  if (me == 0 && created.ok() && *image == nullptr) {
     created = [&]() -> Status {
       Hid fapl, file;
       BATON_H5_OPEN(fapl, H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -283,7 +326,31 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
       // writes rows, so that a full disk is one named error here.
       fs::FileInfo info;
       BATON_RETURN_IF_ERROR(env->Stat(path, &info));
-      return env->Reserve(path, info.size);
+      BATON_RETURN_IF_ERROR(env->Reserve(path, info.size));
+      if (images != nullptr) {
+        // Read before any row is written: the bytes outside the data are
+        // HDF5's alone. A read that fails keeps no image (the next save
+        // calls HDF5 again); this save goes on as it would without one.
+        std::vector<std::pair<uint64_t, uint64_t>> data;
+        for (size_t i = 0; i < n; ++i) {
+          if (at[i] == UINT64_MAX) continue;
+          uint64_t ds_rows = 0;
+          for (int m = 0; m < members; ++m) ds_rows += all_rows[static_cast<size_t>(m) * n + i].rows;
+          data.emplace_back(at[i], at[i] + ds_rows * arrays[i].row_bytes);
+        }
+        auto made = std::make_shared<MetadataImage>();
+        Status captured = CaptureMetadataImage(env, path, info.size, std::move(data), layout, at, made.get());
+        if (captured.ok() && made->bytes() <= MetadataImages::kMaxBytes) {
+          images->Keep(made);
+          *image = std::move(made);
+        } else {
+          images->Clear();
+          if (!captured.ok()) {
+            BATON_LOG(kCkpt, debug) << "no metadata image of " << path << " kept: " << captured;
+          }
+        }
+      }
+      return Status::OK();
     }();
   }
   clock->Lap("create");
@@ -446,6 +513,7 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
 
   std::vector<std::pair<uint64_t, uint64_t>> extents;
   std::vector<MyRows> mine_rows;
+  std::shared_ptr<const MetadataImage> image;  // the first member's, independent transfers
   // Collective transfers: the rows are hashed whole, then written by HDF5.
   result->xxh3.assign(n, {});
   for (size_t i = 0; i < n; ++i) {  // rows of no bytes (a dimension of 0): chunks that hash nothing
@@ -459,8 +527,9 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
   // WriteFile's is agreed here, and so is the check of what its close wrote.
   Status written = collective ? WriteFile(env, group, path, arrays, all, me, members, options.transfer, clock, &extents,
                                           &result->offsets, &mine_rows)
-                              : WriteMetadataAlone(env, group, path, arrays, all, me, members, created, clock, &extents,
-                                                   &result->offsets, &mine_rows);
+                              : WriteMetadataAlone(env, group, path, arrays, all, me, members, created,
+                                                   options.metadata_images, clock, &extents, &result->offsets,
+                                                   &mine_rows, &image, &result->metadata_reused);
   // What the reservation held past HDF5's end of file (the file is closed
   // on every member: the close is collective).
   if (me == 0 && collective) env->ReleaseUnused(path);
@@ -503,7 +572,13 @@ Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<Sha
     fs::FileInfo info;
     BATON_RETURN_IF_ERROR(env->Stat(path, &info));
     result->file_bytes = info.size;
-    BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+    if (image != nullptr && image->file_bytes == info.size) {
+      // The bytes outside the data are the image's, written by this rank
+      // (or read from HDF5's file before any row): their checksum is its.
+      result->meta_xxh3 = image->meta_xxh3;
+    } else {
+      BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+    }
   }
   if (options.drop_cache && (me == 0 || result->bytes_written > 0)) env->DropFileCache(path);
   clock->Lap("meta_hash");

@@ -34,6 +34,10 @@
 // HDF5 allocated, in pieces of 4 MiB, each hashed (xxh3) just before its
 // write copies it, so the user's buffer is read from memory once, and
 // fsyncs; then the group agrees once (or, with caller_agrees, the caller).
+// The first rank of a layout saved before (the same arrays and every
+// member's same rows: LayoutKey) writes the metadata from the image its
+// checkpointer kept of that save (options.metadata_images,
+// ckpt/metadata_image.h) instead of calling HDF5: the same bytes.
 // The file is the same HDF5 file byte for byte; MPI-IO's independent path
 // (ompio) wrote the same bytes 6x slower on one node (docs/benchmarks.md).
 // After H5Fclose every member that
@@ -68,6 +72,10 @@
 #include "ckpt/fs/env.h"
 #include "ckpt/phase_clock.h"
 
+namespace baton::ckpt {
+class MetadataImages;  // ckpt/metadata_image.h
+}  // namespace baton::ckpt
+
 namespace baton::ckpt::h5 {
 
 struct ShardArray {
@@ -100,6 +108,11 @@ struct ShardWriteOptions {
   // result is the group's agreed one (but for the first member's own
   // failure of those reads, which only it returns).
   bool caller_agrees = false;
+  // Independent transfers: the group's first rank writes the metadata of a
+  // layout it saved before from the image kept then, without HDF5, and
+  // keeps the image of a new one (ckpt/metadata_image.h). Null: HDF5
+  // each time. Not owned.
+  MetadataImages* metadata_images = nullptr;
 };
 
 struct ShardWriteResult {
@@ -120,6 +133,9 @@ struct ShardWriteResult {
   // writer_sync: the fsync, the disk's write-back; writer_meta_hash: the
   // metadata checksum's read).
   double write_seconds = 0, sync_seconds = 0, meta_hash_seconds = 0;
+  // Group rank 0 only: the metadata was written from the image of an
+  // earlier save of the same layout (HDF5 not called).
+  bool metadata_reused = false;
 };
 
 Status WriteShard(MPI_Comm group, const std::string& path, const std::vector<ShardArray>& arrays,

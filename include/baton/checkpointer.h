@@ -250,6 +250,10 @@ struct CheckpointStats {
   // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
   int level = 0;
   bool shared = false;  // a save: the version was committed in `dir` (level 3)
+  // A save, a shard group's first rank (independent transfers): its shard's
+  // HDF5 metadata was written from the image of an earlier save of the same
+  // arrays and rows, without HDF5 (ckpt/metadata_image.h).
+  bool metadata_reused = false;
   // A save with level 2 on, per level (docs/recovery.md, "A save's outcome
   // per level"): whether level 2 committed the version on every node, and
   // why a level failed ("" when it committed, or was not due). The save

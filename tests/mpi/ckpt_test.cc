@@ -650,8 +650,11 @@ TEST_F(CkptTest, SavingAStepAgainGetsAFreshDirectory) {
 }
 
 // A shard file holds the arrays and nothing of the moment it was written (no
-// object times): the same bytes saved twice are the same file, whose
-// metadata checksum the manifest names alike.
+// object times): the same bytes saved twice are the same file. The second
+// save's metadata is written from the image the first kept (no HDF5:
+// ckpt/metadata_image.h), so this also shows that image equal to what
+// HDF5 makes; and that rows saved through it restore, and that another
+// layout is made by HDF5 again.
 TEST_F(CkptTest, TheSameArraysSavedTwiceAreTheSameShardFile) {
   auto ck = MakeCheckpointer(Options());
   auto arrays = MakeArrays(Size(), Rank());
@@ -659,9 +662,11 @@ TEST_F(CkptTest, TheSameArraysSavedTwiceAreTheSameShardFile) {
   ASSERT_TRUE(AllRanks(RegisterAll(ck.get(), &arrays).ok()));
   ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
   const std::string first = ck->last_stats().version_path;
+  EXPECT_FALSE(ck->last_stats().metadata_reused) << "the first save has no image to write";
   ASSERT_TRUE(AllRanks(ck->Save(5).ok()));
   const std::string second = ck->last_stats().version_path;
-  if (Rank() == 0) {
+  if (Rank() == 0) {  // the first rank of shard 0's group
+    EXPECT_TRUE(ck->last_stats().metadata_reused) << "the same layout again: the image written";
     EXPECT_NE(first, second);
     const std::string a = Slurp(first + "/shard-0.h5"), b = Slurp(second + "/shard-0.h5");
     EXPECT_FALSE(a.empty());
@@ -693,6 +698,31 @@ TEST_F(CkptTest, TheSameArraysSavedTwiceAreTheSameShardFile) {
     EXPECT_GT(datasets, 0);
     EXPECT_TRUE(timed.empty()) << timed.size() << " datasets hold times, the first " << timed.front();
   }
+  // Other rows through the image: they restore.
+  FillAll(&arrays, 6);
+  ASSERT_TRUE(AllRanks(ck->Save(6).ok()));
+  if (Rank() == 0) {
+    EXPECT_TRUE(ck->last_stats().metadata_reused);
+  }
+  ZeroAll(&arrays);
+  std::optional<int64_t> step;
+  ASSERT_TRUE(AllRanks(ck->Restore(&step).ok()));
+  EXPECT_EQ(step, 6);
+  EXPECT_EQ(CheckAll(arrays, 6), "");
+  // Another layout (one more array): HDF5 makes it, and it restores.
+  std::vector<int32_t> extra(4, 11 + Rank());
+  ASSERT_TRUE(AllRanks(ck->RegisterSharded("extra", extra.data(), DType::kI32, {4 * static_cast<uint64_t>(Size())},
+                                           4 * static_cast<uint64_t>(Rank()), 4)
+                           .ok()));
+  FillAll(&arrays, 7);
+  ASSERT_TRUE(AllRanks(ck->Save(7).ok()));
+  EXPECT_FALSE(ck->last_stats().metadata_reused) << "a new layout: HDF5 again";
+  ZeroAll(&arrays);
+  std::fill(extra.begin(), extra.end(), 0);
+  ASSERT_TRUE(AllRanks(ck->Restore(&step).ok()));
+  EXPECT_EQ(step, 7);
+  EXPECT_EQ(CheckAll(arrays, 7), "");
+  EXPECT_EQ(extra, std::vector<int32_t>(4, 11 + Rank()));
 }
 
 // --- restore: verification, fallback, quarantine --------------------------------
