@@ -221,6 +221,10 @@ Status CheckpointerImpl::StartSave(int64_t step, const std::string& call, bool i
   h5::ShardWriteOptions wo;
   wo.file_mode = options_.file_mode;
   wo.env = env_;
+  // The writer writes a layout saved before from its metadata image
+  // (rank_shard_writer.cc); the checkpointer outlives the writer (joined
+  // before it closes).
+  wo.metadata_images = &metadata_images_;
   const std::string path = job->vdir + "/" + ShardFileName(rank_);
   if (job->level2) {
     // Level 2 first (node-local), level 3 from its bytes when due

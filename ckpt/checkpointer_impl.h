@@ -430,8 +430,9 @@ class CheckpointerImpl : public Checkpointer {
   StopWatch attempt_watch_;  // armed from BeginAttempt to EndAttempt
   CheckpointStats stats_;
   ManifestParseCache manifest_parses_;  // every rank: its last manifest text parsed (candidates.cc)
-  // A shard group's first rank: the HDF5 metadata of its last shard's
-  // layout, written again by the next sync save of that layout (save.cc).
+  // The HDF5 metadata of this rank's last shard's layout (a shard group's
+  // first rank: save.cc; each rank's own shard: async_save.cc, level 2),
+  // written again by the next save of that layout.
   MetadataImages metadata_images_;
   bool verify_before_write_ = false;  // the running restore's RestoreOptions::verify_before_write
   h5::ReadMode read_mode_{};  // how the running restore reads shard files (BATON_CKPT_READ); {}: kPread, the default

@@ -17,6 +17,7 @@
 #include "ckpt/hdf5/metadata_cache.h"
 #include "ckpt/hdf5/shard_dataset.h"
 #include "ckpt/metadata_checksum.h"
+#include "ckpt/metadata_image.h"
 
 namespace baton::ckpt::h5 {
 namespace {
@@ -80,7 +81,9 @@ Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardA
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_fapl_sec2(fapl.get())));
   BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
   BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
-  BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  Hid fcpl;
+  BATON_RETURN_IF_ERROR(ShardFileCreation(&fcpl));  // no object times (shard_dataset.h)
+  BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
   uint64_t data = 0;
   for (const ShardArray& a : arrays) data += a.rows * a.row_bytes;
   Status wrote = env->Reserve(path, ShardReserveBytes(data, arrays.size()));
@@ -100,6 +103,54 @@ Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardA
   return wrote;
 }
 
+// What a rank shard's metadata is made of (metadata_image.h): every array's
+// name, type, global shape, replication, row size and this rank's rows, in
+// the order given ("rank": not a group's file, whose layout key differs).
+std::string RankLayoutKey(const std::vector<ShardArray>& arrays) {
+  std::string key = "rank";
+  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(arrays.size());
+  for (const ShardArray& a : arrays) {
+    put(a.name.size());
+    key += a.name;
+    put(static_cast<uint64_t>(a.dtype));
+    put(a.global_shape.size());
+    for (uint64_t d : a.global_shape) put(d);
+    put(a.replicated ? 1 : 0);
+    put(a.row_bytes);
+    put(a.first_row);
+    put(a.rows);
+  }
+  return key;
+}
+
+// The file from the image of an earlier save of the same layout: its
+// metadata, then each array's rows at its dataset's offset, in slabs
+// (abandon read between them), with no HDF5 call: the bytes H5Dwrite puts
+// there (contiguous, no conversion).
+Status WriteFromImage(fs::Env* env, const std::string& path, const std::vector<ShardArray>& arrays,
+                      const MetadataImage& image, const std::atomic<bool>* abandon) {
+  BATON_RETURN_IF_ERROR(WriteMetadataImage(env, path, image));
+  std::unique_ptr<fs::WritableFile> f;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const uint64_t bytes = arrays[i].rows * arrays[i].row_bytes;
+    if (bytes == 0 || image.offsets[i] == UINT64_MAX) continue;
+    if (f == nullptr) {
+      BATON_RETURN_IF_ERROR(env->OpenForWriteAt(path, image.offsets[i], &f));
+    } else {
+      BATON_RETURN_IF_ERROR(f->Seek(image.offsets[i]));
+    }
+    const char* data = static_cast<const char*>(arrays[i].data);
+    for (uint64_t at = 0; at < bytes; at += kSlabBytes) {
+      BATON_RETURN_IF_ERROR(Abandoned(abandon));
+      const uint64_t n = std::min(kSlabBytes, bytes - at);
+      BATON_RETURN_IF_ERROR(f->Append(data + at, n).Annotate("dataset " + arrays[i].name));
+      f->StartWriteback();  // the disk writes this slab while the next is copied
+    }
+  }
+  return f != nullptr ? f->Close() : Status::OK();
+}
+
 }  // namespace
 
 Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& arrays,
@@ -117,8 +168,34 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
     BATON_RETURN_IF_ERROR(f->Close());
   }
   std::vector<std::pair<uint64_t, uint64_t>> extents;
-  Status written = WriteFile(env, path, arrays, abandon, &extents, &result->offsets);
-  env->ReleaseUnused(path);  // what the reservation held past HDF5's end of file
+  MetadataImages* images = options.metadata_images;
+  const std::string layout = images != nullptr ? RankLayoutKey(arrays) : std::string();
+  std::shared_ptr<const MetadataImage> image = images != nullptr ? images->Find(layout) : nullptr;
+  Status written;
+  if (image != nullptr) {
+    result->metadata_reused = true;
+    result->offsets = image->offsets;
+    written = WriteFromImage(env, path, arrays, *image, abandon);
+    if (!written.ok()) images->Clear();  // the next save makes it anew with HDF5
+  } else {
+    written = WriteFile(env, path, arrays, abandon, &extents, &result->offsets);
+    env->ReleaseUnused(path);  // what the reservation held past HDF5's end of file
+    if (written.ok() && images != nullptr) {
+      // The bytes outside the data are HDF5's alone, whatever the rows
+      // written since: kept for the next save of this layout. A read that
+      // fails keeps none (this save goes on as it would without).
+      fs::FileInfo info;
+      auto made = std::make_shared<MetadataImage>();
+      Status captured = env->Stat(path, &info);
+      if (captured.ok()) captured = CaptureMetadataImage(env, path, info.size, extents, layout, result->offsets, made.get());
+      if (captured.ok() && made->bytes() <= MetadataImages::kMaxBytes) {
+        images->Keep(made);
+        image = std::move(made);
+      } else {
+        images->Clear();
+      }
+    }
+  }
   if (!written.ok()) return written.Annotate("writing " + path);
   BATON_RETURN_IF_ERROR(Abandoned(abandon));
   result->write_seconds = since(t0);
@@ -129,8 +206,18 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
   fs::FileInfo info;
   BATON_RETURN_IF_ERROR(env->Stat(path, &info));
   result->file_bytes = info.size;
-  std::sort(extents.begin(), extents.end());
-  BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+  if (image != nullptr && image->file_bytes == info.size) {
+    result->meta_xxh3 = image->meta_xxh3;  // the bytes outside the data are the image's
+  } else {
+    if (extents.empty() && image != nullptr) {  // written from an image of another size: the extents anew
+      for (size_t i = 0; i < arrays.size(); ++i) {
+        const uint64_t bytes = arrays[i].rows * arrays[i].row_bytes;
+        if (bytes > 0 && result->offsets[i] != UINT64_MAX) extents.emplace_back(result->offsets[i], result->offsets[i] + bytes);
+      }
+    }
+    std::sort(extents.begin(), extents.end());
+    BATON_RETURN_IF_ERROR(HashOutsideExtents(env, path, info.size, extents, &result->meta_xxh3));
+  }
   result->meta_hash_seconds = since(t0);
   if (options.drop_cache) env->DropFileCache(path);
   return Status::OK();

@@ -7,7 +7,11 @@
 // format: the same datasets and attributes, HDF5 1.8's file format), so the
 // normal Restore, `baton ckpt verify`, h5dump and h5py read it. Created
 // through the Env (O_EXCL, file_mode) before HDF5 opens it; fsync'ed after
-// H5Fclose; its size and metadata checksum returned.
+// H5Fclose; its size and metadata checksum returned. With
+// options.metadata_images, a layout written before (the same arrays and
+// rows) is written from the image kept then: its metadata bytes, then the
+// rows at the same offsets, no HDF5 call (the same file); a new layout's
+// image is kept.
 //
 // Threading: any one thread; holds baton::Hdf5Mutex() while inside HDF5
 // (not for the fsync nor the checksum, plain POSIX reads). `abandon`

@@ -55,6 +55,11 @@ Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, con
   return Status::OK();
 }
 
+Status ShardFileCreation(Hid* fcpl) {
+  BATON_H5_OPEN(*fcpl, H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  return BATON_H5_CHECK(H5Pset_obj_track_times(fcpl->get(), false));
+}
+
 uint64_t ShardReserveBytes(uint64_t data_bytes, size_t datasets) {
   constexpr uint64_t kFileMetadataBytes = 64 << 10, kDatasetMetadataBytes = 4 << 10;
   return kFileMetadataBytes + data_bytes + kDatasetMetadataBytes * datasets;

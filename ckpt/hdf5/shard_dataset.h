@@ -27,6 +27,13 @@ namespace baton::ckpt::h5 {
 Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, const std::vector<uint64_t>& row_map,
                           Hid* type, Hid* fspace, Hid* ds, uint64_t* offset);
 
+// The file creation properties every shard writer creates its file with:
+// the root group without object times, as the datasets (CreateShardDataset),
+// so that a shard's bytes depend on its arrays alone, never on the second it
+// was written in (the same arrays saved twice are the same file: what lets
+// ckpt/metadata_image.h stand for HDF5).
+Status ShardFileCreation(Hid* fcpl);
+
 // The bytes to reserve (fs::Env::Reserve) for a shard file whose datasets
 // hold `data_bytes` bytes in all in `datasets` datasets: the data and HDF5's
 // metadata beside it (the superblock and, per dataset, its object header,

@@ -173,7 +173,9 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
     // which carry checksums of their own.
     BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
     BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
-    BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    Hid fcpl;
+    BATON_RETURN_IF_ERROR(ShardFileCreation(&fcpl));  // no object times (shard_dataset.h)
+    BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
     BATON_H5_OPEN(dxpl, H5Pcreate(H5P_DATASET_XFER), H5Pclose);
     return BATON_H5_CHECK(H5Pset_dxpl_mpio(
         dxpl.get(), transfer == Transfer::kCollective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT));
@@ -311,7 +313,9 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
       // which carry checksums of their own.
       BATON_RETURN_IF_ERROR(BATON_H5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18)));
       BATON_RETURN_IF_ERROR(BoundWriterMetadataCache(fapl.get()));  // ckpt/hdf5/metadata_cache.h
-      BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+      Hid fcpl;
+      BATON_RETURN_IF_ERROR(ShardFileCreation(&fcpl));  // no object times (shard_dataset.h)
+      BATON_H5_OPEN(file, H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
       for (size_t i = 0; i < n; ++i) {
         std::vector<MemberRows> members_rows(static_cast<size_t>(members));
         for (int m = 0; m < members; ++m) members_rows[m] = all_rows[static_cast<size_t>(m) * n + i];

@@ -108,10 +108,10 @@ struct ShardWriteOptions {
   // result is the group's agreed one (but for the first member's own
   // failure of those reads, which only it returns).
   bool caller_agrees = false;
-  // Independent transfers: the group's first rank writes the metadata of a
-  // layout it saved before from the image kept then, without HDF5, and
-  // keeps the image of a new one (ckpt/metadata_image.h). Null: HDF5
-  // each time. Not owned.
+  // Independent transfers (and WriteRankShard): the group's first rank (the
+  // rank) writes the metadata of a layout it saved before from the image
+  // kept then, without HDF5, and keeps the image of a new one
+  // (ckpt/metadata_image.h). Null: HDF5 each time. Not owned.
   MetadataImages* metadata_images = nullptr;
 };
 

@@ -250,7 +250,7 @@ struct CheckpointStats {
   // 2 complete, and maybe 3 too: `shared`), 3 the shared directory; 0 none.
   int level = 0;
   bool shared = false;  // a save: the version was committed in `dir` (level 3)
-  // A save, a shard group's first rank (independent transfers): its shard's
+  // A sync save, a shard group's first rank (independent transfers): its shard's
   // HDF5 metadata was written from the image of an earlier save of the same
   // arrays and rows, without HDF5 (ckpt/metadata_image.h).
   bool metadata_reused = false;
