@@ -23,8 +23,8 @@
 namespace baton::ckpt {
 
 struct MetadataImage {
-  // Everything the file's metadata was made from (shard_writer.cc's
-  // LayoutKey), compared whole: an image serves only this layout.
+  // Everything the file's metadata was made from (h5::ShardLayoutKey,
+  // hdf5/shard_dataset.h), compared whole: an image serves only this layout.
   std::string layout;
   uint64_t file_bytes = 0;  // the file's size as HDF5 closed it (the data's space included)
   // Per array, in the order given: where its dataset's data begin,

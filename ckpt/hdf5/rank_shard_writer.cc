@@ -103,27 +103,6 @@ Status WriteFile(fs::Env* env, const std::string& path, const std::vector<ShardA
   return wrote;
 }
 
-// What a rank shard's metadata is made of (metadata_image.h): every array's
-// name, type, global shape, replication, row size and this rank's rows, in
-// the order given ("rank": not a group's file, whose layout key differs).
-std::string RankLayoutKey(const std::vector<ShardArray>& arrays) {
-  std::string key = "rank";
-  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(arrays.size());
-  for (const ShardArray& a : arrays) {
-    put(a.name.size());
-    key += a.name;
-    put(static_cast<uint64_t>(a.dtype));
-    put(a.global_shape.size());
-    for (uint64_t d : a.global_shape) put(d);
-    put(a.replicated ? 1 : 0);
-    put(a.row_bytes);
-    put(a.first_row);
-    put(a.rows);
-  }
-  return key;
-}
-
 // The file from the image of an earlier save of the same layout: its
 // metadata, then each array's rows at its dataset's offset, in slabs
 // (abandon read between them), with no HDF5 call: the bytes H5Dwrite puts
@@ -169,7 +148,13 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
   }
   std::vector<std::pair<uint64_t, uint64_t>> extents;
   MetadataImages* images = options.metadata_images;
-  const std::string layout = images != nullptr ? RankLayoutKey(arrays) : std::string();
+  std::string layout;
+  if (images != nullptr) {
+    std::vector<std::pair<uint64_t, uint64_t>> rows;
+    rows.reserve(arrays.size());
+    for (const ShardArray& a : arrays) rows.emplace_back(a.first_row, a.rows);
+    layout = ShardLayoutKey("rank", arrays, rows);
+  }
   std::shared_ptr<const MetadataImage> image = images != nullptr ? images->Find(layout) : nullptr;
   Status written;
   if (image != nullptr) {

@@ -55,6 +55,28 @@ Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, con
   return Status::OK();
 }
 
+std::string ShardLayoutKey(const char* kind, const std::vector<ShardArray>& arrays,
+                           const std::vector<std::pair<uint64_t, uint64_t>>& member_rows) {
+  std::string key = kind;
+  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(arrays.size());
+  put(member_rows.size());
+  for (const ShardArray& a : arrays) {
+    put(a.name.size());
+    key += a.name;
+    put(static_cast<uint64_t>(a.dtype));
+    put(a.global_shape.size());
+    for (uint64_t d : a.global_shape) put(d);
+    put(a.replicated ? 1 : 0);
+    put(a.row_bytes);
+  }
+  for (const auto& [first_row, rows] : member_rows) {
+    put(first_row);
+    put(rows);
+  }
+  return key;
+}
+
 Status ShardFileCreation(Hid* fcpl) {
   BATON_H5_OPEN(*fcpl, H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   return BATON_H5_CHECK(H5Pset_obj_track_times(fcpl->get(), false));

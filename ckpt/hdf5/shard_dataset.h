@@ -7,6 +7,8 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "baton/status.h"
@@ -33,6 +35,15 @@ Status CreateShardDataset(hid_t file, const ShardArray& a, uint64_t ds_rows, con
 // was written in (the same arrays saved twice are the same file: what lets
 // ckpt/metadata_image.h stand for HDF5).
 Status ShardFileCreation(Hid* fcpl);
+
+// What a shard file's metadata is made of, as one key (ckpt/metadata_image.h:
+// an image serves only its key): `kind` (a group's file or a rank's, which
+// HDF5 lays out differently), every array's name, type, global shape,
+// replication and row size, and every member's (first row, rows) of each
+// ([member * arrays.size() + array]), in the order given. HDF5 makes the
+// same metadata bytes for the same key (no object times).
+std::string ShardLayoutKey(const char* kind, const std::vector<ShardArray>& arrays,
+                           const std::vector<std::pair<uint64_t, uint64_t>>& member_rows);
 
 // The bytes to reserve (fs::Env::Reserve) for a shard file whose datasets
 // hold `data_bytes` bytes in all in `datasets` datasets: the data and HDF5's

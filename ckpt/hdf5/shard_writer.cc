@@ -242,33 +242,6 @@ Status WriteFile(fs::Env* env, MPI_Comm group, const std::string& path, const st
   return phase.ok() ? closed : phase;
 }
 
-// What the metadata of an independently written shard is made of: every
-// array's name, type, global shape, replication and row size, and every
-// member's rows of it (the datasets' shapes, row maps and offsets follow),
-// in the order given. Two saves with the same key get the same metadata
-// bytes from HDF5 (no object times), which is what lets an image stand for
-// HDF5's work (metadata_image.h).
-std::string LayoutKey(const std::vector<ShardArray>& arrays, const std::vector<MemberRows>& all_rows, int members) {
-  std::string key;
-  auto put = [&key](uint64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(arrays.size());
-  put(static_cast<uint64_t>(members));
-  for (const ShardArray& a : arrays) {
-    put(a.name.size());
-    key += a.name;
-    put(static_cast<uint64_t>(a.dtype));
-    put(a.global_shape.size());
-    for (uint64_t d : a.global_shape) put(d);
-    put(a.replicated ? 1 : 0);
-    put(a.row_bytes);
-  }
-  for (const MemberRows& r : all_rows) {  // [member * n + array]
-    put(r.first_row);
-    put(r.rows);
-  }
-  return key;
-}
-
 // Independent transfers: the group's first rank alone creates the file's
 // metadata with HDF5's sec2 (POSIX) driver, no MPI-IO: every dataset
 // allocated (contiguous, early, never filled), its attributes, the close;
@@ -295,7 +268,10 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
   std::vector<uint64_t> at(n, UINT64_MAX);
   std::string layout;
   if (me == 0 && created.ok() && images != nullptr) {
-    layout = LayoutKey(arrays, all_rows, members);
+    std::vector<std::pair<uint64_t, uint64_t>> rows;
+    rows.reserve(all_rows.size());
+    for (const MemberRows& r : all_rows) rows.emplace_back(r.first_row, r.rows);
+    layout = ShardLayoutKey("group", arrays, rows);
     *image = images->Find(layout);
     if (*image != nullptr) {
       *reused = true;

@@ -35,7 +35,7 @@
 // write copies it, so the user's buffer is read from memory once, and
 // fsyncs; then the group agrees once (or, with caller_agrees, the caller).
 // The first rank of a layout saved before (the same arrays and every
-// member's same rows: LayoutKey) writes the metadata from the image its
+// member's same rows: ShardLayoutKey) writes the metadata from the image its
 // checkpointer kept of that save (options.metadata_images,
 // ckpt/metadata_image.h) instead of calling HDF5: the same bytes.
 // The file is the same HDF5 file byte for byte; MPI-IO's independent path
