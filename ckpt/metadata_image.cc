@@ -1,5 +1,6 @@
 #include "ckpt/metadata_image.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "ckpt/checksum.h"
@@ -13,20 +14,38 @@ uint64_t MetadataImage::bytes() const {
   return n;
 }
 
-std::shared_ptr<const MetadataImage> MetadataImages::Find(const std::string& layout) const {
+std::shared_ptr<const MetadataImage> MetadataImages::Find(const std::string& layout) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (last_ != nullptr && last_->layout == layout) return last_;
+  for (size_t i = 0; i < recent_.size(); ++i) {
+    if (recent_[i]->layout != layout) continue;
+    std::rotate(recent_.begin(), recent_.begin() + static_cast<ptrdiff_t>(i), recent_.begin() + static_cast<ptrdiff_t>(i) + 1);
+    return recent_.front();
+  }
   return nullptr;
 }
 
 void MetadataImages::Keep(std::shared_ptr<const MetadataImage> image) {
+  if (image == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
-  last_ = image != nullptr && image->bytes() <= kMaxBytes ? std::move(image) : nullptr;
+  recent_.erase(std::remove_if(recent_.begin(), recent_.end(),
+                               [&](const auto& kept) { return kept->layout == image->layout; }),
+                recent_.end());
+  recent_.insert(recent_.begin(), std::move(image));
+  // The newest first, while the count and the bytes allow (one over the
+  // bytes alone is not kept either).
+  uint64_t bytes = 0;
+  size_t keep = 0;
+  while (keep < recent_.size() && keep < kMaxImages && bytes + recent_[keep]->bytes() <= kMaxBytes) {
+    bytes += recent_[keep]->bytes();
+    ++keep;
+  }
+  recent_.resize(keep);
 }
 
-void MetadataImages::Clear() {
+void MetadataImages::Forget(const std::string& layout) {
   std::lock_guard<std::mutex> lock(mu_);
-  last_ = nullptr;
+  recent_.erase(std::remove_if(recent_.begin(), recent_.end(), [&](const auto& kept) { return kept->layout == layout; }),
+                recent_.end());
 }
 
 Status CaptureMetadataImage(fs::Env* env, const std::string& path, uint64_t file_bytes,

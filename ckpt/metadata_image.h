@@ -36,21 +36,23 @@ struct MetadataImage {
   uint64_t bytes() const;  // of the pieces
 };
 
-// The images a checkpointer keeps across its saves: the last one made (a
-// save's layout rarely changes; a new one replaces it). Shared by the
-// caller's thread and an async save's writer.
+// The images a checkpointer keeps across its saves: the layouts used last
+// (a save's layout rarely changes; a sync save's file and an async save's
+// differ, and a program may take turns), the least recently used dropped
+// first. Shared by the caller's thread and an async save's writer.
 class MetadataImages {
  public:
-  // Images whose pieces exceed this are not kept (a state of very many
-  // arrays): memory held for the checkpointer's life.
+  static constexpr size_t kMaxImages = 4;
+  // The pieces kept in all, at most (a state of very many arrays keeps
+  // fewer images, or none): memory held for the checkpointer's life.
   static constexpr uint64_t kMaxBytes = 64ull << 20;
-  std::shared_ptr<const MetadataImage> Find(const std::string& layout) const;
+  std::shared_ptr<const MetadataImage> Find(const std::string& layout);
   void Keep(std::shared_ptr<const MetadataImage> image);
-  void Clear();
+  void Forget(const std::string& layout);
 
  private:
-  mutable std::mutex mu_;
-  std::shared_ptr<const MetadataImage> last_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<const MetadataImage>> recent_;  // most recently used first
 };
 
 // The image of `path` as HDF5 closed it, before any row was written: its

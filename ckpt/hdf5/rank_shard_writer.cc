@@ -161,7 +161,7 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
     result->metadata_reused = true;
     result->offsets = image->offsets;
     written = WriteFromImage(env, path, arrays, *image, abandon);
-    if (!written.ok()) images->Clear();  // the next save makes it anew with HDF5
+    if (!written.ok()) images->Forget(layout);  // the next save makes it anew with HDF5
   } else {
     written = WriteFile(env, path, arrays, abandon, &extents, &result->offsets);
     env->ReleaseUnused(path);  // what the reservation held past HDF5's end of file
@@ -176,8 +176,6 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
       if (captured.ok() && made->bytes() <= MetadataImages::kMaxBytes) {
         images->Keep(made);
         image = std::move(made);
-      } else {
-        images->Clear();
       }
     }
   }

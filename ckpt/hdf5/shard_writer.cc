@@ -277,7 +277,7 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
       *reused = true;
       created = WriteMetadataImage(env, path, **image);
       at = (*image)->offsets;
-      if (!created.ok()) images->Clear();  // the next save makes it anew with HDF5
+      if (!created.ok()) images->Forget(layout);  // the next save makes it anew with HDF5
     }
   }
   if (me == 0 && created.ok() && *image == nullptr) {
@@ -324,7 +324,6 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
           images->Keep(made);
           *image = std::move(made);
         } else {
-          images->Clear();
           if (!captured.ok()) {
             BATON_LOG(kCkpt, debug) << "no metadata image of " << path << " kept: " << captured;
           }

@@ -81,33 +81,52 @@ TEST(CkptMetadataImage, WritingIntoAMissingFileNamesIt) {
   EXPECT_NE(s.message().find("missing.h5"), std::string::npos) << s;
 }
 
-TEST(CkptMetadataImages, TheLastLayoutIsFoundByItsLayoutAlone) {
-  MetadataImages images;
-  EXPECT_EQ(images.Find("a"), nullptr);
-  auto a = std::make_shared<MetadataImage>();
-  a->layout = "a";
-  a->pieces = {{0, "x"}};
-  images.Keep(a);
-  EXPECT_EQ(images.Find("a"), a);
-  EXPECT_EQ(images.Find("b"), nullptr);
-  EXPECT_EQ(images.Find(""), nullptr);
-  auto b = std::make_shared<MetadataImage>();
-  b->layout = "b";
-  images.Keep(b);  // replaces a
-  EXPECT_EQ(images.Find("a"), nullptr);
-  EXPECT_EQ(images.Find("b"), b);
-  images.Clear();
-  EXPECT_EQ(images.Find("b"), nullptr);
+std::shared_ptr<MetadataImage> Image(const std::string& layout, uint64_t bytes = 1) {
+  auto image = std::make_shared<MetadataImage>();
+  image->layout = layout;
+  image->pieces = {{0, std::string(bytes, 'x')}};
+  return image;
 }
 
-TEST(CkptMetadataImages, AnImageOverTheBoundIsNotKept) {
+TEST(CkptMetadataImages, AnImageIsFoundByItsLayoutAlone) {
   MetadataImages images;
-  auto big = std::make_shared<MetadataImage>();
-  big->layout = "big";
-  big->pieces = {{0, std::string(MetadataImages::kMaxBytes / 2, 'x')},
-                 {MetadataImages::kMaxBytes, std::string(MetadataImages::kMaxBytes / 2 + 1, 'y')}};
+  EXPECT_EQ(images.Find("a"), nullptr);
+  auto a = Image("a"), b = Image("b");
+  images.Keep(a);
+  images.Keep(b);  // a sync save's layout and an async save's: both kept
+  EXPECT_EQ(images.Find("a"), a);
+  EXPECT_EQ(images.Find("b"), b);
+  EXPECT_EQ(images.Find("c"), nullptr);
+  EXPECT_EQ(images.Find(""), nullptr);
+  auto a2 = Image("a");
+  images.Keep(a2);  // the same layout again: replaces its image
+  EXPECT_EQ(images.Find("a"), a2);
+  images.Forget("a");
+  EXPECT_EQ(images.Find("a"), nullptr);
+  EXPECT_EQ(images.Find("b"), b);
+}
+
+TEST(CkptMetadataImages, TheLeastRecentlyUsedGoesFirst) {
+  MetadataImages images;
+  for (size_t i = 0; i < MetadataImages::kMaxImages; ++i) images.Keep(Image("l" + std::to_string(i)));
+  ASSERT_NE(images.Find("l0"), nullptr);  // used: now the most recent
+  images.Keep(Image("new"));
+  EXPECT_NE(images.Find("new"), nullptr);
+  EXPECT_NE(images.Find("l0"), nullptr);
+  EXPECT_EQ(images.Find("l1"), nullptr) << "the least recently used was kept";
+  for (size_t i = 2; i < MetadataImages::kMaxImages; ++i) EXPECT_NE(images.Find("l" + std::to_string(i)), nullptr);
+}
+
+TEST(CkptMetadataImages, TheBytesKeptStayUnderTheBound) {
+  MetadataImages images;
+  auto big = Image("big", MetadataImages::kMaxBytes + 1);
   images.Keep(big);
-  EXPECT_EQ(images.Find("big"), nullptr);
+  EXPECT_EQ(images.Find("big"), nullptr) << "one image over the bound alone";
+  auto half = Image("half", MetadataImages::kMaxBytes / 2), other = Image("other", MetadataImages::kMaxBytes / 2 + 1);
+  images.Keep(half);
+  images.Keep(other);  // the newest kept, the older one dropped to stay under the bound
+  EXPECT_EQ(images.Find("other"), other);
+  EXPECT_EQ(images.Find("half"), nullptr);
 }
 
 }  // namespace
