@@ -18,7 +18,8 @@ std::shared_ptr<const MetadataImage> MetadataImages::Find(const std::string& lay
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < recent_.size(); ++i) {
     if (recent_[i]->layout != layout) continue;
-    std::rotate(recent_.begin(), recent_.begin() + static_cast<ptrdiff_t>(i), recent_.begin() + static_cast<ptrdiff_t>(i) + 1);
+    const auto at = recent_.begin() + static_cast<ptrdiff_t>(i);
+    std::rotate(recent_.begin(), at, at + 1);
     return recent_.front();
   }
   return nullptr;
@@ -40,6 +41,19 @@ void MetadataImages::Keep(std::shared_ptr<const MetadataImage> image) {
     ++keep;
   }
   recent_.resize(keep);
+}
+
+std::shared_ptr<const MetadataImage> MetadataImages::Capture(fs::Env* env, const std::string& path,
+                                                             uint64_t file_bytes,
+                                                             std::vector<std::pair<uint64_t, uint64_t>> extents,
+                                                             std::string layout, std::vector<uint64_t> offsets) {
+  auto made = std::make_shared<MetadataImage>();
+  if (!CaptureMetadataImage(env, path, file_bytes, std::move(extents), std::move(layout), std::move(offsets), made.get())
+           .ok()) {
+    return nullptr;
+  }
+  Keep(made);
+  return made;
 }
 
 void MetadataImages::Forget(const std::string& layout) {

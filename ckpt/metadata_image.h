@@ -48,6 +48,12 @@ class MetadataImages {
   static constexpr uint64_t kMaxBytes = 64ull << 20;
   std::shared_ptr<const MetadataImage> Find(const std::string& layout);
   void Keep(std::shared_ptr<const MetadataImage> image);
+  // CaptureMetadataImage of the file HDF5 just closed, kept (as Keep
+  // bounds it) and returned; null when the file could not be read (nothing
+  // kept: the next save of the layout calls HDF5 again).
+  std::shared_ptr<const MetadataImage> Capture(fs::Env* env, const std::string& path, uint64_t file_bytes,
+                                               std::vector<std::pair<uint64_t, uint64_t>> extents,
+                                               std::string layout, std::vector<uint64_t> offsets);
   void Forget(const std::string& layout);
 
  private:

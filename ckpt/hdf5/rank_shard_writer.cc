@@ -170,13 +170,7 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
       // written since: kept for the next save of this layout. A read that
       // fails keeps none (this save goes on as it would without).
       fs::FileInfo info;
-      auto made = std::make_shared<MetadataImage>();
-      Status captured = env->Stat(path, &info);
-      if (captured.ok()) captured = CaptureMetadataImage(env, path, info.size, extents, layout, result->offsets, made.get());
-      if (captured.ok() && made->bytes() <= MetadataImages::kMaxBytes) {
-        images->Keep(made);
-        image = std::move(made);
-      }
+      if (env->Stat(path, &info).ok()) image = images->Capture(env, path, info.size, extents, layout, result->offsets);
     }
   }
   if (!written.ok()) return written.Annotate("writing " + path);
@@ -194,8 +188,8 @@ Status WriteRankShard(const std::string& path, const std::vector<ShardArray>& ar
   } else {
     if (extents.empty() && image != nullptr) {  // written from an image of another size: the extents anew
       for (size_t i = 0; i < arrays.size(); ++i) {
-        const uint64_t bytes = arrays[i].rows * arrays[i].row_bytes;
-        if (bytes > 0 && result->offsets[i] != UINT64_MAX) extents.emplace_back(result->offsets[i], result->offsets[i] + bytes);
+        const uint64_t bytes = arrays[i].rows * arrays[i].row_bytes, at = result->offsets[i];
+        if (bytes > 0 && at != UINT64_MAX) extents.emplace_back(at, at + bytes);
       }
     }
     std::sort(extents.begin(), extents.end());

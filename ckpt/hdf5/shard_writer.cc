@@ -318,16 +318,7 @@ Status WriteMetadataAlone(fs::Env* env, MPI_Comm group, const std::string& path,
           for (int m = 0; m < members; ++m) ds_rows += all_rows[static_cast<size_t>(m) * n + i].rows;
           data.emplace_back(at[i], at[i] + ds_rows * arrays[i].row_bytes);
         }
-        auto made = std::make_shared<MetadataImage>();
-        Status captured = CaptureMetadataImage(env, path, info.size, std::move(data), layout, at, made.get());
-        if (captured.ok() && made->bytes() <= MetadataImages::kMaxBytes) {
-          images->Keep(made);
-          *image = std::move(made);
-        } else {
-          if (!captured.ok()) {
-            BATON_LOG(kCkpt, debug) << "no metadata image of " << path << " kept: " << captured;
-          }
-        }
+        *image = images->Capture(env, path, info.size, std::move(data), layout, at);
       }
       return Status::OK();
     }();
