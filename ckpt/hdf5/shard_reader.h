@@ -11,7 +11,8 @@
 // through HDF5 against what the manifest says. In format 2 the checksum
 // already proved every byte HDF5 would read for those checks to be the
 // writer's, so only the extent is checked (the manifest's offset and size
-// within the file), with no HDF5 call per dataset: a read never asks for,
+// within the file), with no HDF5 call at all: the file is opened with
+// open(2), not H5Fopen, and its rows read with pread. A read never asks for,
 // or allocates, more than the file on disk holds either way. Errors name
 // the file (and dataset).
 //
@@ -80,8 +81,8 @@ class ShardReader {
  public:
   // Opens shards[shard] of manifest m in version_dir: its size must be the
   // manifest's and (format 2) its bytes outside the datasets' data must
-  // match meta_xxh3 before HDF5 opens it, so HDF5 never parses an
-  // unverified byte.
+  // match meta_xxh3, and then HDF5 is not needed (the file is opened with
+  // open(2)); format 1: HDF5 opens it.
   // mode: how rows are read (above); a file whose mapping fails is read with pread.
   static Status Open(fs::Env* env, const std::string& version_dir, const Manifest& m, size_t shard,
                      std::unique_ptr<ShardReader>* out, ReadMode mode = ReadMode::kPread);
@@ -150,8 +151,9 @@ class ShardReader {
   // Format 2: every byte outside the datasets' data matched the manifest's
   // meta_xxh3; OpenDataset then takes the manifest's offsets (no HDF5 call).
   bool meta_verified_ = false;
-  Hid file_;
-  int fd_ = -1;  // the sec2 driver's descriptor of file_ (ReadRows, MapRows)
+  Hid file_;     // format 1 only: HDF5 checks and reads its datasets
+  int fd_ = -1;  // ReadRows', MapRows': the sec2 driver's descriptor of file_, or owned_fd_
+  int owned_fd_ = -1;  // format 2: the file opened without HDF5 (closed with the reader)
   ReadMode mode_ = ReadMode::kPread;
   bool map_failure_logged_ = false;
   std::map<std::string, Checked> datasets_;  // checked ones, by name (never moved: mappings point into them)
