@@ -1,8 +1,8 @@
 #!/bin/sh
-# The package's pure modules without MPI (tests/python/pure_modules.py, storage_module.py): the
-# safe unpickler, baton.latest, DCP chunk names, baton.storage (the only caller of the
-# extension's storage, its pure part). One pytest process, no
-# mpirun. A few seconds (torch's import).
+# The package's pure modules without MPI (tests/python/pure_modules.py, storage_module.py,
+# staging_module.py): the safe unpickler, baton.latest, DCP chunk names, baton.storage (the
+# only caller of the extension's storage, its pure part), BatonWriter's staged copy. One
+# pytest process, no mpirun. A few seconds (torch's import).
 . "${srcdir:?set by make check}/tests/lib/suite.sh"
 here=$srcdir/tests/python
 if [ ! -e "$BATON_BUILD_DIR/python/baton/_baton.so" ]; then
@@ -14,4 +14,5 @@ PYTHONDONTWRITEBYTECODE=1
 PYTHONPATH=$BATON_BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONDONTWRITEBYTECODE PYTHONPATH
 run_suite pure-modules 120 "${BATON_PYTHON:-/usr/bin/python3}" -m pytest -p no:cacheprovider -q -rs \
-  --rootdir="$here" -c /dev/null "$here/pure_modules.py" "$here/storage_module.py"
+  --rootdir="$here" -c /dev/null "$here/pure_modules.py" "$here/storage_module.py" \
+  "$here/staging_module.py"

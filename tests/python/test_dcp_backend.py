@@ -224,6 +224,74 @@ def test_async_save(dist, rt, shared_dir):
     assert gc.isenabled()
 
 
+def _staged_pointers(shared_dir):
+    from baton.dcp import open_checkpointers
+    pool = open_checkpointers._staging.get(open_checkpointers.directory_key(shared_dir))
+    return None if pool is None else {path: t.data_ptr() for path, t in pool._kept.items() if t.numel()}
+
+
+def test_async_saves_stage_into_the_buffers_kept_from_the_last_one(dist, rt, shared_dir):
+    """The next dcp.async_save of the same layout copies into the staged memory of the one before (a load in
+    between too, which closes the writer's checkpointer); each version holds the state of its own call;
+    BatonWriter.close() frees the memory; cache_staged_state_dict=False keeps none."""
+    sd = _state(5)
+    want = []
+    for step in (1, 2, 3):
+        want.append({"model": {k: v.clone() for k, v in sd["model"].items()}, "extra": dict(sd["extra"])})
+        writer = BatonWriter(shared_dir, step=step, runtime=rt)  # a writer per save, as programs often make
+        future = dcp.async_save(sd, storage_writer=writer)
+        sd["model"]["w"].add_(1)  # at once, while the save of the staged copy is in flight
+        sd["model"]["ids"].mul_(2)
+        future.result(timeout=120)
+        if step == 1:
+            kept = _staged_pointers(shared_dir)
+            assert len(kept) == 4, kept  # the state's four tensors
+        else:
+            assert _staged_pointers(shared_dir) == kept
+        got = _zeros_like(want[-1])
+        dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
+        _assert_equal(got, want[-1])
+    for step, state in ((1, want[0]), (2, want[1])):
+        got = _zeros_like(state)
+        dcp.load(got, storage_reader=BatonReader(shared_dir, step=step, runtime=rt))
+        _assert_equal(got, state)
+    writer.close()
+    assert _staged_pointers(shared_dir) is None
+    writer = BatonWriter(shared_dir, step=4, runtime=rt, cache_staged_state_dict=False)
+    dcp.async_save(sd, storage_writer=writer).result(timeout=120)
+    assert _staged_pointers(shared_dir) == {}
+    got = _zeros_like(want[0])
+    dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
+    _assert_equal(got["model"], sd["model"])
+    writer.close()
+
+
+def test_an_async_save_of_a_dtensor_stages_its_local_shard_with_its_layout(dist, rt, shared_dir, size):
+    """A DTensor staged for dcp.async_save keeps its mesh and placements (one array per rank's shard, as
+    dcp.save writes it) over a copy of its local shard; a second save copies into the same memory."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (size,))
+    full = torch.arange(6 * size * 4, dtype=torch.float32).reshape(6 * size, 4)
+    sd = {"t": distribute_tensor(full, mesh, [Shard(0)])}
+    for step in (1, 2):
+        future = dcp.async_save(sd, storage_writer=BatonWriter(shared_dir, step=step, runtime=rt))
+        sd["t"].to_local().add_(1000)  # this rank's shard, changed at once: the version holds the staged copy
+        future.result(timeout=120)
+        if step == 1:
+            kept = _staged_pointers(shared_dir)
+            assert list(kept) == [("t",)], kept
+        assert _staged_pointers(shared_dir) == kept
+        version = _versions(shared_dir)[-1]
+        arrays = [a for a in _manifest(version)["arrays"] if a["name"].startswith("t~@")]
+        assert sorted(a["name"] for a in arrays) == sorted("t~@%d,0" % (6 * r) for r in range(size))
+        target = {"t": distribute_tensor(torch.zeros_like(full), mesh, [Shard(0)])}
+        dcp.load(target, storage_reader=BatonReader(shared_dir, runtime=rt))
+        assert torch.equal(target["t"].full_tensor(), full + 1000 * (step - 1)), step
+    BatonWriter(shared_dir).close()
+
+
 def test_without_init_process_group_save_and_load_say_to_call_it(dist, rt, shared_dir, monkeypatch, size):
     """Issue 46 defect 14: over several ranks, dcp.save/dcp.load without torch.distributed initialized failed
     as "rows overlap" or "the ranks registered different arrays"; now every rank is told to call

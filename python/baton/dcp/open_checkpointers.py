@@ -25,17 +25,25 @@ Runtime's world communicator beside the program's own collectives on it
   save before it on that directory has ended (see InFlight); not for a save
   whose dcp.async_save raised before DCP's executor held it (it never runs).
 
-Threading: the table is guarded by one lock; an entry's checkpointer is
-used by one thread at a time (Entry.lock).
+The staged copy of a dcp.async_save (staging.py) is kept per directory
+too, for the directory's next async save: across a close of its
+checkpointer by another opener (a BatonReader's load between two saves),
+until BatonWriter.close() or the interpreter's exit.
+
+Threading: the tables are guarded by one lock; an entry's checkpointer is
+used by one thread at a time (Entry.lock); a directory's staged copy is
+written on the program's thread only, after the save in flight ended.
 """
 import os
 import threading
 import time
 
 from baton import _baton, storage
+from baton.dcp import staging
 
 _table_lock = threading.Lock()
 _open = {}  # directory key -> Entry
+_staging = {}  # directory key -> staging.StagingBuffers
 
 
 def directory_key(path):
@@ -167,18 +175,29 @@ def yield_directory(key):
     return True
 
 
-def release(path, what):
+def staging_of(key):
+    """The directory's staged-copy buffers (directory key as Entry.key), made on first use."""
+    with _table_lock:
+        return _staging.setdefault(key, staging.StagingBuffers())
+
+
+def release(path, what, drop_staging=False):
     """Closes the directory's checkpointer, if this process keeps one (on the program's thread), after its save
-    in flight ended: BatonWriter.close(), and another opener of the directory (yield_directory)."""
+    in flight ended: BatonWriter.close() (which also drops the staged copy kept for the next async save:
+    ``drop_staging``), and another opener of the directory (yield_directory)."""
     try:
         key = directory_key(path)
     except _baton.InvalidArgument:
         return
     with _table_lock:
         entry = _open.get(key)
+    if entry is not None:
+        entry.wait_for_save_in_flight(what)  # its thread may still read the staged copy
+    if drop_staging:
+        with _table_lock:
+            _staging.pop(key, None)
     if entry is None:
         return
-    entry.wait_for_save_in_flight(what)
     with entry.lock:
         entry.close()
     with _table_lock:

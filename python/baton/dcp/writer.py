@@ -74,7 +74,7 @@ class BatonWriter(StorageWriter, AsyncStager):
     """A torch.distributed.checkpoint StorageWriter that writes baton versions.
 
     BatonWriter(path=None, *, step=None, runtime=None, keep=3, level2=False,
-                local_dir=None, **options)
+                local_dir=None, cache_staged_state_dict=True, **options)
 
     path: the baton checkpoint directory (None: $BATON_CKPT_DIR); dcp.save's
       checkpoint_id, when given, replaces it (dcp.async_save's must name the
@@ -84,6 +84,13 @@ class BatonWriter(StorageWriter, AsyncStager):
     runtime: a baton.Runtime over the same processes as torch.distributed
       (None: one per process, made on first use).
     keep, level2, local_dir and the other options: baton.ArrayCheckpointer's.
+    cache_staged_state_dict: under dcp.async_save, keep the CPU copy of the
+      state stage() makes for the directory's next async save, which copies
+      into it where a tensor keeps its shape and dtype (DCP's stagers take
+      the same option, False by default there): a training loop's staging
+      memory is allocated and faulted in once. The memory: one copy of the
+      rank's tensors, until close(). False: new memory at every save, freed
+      when the save ends (staging.py).
 
     The directory's checkpointer stays open across saves, for every
     BatonWriter of this process on it (the directory's writer lock held).
@@ -94,8 +101,9 @@ class BatonWriter(StorageWriter, AsyncStager):
 
     Works with dcp.save and dcp.async_save. Under async_save the writer is
     also DCP's stager: stage(), on the calling thread, opens the checkpointer
-    there and copies the state to new CPU memory (later changes never reach
-    the version); DCP's background thread then plans, writes and commits,
+    there and copies the state to CPU memory (later changes never reach the
+    version; each tensor copied once, where DCP's stager copies a DTensor
+    twice); DCP's background thread then plans, writes and commits,
     its MPI calls on the checkpointer's own communicators only, never on
     the Runtime's world where the program's collectives run. A second save
     on a directory while one is in flight (a dcp.async_save, or a dcp.save,
@@ -118,12 +126,14 @@ class BatonWriter(StorageWriter, AsyncStager):
     # (InFlight.handed): one whose async_save raised before that is never waited for.
     _synchronize_after_execute = True
 
-    def __init__(self, path=None, *, step=None, runtime=None, keep=3, level2=False, local_dir=None, **options):
+    def __init__(self, path=None, *, step=None, runtime=None, keep=3, level2=False, local_dir=None,
+                 cache_staged_state_dict=True, **options):
         super().__init__()
         self.path = path
         self.step = step
         self.last_step = None
         self._runtime = runtime
+        self._cache_staged = bool(cache_staged_state_dict)
         self._options = dict(options, keep=keep, level2=level2, local_dir=local_dir)
         self._lock = threading.Lock()
         self._staged = None  # the InFlight of an async save staged here and not yet begun on DCP's thread
@@ -133,14 +143,13 @@ class BatonWriter(StorageWriter, AsyncStager):
     @pausing  # the cyclic collector, as the Checkpointer's calls (baton/gc_pause.py)
     def stage(self, state_dict):
         """Opens the directory's checkpointer on this (the program's) thread, after the save in flight on it
-        ended, and returns a copy of `state_dict` in new CPU memory for DCP's background thread to save."""
-        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
-
+        ended, and returns a copy of `state_dict` in CPU memory for DCP's background thread to save (the
+        directory's kept staging buffers: no save reads them any more)."""
         if _async_save_asked_for_a_process():
             # Before anything is opened or copied: the writer and the directory stay as they were.
             raise self._process_refused()
         entry = self._open_here("dcp.async_save")
-        staged = _copy_state_dict(state_dict, _create_cpu_state_dict(state_dict), type_check=False)
+        staged = open_checkpointers.staging_of(entry.key).stage(state_dict, keep=self._cache_staged)
         in_flight = open_checkpointers.InFlight(entry, self.step)
         entry.in_flight = in_flight
         self._local.staging = in_flight
@@ -222,10 +231,11 @@ class BatonWriter(StorageWriter, AsyncStager):
 
     def close(self):
         """Closes the directory's checkpointer (shared by this process's BatonWriters on it), after the save in
-        flight on it ended; the next save opens it again. On the program's thread; closing twice is harmless."""
+        flight on it ended, and frees the staged copy kept for its next async save; the next save opens it
+        again. On the program's thread; closing twice is harmless."""
         try:
             path = self.path
-            open_checkpointers.release(path, "BatonWriter(%r).close()" % (path,))
+            open_checkpointers.release(path, "BatonWriter(%r).close()" % (path,), drop_staging=True)
         finally:
             with self._lock:
                 self._staged = None

@@ -1,0 +1,92 @@
+"""baton.dcp.staging without MPI (tests/python/pure-modules.sh): BatonWriter.stage's copy of a state for
+dcp.async_save: what it copies and keeps as DCP's stager does, and the buffers it keeps for the next save."""
+import io
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from baton.dcp.staging import StagingBuffers  # noqa: E402
+
+
+class Opaque:
+    def __init__(self, items):
+        self.items = items
+
+
+def _state():
+    w = torch.nn.Parameter(torch.randn(6, 4))  # requires grad: the copy is data only
+    return {
+        "model": {"w": w, "t": torch.arange(12.0).reshape(3, 4).t(),  # not contiguous
+                  "scalar": torch.tensor(3.5), "empty": torch.zeros(0, 5, dtype=torch.int64)},
+        "optim": {"state": {0: {"step": torch.tensor(7.0), "exp_avg": torch.ones(6, 4)}},
+                  "param_groups": [{"lr": 0.1, "betas": (0.9, 0.99), "params": [0], "name": None}]},
+        "blob": io.BytesIO(b"abc"), "raw": b"xy", "obj": Opaque([1, 2]),
+    }
+
+
+def test_a_stage_copies_every_tensor_into_memory_of_its_own_in_the_same_structure():
+    sd = _state()
+    staged = StagingBuffers().stage(sd)
+    m, s = sd["model"], staged["model"]
+    for k in m:
+        assert s[k].dtype == m[k].dtype and s[k].shape == m[k].shape and torch.equal(s[k], m[k].detach()), k
+        assert s[k].numel() == 0 or s[k].data_ptr() != m[k].data_ptr(), k
+        assert not s[k].requires_grad, k
+    # Later changes to the state never reach the copy.
+    with torch.no_grad():
+        m["w"].add_(1)
+    sd["optim"]["state"][0]["exp_avg"].mul_(3)
+    assert torch.equal(staged["optim"]["state"][0]["exp_avg"], torch.ones(6, 4))
+    assert not torch.equal(staged["model"]["w"], m["w"].detach())
+    # Containers rebuilt (a tuple stays a tuple), plain values as they are, other objects deep-copied (DCP's rule).
+    group = staged["optim"]["param_groups"][0]
+    assert group == sd["optim"]["param_groups"][0] and group is not sd["optim"]["param_groups"][0]
+    assert isinstance(group["betas"], tuple) and group["params"] is not sd["optim"]["param_groups"][0]["params"]
+    assert staged["blob"] is sd["blob"] and staged["raw"] is sd["raw"]
+    assert staged["obj"] is not sd["obj"] and staged["obj"].items == [1, 2]
+
+
+def test_the_next_stage_of_the_same_layout_copies_into_the_same_buffers():
+    pool = StagingBuffers()
+    sd = _state()
+    first = pool.stage(sd)
+    ptrs = {k: v.data_ptr() for k, v in first["model"].items() if v.numel()}
+    assert pool.nbytes() == sum(v.numel() * v.element_size() for v in first["model"].values()) + 4 + 6 * 4 * 4
+    with torch.no_grad():
+        sd["model"]["w"].fill_(2.0)
+    second = pool.stage(sd)
+    assert {k: v.data_ptr() for k, v in second["model"].items() if v.numel()} == ptrs
+    assert torch.equal(second["model"]["w"], torch.full((6, 4), 2.0))
+
+
+def test_a_tensor_that_changed_shape_or_dtype_gets_a_new_buffer_and_the_others_keep_theirs():
+    pool = StagingBuffers()
+    sd = _state()
+    first = pool.stage(sd)
+    sd["model"]["w"] = torch.randn(8, 4)  # a new shape
+    sd["model"]["t"] = sd["model"]["t"].double()  # a new dtype
+    sd["model"]["new"] = torch.ones(2)  # a new place
+    second = pool.stage(sd)
+    assert second["model"]["w"].data_ptr() != first["model"]["w"].data_ptr()
+    assert second["model"]["t"].data_ptr() != first["model"]["t"].data_ptr()
+    assert second["optim"]["state"][0]["exp_avg"].data_ptr() == first["optim"]["state"][0]["exp_avg"].data_ptr()
+    for k in ("w", "t", "new"):
+        assert second["model"][k].dtype == sd["model"][k].dtype and torch.equal(second["model"][k], sd["model"][k])
+    # A place gone from the state frees its buffer: only what the last stage used is kept.
+    del sd["model"]["new"]
+    pool.stage(sd)
+    assert ("model", "new") not in pool._kept
+
+
+def test_one_tensor_twice_in_a_state_is_staged_twice_and_nothing_is_kept_when_asked():
+    t = torch.arange(4.0)
+    pool = StagingBuffers()
+    staged = pool.stage({"a": t, "b": [t, t]})
+    ptrs = {staged["a"].data_ptr(), staged["b"][0].data_ptr(), staged["b"][1].data_ptr()}
+    assert len(ptrs) == 3 and all(torch.equal(x, t) for x in (staged["a"], *staged["b"]))
+    again = pool.stage({"a": t, "b": [t, t]}, keep=False)
+    assert torch.equal(again["a"], t) and pool.nbytes() == 0
+    pool.stage({"a": t})
+    pool.clear()
+    assert pool.nbytes() == 0
