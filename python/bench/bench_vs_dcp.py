@@ -13,7 +13,12 @@ exp_avg_sq, float32; Linear layers of width 1024, 512 under 192 MiB):
   fsdp2  fully_shard (FSDP2, gloo on CPU): DTensor parameters and optimizer
          state, each rank 1/N of it (get_state_dict / set_state_dict);
   tiny   5,000 tensors of 64 floats (1,250 parameters, AdamW's three
-         tensors each), every rank the same: the cost per tensor.
+         tensors each), every rank the same: the cost per tensor;
+  sharded  the ddp state's tensors split by rows over the ranks, each rank
+         holding 1/N of every one (ZeRO-style): baton.Checkpointer gets
+         baton.Sharded rows, DCP the same rows as DTensors (Shard(0)),
+         torch.save each rank's own rows; every contender saves and
+         restores the same tensors in place.
 What each contender saves and restores, in the same run, in another order
 every round (--rounds, 4 for a balanced design):
   baton            baton.Checkpointer save / save_async / restore of
@@ -101,6 +106,58 @@ class Tiny(torch.nn.Module):
         return sum((p * x).sum() for p in self.p)
 
 
+class ShardedRows:
+    """--kind sharded: this rank's rows of every tensor of a ddp state (0-dim ones whole on every rank), in one
+    tree per contender over the same memory: baton.Sharded leaves, DTensors (Shard(0)) for DCP, the plain rows
+    for torch.save."""
+
+    def __init__(self, model, optim, rank, size):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import DTensor, Shard
+
+        mesh = init_device_mesh("cpu", (size,))
+        self.plain, self.baton, self.dcp = {}, {}, {}
+        osd = optim.state_dict()["state"]
+        trees = {"model": model.state_dict(),
+                 "optim": {str(i): dict(st) for i, st in osd.items()}}
+        for top, tree in trees.items():
+            for path, t in _leaves(tree):
+                if t.dim() == 0:
+                    rows = b = d = t.clone()
+                else:
+                    n = t.shape[0]
+                    if n % size:
+                        raise SystemExit(f"--kind sharded: {top}/{'/'.join(path)} has {n} rows, not a multiple of "
+                                         f"{size} ranks")
+                    lo, hi = rank * n // size, (rank + 1) * n // size
+                    rows = t[lo:hi].clone()
+                    b = baton.Sharded(rows, lo, tuple(t.shape))
+                    d = DTensor.from_local(rows, mesh, [Shard(0)], run_check=False, shape=t.shape, stride=t.stride())
+                for tree_out, leaf in ((self.plain, rows), (self.baton, b), (self.dcp, d)):
+                    node = tree_out.setdefault(top, {})
+                    for key in path[:-1]:
+                        node = node.setdefault(key, {})
+                    node[path[-1]] = leaf
+
+    def load_plain(self, sd):
+        """torch's restore: the rows torch.load read, copied into the state's own (load_state_dict's work)."""
+        with torch.no_grad():
+            for top in self.plain:
+                for path, t in _leaves(self.plain[top]):
+                    src = sd[top]
+                    for key in path:
+                        src = src[key]
+                    t.copy_(src)
+
+
+def _leaves(tree, prefix=()):
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            yield from _leaves(v, prefix + (str(k),))
+        elif isinstance(v, torch.Tensor):
+            yield prefix + (str(k),), v
+
+
 def make_state(mib, kind):
     torch.manual_seed(0)
     if kind == "tiny":
@@ -135,7 +192,7 @@ def main():
                         help="a directory for every checkpoint (emptied first, removed at the end)")
     parser.add_argument("--keep-files", action="store_true", help="leave --dir's checkpoints in place at the end")
     parser.add_argument("--mib", type=int, default=16, help="MiB of state in all (default 16)")
-    parser.add_argument("--kind", choices=("ddp", "fsdp2", "tiny"), default="ddp",
+    parser.add_argument("--kind", choices=("ddp", "fsdp2", "tiny", "sharded"), default="ddp",
                         help="tiny: 5,000 tensors of 64 floats, every rank the same (--mib ignored)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--json", help="write every measurement here (rank 0)")
@@ -159,19 +216,25 @@ def main():
     model, optim = make_state(args.mib, args.kind)
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+    split = ShardedRows(model, optim, rank, size) if args.kind == "sharded" else None
+    per_rank = args.kind in ("fsdp2", "sharded")  # each rank holds (and torch.save writes) its own part
+
     def dcp_state():
+        if split is not None:
+            return split.dcp  # loaded in place, into the rows themselves
         msd, osd = get_state_dict(model, optim)
         return {"model": msd, "optim": osd}
 
     def put_dcp_state(sd):
-        set_state_dict(model, optim, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        if split is None:
+            set_state_dict(model, optim, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
 
     local = sum(t.to_local().nbytes if hasattr(t, "to_local") else t.nbytes
                 for t in _tensors(dcp_state()))
-    state_bytes = comm.allreduce(local) if args.kind == "fsdp2" else local
+    state_bytes = comm.allreduce(local) if per_rank else local
 
     ck = baton.Checkpointer(rt, dir=os.path.join(args.dir, "baton"), level2=False, keep=2)
-    baton_state = {"model": model, "optim": optim}
+    baton_state = split.baton if split is not None else {"model": model, "optim": optim}
     counters = {"step": 0}
 
     def next_step():
@@ -242,19 +305,23 @@ def main():
         return FileSystemWriter(os.path.join(fdir, "step%d" % s))
 
     def run_torch(m):
-        path = os.path.join(args.dir, "torch", "rank%d.pt" % (rank if args.kind == "fsdp2" else 0))
+        path = os.path.join(args.dir, "torch", "rank%d.pt" % (rank if per_rank else 0))
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        writes = args.kind == "fsdp2" or rank == 0
+        writes = per_rank or rank == 0
 
         def save():
             if writes:
                 with open(path, "wb") as f:
-                    torch.save({"model": model.state_dict(), "optim": optim.state_dict()}, f)
+                    torch.save(split.plain if split is not None else
+                               {"model": model.state_dict(), "optim": optim.state_dict()}, f)
                     f.flush()
                     os.fsync(f.fileno())
 
         def load():
             sd = torch.load(path, map_location="cpu", weights_only=False)
+            if split is not None:
+                split.load_plain(sd)
+                return
             model.load_state_dict(sd["model"])
             optim.load_state_dict(sd["optim"])
         m["torch save"] = timed(save)[:2]
@@ -355,7 +422,11 @@ def set_page_cache(comm, cache, dirs):
     node's page cache), then a barrier."""
     if cache != "as-written" and comm.rank == 0:
         for path in _files(dirs):
-            with open(path, "rb") as f:
+            try:
+                f = open(path, "rb")
+            except FileNotFoundError:  # a version retention removes meanwhile (baton renames it .removing-*)
+                continue
+            with f:
                 if cache == "cold":
                     os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)  # written and fsynced: clean
                 else:
@@ -366,7 +437,8 @@ def set_page_cache(comm, cache, dirs):
 
 def _files(dirs):
     for d in dirs:
-        for root, _, names in os.walk(d):
+        for root, subdirs, names in os.walk(d):
+            subdirs[:] = [s for s in subdirs if not s.startswith(".removing-")]  # retention's, being removed
             for n in names:
                 if not n.endswith(".lock"):
                     yield os.path.join(root, n)
