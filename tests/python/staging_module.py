@@ -90,3 +90,20 @@ def test_one_tensor_twice_in_a_state_is_staged_twice_and_nothing_is_kept_when_as
     pool.stage({"a": t})
     pool.clear()
     assert pool.nbytes() == 0
+
+
+def test_a_staging_while_the_buffers_are_held_or_read_copies_into_new_memory_and_keeps_them():
+    """Two program threads staging for one directory: the second, while the first holds the buffers (until its
+    save is recorded as in flight) or while a save is in flight (free() False), gets new memory, and the
+    buffers kept stay those of the first."""
+    pool = StagingBuffers()
+    sd = {"w": torch.arange(6.0)}
+    kept = pool.stage(sd)["w"].data_ptr()
+    with pool.staged({"w": torch.ones(6)}) as first:
+        assert first["w"].data_ptr() == kept and torch.equal(first["w"], torch.ones(6))
+        with pool.staged({"w": torch.zeros(6)}) as second:
+            assert second["w"].data_ptr() != kept and torch.equal(second["w"], torch.zeros(6))
+        assert torch.equal(first["w"], torch.ones(6))  # not written by the second
+    with pool.staged({"w": torch.full((6,), 5.0)}, free=lambda: False) as third:
+        assert third["w"].data_ptr() != kept
+    assert pool._kept[("w",)].data_ptr() == kept and torch.equal(pool._kept[("w",)], torch.ones(6))

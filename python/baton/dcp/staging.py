@@ -24,13 +24,20 @@ spec kept: mesh, placements, global shape and stride) into CPU memory, ints,
 floats, strings, bytes, None and io.BytesIO as they are, anything else
 deep-copied. A ShardedTensor goes through DCP's own functions.
 
-Threading: stage() runs on the program's thread, after the directory's
+Threading: staged() runs on the program's thread, after the directory's
 save in flight ended (open_checkpointers.open_for_save waits for it), so
-no save reads a kept buffer while it is written again.
+no save reads a kept buffer while it is written again. It holds the
+buffers until its caller has recorded the new save as the one in flight
+(BatonWriter.stage), and asks again, once it holds them, that no save is
+in flight: a second program thread that stages for the same directory
+meanwhile gets new memory and leaves the kept buffers alone, rather than
+copying over a copy a save is about to read.
 """
+import contextlib
 import copy
 import io
 import sys
+import threading
 
 from baton.dtensor_chunks import is_dtensor, local_tensor
 
@@ -40,15 +47,33 @@ class StagingBuffers:
 
     def __init__(self):
         self._kept = {}  # path -> tensor
+        self._lock = threading.Lock()  # held by the staging that may write the kept buffers
+
+    @contextlib.contextmanager
+    def staged(self, state_dict, keep=True, free=lambda: True):
+        """A copy of ``state_dict`` in CPU memory nobody else writes, the buffers held until the block ends;
+        ``keep``: its buffers serve the next staging (else none is kept, and those kept before are dropped).
+        ``free()``, asked once the buffers are held: whether no save reads them now. While another staging
+        holds them, or where they are not free, the copy is made in new memory and the kept ones stay."""
+        mine = self._lock.acquire(blocking=False)
+        try:
+            yield self._stage(state_dict, keep, mine and free())
+        finally:
+            if mine:
+                self._lock.release()
 
     def stage(self, state_dict, keep=True):
-        """A copy of ``state_dict`` in CPU memory nobody else writes; ``keep``: its buffers serve the next stage()
-        (else none is kept, and those kept before are dropped)."""
+        """staged() for a caller with nothing to record before the buffers are free again."""
+        with self.staged(state_dict, keep) as staged:
+            return staged
+
+    def _stage(self, state_dict, keep, holds_buffers):
         torch = sys.modules["torch"]
         used = {}
         with torch.no_grad():
-            staged = _Copier(self._kept if keep else {}, used).value(state_dict, ())
-        self._kept = used if keep else {}
+            staged = _Copier(self._kept if keep and holds_buffers else {}, used).value(state_dict, ())
+        if holds_buffers:
+            self._kept = used if keep else {}
         return staged
 
     def nbytes(self):

@@ -149,9 +149,12 @@ class BatonWriter(StorageWriter, AsyncStager):
             # Before anything is opened or copied: the writer and the directory stay as they were.
             raise self._process_refused()
         entry = self._open_here("dcp.async_save")
-        staged = open_checkpointers.staging_of(entry.key).stage(state_dict, keep=self._cache_staged)
-        in_flight = open_checkpointers.InFlight(entry, self.step)
-        entry.in_flight = in_flight
+        # The kept buffers stay held until this save is the directory's save in flight, which a later
+        # save waits for before it stages into them again.
+        with open_checkpointers.staging_of(entry.key).staged(state_dict, keep=self._cache_staged,
+                                                             free=lambda: entry.in_flight is None) as staged:
+            in_flight = open_checkpointers.InFlight(entry, self.step)
+            entry.in_flight = in_flight
         self._local.staging = in_flight
         with self._lock:
             self._staged = in_flight
