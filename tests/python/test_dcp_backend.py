@@ -224,16 +224,16 @@ def test_async_save(dist, rt, shared_dir):
     assert gc.isenabled()
 
 
-def _staged_pointers(shared_dir):
+def _staged_pointers():
+    """The process's kept staging buffers (baton.dcp.staging), by their place in the state."""
     from baton.dcp import open_checkpointers
-    pool = open_checkpointers._staging.get(open_checkpointers.directory_key(shared_dir))
-    return None if pool is None else {path: t.data_ptr() for path, t in pool._kept.items() if t.numel()}
+    return {path: t.data_ptr() for path, t in open_checkpointers.staging()._kept.items() if t.numel()}
 
 
 def test_async_saves_stage_into_the_buffers_kept_from_the_last_one(dist, rt, shared_dir):
     """The next dcp.async_save of the same layout copies into the staged memory of the one before (a load in
-    between too, which closes the writer's checkpointer); each version holds the state of its own call;
-    BatonWriter.close() frees the memory; cache_staged_state_dict=False keeps none."""
+    between too, which closes the writer's checkpointer; a save into another directory too); each version holds
+    the state of its own call; BatonWriter.close() frees the memory; cache_staged_state_dict=False keeps none."""
     sd = _state(5)
     want = []
     for step in (1, 2, 3):
@@ -244,10 +244,10 @@ def test_async_saves_stage_into_the_buffers_kept_from_the_last_one(dist, rt, sha
         sd["model"]["ids"].mul_(2)
         future.result(timeout=120)
         if step == 1:
-            kept = _staged_pointers(shared_dir)
+            kept = _staged_pointers()
             assert len(kept) == 4, kept  # the state's four tensors
         else:
-            assert _staged_pointers(shared_dir) == kept
+            assert _staged_pointers() == kept
         got = _zeros_like(want[-1])
         dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
         _assert_equal(got, want[-1])
@@ -255,11 +255,18 @@ def test_async_saves_stage_into_the_buffers_kept_from_the_last_one(dist, rt, sha
         got = _zeros_like(state)
         dcp.load(got, storage_reader=BatonReader(shared_dir, step=step, runtime=rt))
         _assert_equal(got, state)
+    other = shared_dir.rstrip("/") + "-other"  # beside it: a baton directory holds versions only
+    dcp.async_save(sd, storage_writer=BatonWriter(other, step=1, runtime=rt)).result(timeout=120)
+    assert _staged_pointers() == kept  # one copy per process, whichever directory it saves into
+    got = _zeros_like(want[0])
+    dcp.load(got, storage_reader=BatonReader(other, runtime=rt))
+    _assert_equal(got["model"], sd["model"])
+    BatonWriter(other).close()  # the directory's checkpointer, and the process's staged copy with it
     writer.close()
-    assert _staged_pointers(shared_dir) is None
+    assert _staged_pointers() == {}
     writer = BatonWriter(shared_dir, step=4, runtime=rt, cache_staged_state_dict=False)
     dcp.async_save(sd, storage_writer=writer).result(timeout=120)
-    assert _staged_pointers(shared_dir) == {}
+    assert _staged_pointers() == {}
     got = _zeros_like(want[0])
     dcp.load(got, storage_reader=BatonReader(shared_dir, runtime=rt))
     _assert_equal(got["model"], sd["model"])
@@ -280,9 +287,9 @@ def test_an_async_save_of_a_dtensor_stages_its_local_shard_with_its_layout(dist,
         sd["t"].to_local().add_(1000)  # this rank's shard, changed at once: the version holds the staged copy
         future.result(timeout=120)
         if step == 1:
-            kept = _staged_pointers(shared_dir)
+            kept = _staged_pointers()
             assert list(kept) == [("t",)], kept
-        assert _staged_pointers(shared_dir) == kept
+        assert _staged_pointers() == kept
         version = _versions(shared_dir)[-1]
         arrays = [a for a in _manifest(version)["arrays"] if a["name"].startswith("t~@")]
         assert sorted(a["name"] for a in arrays) == sorted("t~@%d,0" % (6 * r) for r in range(size))

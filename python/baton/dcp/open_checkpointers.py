@@ -25,14 +25,14 @@ Runtime's world communicator beside the program's own collectives on it
   save before it on that directory has ended (see InFlight); not for a save
   whose dcp.async_save raised before DCP's executor held it (it never runs).
 
-The staged copy of a dcp.async_save (staging.py) is kept per directory
-too, for the directory's next async save: across a close of its
-checkpointer by another opener (a BatonReader's load between two saves),
-until BatonWriter.close() or the interpreter's exit.
+The staged copy of a dcp.async_save (staging.py) is kept once per
+process, for the next async save into any directory: across a close of a
+directory's checkpointer by another opener (a BatonReader's load between
+two saves), until BatonWriter.close() or the interpreter's exit; a
+staging uses it only once the save that read it is done (InFlight.done).
 
-Threading: the tables are guarded by one lock; an entry's checkpointer is
-used by one thread at a time (Entry.lock); a directory's staged copy is
-written on the program's thread only, after the save in flight ended.
+Threading: the table is guarded by one lock; an entry's checkpointer is
+used by one thread at a time (Entry.lock).
 """
 import os
 import threading
@@ -43,7 +43,7 @@ from baton.dcp import staging
 
 _table_lock = threading.Lock()
 _open = {}  # directory key -> Entry
-_staging = {}  # directory key -> staging.StagingBuffers
+_staging = staging.StagingBuffers()  # the process's: the last async save's staged copy, kept for the next
 
 
 def directory_key(path):
@@ -92,6 +92,16 @@ class InFlight:
         the staging thread, which has left that call): then no thread will ever run the save."""
         return threading.current_thread() is self.staged_by and not self.handed_over.is_set() and \
             not self.began.is_set()
+
+    def done(self, grace=0.5):
+        """Whether the save reads its staged copy no more (staging.StagingBuffers asks before it writes the
+        copy again): its thread began and ended; or its dcp.async_save raised before DCP's executor held it
+        (never_runs, asked on the staging thread) and no thread began it within ``grace`` seconds, which an
+        interrupt between DCP's submit and its hand-over would have started at once. Asked on another
+        thread, a save not yet begun is not done."""
+        if not self.began.is_set() and not (self.never_runs() and not self.began.wait(grace)):
+            return False
+        return not self.began.is_set() or not self.thread.is_alive()
 
     def wait(self, timeout, what):
         """Waits until the save ended; baton.TimeoutError naming it past `timeout` seconds."""
@@ -175,10 +185,9 @@ def yield_directory(key):
     return True
 
 
-def staging_of(key):
-    """The directory's staged-copy buffers (directory key as Entry.key), made on first use."""
-    with _table_lock:
-        return _staging.setdefault(key, staging.StagingBuffers())
+def staging():
+    """The process's staged-copy buffers (staging.StagingBuffers), for BatonWriter.stage."""
+    return _staging
 
 
 def release(path, what, drop_staging=False):
@@ -191,13 +200,11 @@ def release(path, what, drop_staging=False):
         return
     with _table_lock:
         entry = _open.get(key)
-    if entry is not None:
-        entry.wait_for_save_in_flight(what)  # its thread may still read the staged copy
     if drop_staging:
-        with _table_lock:
-            _staging.pop(key, None)
+        _staging.clear()  # a save still reading the copy holds its own references to it
     if entry is None:
         return
+    entry.wait_for_save_in_flight(what)
     with entry.lock:
         entry.close()
     with _table_lock:

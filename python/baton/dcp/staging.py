@@ -1,5 +1,5 @@
 """The staged copy of a dcp.async_save through BatonWriter: the state copied once into CPU memory, and that
-memory kept for the directory's next save.
+memory kept for the process's next async save.
 
 DCP's own stager (torch 2.15's BlockingAsyncStager, by default:
 _create_cpu_state_dict, then _copy_state_dict) allocates new memory at
@@ -13,27 +13,25 @@ once, into a buffer kept from the save before where the tensor at that
 place of the state has the same shape and dtype: a training loop's state
 keeps its layout, so its staging memory is allocated and faulted in once,
 as the C++ checkpointer's SaveAsync keeps its staging copy
-(ckpt/staging_pool.h). The memory: one copy of the rank's tensors, held
-by the directory's open checkpointer (open_checkpointers.Entry) until it
-closes; BatonWriter(cache_staged_state_dict=False) frees it after each
-save, as DCP's default does.
+(ckpt/staging_pool.h). The memory: one copy of the rank's tensors for the
+process (open_checkpointers.staging()), whichever directories it saves
+into, until BatonWriter.close(); BatonWriter(cache_staged_state_dict=False)
+keeps none, as DCP's default.
 
 What is copied is what DCP's stager copies, in the same structure: dicts,
 lists and tuples rebuilt, tensors (and a DTensor's local tensor, its
 spec kept: mesh, placements, global shape and stride) into CPU memory, ints,
 floats, strings, bytes, None and io.BytesIO as they are, anything else
-deep-copied. A ShardedTensor goes through DCP's own functions.
+deep-copied; a ShardedTensor whole (deep-copied, or moved to the CPU),
+where torch 2.5's stager handed back the live one.
 
-Threading: staged() runs on the program's thread, after the directory's
-save in flight ended (open_checkpointers.open_for_save waits for it), so
-no save reads a kept buffer while it is written again. It holds the
-buffers until its caller has recorded the new save as the one in flight
-(BatonWriter.stage), and asks again, once it holds them, that no save is
-in flight: a second program thread that stages for the same directory
-meanwhile gets new memory and leaves the kept buffers alone, rather than
-copying over a copy a save is about to read.
+Threading: the kept buffers record the save that reads them (its
+open_checkpointers.InFlight); a staging uses them only once that save
+will read them no more, else it copies into new memory and leaves them
+as they are. So a save in flight on another directory, a save whose
+dcp.async_save was interrupted, or a second program thread staging at the
+same moment never has its copy written over.
 """
-import contextlib
 import copy
 import io
 import sys
@@ -43,45 +41,42 @@ from baton.dtensor_chunks import is_dtensor, local_tensor
 
 
 class StagingBuffers:
-    """The CPU buffers of the directory's last staged save, by their place in the state (a path of keys)."""
+    """The CPU buffers of the last staged save, by their place in the state (a path of keys), and that save."""
 
     def __init__(self):
         self._kept = {}  # path -> tensor
-        self._lock = threading.Lock()  # held by the staging that may write the kept buffers
+        self._reader = None  # the save that reads the kept buffers (done(): it reads them no more), or None
+        self._lock = threading.Lock()  # held while a staging decides on, and writes, the kept buffers
 
-    @contextlib.contextmanager
-    def staged(self, state_dict, keep=True, free=lambda: True):
-        """A copy of ``state_dict`` in CPU memory nobody else writes, the buffers held until the block ends;
-        ``keep``: its buffers serve the next staging (else none is kept, and those kept before are dropped).
-        ``free()``, asked once the buffers are held: whether no save reads them now. While another staging
-        holds them, or where they are not free, the copy is made in new memory and the kept ones stay."""
+    def stage(self, state_dict, reader=None, keep=True):
+        """A copy of ``state_dict`` in CPU memory nobody else writes, for the save ``reader`` (an object whose
+        done() says it reads the copy no more; None: a caller that keeps the copy to itself, nothing kept).
+        ``keep``: the copy's buffers serve the next staging (else none is kept, and those kept before are
+        dropped). Where the kept buffers are still read (or another thread is staging into them), the copy
+        is made in new memory and they stay as they are."""
+        torch = sys.modules["torch"]
+        used = {}
         mine = self._lock.acquire(blocking=False)
         try:
-            yield self._stage(state_dict, keep, mine and free())
+            pooled = mine and (self._reader is None or self._reader.done())
+            with torch.no_grad():
+                staged = _Copier(self._kept if pooled and keep else {}, used).value(state_dict, ())
+            if pooled:
+                keep = keep and reader is not None
+                self._kept, self._reader = (used, reader) if keep else ({}, None)
+            return staged
         finally:
             if mine:
                 self._lock.release()
-
-    def stage(self, state_dict, keep=True):
-        """staged() for a caller with nothing to record before the buffers are free again."""
-        with self.staged(state_dict, keep) as staged:
-            return staged
-
-    def _stage(self, state_dict, keep, holds_buffers):
-        torch = sys.modules["torch"]
-        used = {}
-        with torch.no_grad():
-            staged = _Copier(self._kept if keep and holds_buffers else {}, used).value(state_dict, ())
-        if holds_buffers:
-            self._kept = used if keep else {}
-        return staged
 
     def nbytes(self):
         """The bytes of the buffers kept for the next save."""
         return sum(t.numel() * t.element_size() for t in self._kept.values())
 
     def clear(self):
-        self._kept = {}
+        """Drops the kept buffers (a save still reading them holds its own references)."""
+        with self._lock:
+            self._kept, self._reader = {}, None
 
 
 class _Copier:
@@ -92,7 +87,7 @@ class _Copier:
     def value(self, obj, path):
         torch = sys.modules["torch"]
         if _is_sharded_tensor(obj):
-            return _dcp_staged(obj)
+            return _sharded_copy(obj)
         if is_dtensor(obj):
             return self.dtensor(obj, path)
         if isinstance(obj, torch.Tensor):
@@ -132,7 +127,9 @@ def _is_sharded_tensor(obj):
     return cls is not None and isinstance(obj, cls)
 
 
-def _dcp_staged(obj):
-    """A ShardedTensor (deprecated in torch) staged as DCP's stager stages it: new memory every save."""
-    from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
-    return _copy_state_dict({"v": obj}, _create_cpu_state_dict({"v": obj}), type_check=False)["v"]
+def _sharded_copy(obj):
+    """A ShardedTensor (deprecated in torch) copied whole, as torch 2.15's stager copies one (torch 2.5's handed
+    back the live one): moved to the CPU (a copy) where a local shard is elsewhere, else deep-copied."""
+    if any(shard.tensor.device.type != "cpu" for shard in obj.local_shards()):
+        return obj.cpu()
+    return copy.deepcopy(obj)

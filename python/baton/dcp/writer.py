@@ -89,8 +89,8 @@ class BatonWriter(StorageWriter, AsyncStager):
       into it where a tensor keeps its shape and dtype (DCP's stagers take
       the same option, False by default there): a training loop's staging
       memory is allocated and faulted in once. The memory: one copy of the
-      rank's tensors, until close(). False: new memory at every save, freed
-      when the save ends (staging.py).
+      rank's tensors per process, until close(). False: new memory at every
+      save, freed when the save ends (staging.py).
 
     The directory's checkpointer stays open across saves, for every
     BatonWriter of this process on it (the directory's writer lock held).
@@ -144,17 +144,15 @@ class BatonWriter(StorageWriter, AsyncStager):
     def stage(self, state_dict):
         """Opens the directory's checkpointer on this (the program's) thread, after the save in flight on it
         ended, and returns a copy of `state_dict` in CPU memory for DCP's background thread to save (the
-        directory's kept staging buffers: no save reads them any more)."""
+        process's kept staging buffers where no save reads them any more: staging.py)."""
         if _async_save_asked_for_a_process():
             # Before anything is opened or copied: the writer and the directory stay as they were.
             raise self._process_refused()
         entry = self._open_here("dcp.async_save")
-        # The kept buffers stay held until this save is the directory's save in flight, which a later
-        # save waits for before it stages into them again.
-        with open_checkpointers.staging_of(entry.key).staged(state_dict, keep=self._cache_staged,
-                                                             free=lambda: entry.in_flight is None) as staged:
-            in_flight = open_checkpointers.InFlight(entry, self.step)
-            entry.in_flight = in_flight
+        in_flight = open_checkpointers.InFlight(entry, self.step)
+        # Into the process's kept staging buffers once the save that read them is done (else new memory).
+        staged = open_checkpointers.staging().stage(state_dict, in_flight, keep=self._cache_staged)
+        entry.in_flight = in_flight
         self._local.staging = in_flight
         with self._lock:
             self._staged = in_flight
