@@ -85,7 +85,7 @@ class BatonWriter(StorageWriter, AsyncStager):
       (None: one per process, made on first use).
     keep, level2, local_dir and the other options: baton.ArrayCheckpointer's.
     cache_staged_state_dict: under dcp.async_save, keep the CPU copy of the
-      state stage() makes for the directory's next async save, which copies
+      state stage() makes for the process's next async save, which copies
       into it where a tensor keeps its shape and dtype (DCP's stagers take
       the same option, False by default there): a training loop's staging
       memory is allocated and faulted in once. The memory: one copy of the
@@ -232,8 +232,8 @@ class BatonWriter(StorageWriter, AsyncStager):
 
     def close(self):
         """Closes the directory's checkpointer (shared by this process's BatonWriters on it), after the save in
-        flight on it ended, and frees the staged copy kept for its next async save; the next save opens it
-        again. On the program's thread; closing twice is harmless."""
+        flight on it ended, and frees the process's staged copy kept for the next async save; the next save
+        opens it again. On the program's thread; closing twice is harmless."""
         try:
             path = self.path
             open_checkpointers.release(path, "BatonWriter(%r).close()" % (path,), drop_staging=True)
